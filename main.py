@@ -1,0 +1,70 @@
+"""Transformer by Hand: the one command to run.
+
+    python main.py               every chapter in order, on the real Qwen3.5-0.8B if it can be
+                                 found or downloaded, else on the built-in tiny checkpoint
+    python main.py 3             chapter 3 only
+    python main.py download      fetch the model (1.75 GB) into the Hugging Face cache
+    options: --tiny  --model PATH  --lang en|zh  --debug
+"""
+import runpy
+import sys
+from pathlib import Path
+
+from qwen.cli import banner, model_path, parser, setup
+from qwen.lang import T, get_lang
+
+ROOT = Path(__file__).resolve().parent
+
+
+def chapters():
+    """{number: script} for the chapter scripts present, e.g. {1: ch01_weights.py}."""
+    return {int(p.name[2:4]): p for p in sorted(ROOT.glob("ch[0-9][0-9]_*.py"))}
+
+
+def download(args):
+    from qwen.weights import DEFAULT_REPO, find_model
+
+    repo = args.model or DEFAULT_REPO
+    print(T("Fetching {repo} (about 1.75 GB for the 0.8B model; interrupted downloads resume).",
+            "正在获取 {repo}（0.8B 模型约 1.75 GB；中断后再次运行会接着下载）。", repo=repo))
+    path = find_model(repo)
+    print(T("Model ready in {path}\nNext: python main.py", "模型已就绪：{path}\n下一步：python main.py", path=path))
+
+
+def run_chapters(args, numbers):
+    from qwen.weights import Config
+
+    path = model_path(args)
+    cfg = Config.load(path)
+    found = chapters()
+    for n in numbers:
+        script = found[n]
+        print("\n" + "#" * 78 + "\n# " + script.name + "\n" + "#" * 78)
+        sys.argv = [str(script), "--model", str(path), "--lang", get_lang()] + (["--debug"] if args.debug else [])
+        runpy.run_path(str(script), run_name="__main__")
+    print("\n" + T("Done: chapter(s) {ns} on {path}.", "完成：第 {ns} 章，模型 {path}。",
+                   ns=", ".join(map(str, numbers)), path=path))
+    banner(cfg)
+
+
+def main(argv=None):
+    p = parser("Transformer by Hand: rebuild Qwen3.5 one part at a time, on its real weights.",
+               "手搓 Transformer：在真实权重上，一个部件一个部件地重建 Qwen3.5。")
+    p.add_argument("what", nargs="?", default="all",
+                   help=T("a chapter number, 'download', or nothing for every chapter",
+                          "章节号、download，或留空运行所有章节"))
+    args = setup(p, argv)
+    found = chapters()
+    if args.what == "download":
+        return download(args)
+    if args.what == "all":
+        return run_chapters(args, sorted(found))
+    if args.what.isdigit() and int(args.what) in found:
+        return run_chapters(args, [int(args.what)])
+    p.exit(2, T("main.py: error: unknown chapter {what!r}; available: {have}, or 'download'\n",
+                "main.py：错误：没有第 {what!r} 章；可用的有：{have}，或 'download'\n",
+                what=args.what, have=", ".join(map(str, sorted(found)))))
+
+
+if __name__ == "__main__":
+    main()                                       # a QwenError prints as one line (qwen.cli)

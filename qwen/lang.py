@@ -1,0 +1,60 @@
+"""Learner-facing text in two languages, from one source.
+
+Every sentence a learner reads is written once, as a pair: `T("English", "中文")`.
+The pair lives next to the code that prints it, so the two versions cannot drift apart,
+and `set_lang()` (from `--lang`, or the locale) picks which half is shown.
+
+Errors a learner can cause (a missing folder, a broken file, a wrong shape) are raised as
+`QwenError`, which carries both languages too; scripts print it in one line, without a
+traceback, unless `--debug` is given (see `qwen.cli`).
+"""
+import locale
+import os
+
+LANGS = ("en", "zh")
+_lang = None
+
+
+def detect_lang():
+    """zh when the environment's locale is Chinese, else en."""
+    for var in ("QWEN_LANG", "LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE"):
+        value = os.environ.get(var, "")
+        if value:
+            return "zh" if value.lower().startswith("zh") else "en"
+    try:
+        code = locale.getlocale()[0] or ""
+    except ValueError:
+        code = ""
+    return "zh" if code.lower().startswith("zh") else "en"
+
+
+def set_lang(lang=None):
+    """Choose the language for everything printed from now on (None: from the locale)."""
+    global _lang
+    lang = lang or detect_lang()
+    if lang not in LANGS:
+        raise ValueError(f"unknown language {lang!r}: use one of {', '.join(LANGS)}")
+    _lang = lang
+    return lang
+
+
+def get_lang():
+    return _lang or set_lang()
+
+
+def T(en, zh, **fields):
+    """The learner's half of an (English, Chinese) pair, with {fields} filled in."""
+    text = zh if get_lang() == "zh" else en
+    return text.format(**fields) if fields else text
+
+
+class QwenError(Exception):
+    """A problem the learner can fix; the message says what and how, in both languages."""
+
+    def __init__(self, en, zh, **fields):
+        self.en = en.format(**fields) if fields else en
+        self.zh = zh.format(**fields) if fields else zh
+        super().__init__(self.en)
+
+    def __str__(self):
+        return self.zh if get_lang() == "zh" else self.en

@@ -1,0 +1,247 @@
+"""A built-in tiny checkpoint, written in exactly the real Qwen3.5 format, with made-up numbers.
+
+Nobody can learn from numbers that are not there. When the real Qwen/Qwen3.5-0.8B cannot be
+found or downloaded, the course still runs, on this: the same files (nested multimodal
+config.json, the odd shard name `model.safetensors-00001-of-00001.safetensors`, its index),
+the same key names (`model.language_model.*`, a few `model.visual.*` and `mtp.*`), the same
+dtypes (bf16, with `linear_attn.A_log` and `linear_attn.norm.weight` in fp32) and the same
+shape rules, only smaller. Its values are random (seeded, so every machine gets the same
+bytes) and its norm weights are drawn so that a forgotten `1 +` or two swapped norms change
+the results visibly. Every script that uses it says so: its numbers are not Qwen3.5's.
+
+`language_model_shapes(cfg)` is the architecture's shape rules in one place; the tests check
+it against the real checkpoint's 320 language-model tensors.
+"""
+import json
+import os
+import shutil
+import tempfile
+import zlib
+from pathlib import Path
+
+import torch
+
+from qwen.weights import INDEX_NAME, Config
+
+TINY_VERSION = 1
+REAL_SHARD_NAME = "model.safetensors-00001-of-00001.safetensors"
+MARKER = "transformer_by_hand_tiny"         # top-level config key: "this is not Qwen3.5"
+SPECIAL_TOKENS = [
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
+    "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+    "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>",
+    "<|audio_start|>", "<|audio_end|>", "<tts_pad>", "<tts_text_bos>", "<tts_text_eod>",
+    "<tts_text_bos_single>", "<|audio_pad|>",
+]
+FIRST_SPECIAL_ID = 248044
+
+# The real text_config's keys in the real order, with small numbers. The vocabulary keeps the
+# real size so that real token ids (chapter 2) index real-sized rows.
+TINY_TEXT_CONFIG = {
+    "attention_bias": False, "attention_dropout": 0.0, "attn_output_gate": True,
+    "dtype": "bfloat16", "eos_token_id": 248044, "full_attention_interval": 4,
+    "head_dim": 16,                                   # != hidden_size / num_attention_heads, as in the real one
+    "hidden_act": "silu", "hidden_size": 16, "initializer_range": 0.02, "intermediate_size": 48,
+    "layer_types": ["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3 + ["full_attention"],
+    "linear_conv_kernel_dim": 4, "linear_key_head_dim": 8, "linear_num_key_heads": 2,
+    "linear_num_value_heads": 2, "linear_value_head_dim": 8, "max_position_embeddings": 4096,
+    "mlp_only_layers": [], "model_type": "qwen3_5_text", "mtp_num_hidden_layers": 1,
+    "mtp_use_dedicated_embeddings": False, "num_attention_heads": 2, "num_hidden_layers": 8,
+    "num_key_value_heads": 1, "rms_norm_eps": 1e-06, "tie_word_embeddings": True, "use_cache": True,
+    "vocab_size": 248320, "mamba_ssm_dtype": "float32",
+    "rope_parameters": {"mrope_interleaved": True, "mrope_section": [1, 1, 0], "rope_type": "default",
+                        "rope_theta": 10000000, "partial_rotary_factor": 0.25},
+}
+TINY_VISION_CONFIG = {
+    "deepstack_visual_indexes": [], "depth": 1, "hidden_act": "gelu_pytorch_tanh", "hidden_size": 8,
+    "in_channels": 3, "initializer_range": 0.02, "intermediate_size": 16, "model_type": "qwen3_5",
+    "num_heads": 2, "num_position_embeddings": 16, "out_hidden_size": 16, "patch_size": 4,
+    "spatial_merge_size": 2, "temporal_patch_size": 2,
+}
+
+
+def tiny_config(layout="multimodal"):
+    """config.json for the tiny model: nested like the real one, or flat like a text-only export."""
+    if layout == "text":
+        return {"architectures": ["Qwen3_5ForCausalLM"], **TINY_TEXT_CONFIG, MARKER: TINY_VERSION}
+    return {"architectures": ["Qwen3_5ForConditionalGeneration"], "image_token_id": 248056,
+            "model_type": "qwen3_5", "text_config": dict(TINY_TEXT_CONFIG), "tie_word_embeddings": True,
+            "transformers_version": "4.57.0.dev0", "video_token_id": 248057,
+            "vision_config": dict(TINY_VISION_CONFIG), "vision_end_token_id": 248054,
+            "vision_start_token_id": 248053, MARKER: TINY_VERSION}
+
+
+def is_tiny(cfg):
+    """True for a Config (or raw dict) of the built-in tiny checkpoint."""
+    raw = cfg.raw if isinstance(cfg, Config) else cfg
+    return MARKER in raw
+
+
+def language_model_shapes(cfg):
+    """{short name: (shape, dtype)} of every language-model tensor, from the config alone."""
+    H, I, V = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
+    nk, nv = cfg.linear_num_key_heads, cfg.linear_num_value_heads
+    dk, dv = cfg.linear_key_head_dim, cfg.linear_value_head_dim
+    nh, nkv, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    conv = 2 * nk * dk + nv * dv                      # q, k and v go through one causal conv
+    shapes = {"embed_tokens.weight": ((V, H), "BF16")}
+    for i, kind in enumerate(cfg.layer_types):
+        p = f"layers.{i}."
+        shapes[p + "input_layernorm.weight"] = ((H,), "BF16")
+        shapes[p + "post_attention_layernorm.weight"] = ((H,), "BF16")
+        shapes[p + "mlp.gate_proj.weight"] = ((I, H), "BF16")
+        shapes[p + "mlp.up_proj.weight"] = ((I, H), "BF16")
+        shapes[p + "mlp.down_proj.weight"] = ((H, I), "BF16")
+        if kind == "linear_attention":
+            a = p + "linear_attn."
+            shapes[a + "in_proj_qkv.weight"] = ((conv, H), "BF16")
+            shapes[a + "in_proj_z.weight"] = ((nv * dv, H), "BF16")
+            shapes[a + "in_proj_b.weight"] = ((nv, H), "BF16")
+            shapes[a + "in_proj_a.weight"] = ((nv, H), "BF16")
+            shapes[a + "conv1d.weight"] = ((conv, 1, cfg.linear_conv_kernel_dim), "BF16")
+            shapes[a + "dt_bias"] = ((nv,), "BF16")
+            shapes[a + "A_log"] = ((nv,), "F32")       # the two fp32 tensors of the checkpoint
+            shapes[a + "norm.weight"] = ((dv,), "F32")
+            shapes[a + "out_proj.weight"] = ((H, nv * dv), "BF16")
+        else:
+            a = p + "self_attn."
+            shapes[a + "q_proj.weight"] = ((nh * hd * 2, H), "BF16")   # per head: query, then output gate
+            shapes[a + "k_proj.weight"] = ((nkv * hd, H), "BF16")
+            shapes[a + "v_proj.weight"] = ((nkv * hd, H), "BF16")
+            shapes[a + "o_proj.weight"] = ((H, nh * hd), "BF16")
+            shapes[a + "q_norm.weight"] = ((hd,), "BF16")
+            shapes[a + "k_norm.weight"] = ((hd,), "BF16")
+    shapes["norm.weight"] = ((H,), "BF16")
+    if not cfg.tie_word_embeddings:
+        shapes["lm_head.weight"] = ((V, H), "BF16")
+    return shapes
+
+
+def _extra_shapes(cfg):
+    """A few vision-tower and multi-token-prediction tensors, as the real checkpoint has."""
+    H, v = cfg.hidden_size, TINY_VISION_CONFIG
+    vh, p = v["hidden_size"], v["patch_size"]
+    return {
+        "model.visual.patch_embed.proj.weight": ((vh, 3, v["temporal_patch_size"], p, p), "BF16"),
+        "model.visual.patch_embed.proj.bias": ((vh,), "BF16"),
+        "model.visual.blocks.0.norm1.weight": ((vh,), "BF16"),
+        "model.visual.blocks.0.norm1.bias": ((vh,), "BF16"),
+        "model.visual.merger.linear_fc2.weight": ((H, 4 * vh), "BF16"),
+        "mtp.fc.weight": ((H, 2 * H), "BF16"),
+        "mtp.pre_fc_norm_embedding.weight": ((H,), "BF16"),
+        "mtp.pre_fc_norm_hidden.weight": ((H,), "BF16"),
+        "mtp.norm.weight": ((H,), "BF16"),
+        "mtp.layers.0.input_layernorm.weight": ((H,), "BF16"),
+    }
+
+
+def _values(name, shape, layer):
+    """Seeded values for one tensor; the seed comes from the name, so order does not matter."""
+    g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
+    u = torch.rand(shape, generator=g)
+    if name.endswith("input_layernorm.weight"):        # stored w - 1: effective scale 1.1 .. 1.6
+        return 0.1 + 0.4 * u + 0.02 * layer
+    if name.endswith("post_attention_layernorm.weight"):
+        return -0.5 + 0.3 * u - 0.02 * layer           # effective scale 0.5 .. 0.8: swapping them shows
+    if name.endswith(("q_norm.weight", "k_norm.weight")):
+        return -0.3 + 0.6 * u
+    if name.endswith("linear_attn.norm.weight"):       # gated norm: a plain multiplier near 1
+        return 0.7 + 0.6 * u
+    if name.endswith("A_log"):
+        return torch.log(1 + 15 * u)
+    if name.endswith("norm.weight"):                   # the final norm (and mtp's): large, like the real one
+        return 2.0 + 2.0 * u
+    if name.endswith("bias") or name.endswith("dt_bias"):
+        return 0.1 * (u - 0.5)
+    return torch.randn(shape, generator=g) * 0.05
+
+
+def tiny_tensors(layout="multimodal"):
+    """{full name: tensor} for the whole tiny checkpoint in the given key layout."""
+    cfg = Config.from_dict(tiny_config(layout), source="tiny config")
+    prefix = "model.language_model." if layout == "multimodal" else "model."
+    out = {}
+    for short, (shape, dtype) in language_model_shapes(cfg).items():
+        layer = int(short.split(".")[1]) if short.startswith("layers.") else 0
+        full = short if short == "lm_head.weight" else prefix + short
+        out[full] = _values(full, shape, layer).to(torch.float32 if dtype == "F32" else torch.bfloat16)
+    if layout == "multimodal":
+        for full, (shape, dtype) in _extra_shapes(cfg).items():
+            out[full] = _values(full, shape, 0).to(torch.bfloat16)
+    return out
+
+
+def write_checkpoint(folder, tensors, config, *, shards=1, index=True, shard_name=REAL_SHARD_NAME):
+    """Write a checkpoint folder the way the Hub's files are laid out.
+
+    shards=1 with the default name gives the real 0.8B layout; shards>1 gives transformers'
+    `model-0000i-of-0000N.safetensors`; index=False leaves out model.safetensors.index.json.
+    """
+    from safetensors.torch import save_file             # the reference writer, not ours
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config, indent=4), encoding="utf-8")
+    names = sorted(tensors)
+    groups = [names[i::shards] for i in range(shards)]
+    files = [shard_name] if shards == 1 else [f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+                                               for i in range(shards)]
+    weight_map, total = {}, 0
+    for file, group in zip(files, groups):
+        save_file({n: tensors[n].contiguous() for n in group}, str(folder / file))
+        for n in group:
+            weight_map[n] = file
+            total += tensors[n].numel() * tensors[n].element_size()
+    if index:
+        body = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+        (folder / INDEX_NAME).write_text(json.dumps(body, indent=2), encoding="utf-8")
+    _write_tokenizer_config(folder)
+    return folder
+
+
+def _write_tokenizer_config(folder):
+    added = {str(FIRST_SPECIAL_ID + i): {"content": t, "lstrip": False, "normalized": False,
+                                         "rstrip": False, "single_word": False, "special": True}
+             for i, t in enumerate(SPECIAL_TOKENS)}
+    body = {"add_prefix_space": False, "added_tokens_decoder": added, "bos_token": None,
+            "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "model_max_length": 262144,
+            "tokenizer_class": "Qwen2Tokenizer", "unk_token": None}
+    (folder / "tokenizer_config.json").write_text(json.dumps(body, indent=2, ensure_ascii=False),
+                                                  encoding="utf-8")
+
+
+def write_tiny(folder, layout="multimodal", shards=1, index=True):
+    """The tiny checkpoint in a chosen layout (the tests use every combination)."""
+    return write_checkpoint(folder, tiny_tensors(layout), tiny_config(layout), shards=shards, index=index)
+
+
+def cache_root():
+    """Where the course keeps what it generates: $QWEN_CACHE, else ~/.cache/transformer-by-hand."""
+    base = os.environ.get("QWEN_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "transformer-by-hand")
+    return Path(base)
+
+
+def tiny_model_path():
+    """The tiny checkpoint's folder, written on first use (atomically: a crash leaves no half folder)."""
+    folder = cache_root() / f"qwen3.5-tiny-v{TINY_VERSION}"
+    if (folder / "config.json").is_file() and (folder / INDEX_NAME).is_file():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    if folder.exists():                                     # left half-made by hand: start again
+        shutil.rmtree(folder)
+    tmp = Path(tempfile.mkdtemp(prefix=".tiny-", dir=folder.parent))
+    try:
+        write_tiny(tmp)
+        tmp.chmod(0o755)
+        try:
+            os.replace(tmp, folder)
+        except OSError:                                     # another process finished first
+            if not (folder / INDEX_NAME).is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder

@@ -1,0 +1,60 @@
+"""Shared fixtures. Tests never touch the network and never write outside their temp folders."""
+import os
+import socket
+import sys
+import tempfile
+from pathlib import Path
+
+# Before anything imports huggingface_hub (it reads these once, at import time).
+_TMP = Path(tempfile.mkdtemp(prefix="tbh-tests-"))
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_HOME"] = str(_TMP / "hf-home")
+os.environ.pop("HF_HUB_CACHE", None)
+os.environ.pop("QWEN_MODEL", None)
+os.environ["QWEN_CACHE"] = str(_TMP / "qwen-cache")
+os.environ["QWEN_LANG"] = "en"
+
+import pytest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+MANIFEST = ROOT / "bench" / "qwen3.5-0.8b-manifest.json"
+
+
+def _no_network(self, address, *args, **kwargs):
+    host = address[0] if isinstance(address, tuple) else address
+    if isinstance(host, str) and (host.startswith("127.") or host in ("localhost", "::1")):
+        return _connect(self, address, *args, **kwargs)
+    raise OSError(f"tests must not use the network (tried to reach {address!r})")
+
+
+_connect = socket.socket.connect
+socket.socket.connect = _no_network
+
+
+@pytest.fixture(autouse=True)
+def english():
+    """Every test starts in English; tests of Chinese output switch explicitly."""
+    from qwen.lang import set_lang
+    set_lang("en")
+    yield
+    set_lang("en")
+
+
+@pytest.fixture(scope="session")
+def tiny_path():
+    """The built-in tiny checkpoint, in the session's own cache folder."""
+    from qwen.tiny import tiny_model_path
+    return tiny_model_path()
+
+
+@pytest.fixture
+def run_script():
+    """Run a script of the project as a learner would, offline; returns the CompletedProcess."""
+    import subprocess
+
+    def run(*args, env=None):
+        full_env = {**os.environ, "PYTHONIOENCODING": "utf-8", **(env or {})}
+        return subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, env=full_env,
+                              capture_output=True, text=True, encoding="utf-8", timeout=120)
+    return run

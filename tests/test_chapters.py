@@ -1,0 +1,50 @@
+"""The chapter scripts and main.py, run end to end as a learner would (offline, tiny checkpoint)."""
+import ast
+import re
+
+from conftest import ROOT
+
+BANNER = "BUILT-IN TINY CHECKPOINT"
+
+
+def test_ch01_on_the_tiny_checkpoint(run_script, tiny_path):
+    r = run_script("ch01_weights.py", "--model", tiny_path)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert out.count(BANNER) == 2                                    # at the top and at the end
+    assert "header length n = " in out and "-> same" in out           # hand-read header == library
+    assert "model.safetensors-00001-of-00001.safetensors" in out
+    assert "L L L F L L L F" in out
+    assert "F32     12 tensors   linear_attn.A_log, linear_attn.norm.weight" in out
+    assert "The language model the course builds: 108 tensors" in out
+    assert "1.001 stored in bf16 becomes 1.0" in out
+
+
+def test_ch01_in_chinese(run_script, tiny_path):
+    r = run_script("ch01_weights.py", "--model", tiny_path, "--lang", "zh")
+    assert r.returncode == 0, r.stderr
+    assert "内置小检查点" in r.stdout and "手工读取 safetensors 文件头" in r.stdout
+    assert "Reading a safetensors header" not in r.stdout
+
+
+def test_main_falls_back_to_the_tiny_checkpoint_with_a_banner(run_script):
+    r = run_script("main.py")                                        # offline, nothing cached
+    assert r.returncode == 0, r.stderr
+    assert "Could not find Qwen/Qwen3.5-0.8B" in r.stdout and BANNER in r.stdout
+    assert "# ch01_weights.py" in r.stdout and "Done: chapter(s) 1" in r.stdout
+
+
+def test_main_runs_one_chapter_and_rejects_unknown_ones(run_script):
+    r = run_script("main.py", "1", "--tiny", "--lang", "zh")
+    assert r.returncode == 0 and "内置小检查点" in r.stdout and "Could not find" not in r.stdout
+    r = run_script("main.py", "99", "--tiny")
+    assert r.returncode == 2 and "unknown chapter '99'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_chapter_scripts_are_jupytext_percent_notebooks():
+    for script in sorted(ROOT.glob("ch[0-9][0-9]_*.py")):
+        text = script.read_text(encoding="utf-8")
+        assert text.startswith("# %% [markdown]"), script.name
+        cells = re.split(r"^# %%.*$", text, flags=re.M)
+        assert len(cells) >= 6, script.name
+        ast.parse(text)

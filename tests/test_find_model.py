@@ -1,0 +1,116 @@
+"""find_model: the order it looks in, the cache without network, the offline message."""
+import fnmatch
+import os
+from pathlib import Path
+
+import pytest
+
+from qwen.lang import QwenError, set_lang
+from qwen.tiny import REAL_SHARD_NAME
+from qwen.weights import COURSE_FILES, DEFAULT_REPO, ModelNotFound, find_model
+
+
+def folder(path):
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text("{}", encoding="utf-8")
+    return path
+
+
+def fake_hf_cache(repo=DEFAULT_REPO, commit="2fc06364715b967f1860aea9cf38778875588b17"):
+    """The Hugging Face cache layout: models--Org--Name/{refs/main, snapshots/<commit>/}."""
+    from huggingface_hub import constants
+    repo_dir = Path(constants.HF_HUB_CACHE) / ("models--" + repo.replace("/", "--"))
+    (repo_dir / "refs").mkdir(parents=True, exist_ok=True)
+    (repo_dir / "refs" / "main").write_text(commit, encoding="utf-8")
+    return folder(repo_dir / "snapshots" / commit)
+
+
+@pytest.fixture
+def no_cache():
+    import shutil
+    from huggingface_hub import constants
+    shutil.rmtree(constants.HF_HUB_CACHE, ignore_errors=True)
+    yield
+    shutil.rmtree(constants.HF_HUB_CACHE, ignore_errors=True)
+
+
+def test_explicit_path_comes_first(tmp_path, monkeypatch):
+    monkeypatch.setenv("QWEN_MODEL", str(folder(tmp_path / "env")))
+    assert find_model(folder(tmp_path / "arg")) == tmp_path / "arg"
+
+
+def test_qwen_model_comes_next(tmp_path, monkeypatch):
+    monkeypatch.setenv("QWEN_MODEL", str(folder(tmp_path / "env")))
+    assert find_model() == tmp_path / "env"
+
+
+def test_a_file_in_the_folder_means_the_folder(tmp_path):
+    assert find_model(folder(tmp_path / "m") / "config.json") == tmp_path / "m"
+
+
+def test_then_the_hugging_face_cache_without_network(no_cache):
+    snap = fake_hf_cache()
+    assert find_model() == snap
+    assert find_model(DEFAULT_REPO) == snap
+
+
+def test_offline_and_not_cached_says_where_it_looked_and_what_to_do(no_cache):
+    with pytest.raises(ModelNotFound) as e:
+        find_model()
+    msg = str(e.value)
+    from huggingface_hub import constants
+    for part in ("Qwen/Qwen3.5-0.8B", constants.HF_HUB_CACHE, "HF_HUB_OFFLINE", "python main.py download",
+                 "HF_ENDPOINT", "--model PATH", "--tiny"):
+        assert part in msg
+    set_lang("zh")
+    assert "找不到" in str(e.value) and "python main.py download" in str(e.value)
+
+
+def test_missing_path_is_not_mistaken_for_a_repo(tmp_path):
+    with pytest.raises(QwenError, match="does not exist"):
+        find_model(tmp_path / "no" / "such" / "folder")
+    with pytest.raises(QwenError, match="does not exist"):
+        find_model("./Qwen3.5-0.8B")
+
+
+def test_folder_without_config_is_refused(tmp_path):
+    with pytest.raises(QwenError, match="has no config.json"):
+        find_model(tmp_path)
+
+
+def test_downloads_only_the_course_files_when_online(tmp_path, monkeypatch, no_cache):
+    """Online: the cache is tried first (local_files_only), then snapshot_download with patterns."""
+    import huggingface_hub
+    from huggingface_hub.errors import LocalEntryNotFoundError
+    calls = []
+    target = folder(tmp_path / "downloaded")
+
+    def fake_snapshot_download(repo_id, allow_patterns=None, local_files_only=False, **kw):
+        calls.append((repo_id, tuple(allow_patterns), local_files_only))
+        if local_files_only:
+            raise LocalEntryNotFoundError("not cached")
+        return str(target)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
+    monkeypatch.setattr("qwen.weights._hub_offline", lambda: False)
+    assert find_model("Qwen/Qwen3.5-2B") == target
+    assert [c[2] for c in calls] == [True, False] and calls[1][0] == "Qwen/Qwen3.5-2B"
+    wanted = lambda name: any(fnmatch.fnmatch(name, p) for p in calls[1][1])
+    for name in (REAL_SHARD_NAME, "model.safetensors.index.json", "config.json", "tokenizer.json",
+                 "model-00001-of-00002.safetensors", "vocab.json", "merges.txt"):
+        assert wanted(name), name
+    for name in ("README.md", "LICENSE", "preprocessor_config.json", "pytorch_model.bin"):
+        assert not wanted(name), name
+
+
+def test_a_failed_download_becomes_the_same_clear_message(monkeypatch, no_cache):
+    import huggingface_hub
+
+    def fail(repo_id, local_files_only=False, **kw):
+        raise OSError("Name or service not known")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fail)
+    monkeypatch.setattr("qwen.weights._hub_offline", lambda: False)
+    with pytest.raises(ModelNotFound, match="Name or service not known"):
+        find_model()
+
