@@ -1,0 +1,110 @@
+"""Shared benchmark helpers: a full-size checkpoint, and timing + peak memory of whole commands.
+
+Benchmarks are not tests: they print ratios measured side by side in one run, on this
+machine, with the allocator pinned (glibc's mmap/trim thresholds) so page-fault noise does
+not swing small timings. Each command runs in a fresh process, as a learner runs it.
+"""
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MANIFEST = Path(__file__).with_name("qwen3.5-0.8b-manifest.json")
+ENV = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "1048576", "MALLOC_TRIM_THRESHOLD_": "268435456",
+       "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "QWEN_LANG": "en"}
+
+
+def write_full_checkpoint(folder):
+    """The real 0.8B inventory (488 tensors, 1.75 GB, real names, shapes, dtypes, file names),
+    random values, streamed to disk tensor by tensor so it never sits in memory whole."""
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    from qwen.tiny import REAL_SHARD_NAME
+    from qwen.weights import DTYPES, INDEX_NAME
+
+    manifest = json.loads(MANIFEST.read_text(encoding="utf-8"))
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(manifest["config"], indent=4), encoding="utf-8")
+    tensors = manifest["tensors"]
+    # safetensors' own order: by alignment (F32 before BF16), then by name
+    order = sorted(tensors, key=lambda n: (-DTYPES[tensors[n]["dtype"]][1], n))
+    header, offset = {}, 0
+    for name in order:
+        t = tensors[name]
+        nbytes = DTYPES[t["dtype"]][1] * math.prod(t["shape"])
+        header[name] = {"dtype": t["dtype"], "shape": t["shape"], "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-(8 + len(raw)) % 8)                              # data starts 8-byte aligned
+    g = torch.Generator().manual_seed(0)
+    with open(folder / REAL_SHARD_NAME, "wb") as f:
+        f.write(len(raw).to_bytes(8, "little") + raw)
+        for name in order:
+            t = tensors[name]
+            dtype = DTYPES[t["dtype"]][0]
+            shape = t["shape"]
+            rows = max(1, (1 << 24) // math.prod(shape[1:]))
+            for start in range(0, shape[0], rows):                   # 16M values at a time
+                part = [min(rows, shape[0] - start)] + shape[1:]
+                values = torch.randn(part, generator=g) * (0.3 if "norm" in name else 0.02)
+                f.write(values.to(dtype).numpy().tobytes() if dtype != torch.bfloat16
+                        else values.to(dtype).view(torch.int16).numpy().tobytes())
+    index = {"metadata": {"total_size": offset}, "weight_map": {n: REAL_SHARD_NAME for n in sorted(tensors)}}
+    (folder / INDEX_NAME).write_text(json.dumps(index, indent=2), encoding="utf-8")
+    return folder
+
+
+def full_checkpoint(keep=None):
+    """A full-size checkpoint: at `keep` (reused if already there), else in a new temp folder.
+
+    Written by a child process: this one stays small (no torch), because a child's peak RSS
+    as the kernel reports it starts from its parent's size at fork."""
+    folder = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="qwen-full-"))
+    if not (folder / "model.safetensors.index.json").is_file():
+        print(f"writing the full-size checkpoint to {folder}" + ("" if keep else " (deleted at the end)"),
+              flush=True)
+        code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); " \
+               f"from common import write_full_checkpoint; write_full_checkpoint({str(folder)!r})"
+        subprocess.run([sys.executable, "-c", code], check=True, env=ENV)
+    return folder
+
+
+def measure(argv, repeat=3):
+    """(median wall seconds, max peak RSS in MB) of a command, each run in a fresh process."""
+    walls, peaks = [], []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        p = subprocess.Popen(argv, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(p.pid, 0)
+        walls.append(time.perf_counter() - start)
+        if status != 0:
+            raise SystemExit(f"failed: {' '.join(map(str, argv))}\n{p.stderr.read().decode()}")
+        p.stderr.close()
+        peaks.append(usage.ru_maxrss / 1024)                           # Linux reports KB
+    return statistics.median(walls), max(peaks)
+
+
+def python(code):
+    return [sys.executable, "-c", code]
+
+
+def report(rows, targets):
+    """Print measured rows and the target checks; return True when every target holds."""
+    print(f"\n{'command':<52} {'wall s':>8} {'peak RSS MB':>12}")
+    for name, (wall, rss) in rows.items():
+        print(f"{name:<52} {wall:>8.2f} {rss:>12.0f}")
+    print()
+    ok = True
+    for text, value, limit in targets:
+        passed = value <= limit
+        ok &= passed
+        print(f"{'PASS' if passed else 'FAIL'}  {text:<58} {value:>8.2f}  (target <= {limit})")
+    return ok
