@@ -5,6 +5,21 @@ import sys
 import tempfile
 from pathlib import Path
 
+def _real_model_on_disk():
+    """The learner's real Qwen3.5-0.8B, if present: $QWEN_MODEL, else their Hugging Face cache."""
+    env = os.environ.get("QWEN_MODEL")
+    if env and (Path(env).expanduser() / "config.json").is_file():
+        return Path(env).expanduser()
+    hub = os.environ.get("HF_HUB_CACHE") or os.path.join(
+        os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface"), "hub")
+    for snap in sorted(Path(hub).glob("models--Qwen--Qwen3.5-0.8B/snapshots/*")):
+        if (snap / "config.json").is_file() and list(snap.glob("*.safetensors")):
+            return snap
+    return None
+
+
+REAL_MODEL = _real_model_on_disk()
+
 # Before anything imports huggingface_hub (it reads these once, at import time).
 _TMP = Path(tempfile.mkdtemp(prefix="tbh-tests-"))
 os.environ["HF_HUB_OFFLINE"] = "1"

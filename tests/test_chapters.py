@@ -48,3 +48,29 @@ def test_chapter_scripts_are_jupytext_percent_notebooks():
         cells = re.split(r"^# %%.*$", text, flags=re.M)
         assert len(cells) >= 6, script.name
         ast.parse(text)
+
+
+def test_ch03_on_the_tiny_checkpoint(run_script, tiny_path, tmp_path):
+    r = run_script("ch03_norm.py", "--model", tiny_path, "--plot", "--out", tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert out.count(BANNER) == 2
+    assert "after RMSNorm with w = 0 (scale 1):     [1.00, 1.00, 1.00]" in out
+    assert "4. divide by the RMS        [0.3651, 0.7303, 1.0954, 1.4606]" in out
+    assert "bit for bit: True" in out and "matches exactly: True" in out
+    assert "gate = +0: output RMS 0.000" in out
+    assert "lengths after l2norm: [1.0, 1.0, 1.0]" in out
+    assert "17 RMSNorms on the residual stream (8 layers x 2 + the final one), 4 per-head q/k" in out
+    assert "6 gated RMSNorms (6 linear-attention layers): 27 in all" in out
+    try:
+        import matplotlib  # noqa: F401
+        assert (tmp_path / "ch03_layer_scales.png").stat().st_size > 10_000
+        assert (tmp_path / "ch03_final_norm.png").is_file()
+    except ImportError:
+        assert "--plot needs matplotlib" in out
+
+
+def test_ch03_in_chinese(run_script, tiny_path):
+    r = run_script("ch03_norm.py", "--model", tiny_path, "--lang", "zh")
+    assert r.returncode == 0, r.stderr
+    assert "带门的 RMSNorm" in r.stdout and "前置归一化" in r.stdout and "Pre-Norm leaves" not in r.stdout
