@@ -7,6 +7,7 @@ not swing small timings. Each command runs in a fresh process, as a learner runs
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -59,6 +60,9 @@ def write_full_checkpoint(folder):
                         else values.to(dtype).view(torch.int16).numpy().tobytes())
     index = {"metadata": {"total_size": offset}, "weight_map": {n: REAL_SHARD_NAME for n in sorted(tensors)}}
     (folder / INDEX_NAME).write_text(json.dumps(index, indent=2), encoding="utf-8")
+    from qwen.tiny import _write_tokenizer_config, tokenizer_json_path
+    shutil.copyfile(tokenizer_json_path(), folder / "tokenizer.json")    # the real vocabulary
+    _write_tokenizer_config(folder)
     return folder
 
 
@@ -68,7 +72,7 @@ def full_checkpoint(keep=None):
     Written by a child process: this one stays small (no torch), because a child's peak RSS
     as the kernel reports it starts from its parent's size at fork."""
     folder = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="qwen-full-"))
-    if not (folder / "model.safetensors.index.json").is_file():
+    if not (folder / "tokenizer.json").is_file():
         print(f"writing the full-size checkpoint to {folder}" + ("" if keep else " (deleted at the end)"),
               flush=True)
         code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); " \

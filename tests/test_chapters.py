@@ -74,3 +74,26 @@ def test_ch03_in_chinese(run_script, tiny_path):
     r = run_script("ch03_norm.py", "--model", tiny_path, "--lang", "zh")
     assert r.returncode == 0, r.stderr
     assert "带门的 RMSNorm" in r.stdout and "前置归一化" in r.stdout and "Pre-Norm leaves" not in r.stdout
+
+
+def test_ch02_on_the_tiny_checkpoint(run_script, tiny_path):
+    r = run_script("ch02_embedding.py", "--model", tiny_path)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert out.count(BANNER) == 2
+    assert "9419 'Hello'" in out and "97169 '毕'" in out and "decode(encode(text)) == text: True" in out
+    assert "248,044 BPE tokens + 33 special tokens = 248,077 ids" in out and "(243) belong to no token" in out
+    assert "embed(13 ids) -> shape [13, 16]" in out
+    assert "ranks #" in out and "top probability" in out
+
+
+def test_ch02_with_own_text_and_special_tokens(run_script, tiny_path):
+    r = run_script("ch02_embedding.py", "--model", tiny_path, "--lang", "zh", "--text", "<|im_start|>你好 world")
+    assert r.returncode == 0, r.stderr
+    assert "248045 '<|im_start|>'" in r.stdout and "嵌入表" in r.stdout
+
+
+def test_ch02_lone_surrogate_is_one_clear_line(run_script, tiny_path):
+    r = run_script("ch02_embedding.py", "--model", tiny_path, "--text", "a\udc80b",
+                   env={"PYTHONIOENCODING": "utf-8:surrogateescape"})
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "lone surrogate U+DC80 at position 1" in r.stderr
