@@ -50,7 +50,7 @@ def write_full_checkpoint(folder):
         f.write(len(raw).to_bytes(8, "little") + raw)
         for name in order:
             t = tensors[name]
-            dtype = DTYPES[t["dtype"]][0]
+            dtype = getattr(torch, DTYPES[t["dtype"]][0])
             shape = t["shape"]
             rows = max(1, (1 << 24) // math.prod(shape[1:]))
             for start in range(0, shape[0], rows):                   # 16M values at a time

@@ -47,7 +47,9 @@ def setup(p, argv=None):
     global _debug
     argv = sys.argv[1:] if argv is None else argv
     set_lang(_peek_lang(argv))
-    args, _unknown = p.parse_known_args(argv)
+    args, unknown = p.parse_known_args(argv)
+    if unknown and "ipykernel" not in sys.modules:               # a notebook passes -f kernel.json
+        p.error(T("unrecognized arguments: {a}", "无法识别的参数：{a}", a=" ".join(unknown)))
     set_lang(args.lang)
     _debug = args.debug
     sys.excepthook = _excepthook

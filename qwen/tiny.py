@@ -21,8 +21,6 @@ import tempfile
 import zlib
 from pathlib import Path
 
-import torch
-
 from qwen.lang import QwenError
 from qwen.weights import INDEX_NAME, Config
 
@@ -142,6 +140,7 @@ def _extra_shapes(cfg):
 
 def _values(name, shape, layer):
     """Seeded values for one tensor; the seed comes from the name, so order does not matter."""
+    import torch
     g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
     u = torch.rand(shape, generator=g)
     if name.endswith("input_layernorm.weight"):        # stored w - 1: effective scale 1.1 .. 1.6
@@ -163,6 +162,7 @@ def _values(name, shape, layer):
 
 def tiny_tensors(layout="multimodal"):
     """{full name: tensor} for the whole tiny checkpoint in the given key layout."""
+    import torch
     cfg = Config.from_dict(tiny_config(layout), source="tiny config")
     prefix = "model.language_model." if layout == "multimodal" else "model."
     out = {}

@@ -1,0 +1,36 @@
+"""Judge benchmark: grading one exercise and all six, as a learner runs them.
+
+    python bench/bench_judge.py
+
+Targets (issue: practice): grading one exercise <= 3 s wall; --all over six exercises <= 15 s.
+`import torch` alone is printed beside them for scale. Uses the reference solutions as the
+learner's files (in a temp folder) and the built-in tiny checkpoint. The peak RSS column is the
+judge's own process: gradings run in processes forked from its fork server.
+"""
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from common import ENV, ROOT, measure, python, report
+
+work = Path(tempfile.mkdtemp(prefix="judge-bench-"))
+try:
+    sys.path.insert(0, str(ROOT))
+    from practice._judge.exercises import EXERCISES
+    for ex in EXERCISES:
+        shutil.copyfile(ROOT / "practice" / "_judge" / "solutions" / f"s{ex.id}.py", work / ex.filename)
+    ENV.update({"QWEN_PRACTICE_DIR": str(work), "QWEN_PROGRESS": str(work / "progress.json")})
+    judge = [sys.executable, str(ROOT / "practice" / "judge.py"), "--tiny"]
+    measure(judge + ["204"], 1)                                        # builds the tiny checkpoint if needed
+    rows = {
+        "python -c 'import torch'": measure(python("import torch"), 3),
+        "python practice/judge.py 204": measure(judge + ["204"], 3),
+        "python practice/judge.py --all": measure(judge + ["--all"], 3),
+        "python practice/judge.py --verify (28 gradings)": measure(judge + ["--verify"], 1),
+    }
+    ok = report(rows, [("grading one exercise, wall (s)", rows["python practice/judge.py 204"][0], 3.0),
+                       ("grading all six, wall (s)", rows["python practice/judge.py --all"][0], 15.0)])
+    sys.exit(0 if ok else 1)
+finally:
+    shutil.rmtree(work, ignore_errors=True)
