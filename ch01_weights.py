@@ -228,4 +228,6 @@ for v in (1.001, 257.0, 0.1):
 print(T("  That is why computations in this course upcast to fp32 for statistics and why the\n"
         "  norms store w - 1 (small numbers near 0 are stored much more finely than near 1).",
         "  所以本课程计算统计量时先转成 fp32，归一化层也因此存 w - 1（0 附近的小数比 1 附近存得精细得多）。"))
+print("\n" + T("Exercises for this chapter: 201, 202. Try one: python practice/judge.py 201",
+                "本章练习：201, 202。试一个：python practice/judge.py 201"))
 banner(cfg)

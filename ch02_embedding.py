@@ -156,4 +156,6 @@ print(T("  The same direction, scaled up, gives a sharper distribution. RMSNorm 
         "  方向不变、只放大，分布就更尖锐。RMSNorm 把 RMS(h) 变成 1，最后的归一化学到的缩放 (1 + w)\n"
         "  再按照这张表的行长调好“温度”：第 3 章会在真实权重上测量它。"))
 print(T("  parameters in the table: {n}", "  嵌入表的参数量：{n}", n=count(E.numel())))
+print("\n" + T("Exercises for this chapter: 203. Try one: python practice/judge.py 203",
+                "本章练习：203。试一个：python practice/judge.py 203"))
 banner(cfg)

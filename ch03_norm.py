@@ -376,4 +376,6 @@ if args.plot:
         fig2.savefig(out / "ch03_final_norm.png", dpi=110)
         set_lang(args.lang)
         print(T("  wrote {a} and {b}", "  已写出 {a} 和 {b}", a=out / "ch03_layer_scales.png", b=out / "ch03_final_norm.png"))
+print("\n" + T("Exercises for this chapter: 204, 205, 206. Try one: python practice/judge.py 204",
+                "本章练习：204, 205, 206。试一个：python practice/judge.py 204"))
 banner(cfg)

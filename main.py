@@ -42,7 +42,8 @@ def run_chapters(args, numbers):
         print("\n" + "#" * 78 + "\n# " + script.name + "\n" + "#" * 78)
         sys.argv = [str(script), "--model", str(path), "--lang", get_lang()] + (["--debug"] if args.debug else [])
         runpy.run_path(str(script), run_name="__main__")
-    print("\n" + T("Done: chapter(s) {ns} on {path}.", "完成：第 {ns} 章，模型 {path}。",
+    print("\n" + T("Done: chapter(s) {ns} on {path}.\nPractice: python practice/judge.py",
+                   "完成：第 {ns} 章，模型 {path}。\n练习：python practice/judge.py",
                    ns=", ".join(map(str, numbers)), path=path))
     banner(cfg)
 
