@@ -105,7 +105,8 @@ for key in ("layers.0.input_layernorm.weight", "norm.weight"):
     print(T("  {key:<34} stored w: mean {m:+.3f}, range [{lo:+.2f}, {hi:+.2f}] -> scale 1 + w: mean {s:.3f}",
             "  {key:<34} 存储的 w：均值 {m:+.3f}，范围 [{lo:+.2f}, {hi:+.2f}] -> 缩放 1 + w：均值 {s:.3f}",
             key=key, m=w.mean().item(), lo=w.min().item(), hi=w.max().item(), s=(1 + w).mean().item()))
-rows = torch.randint(0, 248044 if cfg.vocab_size > 248044 else cfg.vocab_size, (256,), generator=g)
+N_BPE = min(cfg.vocab_size, 248044)        # ids from 248044 on are special tokens and padding rows (chapter 2)
+rows = torch.randint(0, N_BPE, (256,), generator=g)
 E_rows = W["embed_tokens.weight"][rows].float()     # 256 real rows: only their pages are read
 print(T("  The final norm hands its output to logits = h . E (chapter 2), so it scales h up towards\n"
         "  the size of the embedding rows: RMS of 256 sampled rows of E = {e:.4f}, |row| = {n:.3f}.",

@@ -7,7 +7,6 @@ not swing small timings. Each command runs in a fresh process, as a learner runs
 import json
 import math
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -60,10 +59,8 @@ def write_full_checkpoint(folder):
                         else values.to(dtype).view(torch.int16).numpy().tobytes())
     index = {"metadata": {"total_size": offset}, "weight_map": {n: REAL_SHARD_NAME for n in sorted(tensors)}}
     (folder / INDEX_NAME).write_text(json.dumps(index, indent=2), encoding="utf-8")
-    from qwen.tiny import _write_tokenizer_config, tokenizer_json_path
-    shutil.copyfile(tokenizer_json_path(), folder / "tokenizer.json")    # the real vocabulary
-    _write_tokenizer_config(folder)
-    return folder
+    from qwen.tiny import write_tokenizer_files
+    return write_tokenizer_files(folder)                               # the real vocabulary
 
 
 def full_checkpoint(keep=None):

@@ -37,7 +37,7 @@ from qwen.lang import QwenError, T, get_lang  # noqa: E402
 
 JUDGE = HERE / "_judge"
 WORK = Path(os.environ.get("QWEN_PRACTICE_DIR") or HERE)        # where the learner's files live
-TIME_LIMIT = float(os.environ.get("QWEN_JUDGE_TIMEOUT", 60))   # seconds per exercise, torch import included
+TIME_LIMIT = float(os.environ.get("QWEN_JUDGE_TIMEOUT", 20))   # seconds per exercise
 
 
 class UsageError(Exception):

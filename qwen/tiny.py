@@ -217,6 +217,12 @@ def _write_tokenizer_config(folder):
 def write_tiny(folder, layout="multimodal", shards=1, index=True):
     """The tiny checkpoint in a chosen layout (the tests use every combination), tokenizer included."""
     folder = write_checkpoint(folder, tiny_tensors(layout), tiny_config(layout), shards=shards, index=index)
+    return write_tokenizer_files(folder)
+
+
+def write_tokenizer_files(folder):
+    """tokenizer.json (the real vocabulary) and tokenizer_config.json, as the Hub's folder has them."""
+    folder = Path(folder)
     shutil.copyfile(tokenizer_json_path(), folder / "tokenizer.json")
     _write_tokenizer_config(folder)
     return folder

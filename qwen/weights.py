@@ -203,13 +203,29 @@ def _hub_offline():
     return env or bool(constants.HF_HUB_OFFLINE)
 
 
+def _complete(folder):
+    """A cached snapshot is usable when config.json and every weights file are there (an
+    interrupted download leaves some out; downloading again resumes it)."""
+    folder = Path(folder)
+    if not (folder / "config.json").is_file():
+        return False
+    try:
+        files, _ = weight_files(folder)
+    except QwenError:
+        return False
+    return all(f.is_file() for f in files)
+
+
 def _from_hub(repo, download):
     from huggingface_hub import constants, snapshot_download
 
+    partial = False
     try:                                                   # 1. the cache, without the network
-        return _model_folder(Path(snapshot_download(repo, allow_patterns=COURSE_FILES,
-                                                    local_files_only=True)))
-    except (OSError, ValueError, QwenError):               # LocalEntryNotFoundError is an OSError
+        cached = Path(snapshot_download(repo, allow_patterns=COURSE_FILES, local_files_only=True))
+        if _complete(cached):
+            return cached
+        partial = True
+    except (OSError, ValueError):                          # LocalEntryNotFoundError is an OSError
         pass
     offline = _hub_offline()
     if download and not offline:                           # 2. the Hub (or the mirror in HF_ENDPOINT)
@@ -221,6 +237,8 @@ def _from_hub(repo, download):
             reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     else:
         reason = "HF_HUB_OFFLINE is set" if offline else "download=False"
+    if partial:
+        reason += "; the cached copy is incomplete"
     raise ModelNotFound(
         "Could not find {repo}. Looked in: $QWEN_MODEL ({env}), the Hugging Face cache "
         "({cache}), then the Hub at {endpoint} ({reason}).\n"

@@ -16,13 +16,16 @@ def folder(path):
     return path
 
 
-def fake_hf_cache(repo=DEFAULT_REPO, commit="2fc06364715b967f1860aea9cf38778875588b17"):
+def fake_hf_cache(repo=DEFAULT_REPO, commit="2fc06364715b967f1860aea9cf38778875588b17", weights=True):
     """The Hugging Face cache layout: models--Org--Name/{refs/main, snapshots/<commit>/}."""
     from huggingface_hub import constants
     repo_dir = Path(constants.HF_HUB_CACHE) / ("models--" + repo.replace("/", "--"))
     (repo_dir / "refs").mkdir(parents=True, exist_ok=True)
     (repo_dir / "refs" / "main").write_text(commit, encoding="utf-8")
-    return folder(repo_dir / "snapshots" / commit)
+    snap = folder(repo_dir / "snapshots" / commit)
+    if weights:
+        (snap / REAL_SHARD_NAME).write_bytes(b"")
+    return snap
 
 
 @pytest.fixture
@@ -114,3 +117,25 @@ def test_a_failed_download_becomes_the_same_clear_message(monkeypatch, no_cache)
     with pytest.raises(ModelNotFound, match="Name or service not known"):
         find_model()
 
+
+
+def test_an_incomplete_cached_download_is_resumed_not_used(monkeypatch, no_cache):
+    """config.json cached but the weights missing (an interrupted download): download again."""
+    import huggingface_hub
+    snap = fake_hf_cache(weights=False)
+    (snap / "model.safetensors.index.json").write_text(
+        '{"metadata": {}, "weight_map": {"a": "' + REAL_SHARD_NAME + '"}}', encoding="utf-8")
+    with pytest.raises(ModelNotFound, match="the cached copy is incomplete"):
+        find_model()                                               # offline: say so, do not use it
+    calls = []
+    real = huggingface_hub.snapshot_download
+
+    def resume(repo_id, local_files_only=False, **kw):
+        calls.append(local_files_only)
+        if not local_files_only:                                   # the "download" finishes the file
+            (snap / REAL_SHARD_NAME).write_bytes(b"")
+        return real(repo_id, local_files_only=True, **kw)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", resume)
+    monkeypatch.setattr("qwen.weights._hub_offline", lambda: False)
+    assert find_model() == snap and calls == [True, False]
