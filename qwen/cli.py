@@ -26,6 +26,7 @@ def _peek_lang(argv):
 
 def parser(description_en, description_zh, model_options=True):
     """An ArgumentParser with the options every script has: --lang, --debug (and --model, --tiny)."""
+    set_lang(_peek_lang(sys.argv[1:]))                            # so that --help is in that language
     p = argparse.ArgumentParser(description=T(description_en, description_zh))
     if model_options:
         p.add_argument("--model", metavar="PATH",

@@ -97,3 +97,32 @@ def test_ch02_lone_surrogate_is_one_clear_line(run_script, tiny_path):
     r = run_script("ch02_embedding.py", "--model", tiny_path, "--text", "a\udc80b",
                    env={"PYTHONIOENCODING": "utf-8:surrogateescape"})
     assert r.returncode == 1 and "Traceback" not in r.stderr and "lone surrogate U+DC80 at position 1" in r.stderr
+
+
+NOTEBOOK_RUN = r"""
+import sys, types, jupytext
+sys.modules.setdefault("ipykernel", types.ModuleType("ipykernel"))   # as inside Jupyter
+sys.argv = ["ipykernel_launcher.py", "-f", "/tmp/kernel-1234.json"]
+nb = jupytext.read({script!r})
+namespace = {{"__name__": "__main__"}}
+for cell in nb.cells:
+    if cell.cell_type == "code":
+        exec(compile(cell.source, "cell", "exec"), namespace)
+print("CELLS", sum(c.cell_type == "code" for c in nb.cells), sum(c.cell_type == "markdown" for c in nb.cells))
+"""
+
+
+def test_chapters_open_and_run_as_notebooks(run_script, tiny_path):
+    """Each chapter read by jupytext as a notebook, its code cells run in order, as Jupyter would."""
+    import pytest
+    pytest.importorskip("jupytext")
+    for script in sorted(ROOT.glob("ch[0-9][0-9]_*.py")):
+        r = run_script("-c", NOTEBOOK_RUN.format(script=str(script)), env={"QWEN_MODEL": str(tiny_path)})
+        assert r.returncode == 0, (script.name, r.stderr[-2000:])
+        cells = r.stdout.rsplit("CELLS", 1)[1].split()
+        assert int(cells[0]) >= 5 and int(cells[1]) >= 5 and BANNER in r.stdout, script.name
+
+
+def test_help_is_in_the_chosen_language(run_script):
+    r = run_script("main.py", "--help", "--lang", "zh")
+    assert r.returncode == 0 and "章节号" in r.stdout
