@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from practice._judge.exercises import BY_ID, EXERCISES  # noqa: E402
 from qwen.cli import parser, report, setup  # noqa: E402
-from qwen.lang import QwenError, T, get_lang  # noqa: E402
+from qwen.lang import QwenError, T, get_lang, set_lang  # noqa: E402
 
 JUDGE = HERE / "_judge"
 WORK = Path(os.environ.get("QWEN_PRACTICE_DIR") or HERE)        # where the learner's files live
@@ -346,6 +346,7 @@ def cmd_reset(ex):
 
 def cmd_verify(args):
     """Every reference passes; every starter fails; every known-wrong solution fails as expected."""
+    set_lang("en")                                               # the expected messages are the English ones
     model = model_for_checks(args)
     jobs = []
     for ex in EXERCISES:

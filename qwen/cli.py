@@ -7,6 +7,7 @@ Jupyter's `-f kernel.json` are ignored there).
 """
 import argparse
 import os
+import signal
 import sys
 
 from qwen.lang import LANGS, QwenError, T, set_lang
@@ -54,6 +55,8 @@ def setup(p, argv=None):
     set_lang(args.lang)
     _debug = args.debug
     sys.excepthook = _excepthook
+    if hasattr(signal, "SIGPIPE") and "ipykernel" not in sys.modules:
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)            # `... | head` ends quietly
     return args
 
 

@@ -10,6 +10,8 @@ import json
 import re
 from pathlib import Path
 
+from qwen.lang import T
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 MANIFEST = ROOT / "bench" / "qwen3.5-0.8b-manifest.json"
@@ -55,7 +57,7 @@ class Context:
 
     @property
     def label(self):
-        return "tiny" if self.tiny else "Qwen3.5"
+        return T("tiny", "小检查点") if self.tiny else "Qwen3.5"
 
 
 def _gen(seed):
@@ -84,9 +86,9 @@ def cases_201(ctx, scratch):
               metadata={"format": "pt", "note": "the header's own entry"})
     empty = scratch / "empty_tensor.safetensors"
     save_file({"nothing": torch.zeros(0, 4), "x": torch.arange(6, dtype=torch.int64)}, str(empty))
-    return [Case("read_header", f"{ctx.label} checkpoint: {shard.name}", (str(shard),), header_as_dicts(shard)),
-            Case("read_header", "a file with __metadata__ (leave it out)", (str(with_meta),), header_as_dicts(with_meta)),
-            Case("read_header", "a zero-size tensor", (str(empty),), header_as_dicts(empty))]
+    return [Case("read_header", T("{m} checkpoint: {f}", "{m} 检查点：{f}", m=ctx.label, f=shard.name), (str(shard),), header_as_dicts(shard)),
+            Case("read_header", T("a file with __metadata__ (leave it out)", "带 __metadata__ 的文件（要去掉它）"), (str(with_meta),), header_as_dicts(with_meta)),
+            Case("read_header", T("a zero-size tensor", "大小为 0 的张量"), (str(empty),), header_as_dicts(empty))]
 
 
 # ------------------------------------------------------------------------------------------ 202
@@ -111,11 +113,11 @@ def cases_202(ctx, scratch):
     real = {n: {"dtype": t["dtype"], "shape": t["shape"], "data_offsets": [0, 0]} for n, t in manifest["tensors"].items()}
     types = manifest["config"]["text_config"]["layer_types"]
     shuffled = dict(sorted(real.items(), reverse=True))
-    return [Case("count_parameters", f"{ctx.label} checkpoint header", (header, list(ctx.cfg.layer_types)),
+    return [Case("count_parameters", T("{m} checkpoint header", "{m} 检查点的文件头", m=ctx.label), (header, list(ctx.cfg.layer_types)),
                  count_by_layer_type(header, list(ctx.cfg.layer_types))),
-            Case("count_parameters", "the real Qwen3.5-0.8B header (488 tensors, vision and mtp included)",
+            Case("count_parameters", T("the real Qwen3.5-0.8B header (488 tensors, vision and mtp included)", "真实 Qwen3.5-0.8B 的文件头（488 个张量，含视觉塔和 mtp）"),
                  (real, types), count_by_layer_type(real, types)),
-            Case("count_parameters", "the same header in another order", (shuffled, types), count_by_layer_type(real, types))]
+            Case("count_parameters", T("the same header in another order", "同一个文件头，换一种顺序"), (shuffled, types), count_by_layer_type(real, types))]
 
 
 # ------------------------------------------------------------------------------------------ 203
@@ -133,13 +135,13 @@ def cases_203(ctx, scratch):
     h2 = torch.randn(2, 3, H, generator=g).bfloat16()
     h3 = torch.randn(6, 4, generator=g).t()                      # (4, 6), not contiguous
     fp32_logits = (1e-4, 1e-4)                                   # matmul order may differ
-    return [Case("embed", f"{ctx.label} table rows", (ids1, E_model), E_model[ids1]),
-            Case("embed", "ids with batch dimensions (2, 3)", (ids2, E_small), E_small[ids2]),
-            Case("embed", "an fp32 table", (torch.tensor([29, 0]), E_f32), E_f32[[29, 0]]),
-            Case("tied_logits", f"{ctx.label} table, one fp32 vector", (h1, E_model), h1 @ E_model.float().T, fp32_logits),
-            Case("tied_logits", "bf16 h with batch dimensions (2, 3)", (h2, E_model),
+    return [Case("embed", T("{m} table rows", "{m} 嵌入表的行", m=ctx.label), (ids1, E_model), E_model[ids1]),
+            Case("embed", T("ids with batch dimensions (2, 3)", "带批次维度 (2, 3) 的编号"), (ids2, E_small), E_small[ids2]),
+            Case("embed", T("an fp32 table", "fp32 的嵌入表"), (torch.tensor([29, 0]), E_f32), E_f32[[29, 0]]),
+            Case("tied_logits", T("{m} table, one fp32 vector", "{m} 嵌入表，一个 fp32 向量", m=ctx.label), (h1, E_model), h1 @ E_model.float().T, fp32_logits),
+            Case("tied_logits", T("bf16 h with batch dimensions (2, 3)", "带批次维度 (2, 3) 的 bf16 h"), (h2, E_model),
                  h2.float() @ E_model.float().T, fp32_logits),
-            Case("tied_logits", "non-contiguous h, fp32 table", (h3, E_f32), h3 @ E_f32.T, fp32_logits)]
+            Case("tied_logits", T("non-contiguous h, fp32 table", "不连续的 h，fp32 嵌入表"), (h3, E_f32), h3 @ E_f32.T, fp32_logits)]
 
 
 # ------------------------------------------------------------------------------------------ 204
@@ -172,21 +174,21 @@ def cases_204(ctx, scratch):
     hx_b, gate_b = (torch.randn(2, 3, DV, generator=g)).bfloat16(), (torch.randn(2, 3, DV, generator=g) * 2).bfloat16()
     L = ctx.label
     return [
-        Case("rms_norm", f"{L} layers.0.input_layernorm, fp32 x of RMS 5", (x, w0, eps), ref(x, "layers.0.input_layernorm.")),
-        Case("rms_norm", f"{L} final norm (large 1 + w)", (x, wf, eps), ref(x, "norm.")),
-        Case("rms_norm", "bf16 input: statistics in fp32, one rounding at the end", (xb, w0, eps),
+        Case("rms_norm", T("{m} layers.0.input_layernorm, fp32 x of RMS 5", "{m} layers.0.input_layernorm，均方根为 5 的 fp32 x", m=L), (x, w0, eps), ref(x, "layers.0.input_layernorm.")),
+        Case("rms_norm", T("{m} final norm (large 1 + w)", "{m} 最后的归一化（1 + w 很大）", m=L), (x, wf, eps), ref(x, "norm.")),
+        Case("rms_norm", T("bf16 input: statistics in fp32, one rounding at the end", "bf16 输入：统计量用 fp32，最后只舍入一次"), (xb, w0, eps),
              ref(xb, "layers.0.input_layernorm.")),
-        Case("rms_norm", "fp16 input of 300s (x^2 overflows fp16)", (xh, w0, eps), ref(xh, "layers.0.input_layernorm.")),
-        Case("rms_norm", "tiny magnitudes (1e-4): eps inside the root", (tiny, w0, eps), ref(tiny, "layers.0.input_layernorm.")),
-        Case("rms_norm", "all-zero vectors (no NaN)", (zero, w0, eps), ref(zero, "layers.0.input_layernorm.")),
-        Case("rms_norm", "non-contiguous input", (nc, w0, eps), ref(nc, "layers.0.input_layernorm.")),
-        Case("rms_norm", "odd width 7 with extra batch dimensions (2, 1, 3, 7)", (odd_x, odd_w, eps), odd_ref(odd_x).detach()),
-        Case("gated_rms_norm", f"{L} layers.0.linear_attn.norm, fp32", (hx, gate, gw, eps), gated(hx, gate).detach()),
-        Case("gated_rms_norm", "gate = -6, 0, +6", (hx[:3], torch.tensor([[-6.0], [0.0], [6.0]]).expand(3, DV), gw, eps),
+        Case("rms_norm", T("fp16 input of 300s (x^2 overflows fp16)", "全是 300 的 fp16 输入（x^2 在 fp16 中溢出）"), (xh, w0, eps), ref(xh, "layers.0.input_layernorm.")),
+        Case("rms_norm", T("tiny magnitudes (1e-4): eps inside the root", "很小的数值（1e-4）：eps 在根号里"), (tiny, w0, eps), ref(tiny, "layers.0.input_layernorm.")),
+        Case("rms_norm", T("all-zero vectors (no NaN)", "全零向量（不能是 NaN）"), (zero, w0, eps), ref(zero, "layers.0.input_layernorm.")),
+        Case("rms_norm", T("non-contiguous input", "不连续的输入"), (nc, w0, eps), ref(nc, "layers.0.input_layernorm.")),
+        Case("rms_norm", T("odd width 7 with extra batch dimensions (2, 1, 3, 7)", "宽度为 7、带额外批次维度 (2, 1, 3, 7)"), (odd_x, odd_w, eps), odd_ref(odd_x).detach()),
+        Case("gated_rms_norm", T("{m} layers.0.linear_attn.norm, fp32", "{m} layers.0.linear_attn.norm，fp32", m=L), (hx, gate, gw, eps), gated(hx, gate).detach()),
+        Case("gated_rms_norm", T("gate = -6, 0, +6", "门 = -6、0、+6"), (hx[:3], torch.tensor([[-6.0], [0.0], [6.0]]).expand(3, DV), gw, eps),
              gated(hx[:3], torch.tensor([[-6.0], [0.0], [6.0]]).expand(3, DV)).detach()),
-        Case("gated_rms_norm", "bf16 input and gate with batch dimensions", (hx_b, gate_b, gw, eps),
+        Case("gated_rms_norm", T("bf16 input and gate with batch dimensions", "带批次维度的 bf16 输入和门"), (hx_b, gate_b, gw, eps),
              gated(hx_b, gate_b).detach()),
-        Case("gated_rms_norm", "all-zero x (no NaN)", (torch.zeros(2, DV), gate[:2], gw, eps),
+        Case("gated_rms_norm", T("all-zero x (no NaN)", "全零的 x（不能是 NaN）"), (torch.zeros(2, DV), gate[:2], gw, eps),
              gated(torch.zeros(2, DV), gate[:2]).detach()),
     ]
 
@@ -206,14 +208,14 @@ def cases_205(ctx, scratch):
     # k as the model makes it: the real in_proj_qkv rows applied to a hidden vector, one head's slice
     Wqkv = ctx.W[f"layers.{ctx.cfg.linear_attention_layers[0]}.linear_attn.in_proj_qkv.weight"]
     k_real = (torch.randn(4, ctx.cfg.hidden_size, generator=g) @ Wqkv.float().T)[:, :dk]
-    return [Case("l2norm", "q of shape (2, 5, 4, head_dim), fp32", (q,), l2norm(q)),
-            Case("l2norm", f"{ctx.label}: keys from the first linear-attention layer's in_proj_qkv", (k_real,), l2norm(k_real)),
-            Case("l2norm", "small vectors (length ~1e-3): eps added to the sum", (small,), l2norm(small)),
-            Case("l2norm", "all-zero vectors (no NaN)", (torch.zeros(2, dk),), l2norm(torch.zeros(2, dk))),
-            Case("l2norm", "large magnitudes (1e15)", (big,), l2norm(big)),
-            Case("l2norm", "bf16 input (computed in the input's dtype, like the model)", (xb,), l2norm(xb)),
-            Case("l2norm", "non-contiguous input", (nc,), l2norm(nc)),
-            Case("l2norm", "eps = 1e-2 given explicitly", (small, 1e-2), l2norm(small, eps=1e-2))]
+    return [Case("l2norm", T("q of shape (2, 5, 4, head_dim), fp32", "形状 (2, 5, 4, head_dim) 的 q，fp32"), (q,), l2norm(q)),
+            Case("l2norm", T("{m}: keys from the first linear-attention layer's in_proj_qkv", "{m}：由第一个线性注意力层的 in_proj_qkv 算出的键", m=ctx.label), (k_real,), l2norm(k_real)),
+            Case("l2norm", T("small vectors (length ~1e-3): eps added to the sum", "很短的向量（长度约 1e-3）：eps 加在平方和上"), (small,), l2norm(small)),
+            Case("l2norm", T("all-zero vectors (no NaN)", "全零向量（不能是 NaN）"), (torch.zeros(2, dk),), l2norm(torch.zeros(2, dk))),
+            Case("l2norm", T("large magnitudes (1e15)", "很大的数值（1e15）"), (big,), l2norm(big)),
+            Case("l2norm", T("bf16 input (computed in the input's dtype, like the model)", "bf16 输入（按输入的类型计算，和模型一样）"), (xb,), l2norm(xb)),
+            Case("l2norm", T("non-contiguous input", "不连续的输入"), (nc,), l2norm(nc)),
+            Case("l2norm", T("eps = 1e-2 given explicitly", "显式给出 eps = 1e-2"), (small, 1e-2), l2norm(small, eps=1e-2))]
 
 
 # ------------------------------------------------------------------------------------------ 206
@@ -236,14 +238,14 @@ def cases_206(ctx, scratch):
         t = t.double()
         return (t.var(-1, unbiased=False) + t.mean(-1) ** 2).sqrt().float()
 
-    return [Case("layer_norm", "fp32 vectors with mean 1", (x,), ln(x)),
-            Case("layer_norm", f"{ctx.label} embedding rows, bf16", (rows,), ln(rows)),
-            Case("layer_norm", "width 7: population variance (divide by n, not n - 1)", (odd,), ln(odd)),
-            Case("layer_norm", "constant vectors (variance 0, no NaN)", (const,), ln(const)),
-            Case("layer_norm", "non-contiguous input", (nc,), ln(nc)),
-            Case("rms_from_moments", "fp32 vectors with mean 1", (x,), moments(x)),
-            Case("rms_from_moments", f"{ctx.label} embedding rows, bf16 (answer in fp32)", (rows,), moments(rows)),
-            Case("rms_from_moments", "width 7 (population variance)", (odd,), moments(odd))]
+    return [Case("layer_norm", T("fp32 vectors with mean 1", "均值为 1 的 fp32 向量"), (x,), ln(x)),
+            Case("layer_norm", T("{m} embedding rows, bf16", "{m} 嵌入表的行，bf16", m=ctx.label), (rows,), ln(rows)),
+            Case("layer_norm", T("width 7: population variance (divide by n, not n - 1)", "宽度 7：总体方差（除以 n，不是 n - 1）"), (odd,), ln(odd)),
+            Case("layer_norm", T("constant vectors (variance 0, no NaN)", "常数向量（方差为 0，不能是 NaN）"), (const,), ln(const)),
+            Case("layer_norm", T("non-contiguous input", "不连续的输入"), (nc,), ln(nc)),
+            Case("rms_from_moments", T("fp32 vectors with mean 1", "均值为 1 的 fp32 向量"), (x,), moments(x)),
+            Case("rms_from_moments", T("{m} embedding rows, bf16 (answer in fp32)", "{m} 嵌入表的行，bf16（结果用 fp32）", m=ctx.label), (rows,), moments(rows)),
+            Case("rms_from_moments", T("width 7 (population variance)", "宽度 7（总体方差）"), (odd,), moments(odd))]
 
 
 # ------------------------------------------------------------------------------------------ registry
