@@ -206,7 +206,7 @@ w = W["layers.0.input_layernorm.weight"]
 print(T("  layers.0.input_layernorm.weight[:6] = {v}  ({dt}, stored as w - 1: chapter 3)",
         "  layers.0.input_layernorm.weight[:6] = {v}（{dt}，存的是 w - 1：见第 3 章）",
         v=[round(x, 4) for x in w[:6].float().tolist()], dt=w.dtype))
-row = W["embed_tokens.weight"][9419]                 # one row: only its page is read from disk
+row = W.rows("embed_tokens.weight", [9419])[0]      # one row, 2 KB, read from the file
 print(T("  embed_tokens.weight[9419][:6] = {v}  (the row of the token 'Hello')",
         "  embed_tokens.weight[9419][:6] = {v}（词元 'Hello' 的那一行）",
         v=[round(x, 4) for x in row[:6].float().tolist()]))

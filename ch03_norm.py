@@ -107,7 +107,7 @@ for key in ("layers.0.input_layernorm.weight", "norm.weight"):
             key=key, m=w.mean().item(), lo=w.min().item(), hi=w.max().item(), s=(1 + w).mean().item()))
 N_BPE = min(cfg.vocab_size, 248044)        # ids from 248044 on are special tokens and padding rows (chapter 2)
 rows = torch.randint(0, N_BPE, (256,), generator=g)
-E_rows = W["embed_tokens.weight"][rows].float()     # 256 real rows: only their pages are read
+E_rows = W.rows("embed_tokens.weight", rows).float()   # 256 real rows, read one by one (512 KB)
 print(T("  The final norm hands its output to logits = h . E (chapter 2), so it scales h up towards\n"
         "  the size of the embedding rows: RMS of 256 sampled rows of E = {e:.4f}, |row| = {n:.3f}.",
         "  最后的归一化把输出交给 logits = h . E（第 2 章），所以它把 h 放大到与嵌入表的行相称：\n"

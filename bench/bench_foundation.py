@@ -27,10 +27,10 @@ try:
         "python -c 'import torch'": measure(python("import torch"), args.repeat),
         "python ch01_weights.py --model FULL": measure([sys.executable, str(ROOT / "ch01_weights.py"),
                                                         "--model", m], args.repeat),
-        "open the checkpoint (headers only)": measure(python(
-            f"from qwen.weights import load_weights; W = load_weights({m!r})"), args.repeat),
-        "open + read the 49 RMSNorm weights": measure(python(
-            f"from qwen.weights import load_weights; W = load_weights({m!r}); ns = {norms}; "
+        "import torch + open the checkpoint (headers only)": measure(python(
+            f"import torch; from qwen.weights import load_weights; W = load_weights({m!r})"), args.repeat),
+        "import torch + open + read the 49 RMSNorm weights": measure(python(
+            f"import torch; from qwen.weights import load_weights; W = load_weights({m!r}); ns = {norms}; "
             "assert len(ns) == 49; [W[n].float().sum() for n in ns]"), args.repeat),
         "eager: read every tensor into memory": measure(python(
             f"from qwen.weights import load_weights; W = load_weights({m!r}); "
@@ -38,7 +38,8 @@ try:
     }
     torch_wall, torch_rss = rows["python -c 'import torch'"]
     ch01_wall, ch01_rss = rows["python ch01_weights.py --model FULL"]
-    opened, with_norms = rows["open the checkpoint (headers only)"][1], rows["open + read the 49 RMSNorm weights"][1]
+    opened = rows["import torch + open the checkpoint (headers only)"][1]
+    with_norms = rows["import torch + open + read the 49 RMSNorm weights"][1]
     ok = report(rows, [
         ("ch01 wall / import torch wall (x)", ch01_wall / torch_wall, 1.5),
         ("ch01 peak RSS (MB)", ch01_rss, 350),

@@ -383,6 +383,28 @@ class Weights(Mapping):
         flat = torch.frombuffer(buffer, dtype=info.torch_dtype, count=info.numel, offset=info.offset)
         return flat.view(info.shape)                             # no copy: pages load when touched
 
+    def rows(self, name, ids):
+        """Only the given rows (along the first dimension) of a tensor, read with plain file reads:
+        (len(ids), ...). For a few rows of a big table: mapping them in would bring whole
+        pages (and on many systems much larger blocks) of the file into memory."""
+        import torch
+        info = self.info(name)
+        ids = [int(i) for i in ids]
+        bad = [i for i in ids if not 0 <= i < info.shape[0]]
+        if bad:
+            raise QwenError("Row {i} is outside {name} (rows 0..{top}).", "第 {i} 行超出了 {name} 的范围（行 0..{top}）。",
+                            i=bad[0], name=name, top=info.shape[0] - 1)
+        size = info.nbytes // info.shape[0] if info.shape[0] else 0
+        out = bytearray(len(ids) * size)
+        view = memoryview(out)
+        with open(info.file, "rb") as f:
+            for k, i in enumerate(ids):
+                f.seek(info.offset + i * size)
+                f.readinto(view[k * size:(k + 1) * size])
+        if not out:
+            return torch.empty((len(ids), *info.shape[1:]), dtype=info.torch_dtype)
+        return torch.frombuffer(out, dtype=info.torch_dtype).view(len(ids), *info.shape[1:])
+
     def __iter__(self):
         return iter(self._short)
 

@@ -193,3 +193,15 @@ def test_load_does_not_confuse_layer_1_with_layer_10(tmp_path):
     write_checkpoint(tmp_path, t, tiny_config())
     m = load(Norm(4), load_weights(tmp_path), "layers.1.norm")
     assert m.weight.float().sum() == 4
+
+
+def test_rows_reads_just_those_rows(tiny_path):
+    W = load_weights(tiny_path)
+    ids = [9419, 0, 248319, 5, 5]
+    got = W.rows("embed_tokens.weight", ids)
+    assert got.dtype == torch.bfloat16 and got.shape == (5, 16)
+    assert torch.equal(got, W["embed_tokens.weight"][ids])
+    assert W.rows("layers.0.mlp.down_proj.weight", torch.tensor([3])).shape == (1, 48)
+    assert W.rows("embed_tokens.weight", []).shape == (0, 16)
+    with pytest.raises(QwenError, match=r"Row 248320 is outside embed_tokens.weight \(rows 0..248319\)"):
+        W.rows("embed_tokens.weight", [1, 248320])

@@ -225,7 +225,7 @@ def cases_206(ctx, scratch):
     import torch.nn.functional as F
     g = _gen(206)
     H = ctx.cfg.hidden_size
-    rows = ctx.W["embed_tokens.weight"][torch.randint(0, 200000, (8,), generator=g)]    # real rows, bf16
+    rows = ctx.W.rows("embed_tokens.weight", torch.randint(0, 200000, (8,), generator=g))   # real rows, bf16
     x = torch.randn(3, H, generator=g) * 2 + 1                   # mean 1: the two norms differ
     odd = torch.randn(2, 1, 7, generator=g)
     const = torch.full((2, H), 3.0)                              # variance 0
