@@ -24,10 +24,7 @@ def chapters():
 def download(args):
     from qwen.weights import DEFAULT_REPO, find_model
 
-    repo = args.model or DEFAULT_REPO
-    print(T("Fetching {repo} (about 1.75 GB for the 0.8B model; interrupted downloads resume).",
-            "正在获取 {repo}（0.8B 模型约 1.75 GB；中断后再次运行会接着下载）。", repo=repo))
-    path = find_model(repo)
+    path = find_model(args.model or DEFAULT_REPO)        # says what it downloads, with progress bars
     print(T("Model ready in {path}\nNext: python main.py", "模型已就绪：{path}\n下一步：python main.py", path=path))
 
 

@@ -262,7 +262,7 @@ def cmd_list(progress, as_json):
         label = names[r["status"].rstrip("*")] + (T(" (edited)", "（已修改）") if star else "")
         torch_mark = "PyTorch" if r["needs_torch"] else "       "
         level = T("easy", "简单") if r["difficulty"] == "easy" else T("medium", "中等")
-        print(f"  {'✓' if r['passed'] else ' '} {r['id']}  {pad(r['title'], 50)} {pad(level, 7)} {torch_mark}  {label}")
+        print(f"  {'✓' if r['passed'] else ' '} {r['id']}  {pad(r['title'], 52)} {pad(level, 7)} {torch_mark}  {label}")
     print(T("Grade one: python practice/judge.py 204   (your file: practice/204_rmsnorm.py)",
             "评测一个：python practice/judge.py 204   （你的文件：practice/204_rmsnorm.py）"))
     return 0

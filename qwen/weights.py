@@ -26,10 +26,11 @@ import math
 import mmap
 import os
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from qwen.lang import QwenError
+from qwen.lang import QwenError, T
 
 # torch is imported only where tensors are made: finding a model, reading a config or a header
 # then costs no `import torch` (over a second), which keeps the judge and `main.py download` quick.
@@ -229,6 +230,10 @@ def _from_hub(repo, download):
         pass
     offline = _hub_offline()
     if download and not offline:                           # 2. the Hub (or the mirror in HF_ENDPOINT)
+        print(T("Downloading {repo} from {endpoint} into {cache} (once; an interrupted download resumes; "
+                "Ctrl-C and --tiny to skip).", "正在从 {endpoint} 下载 {repo} 到 {cache}（只需一次；中断后可接着下载；"
+                "按 Ctrl-C 并加 --tiny 可跳过）。", repo=repo, endpoint=constants.ENDPOINT, cache=constants.HF_HUB_CACHE),
+              file=sys.stderr, flush=True)
         try:
             return _model_folder(Path(snapshot_download(repo, allow_patterns=COURSE_FILES)))
         except KeyboardInterrupt:
