@@ -13,7 +13,7 @@
 # %%
 import torch
 
-from qwen.cli import banner, count, model_path, parser, setup, size
+from qwen.cli import banner, count, model_path, pad, parser, setup, size
 from qwen.embedding import Embedding, logits, row_norms
 from qwen.lang import T
 from qwen.tokenizer import Tokenizer, to_symbols
@@ -55,7 +55,7 @@ print(T("  {a:<16} {b:<22} {c}", "  {a:<16} {b:<22} {c}", a=T("piece", "片段")
 for piece in tok.pieces(args.text):
     piece_ids = tok.encode(piece)
     symbols = piece if piece in tok.special else to_symbols(piece)
-    print(f"  {piece!r:<16} {symbols!r:<22} " + ", ".join(f"{i} {tok.readable(i)!r}" for i in piece_ids))
+    print(f"  {pad(repr(piece), 16)} {pad(repr(symbols), 22)} " + ", ".join(f"{i} {tok.readable(i)!r}" for i in piece_ids))
 print(T("  Every UTF-8 byte is written as one printable symbol: a space is 'Ġ', a newline 'Ċ'; a Chinese\n"
         "  character is 3 bytes, so 3 symbols. A token can also end inside a character: it is then\n"
         "  shown as its bytes, like <e6 af>. Special tokens (<|im_start|> ...) are matched whole.",
@@ -99,10 +99,11 @@ for label, order in ((T("longest", "最长"), True), (T("shortest", "最短"), F
     top = torch.topk(bpe_norms, 5, largest=order).indices.tolist()
     print(f"  {label:<8} " + "; ".join(f"{tok.readable(i)!r} {bpe_norms[i]:.3f}" for i in top))
 sp = norms[N_BPE:tok.vocab_size]
-pad = norms[tok.vocab_size:]
+padding_rows = norms[tok.vocab_size:]
 print(T("  special tokens' rows: mean length {s:.3f}; padding rows: mean {p:.3f}, max {pm:.3f}",
         "  特殊词元的行：平均长度 {s:.3f}；填充行：平均 {p:.3f}，最大 {pm:.3f}",
-        s=sp.mean().item(), p=pad.mean().item() if len(pad) else float("nan"), pm=pad.max().item() if len(pad) else float("nan")))
+        s=sp.mean().item(), p=padding_rows.mean().item() if len(padding_rows) else float("nan"),
+        pm=padding_rows.max().item() if len(padding_rows) else float("nan")))
 print(T("  Rare tokens get few gradient updates in training, so their rows stay near where they started;\n"
         "  rows that are never used (padding, most special tokens) show what the starting point was.",
         "  罕见的词元在训练中很少得到梯度更新，所以它们的行停在初始值附近；\n"
@@ -120,7 +121,7 @@ scores = logits(E[qids], E)[:, :N_BPE]                               # (queries,
 cos = scores / (norms[qids, None] * norms[None, :N_BPE])             # cosine = dot / both lengths
 for w, i, row in zip(queries, qids, cos):
     others = [j for j in row.topk(6).indices.tolist() if j != i][:5]
-    print(f"  {w!r:<12} -> " + ", ".join(f"{tok.readable(j)!r} {row[j]:.2f}" for j in others))
+    print(f"  {pad(repr(w), 12)} -> " + ", ".join(f"{tok.readable(j)!r} {row[j]:.2f}" for j in others))
 print(T("  Nothing told the model which words are alike: the table learned it from their contexts.",
         "  没有人告诉模型哪些词相近：嵌入表是从上下文里学到的。"))
 

@@ -32,7 +32,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from practice._judge.exercises import BY_ID, EXERCISES  # noqa: E402
-from qwen.cli import parser, report, setup  # noqa: E402
+from qwen.cli import pad, parser, report, setup  # noqa: E402
 from qwen.lang import QwenError, T, get_lang, set_lang  # noqa: E402
 
 JUDGE = HERE / "_judge"
@@ -64,12 +64,6 @@ def shown(path):
     except ValueError:
         return str(path)
 
-
-def pad(text, width):
-    """Left-justify for the terminal: CJK characters take two columns."""
-    import unicodedata
-    used = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-    return text + " " * max(0, width - used)
 
 
 def progress_file():

@@ -118,6 +118,13 @@ def size(nbytes):
         nbytes /= 1000
 
 
+def pad(text, width):
+    """Left-justify for the terminal, where CJK characters take two columns."""
+    import unicodedata
+    used = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    return text + " " * max(0, width - used)
+
+
 def count(n):
     """752393024 -> '752.4 M'."""
     return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.1f} M" if n >= 1e6 else f"{n:,}"
