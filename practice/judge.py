@@ -157,11 +157,13 @@ def grade(ex, file, model):
                 timed_out, code, last = False, p.returncode, (p.stderr.strip().splitlines() or [""])[-1]
             except subprocess.TimeoutExpired:
                 timed_out, code, last = True, None, ""
+        try:                                                     # written even if a stray thread hung on
+            return json.loads(out.read_text(encoding="utf-8"))
+        except (OSError, ValueError):                            # not written, or cut short
+            pass
         if timed_out:
             return _error(ex, file, "timeout", T("did not finish within {s:.0f} s (an endless loop?)",
                                                   "{s:.0f} 秒内没有结束（死循环？）", s=TIME_LIMIT))
-        if out.is_file():
-            return json.loads(out.read_text(encoding="utf-8"))
         if code is not None and code < 0:
             return _error(ex, file, "killed", T("your code was killed by signal {n} (out of memory?)",
                                                  "你的代码被信号 {n} 终止（内存不够？）", n=-code))
