@@ -36,11 +36,6 @@ def title(en, zh):
     print("-" * 78)
 
 
-def show(i):
-    """A token for display: its id and readable text."""
-    return f"{i:>6} {tok.readable(i)!r}"
-
-
 # %% [markdown]
 # ## 1. Text -> pieces -> byte-level symbols -> tokens / 文字 -> 片段 -> 字节级符号 -> 词元
 

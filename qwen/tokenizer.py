@@ -138,7 +138,7 @@ class Tokenizer:
     def encode(self, text):
         """Text -> token ids. Special tokens written in the text are matched whole."""
         if not isinstance(text, str):
-            raise TypeError(f"encode() takes a str, not {type(text).__name__}")
+            raise QwenError("encode() takes a str, not {t}.", "encode() 需要 str，而不是 {t}。", t=type(text).__name__)
         _check_unicode(text)
         if self.nfc:
             text = unicodedata.normalize("NFC", text)
