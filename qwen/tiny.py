@@ -273,10 +273,7 @@ def derive_merges(ranks):
 
 def tokenizer_json(ranks):
     """The real tokenizer.json layout: NFC, Qwen3.5's split regex, byte-level BPE, 33 special tokens."""
-    from qwen.tokenizer import BYTE_TO_CHAR, QWEN35_PATTERN
-
-    def sym(b):                                             # bytes -> byte-level symbols
-        return "".join(BYTE_TO_CHAR[x] for x in b)
+    from qwen.tokenizer import QWEN35_PATTERN, bytes_to_symbols as sym
 
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
     return {

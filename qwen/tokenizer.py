@@ -26,6 +26,7 @@ from pathlib import Path
 import regex
 
 from qwen.lang import QwenError
+from qwen.weights import read_json
 
 # Qwen3.5's split rule: contractions; a letter run (with marks) and the one character before it;
 # single digits; a punctuation run with its newlines; newline runs; whitespace runs.
@@ -52,9 +53,14 @@ CHAR_TO_BYTE = {c: b for b, c in BYTE_TO_CHAR.items()}
 _LATIN1_TO_ALPHABET = str.maketrans({chr(b): c for b, c in BYTE_TO_CHAR.items()})
 
 
+def bytes_to_symbols(raw):
+    """Raw bytes as byte-level symbols, one character per byte: b' \xe4' -> 'Ġä'."""
+    return raw.decode("latin-1").translate(_LATIN1_TO_ALPHABET)
+
+
 def to_symbols(text):
     """A piece of text as byte-level symbols: ' 世' -> 'Ġä¸ĸ' (one character per UTF-8 byte)."""
-    return text.encode("utf-8").decode("latin-1").translate(_LATIN1_TO_ALPHABET)
+    return bytes_to_symbols(text.encode("utf-8"))
 
 
 def to_bytes(symbols):
@@ -103,7 +109,7 @@ class Tokenizer:
 
     @classmethod
     def from_tokenizer_json(cls, file):
-        data = _read_json(file)
+        data = read_json(file)
         model = data.get("model") or {}
         if model.get("type") != "BPE" or model.get("byte_fallback") or not _is_byte_level(data):
             raise QwenError("{file} belongs to another model family ({kind}); Qwen3.5 uses byte-level BPE. "
@@ -124,12 +130,12 @@ class Tokenizer:
                                 "{folder} 里有 {have} 却没有 {name}：分词器两个都需要。请重新下载。",
                                 folder=folder, name=name,
                                 have="merges.txt" if name == "vocab.json" else "vocab.json")
-        vocab = _read_json(folder / "vocab.json")
+        vocab = read_json(folder / "vocab.json")
         lines = (folder / "merges.txt").read_text(encoding="utf-8").splitlines()
         merges = [tuple(line.split(" ", 1)) for line in lines if line and not line.startswith("#version")]
         special = {}
         if (folder / "tokenizer_config.json").is_file():
-            added = _read_json(folder / "tokenizer_config.json").get("added_tokens_decoder", {})
+            added = read_json(folder / "tokenizer_config.json").get("added_tokens_decoder", {})
             special = {t["content"]: int(i) for i, t in added.items()}
         return cls(vocab, merges, special, source=str(folder / "vocab.json"))
 
@@ -257,14 +263,6 @@ class Tokenizer:
 
     def __repr__(self):
         return f"Tokenizer({self.source}, {len(self.vocab)} BPE tokens + {len(self.special)} special)"
-
-
-def _read_json(file):
-    try:
-        return json.loads(Path(file).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise QwenError("{file} is not valid JSON ({why}). Download it again.",
-                        "{file} 不是合法的 JSON（{why}）。请重新下载。", file=file, why=e) from None
 
 
 def _is_byte_level(data):

@@ -92,11 +92,7 @@ class Config:
                 "holds config.json and the .safetensors files (--model PATH or QWEN_MODEL).",
                 "{folder} 里没有 config.json，所以不是模型文件夹。请给出包含 config.json 和 "
                 ".safetensors 文件的文件夹（--model PATH 或 QWEN_MODEL）。", folder=path)
-        try:
-            raw = json.loads(file.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise QwenError("{file} is not valid JSON ({why}). Download it again.",
-                            "{file} 不是合法的 JSON（{why}）。请重新下载。", file=file, why=e) from None
+        raw = read_json(file)
         if not isinstance(raw, dict):
             raise QwenError("{file} should hold a JSON object.", "{file} 应当是一个 JSON 对象。",
                             file=file)
@@ -126,6 +122,15 @@ class Config:
     @property
     def linear_attention_layers(self):
         return [i for i, t in enumerate(self.layer_types) if t == "linear_attention"]
+
+
+def read_json(file):
+    """A JSON file of the checkpoint (config, tokenizer files), or a clear message when it is broken."""
+    try:
+        return json.loads(Path(file).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise QwenError("{file} is not valid JSON ({why}). Download it again.",
+                        "{file} 不是合法的 JSON（{why}）。请重新下载。", file=file, why=e) from None
 
 
 def _field(d, name, kind, source):
@@ -207,14 +212,13 @@ def _hub_offline():
 def _complete(folder):
     """A cached snapshot is usable when config.json and every weights file are there (an
     interrupted download leaves some out; downloading again resumes it)."""
-    folder = Path(folder)
-    if not (folder / "config.json").is_file():
+    if not (Path(folder) / "config.json").is_file():
         return False
     try:
-        files, _ = weight_files(folder)
+        weight_files(folder)                               # raises when a shard of the index is missing
     except QwenError:
         return False
-    return all(f.is_file() for f in files)
+    return True
 
 
 def _from_hub(repo, download):
