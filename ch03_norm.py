@@ -21,7 +21,8 @@ import torch.nn.functional as F
 
 from qwen.cli import banner, model_path, parser, setup
 from qwen.lang import T, get_lang, set_lang
-from qwen.norm import GatedRMSNorm, RMSNorm, l2norm, model_norms
+from qwen.model import model_norms
+from qwen.norm import GatedRMSNorm, RMSNorm, l2norm
 from qwen.weights import Config, load, load_weights
 
 p = parser("Chapter 3: three normalizations", "第 3 章：三种归一化")

@@ -7,7 +7,8 @@ import torch.nn.functional as F
 
 from conftest import MANIFEST
 from qwen.lang import QwenError
-from qwen.norm import GatedRMSNorm, RMSNorm, l2norm, model_norms
+from qwen.model import model_norms
+from qwen.norm import GatedRMSNorm, RMSNorm, l2norm
 from qwen.tiny import write_checkpoint
 from qwen.weights import Config, load, load_weights
 
