@@ -131,6 +131,8 @@ def grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMOR
                 return error_result(ex, label, *ending)
             box.send({"kind": "inputs", "cases": encoded}, blobs)
             box.collect(on_frame)
+            if not box.guard_alive():                            # it killed its parent: that is the verdict
+                return error_result(ex, label, *box.ending())
             box.kill()                                            # stray threads and children end with the grading
             result = {"exercise": ex.id, "file": label, "status": "error", "cases": [], "error": state["fatal"],
                       "printed": state["printed"], "note": state["note"]}
@@ -208,9 +210,3 @@ def diagnose(ex, case, got):
         if fired:
             return {"name": d.name, "says": text(d.says)}
     return None
-
-
-def first_failing(result):
-    return next((c for c in result["cases"] if not c["ok"] and not c["todo"]), None) or \
-        next((c for c in result["cases"] if not c["ok"]), None)
-

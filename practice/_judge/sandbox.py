@@ -226,6 +226,16 @@ class Sandbox:
                 if self._over_limits():
                     return
 
+    def guard_alive(self):
+        """False when the guard died (its end of the status pipe closed without a status)."""
+        if self.status is None and not self.guard_died:
+            ready, _, _ = select.select([self.r_st], [], [], 0.05)
+            if ready:
+                line = self._status_line(timeout=0.05)
+                if line is not None:
+                    self.status = int(line)
+        return not self.guard_died
+
     def _scan(self):
         """The sandbox's session and every descendant: {pid: rss bytes}; None without /proc."""
         if not os.path.isdir("/proc/self"):
