@@ -142,6 +142,8 @@ class Sandbox:
             sys.stdin = open(0, encoding="utf-8", closefd=False)
             sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
             sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
+            from practice._judge import progress
+            progress.disable()
             note = set_limits(self.memory)
             self.child_main(sock, capture, note)
             code = 0
@@ -248,6 +250,8 @@ class Sandbox:
                 with open(f"/proc/{name}/stat", "rb") as f:
                     raw = f.read()
                 rest = raw[raw.rindex(b")") + 2:].split()
+                if rest[0] in (b"Z", b"X"):                        # already dead (a zombie nobody reaped)
+                    continue
                 procs[int(name)] = (int(rest[1]), int(rest[3]), int(rest[21]))   # ppid, session, rss pages
             except (OSError, ValueError, IndexError):
                 continue
@@ -282,7 +286,7 @@ class Sandbox:
     def kill(self):
         """End the sandbox's session, every process it started, and the guard."""
         if self.spid:
-            for _ in range(2):
+            for _ in range(40):                                    # until none of them runs (2 s at most)
                 for pid in list(self.members):
                     try:
                         os.kill(pid, signal.SIGKILL)
@@ -292,8 +296,10 @@ class Sandbox:
                     os.killpg(self.spid, signal.SIGKILL)
                 except OSError:
                     pass
-                if self._scan() is None:
+                left = self._scan()
+                if not left:
                     break
+                time.sleep(0.05)
         if self.gpid:
             try:
                 os.kill(self.gpid, signal.SIGKILL)
