@@ -283,3 +283,13 @@ def test_a_broken_model_is_one_line_about_the_model_and_nothing_is_recorded(judg
     out = capsys.readouterr()
     assert code == 2 and "model" in out.err and len(out.err.strip().splitlines()) == 1 and "Traceback" not in out.err
     assert not (tmp_path / "progress.json").exists() or "205" not in (tmp_path / "progress.json").read_text()
+
+
+def test_where_no_memory_limit_can_be_set_the_judge_says_so_and_grades(judge, tiny_path, tmp_path, monkeypatch, capsys):
+    from practice._judge import sandbox
+    monkeypatch.setattr(sandbox, "_statm", lambda pid: None)           # as on a system without /proc
+    result = grade(judge, tiny_path, tmp_path, "205", S205)
+    assert result["status"] == "pass" and "graded without it" in result["note"]
+    judge.print_report(judge.BY_ID["205"], result, verbose=False)
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 and "graded without it" in out[1]
