@@ -193,7 +193,7 @@ def _judge_case(ex, case, got, index, stopped, explain_all):
             elif hasattr(case.expected, "dtype") and hasattr(case.expected, "shape"):
                 check_tensor(case.expected, got, case.tol)
             else:
-                check_value(case.expected, got, case.function)
+                check_value(case.expected, got, case.function, tol=case.tol)
             entry["ok"] = True
         except Mismatch as m:
             entry["message"] = m.summary
