@@ -95,7 +95,7 @@ def grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMOR
             return error_result(ex, label, *problem)
     job = {"exercise": ex.id, "functions": ex.functions, "file": str(file) if file else None,
            "found": functions or {}, "lang": get_lang(), "memory": memory}
-    if sandbox.available():                                       # forked before any expected value exists
+    if sandbox.use_fork(notebook=bool(functions)):                # forked before any expected value exists
         box = sandbox.Sandbox(runner.child_main(job), memory, time_limit).start()
     else:
         if functions:

@@ -92,6 +92,15 @@ def enter(memory):
     return capture, set_limits(memory)
 
 
+def use_fork(notebook=False):
+    """Fork the sandbox from this process? Not where fork is unsafe or absent, and not from a notebook
+    whose process already started CUDA (a forked child cannot use CUDA then): Spawned instead."""
+    if not available():
+        return False
+    torch = sys.modules.get("torch")
+    return not (notebook and torch is not None and torch.cuda.is_initialized())
+
+
 class Sandbox:
     """One sandboxed run: start() forks; send() the inputs; collect() the frames and the verdict."""
 
