@@ -139,7 +139,7 @@ def child_main(job):
                 continue
             except BaseException:                                # noqa: BLE001 - a hostile object
                 send({"kind": "case", "i": i, "raised": {"kind": "unsupported", "message": T(
-                    "returned a {t}, which the judge cannot read", "返回了 {t}，评测器读不了", t=wire._type_name(got))}})
+                    "returned a value of type {t}, which the judge cannot read", "返回了 {t} 类型的值，评测器读不了", t=wire._type_name(got))}})
                 continue
             send({"kind": "case", "i": i, "value": value}, out)
         for stream in (sys.stdout, sys.stderr):

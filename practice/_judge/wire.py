@@ -69,8 +69,8 @@ def _enc(v, blobs, keep_layout, depth):
     if module == "numpy":
         raise Unsupported(T("a numpy array: return a torch tensor (torch.from_numpy)",
                             "numpy 数组：请返回 torch 张量（torch.from_numpy）"))
-    raise Unsupported(T("a {t}, which the judge cannot read: return tensors, numbers, strings, lists or dicts",
-                        "{t}，评测器读不了：请返回张量、数字、字符串、列表或字典", t=_type_name(v)))
+    raise Unsupported(T("a value of type {t}, which the judge cannot read: return tensors, numbers, strings, lists or dicts",
+                        "{t} 类型的值，评测器读不了：请返回张量、数字、字符串、列表或字典", t=_type_name(v)))
 
 
 def _type_name(v):
