@@ -168,8 +168,9 @@ def inventory(tensors, cfg):
 
 
 def show(groups):
-    say("  {g} {t:>8} {p:>12} {b:>10}", "  {g} {t:>8} {p:>12} {b:>10}", g=pad(tr("group", "分组"), 36),
-        t=tr("tensors", "张量数"), p=tr("parameters", "参数量"), b=tr("bytes", "字节"))
+    say("  {g} {t} {p} {b}", "  {g} {t} {p} {b}", g=pad(tr("group", "分组"), 36),
+        t=pad(tr("tensors", "张量数"), 8, right=True), p=pad(tr("parameters", "参数量"), 12, right=True),
+        b=pad(tr("bytes", "字节"), 10, right=True))
     for name, (k, p, b) in sorted(groups.items(), key=lambda item: -item[1][1]):
         say("  {g} {k:>8} {p:>12} {b:>10}", "  {g} {k:>8} {p:>12} {b:>10}", g=pad(name, 36), k=k, p=count(p), b=size(b))
 

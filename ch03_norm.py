@@ -252,7 +252,7 @@ say("  512 rows of E: max |RMS^2 - (sigma^2 + mu^2)| = {d:.1e}; mean |mu| / RMS 
     d=(ms - (var + mu * mu)).abs().max().item(), r=(mu.abs() / ms.sqrt()).mean().item())
 for shift in (0.0, 3 * rms(E).mean().item()):
     ln, rn = F.layer_norm(E + shift, (H,), eps=EPS), F.rms_norm(E + shift, (H,), eps=EPS)
-    say("  rows + {s:.3f}: cosine(LayerNorm, RMSNorm) = {c:.4f}", "  各行加上 {s:.3f}：cosine(层归一化, 均方根归一化) = {c:.4f}",
+    say("  rows + {s:.3f}: cosine(LayerNorm, RMSNorm) = {c:.4f}", "  各行加上 {s:.3f}：cosine(LayerNorm, RMSNorm) = {c:.4f}",
         s=shift, c=F.cosine_similarity(ln, rn, dim=-1).mean().item())
 
 # %% [markdown]

@@ -50,7 +50,7 @@ def run_chapters(args, numbers):
         runpy.run_path(str(script), run_name="__main__")
     print("\n" + tr("Done: chapter(s) {ns} on {path}{tiny}.\nPractice: python practice/judge.py",
                    "完成：第 {ns} 章，模型 {path}{tiny}。\n练习：python practice/judge.py",
-                   ns=", ".join(map(str, numbers)), path=path,
+                   ns=tr(", ", "、").join(map(str, numbers)), path=path,
                    tiny=tr(" (the built-in tiny checkpoint: made-up numbers)", "（内置小检查点：数值是编造的）")
                    if is_tiny(cfg) else ""))
 

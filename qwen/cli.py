@@ -170,11 +170,12 @@ def size(nbytes):
         nbytes /= 1000
 
 
-def pad(text, width):
-    """Left-justify for the terminal, where CJK characters take two columns."""
+def pad(text, width, right=False):
+    """Justify for the terminal, where CJK characters take two columns (left, or right=True)."""
     import unicodedata
-    used = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-    return text + " " * max(0, width - used)
+    text = str(text)
+    fill = " " * max(0, width - sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text))
+    return fill + text if right else text + fill
 
 
 def count(n):
