@@ -105,7 +105,7 @@ say("  layout: {how}", "  结构：{how}", how=tr("multimodal, language model un
     if "text_config" in cfg.raw else tr("flat, text-only", "扁平，纯文本模型"))
 split = cfg.hidden_size // cfg.num_attention_heads
 rows = [
-    ("hidden_size", cfg.hidden_size, tr("width of every token's vector", "每个词元向量的宽度")),
+    ("hidden_size", cfg.hidden_size, tr("hidden size: width of every token's vector", "隐藏维度：每个词元向量的宽度")),
     ("num_hidden_layers", cfg.num_hidden_layers, tr("decoder layers", "解码层数")),
     ("intermediate_size", cfg.intermediate_size, tr("MLP width", "MLP 的宽度")),
     ("num_attention_heads", cfg.num_attention_heads, tr("full attention: query heads", "全注意力：查询头数")),
@@ -233,7 +233,7 @@ for kind, layers, en, zh in (("linear_attn", cfg.linear_attention_layers, "one l
 # ## 7. Memory / 内存
 # `W` maps the file into memory: a tensor's pages are read only when something touches them.
 #
-# `W` 把文件映射进内存：只有真正访问某个张量时，才读取它所在的页。
+# `W` 对文件做内存映射：只有真正访问某个张量时，才读取它所在的页。
 
 # %%
 section(7, "Memory: bf16 against fp32", "内存：bf16 与 fp32")
@@ -302,7 +302,7 @@ for v in (1.001, 257.0, 0.001):
 # every full-attention one.
 #
 # 检查点 = 配置（形状）+ 有名字的张量（数值）。safetensors 是最简单的容器：一个长度、一张 JSON 目录、
-# 原始字节；所以加载器可以把它映射进内存，只读用到的部分。Qwen3.5-0.8B 的语言模型有 0.75 B 个 bf16
+# 原始字节；所以加载器可以对它做内存映射，只读用到的部分。Qwen3.5-0.8B 的语言模型有 0.75 B 个 bf16
 # 参数，三分之一在嵌入表里，共 24 层，每三层线性注意力接一层全注意力。
 #
 # ## Summary / 小结
