@@ -280,3 +280,22 @@ def test_chapter_api_reads_the_environment(tiny_path, monkeypatch, capsys):
     monkeypatch.delenv("QWEN_TINY")
     monkeypatch.setenv("QWEN_MODEL", str(tiny_path))
     assert cli.chapter("c", "c", argv=[]).tiny
+
+
+JUPYTER_FIRST_CELL = r"""
+import sys, types, warnings
+warnings.simplefilter("default")
+ipython = types.ModuleType("IPython")                       # as inside a Jupyter kernel, without ipywidgets
+ipython.get_ipython = lambda: types.SimpleNamespace(config={"IPKernelApp": {}})
+sys.modules.update({"IPython": ipython, "ipykernel": types.ModuleType("ipykernel"),
+                    "ipykernel.zmqshell": types.ModuleType("ipykernel.zmqshell")})
+sys.argv = ["ipykernel_launcher.py", "-f", "/tmp/kernel-1234.json"]
+from qwen.cli import chapter
+print("TINY", chapter("c", "c").tiny)                       # no model, offline: the Hub client is imported
+"""
+
+
+def test_no_tqdm_warning_in_the_first_notebook_cell(run_script):
+    r = run_script("-c", JUPYTER_FIRST_CELL)
+    assert r.returncode == 0 and "TINY True" in r.stdout, r.stderr[-2000:]
+    assert "Warning" not in r.stderr and "IProgress" not in r.stderr, r.stderr
