@@ -89,7 +89,7 @@ def test_ch02(course_en):
 def test_ch03(course_en):
     out = course_en
     assert "after RMSNorm with w = 0: [1.0, 1.0, 1.0]" in out
-    assert "x / RMS = [0.3651, 0.7303, 1.0954, 1.4606]" in out and "RMSNorm(4) gives [0.3651, 0.7303, 1.0954, 1.4606]" in out
+    assert "[1, 2, 3, 4] / sqrt(7.5) = [0.3651, 0.7303, 1.0954, 1.4606]; RMSNorm(4) gives [0.3651, 0.7303, 1.0954, 1.4606]" in out
     assert "eps inside the root -> RMS 0.707; outside (the article's formula) -> 0.999" in out
     assert "next bf16 number above 0.000999451: 7.63e-06 away" in out                 # 2^-17, not 0.001 * 2^-7
     assert "next bf16 number above 1: 0.00781 away" in out
@@ -104,6 +104,7 @@ def test_ch03(course_en):
     assert pre and post and float(pre[3]) > 3 * float(pre[1]) and float(pre[6]) > 0.1 > abs(float(post[2]))
     assert "17 residual-stream RMSNorms + 4 q/k RMSNorms + 6 gated RMSNorms = 27" in out
     assert "not used: 5 more norm weights" in out
+    assert "Qwen3.5-0.8B (published inventory): 79 in the language model; " in out
 
 
 def test_no_real_over_made_up_numbers(course_en):
@@ -177,6 +178,9 @@ def test_ch03_plot(run_script, tiny_path, tmp_path):
         assert "--plot 需要 matplotlib" in r.stdout
         return
     assert (tmp_path / "ch03_layer_scales.png").stat().st_size > 10_000 and (tmp_path / "ch03_final_norm.png").is_file()
+    from matplotlib import font_manager
+    if not any("CJK" in f.name or "WenQuanYi" in f.name for f in font_manager.fontManager.ttflist):
+        assert "没有找到中文字体" in r.stdout                         # one line: the labels stay in English
 
 
 def test_ch02_with_own_text_and_special_tokens(run_script, tiny_path):
