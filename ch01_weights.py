@@ -271,17 +271,17 @@ x = w[0].bfloat16()
 b = f"{x.view(torch.int16).item() & 0xFFFF:016b}"
 say("  {x:+.6f} in bf16 bits: sign {s} | exponent {e} | mantissa {m}", "  {x:+.6f} 的 bf16 位：符号 {s} | 指数 {e} | 尾数 {m}",
     x=x.item(), s=b[0], e=b[1:9], m=b[9:])
-tok = ch.tokenizer
 word = "Hello"
-if tok is None:
-    say("  (no tokenizer files in this folder: the example token row is skipped)",
-        "  （这个文件夹里没有分词器文件：跳过示例词元的那一行）")
-elif len(tok.encode(word)) == 1 and tok.encode(word)[0] < W.info("embed_tokens.weight").shape[0]:
-    i = tok.encode(word)[0]
-    row = W.rows("embed_tokens.weight", [i])[0]                          # one row, read from the file
-    say("  embed_tokens.weight[{i}][:4] = {v} (the row of the token {w!r})",
-        "  embed_tokens.weight[{i}][:4] = {v}（词元 {w!r} 的那一行）", i=i, w=word,
-        v=[round(v, 4) for v in row[:4].float().tolist()])
+vocab_file = next((ch.path / f for f in ("vocab.json", "tokenizer.json") if (ch.path / f).is_file()), None)
+found = vocab_file and re.search(r'"%s":\s*(\d+)' % word, vocab_file.read_text(encoding="utf-8"))   # a text search:
+if not found or int(found[1]) >= W.info("embed_tokens.weight").shape[0]:                      # chapter 2 builds the
+    say("  (no tokenizer files with {w!r} here: the example token row is skipped)",            # whole tokenizer
+        "  （这里没有含 {w!r} 的分词器文件：跳过示例词元的那一行）", w=word)
+else:
+    row = W.rows("embed_tokens.weight", [int(found[1])])[0]                # one row, read from the file
+    say("  embed_tokens.weight[{i}][:4] = {v} (the row of the token {w!r}, id from {f})",
+        "  embed_tokens.weight[{i}][:4] = {v}（词元 {w!r} 的那一行，编号来自 {f}）", i=int(found[1]), w=word,
+        f=vocab_file.name, v=[round(v, 4) for v in row[:4].float().tolist()])
 one = torch.tensor(1.0, dtype=torch.bfloat16)
 up = (torch.nextafter(one, torch.tensor(2.0, dtype=torch.bfloat16)) - one).item()
 down = (one - torch.nextafter(one, torch.tensor(0.0, dtype=torch.bfloat16))).item()

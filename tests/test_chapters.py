@@ -62,7 +62,7 @@ def test_ch01(course_en):
     assert "the language model the course builds: 108 tensors" in out
     assert "head_dim                         16   per head, set on its own (hidden_size / heads = 8)" in out
     assert "L = linear attention: 6 layers" in out and "F = full attention: 2 layers (3, 7)" in out
-    assert "embed_tokens.weight[9419][:4]" in out and "(the row of the token 'Hello')" in out
+    assert "embed_tokens.weight[9419][:4]" in out and "(the row of the token 'Hello', id from tokenizer.json)" in out
     assert "about 2.4 decimal digits" in out and "gap above 1: 0.0078125 (2^-7); below 1: 0.00390625 (2^-8)" in out
     assert "1.001 stored in bf16 becomes 1.0" in out
     # Qwen3.5-0.8B's figures, from its published inventory, labelled
@@ -161,7 +161,7 @@ def test_every_chapter_runs_on_checkpoints_written_by_transformers(tmp_path, run
         assert "tie_word_embeddings = True" in r.stdout
     else:
         assert "other (not used)                            2" in r.stdout
-        assert "(no tokenizer files in this folder: the example token row is skipped)" in r.stdout
+        assert "(no tokenizer files with 'Hello' here: the example token row is skipped)" in r.stdout
         assert "(no tokenizer files in this folder: this section is skipped" in r.stdout
     if layout == "multimodal":
         assert "vision tower (not used)" in r.stdout
