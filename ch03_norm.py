@@ -166,9 +166,9 @@ normed = (xb.float() * torch.rsqrt(xb.float().pow(2).mean(-1, keepdim=True) + EP
 llama = normed.bfloat16() * (1 + wq.float()).bfloat16()             # round first, then the weight, in bf16
 fused = F.rms_norm(xb, (H,), weight=(1 + wq).bfloat16(), eps=EPS)   # 1 + w rounded to bf16
 exact = F.rms_norm(xb.float(), (H,), weight=1 + wq.float(), eps=EPS).bfloat16()
-say("  outputs that differ from ours by a bf16 step: LLaMA's order {a:.0%}; F.rms_norm, bf16 1 + w {b:.0%}; "
+say("  bf16 outputs that differ from ours: LLaMA's order {a:.0%}; F.rms_norm, bf16 1 + w {b:.0%}; "
     "F.rms_norm in fp32, 1 + w.float() {c:.0%}",
-    "  与我们的结果差一个 bf16 间隔的输出：LLaMA 的顺序 {a:.0%}；F.rms_norm 用 bf16 的 1 + w {b:.0%}；"
+    "  与我们的结果不同的 bf16 输出：LLaMA 的顺序 {a:.0%}；F.rms_norm 用 bf16 的 1 + w {b:.0%}；"
     "F.rms_norm 在 fp32 中、用 1 + w.float() {c:.0%}",
     a=(llama != yb).float().mean().item(), b=(fused != yb).float().mean().item(), c=(exact != yb).float().mean().item())
 
