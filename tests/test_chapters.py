@@ -78,7 +78,8 @@ def test_ch02(course_en):
     assert "9419 'Hello'" in out and "97169 '毕'" in out and "decode(encode(text)) == text: True" in out
     assert "UTF-8 bytes: '毕' 3, '𠀀' 4" in out
     assert "248,044 BPE tokens + 33 special tokens = 248,077 ids" in out and "(243) belong to no token" in out
-    assert "embed(13 ids) -> shape [13, 16]" in out
+    assert "embed(13 ids) -> shape [13, 16]" in out and "248,320 = 256 x 970\n" in out
+    assert "Qwen3.5-0.8B: shape [248320, 1024], BF16: 508.6 MB on disk" in out
     assert "(tiny checkpoint: random rows; these neighbours mean nothing)" in out
     assert "learned it from their contexts" not in out
     sharp = [(float(p), float(e)) for p, e in re.findall(r"top probability ([\d.]+), entropy (-?[\d.]+) nats", out)]
