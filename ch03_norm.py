@@ -106,13 +106,15 @@ say("  storing 1 + w instead of w would change {c:.0%} of layers.0.input_layerno
 # %% [markdown]
 # ## 3. The learned scales / 学到的缩放
 # Layer 0's input norm and the final norm, on the same inputs. The final norm feeds the logits
-# (chapter 2: logit = h . E[i]). Its scale does not bring h to the size of the table's rows (h
-# ends far larger than them); multiplying h by s multiplies every logit by s, so the final scale
-# sets the softmax's temperature (chapter 2, section 6), on top of what the small rows give.
+# (chapter 2: logit = h . E[i]). It does not bring h to the size of the table's rows: h ends far
+# larger than them. The rows are small, so with h at RMS 1 the logits would be small and the
+# softmax nearly flat; multiplying h by s multiplies every logit by s. So the final scale
+# compensates for the small rows and sets the softmax's temperature (chapter 2, section 6).
 #
 # 第 0 层的输入归一化和最后的归一化，用同样的输入。最后的归一化的输出直接去算 logits（第 2 章：
-# logit = h . E[i]）。它的缩放并不是把 h 调到与嵌入表的行一样大（h 比行大得多）；h 乘以 s，每个
-# logit 就乘以 s，所以最后的缩放决定了 softmax 的温度（第 2 章第 6 节），在行本身很小的基础上再调整。
+# logit = h . E[i]）。它并不是把 h 调到与嵌入表的行一样大：h 比行大得多。行很小，如果 h 的均方根是 1，
+# logits 也会很小，softmax 几乎是平的；h 乘以 s，每个 logit 就乘以 s。所以最后的缩放弥补了行的小，
+# 并决定 softmax 的温度（第 2 章第 6 节）。
 
 # %%
 section(3, "The learned scales of this checkpoint", "这个检查点学到的缩放")
