@@ -13,8 +13,6 @@
 # Run: `python ch03_norm.py [--model PATH] [--tiny] [--lang zh] [--plot]`
 
 # %%
-import os
-
 import torch
 import torch.nn.functional as F
 
@@ -326,19 +324,12 @@ if ch.args.plot and (plt := ch.pyplot()):
         ax.set_ylabel(f"1 + w\n({kind})", fontsize=9)
     axes[-1].set_xlabel(ch.label("layer", "层"))
     fig.suptitle(ch.label("Effective RMSNorm scale 1 + w per layer", "每层 RMSNorm 的有效缩放 1 + w") + warn)
-    fig.tight_layout()
-    out = ch.args.out
-    os.makedirs(out, exist_ok=True)
-    fig.savefig(f"{out}/ch03_layer_scales.png", dpi=110)
-    s_final = scale["norm"].numpy()
-    fig2, ax2 = plt.subplots(figsize=(7, 4))
-    ax2.hist(s_final, bins=max(5, min(60, int(len(s_final) ** 0.5))))
-    ax2.set_title(ch.label("Final norm: the scale 1 + w of each dimension", "最后的归一化：每一维的缩放 1 + w") + warn, fontsize=10)
-    ax2.set_xlabel("1 + w")
-    ax2.set_ylabel(ch.label("dimensions", "维数"))
-    fig2.tight_layout()
-    fig2.savefig(f"{out}/ch03_final_norm.png", dpi=110)
-    say("  wrote {a} and {b}", "  已写出 {a} 和 {b}", a=f"{out}/ch03_layer_scales.png", b=f"{out}/ch03_final_norm.png")
+    ch.save(fig, "ch03_layer_scales.png")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.hist(scale["norm"].numpy(), bins=max(5, min(60, int(H ** 0.5))))          # about sqrt(values) bins
+    ax.set(title=ch.label("Final norm: the scale 1 + w of each dimension", "最后的归一化：每一维的缩放 1 + w") + warn,
+           xlabel="1 + w", ylabel=ch.label("dimensions", "维数"))
+    ch.save(fig, "ch03_final_norm.png")
 
 # %% [markdown]
 # ## How to explain it / 怎么讲给别人听

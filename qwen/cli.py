@@ -240,6 +240,16 @@ class Chapter:
                 say("", "  没有找到中文字体（如 Noto Sans CJK），图中的标签用英文。")
         return plt
 
+    def save(self, fig, name):
+        """Write a figure as --out/name (the folder is made if needed) and say so in one line."""
+        from pathlib import Path
+        path = Path(self.args.out) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        say("  wrote {p}", "  已写出 {p}", p=path)
+        return path
+
     def label(self, en, zh, **fields):
         """Text for a figure: in the learner's language, or English when no CJK font was found."""
         text = zh if getattr(self, "plot_lang", get_lang()) == "zh" else en
