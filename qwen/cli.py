@@ -105,11 +105,11 @@ def model_path(args, quiet=False):
                         path=name, origin=origin)
     try:
         return find_model(args.model)
-    except ModelNotFound:
+    except ModelNotFound as e:
         if name:
-            raise not_found(name, download=False) from None        # asked for by name: no silent fallback
+            raise not_found(name, download=False, error=e) from None    # asked for by name: no silent fallback
         if not quiet:
-            print(str(not_found(DEFAULT_REPO, download=False)) + "\n" +
+            print(str(not_found(DEFAULT_REPO, download=False, error=e)) + "\n" +
                   tr("Using the built-in tiny checkpoint for now.", "现在先用内置的小检查点。") + "\n")
         return tiny_model_path()
 
@@ -119,15 +119,20 @@ def _repo_id(value):
     return re.fullmatch(r"[\w.-]+/[\w.-]+", value) is not None and not value.startswith(".")
 
 
-def not_found(repo, download):
-    """The model is neither on disk nor downloadable now: one line, then one line of what to do."""
+def not_found(repo, download, error=None):
+    """The model is neither on disk nor downloadable now: one line, then one line of what to do.
+
+    `error`: the loader's ModelNotFound, whose "(reason)" after the Hub's address is kept."""
+    import re
     from huggingface_hub import constants
     from qwen.weights import DEFAULT_REPO, ModelNotFound
 
     offline = _env_flag("HF_HUB_OFFLINE") or bool(getattr(constants, "HF_HUB_OFFLINE", False))
     get = "python main.py download" + ("" if repo == DEFAULT_REPO else f" --model {repo}")
-    why_en = "HF_HUB_OFFLINE is set, so nothing was downloaded" if offline else f"{constants.ENDPOINT} could not be reached"
-    why_zh = "设置了 HF_HUB_OFFLINE，所以没有下载" if offline else f"无法连接 {constants.ENDPOINT}"
+    found = re.search(r"the Hub at \S+ \((.*)\)\.\n", getattr(error, "en", "") or "")
+    reason = found[1] if found else "no connection"
+    why_en = "HF_HUB_OFFLINE is set, so nothing was downloaded" if offline else f"{constants.ENDPOINT} failed ({reason})"
+    why_zh = "设置了 HF_HUB_OFFLINE，所以没有下载" if offline else f"{constants.ENDPOINT} 出错（{reason}）"
     if offline:
         next_en = "unset HF_HUB_OFFLINE" + ("" if download else f" and run {get}") + ", or use a folder you have: --model PATH (or --tiny)"
         next_zh = "取消 HF_HUB_OFFLINE" + ("" if download else f" 再运行 {get}") + "，或者用已有的文件夹：--model PATH（或 --tiny）"
