@@ -168,10 +168,10 @@ def banner(cfg, again=False):
 
 
 def size(nbytes):
-    """1536 -> '1.5 KB' (powers of 1000, as file browsers and the Hub show sizes)."""
+    """1536 -> '1.5 KB', 1769980465 -> '1.77 GB' (powers of 1000, as file browsers and the Hub show sizes)."""
     for unit in ("B", "KB", "MB", "GB"):
         if abs(nbytes) < 1000 or unit == "GB":
-            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.2f} {unit}" if unit == "GB" else f"{nbytes:.1f} {unit}"
         nbytes /= 1000
 
 
