@@ -38,7 +38,10 @@ def _peek_lang(argv):
 def parser(description_en, description_zh, model_options=True):
     """An ArgumentParser with the options every script has: --lang, --debug (and --model, --tiny)."""
     set_lang(_peek_lang(sys.argv[1:]))                            # so that --help is in that language
-    p = argparse.ArgumentParser(description=tr(description_en, description_zh))
+    p = argparse.ArgumentParser(description=tr(description_en, description_zh), add_help=False)
+    p._positionals.title = tr("positional arguments", "位置参数")
+    p._optionals.title = tr("options", "选项")
+    p.add_argument("-h", "--help", action="help", help=tr("show this help and exit", "显示本帮助并退出"))
     if model_options:
         p.add_argument("--model", metavar="PATH",
                        help=tr("model folder or Hub repo id (default: $QWEN_MODEL, the HF cache, "

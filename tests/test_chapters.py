@@ -262,6 +262,7 @@ def test_chapters_open_and_run_as_notebooks(run_script, tiny_path):
 def test_help_is_in_the_chosen_language(run_script):
     r = run_script("main.py", "--help", "--lang", "zh")
     assert r.returncode == 0 and "章节号" in r.stdout and "QWEN_TINY=1" in r.stdout
+    assert "位置参数" in r.stdout and "显示本帮助并退出" in r.stdout and "positional arguments" not in r.stdout
 
 
 def test_chapter_api_reads_the_environment(tiny_path, monkeypatch, capsys):
