@@ -22,7 +22,8 @@ import zlib
 from pathlib import Path
 
 from qwen.lang import QwenError
-from qwen.weights import INDEX_NAME, Config
+from qwen.config import Config
+from qwen.weights import INDEX_NAME
 
 TINY_VERSION = 1
 REAL_SHARD_NAME = "model.safetensors-00001-of-00001.safetensors"

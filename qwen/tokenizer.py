@@ -26,7 +26,7 @@ from pathlib import Path
 import regex
 
 from qwen.lang import QwenError
-from qwen.weights import read_json
+from qwen.files import read_json
 
 # Qwen3.5's split rule: contractions; a letter run (with marks) and the one character before it;
 # single digits; a punctuation run with its newlines; newline runs; whitespace runs.

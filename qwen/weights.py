@@ -1,7 +1,9 @@
-"""Find a Qwen3.5 checkpoint, read its config, and open its weights lazily.
+"""Open a checkpoint's weights lazily: safetensors read by hand, a {name: tensor} mapping that
+reads from disk only when asked, and `load`, which fills a module key by key.
 
-A checkpoint is a folder: `config.json` (the numbers that fix every shape) and one or more
-`.safetensors` files (the tensors). A safetensors file is simple enough to read by hand:
+A checkpoint is a folder: `config.json` (the numbers that fix every shape, see qwen/config.py)
+and one or more `.safetensors` files (the tensors). A safetensors file is simple enough to read
+by hand:
 
     [8 bytes: header length n, little-endian] [n bytes: JSON header] [raw tensor bytes]
 
@@ -18,28 +20,25 @@ Public API, used by every chapter and by learners' notebooks:
     cfg = Config.load(path)                 # cfg.hidden_size, cfg.layer_types, ...
     W = load_weights(path)                  # W["layers.0.input_layernorm.weight"] -> tensor
     load(module, W, "layers.0.input_layernorm.")   # strict, key by key
+
+(Config lives in qwen/config.py and find_model in qwen/hub.py; both are importable from here.)
 """
 import dataclasses
 import difflib
 import json
 import math
 import mmap
-import os
-import re
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from qwen.lang import QwenError, T
+from qwen.config import Config, read_json  # noqa: F401  (re-exported: older code imports them from here)
+from qwen.files import missing_path
+from qwen.lang import QwenError
 
 # torch is imported only where tensors are made: finding a model, reading a config or a header
 # then costs no `import torch` (over a second), which keeps the judge and `main.py download` quick.
 
-DEFAULT_REPO = "Qwen/Qwen3.5-0.8B"
 INDEX_NAME = "model.safetensors.index.json"
-# What the course reads from the Hub; the vision preprocessors, README and LICENSE stay behind.
-COURSE_FILES = ["config.json", INDEX_NAME, "*.safetensors", "tokenizer.json",
-                "tokenizer_config.json", "vocab.json", "merges.txt"]
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
 
 # safetensors dtype names -> (torch dtype name, bytes per element)
@@ -48,228 +47,6 @@ DTYPES = {
     "I64": ("int64", 8), "I32": ("int32", 4), "I16": ("int16", 2), "I8": ("int8", 1),
     "U8": ("uint8", 1), "BOOL": ("bool", 1),
 }
-
-
-# --------------------------------------------------------------------------------------------
-# config.json
-# --------------------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class Config:
-    """The language model's numbers, from either config.json layout."""
-    hidden_size: int
-    num_hidden_layers: int
-    layer_types: tuple
-    intermediate_size: int
-    num_attention_heads: int           # full attention: query heads
-    num_key_value_heads: int           # full attention: key/value heads (shared by groups of queries)
-    head_dim: int                      # full attention: not hidden_size / num_attention_heads here
-    linear_num_key_heads: int          # linear attention (Gated DeltaNet)
-    linear_num_value_heads: int
-    linear_key_head_dim: int
-    linear_value_head_dim: int
-    linear_conv_kernel_dim: int
-    rms_norm_eps: float
-    vocab_size: int
-    tie_word_embeddings: bool
-    source: str = dataclasses.field(default="", compare=False)   # the file it came from, for messages
-    raw: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
-
-    INTS = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
-            "num_key_value_heads", "head_dim", "linear_num_key_heads", "linear_num_value_heads",
-            "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim", "vocab_size")
-
-    @classmethod
-    def load(cls, path):
-        """Read config.json from a model folder (or the file itself)."""
-        path = Path(path).expanduser()
-        file = path / "config.json" if path.is_dir() else path
-        if not path.exists():
-            raise _missing_path(path)
-        if not file.is_file():
-            raise QwenError(
-                "{folder} has no config.json, so it is not a model folder. Pass the folder that "
-                "holds config.json and the .safetensors files (--model PATH or QWEN_MODEL).",
-                "{folder} 里没有 config.json，所以不是模型文件夹。请给出包含 config.json 和 "
-                ".safetensors 文件的文件夹（--model PATH 或 QWEN_MODEL）。", folder=path)
-        raw = read_json(file)
-        if not isinstance(raw, dict):
-            raise QwenError("{file} should hold a JSON object.", "{file} 应当是一个 JSON 对象。",
-                            file=file)
-        return cls.from_dict(raw, source=str(file))
-
-    @classmethod
-    def from_dict(cls, raw, source="config.json"):
-        # Multimodal checkpoints nest the language model under text_config; text-only exports don't.
-        text = raw.get("text_config", raw)
-        if not isinstance(text, dict):
-            raise _bad_field("text_config", "a JSON object", text, source)
-        values = {}
-        for name in cls.INTS:
-            values[name] = _field(text, name, int, source)
-        values["rms_norm_eps"] = float(_field(text, "rms_norm_eps", float, source))
-        tie = text.get("tie_word_embeddings", raw.get("tie_word_embeddings", False))
-        if not isinstance(tie, bool):
-            raise _bad_field("tie_word_embeddings", "true or false", tie, source)
-        values["tie_word_embeddings"] = tie
-        values["layer_types"] = _layer_types(text, values["num_hidden_layers"], source)
-        return cls(**values, source=source, raw=raw)
-
-    @property
-    def full_attention_layers(self):
-        return [i for i, t in enumerate(self.layer_types) if t == "full_attention"]
-
-    @property
-    def linear_attention_layers(self):
-        return [i for i, t in enumerate(self.layer_types) if t == "linear_attention"]
-
-
-def read_json(file):
-    """A JSON file of the checkpoint (config, tokenizer files), or a clear message when it is broken."""
-    try:
-        return json.loads(Path(file).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise QwenError("{file} is not valid JSON ({why}). Download it again.",
-                        "{file} 不是合法的 JSON（{why}）。请重新下载。", file=file, why=e) from None
-
-
-def _field(d, name, kind, source):
-    if name not in d:
-        raise QwenError("{source}: the field {name!r} is missing. The file is incomplete or not a "
-                        "Qwen3.5 config; download it again.",
-                        "{source}：缺少字段 {name!r}。文件不完整或不是 Qwen3.5 的配置，请重新下载。",
-                        source=source, name=name)
-    value = d[name]
-    ok = isinstance(value, (int, float)) if kind is float else isinstance(value, kind)
-    if isinstance(value, bool) or not ok or (kind is int and value <= 0):
-        raise _bad_field(name, "a positive integer" if kind is int else "a number", value, source)
-    return value
-
-
-def _bad_field(name, wanted, value, source):
-    return QwenError("{source}: the field {name!r} should be {wanted}, but it is {value!r}.",
-                     "{source}：字段 {name!r} 应当是 {wanted}，实际是 {value!r}。",
-                     source=source, name=name, wanted=wanted, value=value)
-
-
-def _layer_types(text, n_layers, source):
-    types = text.get("layer_types")
-    if types is None:                   # older exports: every interval-th layer is full attention
-        interval = _field(text, "full_attention_interval", int, source)
-        return tuple("full_attention" if (i + 1) % interval == 0 else "linear_attention"
-                     for i in range(n_layers))
-    allowed = {"full_attention", "linear_attention"}
-    if not isinstance(types, list) or len(types) != n_layers or not set(types) <= allowed:
-        raise _bad_field("layer_types", f"a list of {n_layers} entries, each one of "
-                         "'linear_attention' / 'full_attention'", types, source)
-    return tuple(types)
-
-
-# --------------------------------------------------------------------------------------------
-# find_model: where the checkpoint is
-# --------------------------------------------------------------------------------------------
-
-class ModelNotFound(QwenError):
-    """No checkpoint on disk and none could be downloaded."""
-
-
-def find_model(name_or_path=None, *, download=True):
-    """The folder of a Qwen3.5 checkpoint.
-
-    Looks, in order: the argument (a folder, or a Hub repo id), $QWEN_MODEL, the Hugging Face
-    cache (no network), then downloads the files the course uses (resumable, with progress
-    bars; honours HF_ENDPOINT, HF_HOME and HF_HUB_OFFLINE). Default repo: Qwen/Qwen3.5-0.8B.
-    """
-    for value, origin in ((name_or_path, "argument"), (os.environ.get("QWEN_MODEL"), "QWEN_MODEL")):
-        if value:
-            value = str(value)
-            path = Path(value).expanduser()
-            if path.exists():
-                return _model_folder(path)
-            if not _looks_like_repo_id(value):
-                raise _missing_path(path, origin)
-            return _from_hub(value, download)
-    return _from_hub(DEFAULT_REPO, download)
-
-
-def _looks_like_repo_id(value):
-    return re.fullmatch(r"[\w.-]+/[\w.-]+", value) is not None and not value.startswith(".")
-
-
-def _model_folder(path):
-    folder = path if path.is_dir() else path.parent
-    if not (folder / "config.json").is_file():
-        Config.load(folder)                                # raises the "no config.json" message
-    return folder
-
-
-def _hub_offline():
-    from huggingface_hub import constants
-    env = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-    return env or bool(constants.HF_HUB_OFFLINE)
-
-
-def _complete(folder):
-    """A cached snapshot is usable when config.json and every weights file are there (an
-    interrupted download leaves some out; downloading again resumes it)."""
-    if not (Path(folder) / "config.json").is_file():
-        return False
-    try:
-        weight_files(folder)                               # raises when a shard of the index is missing
-    except QwenError:
-        return False
-    return True
-
-
-def _from_hub(repo, download):
-    from huggingface_hub import constants, snapshot_download
-
-    partial = False
-    try:                                                   # 1. the cache, without the network
-        cached = Path(snapshot_download(repo, allow_patterns=COURSE_FILES, local_files_only=True))
-        if _complete(cached):
-            return cached
-        partial = True
-    except (OSError, ValueError):                          # LocalEntryNotFoundError is an OSError
-        pass
-    offline = _hub_offline()
-    if download and not offline:                           # 2. the Hub (or the mirror in HF_ENDPOINT)
-        print(T("Downloading {repo} from {endpoint} into {cache} (once; an interrupted download resumes; "
-                "Ctrl-C and --tiny to skip).", "正在从 {endpoint} 下载 {repo} 到 {cache}（只需一次；中断后可接着下载；"
-                "按 Ctrl-C 并加 --tiny 可跳过）。", repo=repo, endpoint=constants.ENDPOINT, cache=constants.HF_HUB_CACHE),
-              file=sys.stderr, flush=True)
-        try:
-            return _model_folder(Path(snapshot_download(repo, allow_patterns=COURSE_FILES)))
-        except KeyboardInterrupt:
-            raise
-        except Exception as e:                             # network, auth, disk: all end the same way
-            reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-    else:
-        reason = "HF_HUB_OFFLINE is set" if offline else "download=False"
-    if partial:
-        reason += "; the cached copy is incomplete"
-    raise ModelNotFound(
-        "Could not find {repo}. Looked in: $QWEN_MODEL ({env}), the Hugging Face cache "
-        "({cache}), then the Hub at {endpoint} ({reason}).\n"
-        "  Download it:            python main.py download\n"
-        "  Through a mirror:       HF_ENDPOINT=<mirror URL> python main.py download\n"
-        "  Already have a folder:  python main.py --model PATH   (or set QWEN_MODEL=PATH)\n"
-        "  No model at all:        python main.py --tiny   (built-in tiny checkpoint, made-up numbers)",
-        "找不到 {repo}。查找过：$QWEN_MODEL（{env}）、Hugging Face 缓存（{cache}）、"
-        "Hub {endpoint}（{reason}）。\n"
-        "  下载模型：          python main.py download\n"
-        "  通过镜像下载：      HF_ENDPOINT=<镜像地址> python main.py download\n"
-        "  已有模型文件夹：    python main.py --model PATH   （或设置 QWEN_MODEL=PATH）\n"
-        "  完全没有模型：      python main.py --tiny   （内置的小检查点，数值是编造的）",
-        repo=repo, env=os.environ.get("QWEN_MODEL") or "-", cache=constants.HF_HUB_CACHE,
-        endpoint=constants.ENDPOINT, reason=reason)
-
-
-def _missing_path(path, origin="path"):
-    return QwenError("{path} does not exist ({origin}). Check the spelling, or leave it out to "
-                     "use the downloaded model.",
-                     "{path} 不存在（来自 {origin}）。请检查拼写，或者不指定它，使用下载的模型。",
-                     path=path, origin=origin)
 
 
 # --------------------------------------------------------------------------------------------
@@ -508,7 +285,7 @@ def load_weights(path):
     """Open a checkpoint's weights lazily: only headers are read now."""
     path = Path(path).expanduser()
     if not path.exists():
-        raise _missing_path(path)
+        raise missing_path(path)
     if path.is_file() and path.suffix == ".safetensors":
         files, weight_map, folder = [path], None, path.parent
     else:
@@ -564,3 +341,15 @@ def load(module, W, prefix=""):
                         name=unexpected[0][len(prefix):])
     module.load_state_dict(state, strict=True, assign=True)   # assign: keep the stored tensors
     return module
+
+
+# find_model and the Hub live in qwen/hub.py, which itself reads weight files through this module;
+# importing them lazily keeps `from qwen.weights import find_model` working without an import cycle.
+_FROM_HUB = ("COURSE_FILES", "DEFAULT_REPO", "ModelNotFound", "find_model")
+
+
+def __getattr__(name):
+    if name in _FROM_HUB:
+        import qwen.hub
+        return getattr(qwen.hub, name)
+    raise AttributeError(f"module 'qwen.weights' has no attribute {name!r}")
