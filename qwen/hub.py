@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from qwen.config import Config
-from qwen.files import missing_path
+from qwen.files import kind_of, missing_path
 from qwen.lang import QwenError, T
 from qwen.weights import INDEX_NAME, weight_files
 
@@ -35,7 +35,7 @@ def find_model(name_or_path=None, *, download=True):
         if value:
             value = str(value)
             path = Path(value).expanduser()
-            if path.exists():
+            if kind_of(path) is not None:                   # a loop or no permission: said here
                 return _model_folder(path)
             if not _looks_like_repo_id(value):
                 raise missing_path(path, origin)
@@ -48,8 +48,8 @@ def _looks_like_repo_id(value):
 
 
 def _model_folder(path):
-    folder = path if path.is_dir() else path.parent
-    if not (folder / "config.json").is_file():
+    folder = path if kind_of(path) == "folder" else path.parent
+    if kind_of(folder / "config.json") != "file":
         Config.load(folder)                                # raises the "no config.json" message
     return folder
 
@@ -63,13 +63,11 @@ def _hub_offline():
 def _complete(folder):
     """A cached snapshot is usable when config.json and every weights file are there (an
     interrupted download leaves some out; downloading again resumes it)."""
-    if not (Path(folder) / "config.json").is_file():
-        return False
     try:
         weight_files(folder)                               # raises when a shard of the index is missing
+        return kind_of(Path(folder) / "config.json") == "file"
     except QwenError:
         return False
-    return True
 
 
 def _from_hub(repo, download):
