@@ -149,6 +149,20 @@ def tokenizer_json(folder, body):
     (folder / "tokenizer.json").write_text(body if isinstance(body, str) else json.dumps(body), encoding="utf-8")
 
 
+def bpe_json(**model):
+    """A minimal byte-level BPE tokenizer.json, with model fields replaced."""
+    from qwen.tokenizer import BYTE_TO_CHAR
+    vocab = {c: b for b, c in BYTE_TO_CHAR.items()}
+    return {"model": {"type": "BPE", "vocab": vocab, "merges": [], **model},
+            "pre_tokenizer": {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"}}
+
+
+def vocab_and_merges(folder):
+    from qwen.tokenizer import BYTE_TO_CHAR
+    (folder / "vocab.json").write_text(json.dumps({c: b for b, c in BYTE_TO_CHAR.items()}), encoding="utf-8")
+    (folder / "merges.txt").write_text("#version: 0.2\n", encoding="utf-8")
+
+
 def no_index(folder):
     (folder / INDEX_NAME).unlink()
 
@@ -186,6 +200,32 @@ CASES = {  # id: (break the folder, what to call on it (path relative to it), wo
     "weights_given_config_json": (lambda d: None, "weights", "config.json", "give the folder"),
     "config_given_a_folder_named_config_json": (lambda d: ((d / "config.json").unlink(), (d / "config.json").mkdir()),
                                                 "config", "", "has no config.json"),
+    # tokenizer files
+    "tokenizer_a_list": (lambda d: tokenizer_json(d, [1, 2]), "tokenizer", "", "should hold a JSON object with a \"model\""),
+    "tokenizer_nested": (lambda d: tokenizer_json(d, nested()), "tokenizer", "", "nested too deeply"),
+    "tokenizer_fifo": (lambda d: fifo(d / "tokenizer.json"), "tokenizer", "", "not a regular file"),
+    "tokenizer_vocab_a_list": (lambda d: tokenizer_json(d, bpe_json(vocab=[["a", 0]])), "tokenizer", "",
+                               "a vocabulary: an object of byte-level symbol -> id"),
+    "tokenizer_vocab_ids_floats": (lambda d: tokenizer_json(d, bpe_json(vocab={"a": 0.5})), "tokenizer", "",
+                                   "a vocabulary"),
+    "tokenizer_vocab_without_bytes": (lambda d: tokenizer_json(d, bpe_json(vocab={"a": 0})), "tokenizer", "",
+                                      "all 256 byte symbols (255 are missing"),
+    "tokenizer_merges_ints": (lambda d: tokenizer_json(d, bpe_json(merges=[1, 2])), "tokenizer", "", "model.merges"),
+    "tokenizer_added_tokens_wrong": (lambda d: tokenizer_json(d, {**bpe_json(), "added_tokens": [{"id": 5}]}),
+                                     "tokenizer", "", "added_tokens"),
+    "tokenizer_empty_special_token": (lambda d: tokenizer_json(d, {**bpe_json(), "added_tokens": [
+        {"id": 300, "content": ""}]}), "tokenizer", "", "added_tokens"),
+    "tokenizer_pre_tokenizer_a_list": (lambda d: tokenizer_json(d, {**bpe_json(), "pre_tokenizer": [1],
+                                                                     "decoder": {"type": "ByteLevel"}}),
+                                       "tokenizer", "", "pre_tokenizer"),
+    "tokenizer_bad_regex": (lambda d: tokenizer_json(d, {**bpe_json(), "pre_tokenizer": {"type": "Sequence",
+        "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(("}}, {"type": "ByteLevel"}]}}),
+        "tokenizer", "", "a valid split regex"),
+    "merges_txt_bad_line": (lambda d: (vocab_and_merges(d), (d / "merges.txt").write_text("#version: 0.2\nab\n")),
+                            "tokenizer", "", "one merge per line"),
+    "merges_txt_fifo": (lambda d: (vocab_and_merges(d), fifo(d / "merges.txt")), "tokenizer", "", "not a regular file"),
+    "tokenizer_config_wrong_types": (lambda d: (vocab_and_merges(d), (d / "tokenizer_config.json").write_text(
+        '{"added_tokens_decoder": {"x": 3}}')), "tokenizer", "", "added_tokens_decoder"),
     # the safetensors header
     "header_length_3_GB": (sparse_header_length, "weights", "", "header claims 3,000,000,000 bytes, over the"),
     "offsets_float": (lambda d: rewrite_header(d, entry("data_offsets", [0.0, 32.0])), "weights", "", "malformed"),
