@@ -270,8 +270,8 @@ class Tokenizer:
         return [self.vocab[p] for p in parts if p is not None]
 
     def _bpe_long(self, data):
-        """bpe() for a long piece (raw UTF-8 bytes), with the same result in about 25 bytes of memory
-        per input byte instead of a few hundred: token ids in integer arrays instead of strings,
+        """bpe() for a long piece (raw UTF-8 bytes), with the same result in about 20 bytes of memory
+        per input byte instead of over a hundred: token ids in integer arrays instead of strings,
         and instead of one heap entry per pair, positions grouped by merge rank.
 
         That grouping is exact because a merge's result only ever takes part in later merges (its
@@ -284,7 +284,7 @@ class Tokenizer:
             return self.bpe(bytes_to_symbols(data))
         k, merges, byte_ids, _ = tables                             # merges: left*k+right -> rank*k+new
         n, code = len(data), "i" if len(data) < 2 ** 31 else "q"
-        ids = array("q", [byte_ids[b] for b in data])              # the parts: -1 once merged away
+        ids = array("i" if k < 2 ** 31 else "q", [byte_ids[b] for b in data])   # the parts: -1 once merged away
         nxt = array(code, range(1, n + 1))
         nxt[-1] = -1
         prv = array(code, range(-1, n - 1))
