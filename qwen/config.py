@@ -2,7 +2,7 @@
 
 Qwen3.5's config comes in two layouts: the multimodal checkpoint nests the language model's
 numbers under "text_config", a text-only export has them at the top level. `Config` reads
-either and keeps only what the course uses, each number checked once, here.
+either and keeps only what the course uses.
 
     cfg = Config.load(path)          # cfg.hidden_size, cfg.layer_types, ...
     language_model_shapes(cfg)       # {short name: (shape, dtype)} the weights must have

@@ -19,7 +19,6 @@ COURSE_FILES = ["config.json", INDEX_NAME, "*.safetensors", "tokenizer.json",
                 "tokenizer_config.json", "vocab.json", "merges.txt"]
 
 
-
 class ModelNotFound(QwenError):
     """No checkpoint on disk and none could be downloaded."""
 

@@ -166,7 +166,7 @@ class Tokenizer:
         can still come out as several: merges derived from the vocabulary (as the tiny checkpoint's
         are) cannot build a few hundred tokens such as '俱乐部' or '人力资源'. Qwen3.5's vocabulary is
         defined by ranks (tiktoken): a piece that is a token is that token. So this path applies
-        that rule too, and gives the same ids as tokenizer.json and tiktoken."""
+        that rule too, and gives the same ids as a tokenizer.json with the same merges, and as tiktoken."""
         for name in ("vocab.json", "merges.txt"):
             if kind_of(folder / name) is None:
                 raise QwenError("{folder} has {have} but no {name}: the tokenizer needs both. Download them again.",
