@@ -210,7 +210,11 @@ CASES = {  # id: (break the folder, what to call on it (path relative to it), wo
                                    "a vocabulary"),
     "tokenizer_vocab_without_bytes": (lambda d: tokenizer_json(d, bpe_json(vocab={"a": 0})), "tokenizer", "",
                                       "all 256 byte symbols (255 are missing"),
-    "tokenizer_merges_ints": (lambda d: tokenizer_json(d, bpe_json(merges=[1, 2])), "tokenizer", "", "model.merges"),
+    "tokenizer_merges_ints": (lambda d: tokenizer_json(d, bpe_json(merges=[1, 2])), "tokenizer", "", "merges: pairs"),
+    "tokenizer_merges_lists_of_ints": (lambda d: tokenizer_json(d, bpe_json(merges=[[1, 2]])), "tokenizer", "",
+                                       "the merge 1 + 2 makes 3, which is not in the vocabulary"),
+    "tokenizer_merges_nested_lists": (lambda d: tokenizer_json(d, bpe_json(merges=[[["a"], ["b"]]])), "tokenizer",
+                                      "", "merges: pairs"),
     "tokenizer_added_tokens_wrong": (lambda d: tokenizer_json(d, {**bpe_json(), "added_tokens": [{"id": 5}]}),
                                      "tokenizer", "", "added_tokens"),
     "tokenizer_empty_special_token": (lambda d: tokenizer_json(d, {**bpe_json(), "added_tokens": [
@@ -222,7 +226,7 @@ CASES = {  # id: (break the folder, what to call on it (path relative to it), wo
         "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(("}}, {"type": "ByteLevel"}]}}),
         "tokenizer", "", "a valid split regex"),
     "merges_txt_bad_line": (lambda d: (vocab_and_merges(d), (d / "merges.txt").write_text("#version: 0.2\nab\n")),
-                            "tokenizer", "", "one merge per line"),
+                            "tokenizer", "", "merges: pairs"),
     "merges_txt_fifo": (lambda d: (vocab_and_merges(d), fifo(d / "merges.txt")), "tokenizer", "", "not a regular file"),
     "tokenizer_config_wrong_types": (lambda d: (vocab_and_merges(d), (d / "tokenizer_config.json").write_text(
         '{"added_tokens_decoder": {"x": 3}}')), "tokenizer", "", "added_tokens_decoder"),
