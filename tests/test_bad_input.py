@@ -57,7 +57,7 @@ def break_header_length_beyond_file(ckpt):
 
 def break_header_not_json(ckpt):
     data = bytearray(shard(ckpt).read_bytes())
-    data[8:12] = b"\x00\xff{{"
+    data[8:12] = b"}}{{"
     shard(ckpt).write_bytes(bytes(data))
 
 

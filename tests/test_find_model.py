@@ -95,7 +95,7 @@ def test_downloads_only_the_course_files_when_online(tmp_path, monkeypatch, no_c
         return str(target)
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
-    monkeypatch.setattr("qwen.weights._hub_offline", lambda: False)
+    monkeypatch.setattr("qwen.hub._hub_offline", lambda: False)
     assert find_model("Qwen/Qwen3.5-2B") == target
     assert [c[2] for c in calls] == [True, False] and calls[1][0] == "Qwen/Qwen3.5-2B"
     wanted = lambda name: any(fnmatch.fnmatch(name, p) for p in calls[1][1])
@@ -113,7 +113,7 @@ def test_a_failed_download_becomes_the_same_clear_message(monkeypatch, no_cache)
         raise OSError("Name or service not known")
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fail)
-    monkeypatch.setattr("qwen.weights._hub_offline", lambda: False)
+    monkeypatch.setattr("qwen.hub._hub_offline", lambda: False)
     with pytest.raises(ModelNotFound, match="Name or service not known"):
         find_model()
 
@@ -137,5 +137,5 @@ def test_an_incomplete_cached_download_is_resumed_not_used(monkeypatch, no_cache
         return real(repo_id, local_files_only=True, **kw)
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", resume)
-    monkeypatch.setattr("qwen.weights._hub_offline", lambda: False)
+    monkeypatch.setattr("qwen.hub._hub_offline", lambda: False)
     assert find_model() == snap and calls == [True, False]

@@ -1,0 +1,113 @@
+"""Where the checkpoint is: a folder given by the learner, $QWEN_MODEL, the Hugging Face cache,
+or a download of the files the course uses.
+
+    path = find_model()              # a folder: given, $QWEN_MODEL, HF cache, or download
+"""
+import os
+import re
+import sys
+from pathlib import Path
+
+from qwen.config import Config
+from qwen.files import kind_of, missing_path
+from qwen.lang import QwenError, T
+from qwen.weights import INDEX_NAME, weight_files
+
+DEFAULT_REPO = "Qwen/Qwen3.5-0.8B"
+# What the course reads from the Hub; the vision preprocessors, README and LICENSE stay behind.
+COURSE_FILES = ["config.json", INDEX_NAME, "*.safetensors", "tokenizer.json",
+                "tokenizer_config.json", "vocab.json", "merges.txt"]
+
+
+class ModelNotFound(QwenError):
+    """No checkpoint on disk and none could be downloaded."""
+
+
+def find_model(name_or_path=None, *, download=True):
+    """The folder of a Qwen3.5 checkpoint.
+
+    Looks, in order: the argument (a folder, or a Hub repo id), $QWEN_MODEL, the Hugging Face
+    cache (no network), then downloads the files the course uses (resumable, with progress
+    bars; honours HF_ENDPOINT, HF_HOME and HF_HUB_OFFLINE). Default repo: Qwen/Qwen3.5-0.8B.
+    """
+    for value, origin in ((name_or_path, "argument"), (os.environ.get("QWEN_MODEL"), "QWEN_MODEL")):
+        if value:
+            value = str(value)
+            path = Path(value).expanduser()
+            if kind_of(path) is not None:                   # a loop or no permission: said here
+                return _model_folder(path)
+            if not _looks_like_repo_id(value):
+                raise missing_path(path, origin)
+            return _from_hub(value, download)
+    return _from_hub(DEFAULT_REPO, download)
+
+
+def _looks_like_repo_id(value):
+    return re.fullmatch(r"[\w.-]+/[\w.-]+", value) is not None and not value.startswith(".")
+
+
+def _model_folder(path):
+    folder = path if kind_of(path) == "folder" else path.parent
+    if kind_of(folder / "config.json") != "file":
+        Config.load(folder)                                # raises the "no config.json" message
+    return folder
+
+
+def _hub_offline():
+    from huggingface_hub import constants
+    env = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    return env or bool(constants.HF_HUB_OFFLINE)
+
+
+def _complete(folder):
+    """A cached snapshot is usable when config.json and every weights file are there (an
+    interrupted download leaves some out; downloading again resumes it)."""
+    try:
+        weight_files(folder)                               # raises when a shard of the index is missing
+        return kind_of(Path(folder) / "config.json") == "file"
+    except QwenError:
+        return False
+
+
+def _from_hub(repo, download):
+    from huggingface_hub import constants, snapshot_download
+
+    partial = False
+    try:                                                   # 1. the cache, without the network
+        cached = Path(snapshot_download(repo, allow_patterns=COURSE_FILES, local_files_only=True))
+        if _complete(cached):
+            return cached
+        partial = True
+    except (OSError, ValueError):                          # LocalEntryNotFoundError is an OSError
+        pass
+    offline = _hub_offline()
+    if download and not offline:                           # 2. the Hub (or the mirror in HF_ENDPOINT)
+        print(T("Downloading {repo} from {endpoint} into {cache} (once; an interrupted download resumes; "
+                "Ctrl-C and --tiny to skip).", "正在从 {endpoint} 下载 {repo} 到 {cache}（只需一次；中断后可接着下载；"
+                "按 Ctrl-C 并加 --tiny 可跳过）。", repo=repo, endpoint=constants.ENDPOINT, cache=constants.HF_HUB_CACHE),
+              file=sys.stderr, flush=True)
+        try:
+            return _model_folder(Path(snapshot_download(repo, allow_patterns=COURSE_FILES)))
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:                             # network, auth, disk: all end the same way
+            reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    else:
+        reason = "HF_HUB_OFFLINE is set" if offline else "download=False"
+    if partial:
+        reason += "; the cached copy is incomplete"
+    raise ModelNotFound(
+        "Could not find {repo}. Looked in: $QWEN_MODEL ({env}), the Hugging Face cache "
+        "({cache}), then the Hub at {endpoint} ({reason}).\n"
+        "  Download it:            python main.py download\n"
+        "  Through a mirror:       HF_ENDPOINT=<mirror URL> python main.py download\n"
+        "  Already have a folder:  python main.py --model PATH   (or set QWEN_MODEL=PATH)\n"
+        "  No model at all:        python main.py --tiny   (built-in tiny checkpoint, made-up numbers)",
+        "找不到 {repo}。查找过：$QWEN_MODEL（{env}）、Hugging Face 缓存（{cache}）、"
+        "Hub {endpoint}（{reason}）。\n"
+        "  下载模型：          python main.py download\n"
+        "  通过镜像下载：      HF_ENDPOINT=<镜像地址> python main.py download\n"
+        "  已有模型文件夹：    python main.py --model PATH   （或设置 QWEN_MODEL=PATH）\n"
+        "  完全没有模型：      python main.py --tiny   （内置的小检查点，数值是编造的）",
+        repo=repo, env=os.environ.get("QWEN_MODEL") or "-", cache=constants.HF_HUB_CACHE,
+        endpoint=constants.ENDPOINT, reason=reason)
