@@ -229,7 +229,7 @@ class Weights(Mapping):
         self._infos = infos                                      # full name -> TensorInfo
         self._short = {s: f for f in infos if (s := short_name(f)) is not None}
         self._identities = identities or {}                      # file -> (device, inode, size) at opening
-        self._maps = {}                                          # file -> (open file, mmap), on first use
+        self._maps = {}                                          # file -> (file descriptor, mmap), on first use
 
     def __getitem__(self, name):
         import torch
@@ -256,7 +256,7 @@ class Weights(Mapping):
         view = memoryview(out)
         if out:
             with open_file(info.file) as f:
-                self._check_unchanged(info.file, f)
+                self._check_unchanged(info.file, f.fileno())
                 for k, i in enumerate(ids):
                     f.seek(info.offset + i * size)
                     if f.readinto(view[k * size:(k + 1) * size]) != size:   # the file got shorter
@@ -302,24 +302,32 @@ class Weights(Mapping):
 
     def _map(self, file):
         if file not in self._maps:
-            f = open_file(file)
-            self._check_unchanged(file, f)
-            try:                                                 # a private copy-on-write mapping:
-                self._maps[file] = f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-            except (OSError, ValueError):                        # e.g. the file was emptied just now
-                f.close()
-                raise self._changed(file) from None
+            with open_file(file) as f:                           # kept open as a bare descriptor, for the checks
+                fd = os.dup(f.fileno())
+            try:
+                self._check_unchanged(file, fd)                  # a private copy-on-write mapping:
+                self._maps[file] = fd, mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
+            except (OSError, ValueError, QwenError) as e:        # e.g. the file was emptied just now
+                os.close(fd)
+                raise e if isinstance(e, QwenError) else self._changed(file) from None
         else:
             self._check_unchanged(file, self._maps[file][0])
         return self._maps[file][1]                               # writes never reach the file
 
-    def _check_unchanged(self, file, f):
+    def __del__(self):
+        for fd, _ in getattr(self, "_maps", {}).values():        # the mappings close themselves
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _check_unchanged(self, file, fd):
         """Reading mapped pages past a file's new end is a bus error, not an exception: so before
         each access, the file must be the one opened (same device and inode) and as long as then."""
         if file not in self._identities:
             return
         dev, ino, size = self._identities[file]
-        now, there = os.fstat(f.fileno()), None
+        now, there = os.fstat(fd), None
         try:
             there = os.stat(file)
         except OSError:
