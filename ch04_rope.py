@@ -162,12 +162,12 @@ if ch.tiny:
 
 # %% [markdown]
 # ## 5. On real queries and keys: only m - n matters / 在真实的查询和键上：只有 m - n 起作用
-# Take two token embeddings, pass them through the first full-attention layer's input norm,
+# Take two rows of the embedding table (any two would do), pass them through the first full-attention layer's input norm,
 # q_proj/k_proj and q_norm/k_norm (chapter 6 explains each step), and rotate them to many
 # positions. The inputs are embeddings, not the residual stream that really reaches this layer
 # (it needs the linear-attention layers of chapter 7): the identity below holds for any vectors.
 #
-# 取两个词元的嵌入，经过第一个全注意力层的输入归一化、q_proj/k_proj 和 q_norm/k_norm
+# 取嵌入表的两行（任意两行都可以），经过第一个全注意力层的输入归一化、q_proj/k_proj 和 q_norm/k_norm
 # （第 6 章逐步讲解），再转到许多位置上。输入是嵌入，而不是真正到达这一层的残差流（那需要第 7 章的
 # 线性注意力层）：下面的等式对任何向量都成立。
 
@@ -176,12 +176,7 @@ section(5, "On real queries and keys: only m - n matters", "在真实的查询�
 layer = cfg.full_attention_layers[0]
 attn = load(Attention(cfg), W, f"layers.{layer}.self_attn.")
 norm = load(RMSNorm(cfg.hidden_size, cfg.rms_norm_eps), W, f"layers.{layer}.input_layernorm.")
-tok = ch.tokenizer
-words = ["The", " cat"]
-ids = [tok.encode(w)[0] for w in words] if tok is not None else [0, 1]
-if tok is None:
-    say("  (no tokenizer in this checkpoint: rows 0 and 1 of the embedding table stand in for two tokens)",
-        "  （此检查点没有分词器：用嵌入表的第 0、1 行代替两个词元）")
+ids = [760, 7993] if cfg.vocab_size > 7993 else [0, 1]                         # any two rows would do
 h = norm(W.rows("embed_tokens.weight", ids))                                     # (2, hidden), bf16
 with torch.no_grad():
     qh = attn.q_norm(attn.q_proj(h).view(2, cfg.num_attention_heads, 2, D)[:, :, 0])   # (2, heads, D): query rows
@@ -190,8 +185,9 @@ q0, k0 = qh[0, 0].view(1, 1, 1, D).double(), kh[1, 0].view(1, 1, 1, D).double() 
 rope64 = lambda x, m: apply_rope(x, *(c.double() for c in rope(torch.tensor([m]))))   # noqa: E731
 score = lambda m, n: (rope64(q0, m) * rope64(k0, n)).sum().item()                 # noqa: E731
 pairs = [(3, 0), (10, 7), (500, 497), (4000, 3997)]
-say("  layer {l}, head 0, q({a!r}) . k({b!r}) at (m, n) = {p}:", "  第 {l} 层第 0 头，q({a!r}) . k({b!r}) 在 (m, n) = {p}：",
-    l=layer, a=words[0], b=words[1], p=", ".join(f"({m}, {n})" for m, n in pairs))
+say("  layer {l}, head 0, q of embedding row {a} . k of row {b}, at (m, n) = {p}:",
+    "  第 {l} 层第 0 头，嵌入表第 {a} 行的 q . 第 {b} 行的 k，在 (m, n) = {p}：",
+    l=layer, a=ids[0], b=ids[1], p=", ".join(f"({m}, {n})" for m, n in pairs))
 values = [score(m, n) for m, n in pairs]
 say("    {v}  (m - n = 3 each time: spread {s:.1e})", "    {v}（每次 m - n = 3：最大差 {s:.1e}）",
     v=", ".join(f"{s:+.5f}" for s in values), s=max(values) - min(values))
