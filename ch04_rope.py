@@ -23,10 +23,11 @@ import torch
 
 from qwen.attention import Attention
 from qwen.cli import chapter, say, section
+from qwen.known import real_inventory
 from qwen.lang import tr
 from qwen.norm import RMSNorm
 from qwen.rope import RotaryEmbedding, apply_rope, inverse_frequencies, mrope_angles, rope_settings
-from qwen.weights import load
+from qwen.weights import Config, load
 
 ch = chapter("Chapter 4: RoPE, positions by rotation", "第 4 章：旋转位置编码（RoPE）", plot=True)
 cfg, W = ch.cfg, ch.W
@@ -34,8 +35,12 @@ rope = RotaryEmbedding(cfg)
 R, D = rope.rotary_dim, cfg.head_dim
 text_cfg = cfg.raw.get("text_config", cfg.raw)
 CONTEXT = text_cfg.get("max_position_embeddings", 262144)
-# Qwen3.5-0.8B's config.json (known exactly), for the figures that depend only on the config
-REAL = dict(head_dim=256, rotary_dim=64, theta=1e7, context=262144)
+inventory = real_inventory()                          # Qwen3.5-0.8B's published config, for the lines after tiny figures
+if inventory:
+    real_text = inventory["config"]["text_config"]
+    real_rotary, real_theta, _ = rope_settings(Config.from_dict(inventory["config"]))
+    REAL = dict(head_dim=real_text["head_dim"], rotary_dim=real_rotary, theta=real_theta,
+                context=real_text["max_position_embeddings"])
 
 
 def wavelengths(rotary_dim, theta):
@@ -123,12 +128,12 @@ lam = wavelengths(R, theta)
 say("  fastest pair: {f0:.3g} rad/token (a full turn every {l0:.2f} tokens); slowest: {f1:.3g} rad/token ({l1:,.0f} tokens)",
     "  最快的一对：每个词元 {f0:.3g} 弧度（每 {l0:.2f} 个词元转一圈）；最慢的：{f1:.3g} 弧度（{l1:,.0f} 个词元）",
     f0=f[0].item(), l0=lam[0].item(), f1=f[-1].item(), l1=lam[-1].item())
-if ch.tiny:
+if ch.tiny and inventory:
     lam_real = wavelengths(REAL["rotary_dim"], REAL["theta"])
-    say("  Qwen3.5-0.8B (from its config): 32 pairs rotate, 192 of 256 entries carry no position; "
+    say("  Qwen3.5-0.8B (from its config): {p} pairs rotate, {rest} of {d} entries carry no position; "
         "slowest pair: a turn every {l:,.0f} tokens",
-        "  Qwen3.5-0.8B（由其配置算出）：32 对旋转，256 个数里有 192 个不带位置；最慢的一对每 {l:,.0f} 个词元转一圈",
-        l=lam_real[-1].item())
+        "  Qwen3.5-0.8B（由其配置算出）：{p} 对旋转，{d} 个数里有 {rest} 个不带位置；最慢的一对每 {l:,.0f} 个词元转一圈",
+        p=REAL["rotary_dim"] // 2, rest=REAL["head_dim"] - REAL["rotary_dim"], d=REAL["head_dim"], l=lam_real[-1].item())
 x = torch.randn(1, 1, 5, D, generator=g)
 cos, sin = rope(torch.arange(5))
 y = apply_rope(x, cos, sin)
@@ -156,12 +161,12 @@ def context_lines(lam, context, prefix_en, prefix_zh):
 
 
 context_lines(lam, CONTEXT, "", "")
-if ch.tiny:
+if ch.tiny and inventory:
     context_lines(wavelengths(REAL["rotary_dim"], REAL["theta"]), REAL["context"],
                   "Qwen3.5-0.8B (from its config): ", "Qwen3.5-0.8B（由其配置算出）：")
 
 # %% [markdown]
-# ## 5. On real queries and keys: only m - n matters / 在真实的查询和键上：只有 m - n 起作用
+# ## 5. On the layer's own queries and keys: only m - n matters / 在这一层自己的查询和键上：只有 m - n 起作用
 # Take two rows of the embedding table (any two would do), pass them through the first full-attention layer's input norm,
 # q_proj/k_proj and q_norm/k_norm (chapter 6 explains each step), and rotate them to many
 # positions. The inputs are embeddings, not the residual stream that really reaches this layer
@@ -172,7 +177,7 @@ if ch.tiny:
 # 线性注意力层）：下面的等式对任何向量都成立。
 
 # %%
-section(5, "On real queries and keys: only m - n matters", "在真实的查询和键上：只有 m - n 起作用")
+section(5, "On the layer's own queries and keys: only m - n matters", "在这一层自己的查询和键上：只有 m - n 起作用")
 layer = cfg.full_attention_layers[0]
 attn = load(Attention(cfg), W, f"layers.{layer}.self_attn.")
 norm = load(RMSNorm(cfg.hidden_size, cfg.rms_norm_eps), W, f"layers.{layer}.input_layernorm.")
@@ -186,7 +191,7 @@ rope64 = lambda x, m: apply_rope(x, *(c.double() for c in rope(torch.tensor([m])
 score = lambda m, n: (rope64(q0, m) * rope64(k0, n)).sum().item()                 # noqa: E731
 pairs = [(3, 0), (10, 7), (500, 497), (4000, 3997)]
 say("  layer {l}, head 0, q of embedding row {a} . k of row {b}, at (m, n) = {p}:",
-    "  第 {l} 层第 0 头，嵌入表第 {a} 行的 q . 第 {b} 行的 k，在 (m, n) = {p}：",
+    "  第 {l} 层第 0 头，嵌入表第 {a} 行的 q . 第 {b} 行的 k，(m, n) = {p}：",
     l=layer, a=ids[0], b=ids[1], p=", ".join(f"({m}, {n})" for m, n in pairs))
 values = [score(m, n) for m, n in pairs]
 say("    {v}  (m - n = 3 each time: spread {s:.1e})", "    {v}（每次 m - n = 3：最大差 {s:.1e}）",
@@ -261,7 +266,7 @@ if ch.args.plot:
         tiny_note = ch.label(" (tiny checkpoint: made-up numbers)", "（小检查点：数值是编造的）") if ch.tiny else ""
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4))
         a1.semilogy(range(len(lam)), lam.numpy(), "o-", ms=3, label=ch.label("this checkpoint", "本检查点"))
-        if ch.tiny:
+        if ch.tiny and inventory:
             real = wavelengths(REAL["rotary_dim"], REAL["theta"])
             a1.semilogy(range(len(real)), real.numpy(), ".-", ms=3,
                         label=ch.label("Qwen3.5-0.8B (from its config)", "Qwen3.5-0.8B（由其配置算出）"))

@@ -25,20 +25,15 @@ import torch
 import torch.nn.functional as F
 
 from qwen.cli import chapter, count, say, section
+from qwen.known import real_inventory
 from qwen.mlp import MLP
 from qwen.norm import RMSNorm
-from qwen.tiny import language_model_shapes
-from qwen.weights import Config, load
+from qwen.weights import Config, load, short_name
 
 ch = chapter("Chapter 5: the SwiGLU MLP", "第 5 章：SwiGLU MLP")
 cfg, W = ch.cfg, ch.W
 H, I = cfg.hidden_size, cfg.intermediate_size
-# Qwen3.5-0.8B's config.json (known exactly): enough numbers to count its parameters
-REAL = Config.from_dict({
-    "hidden_size": 1024, "num_hidden_layers": 24, "intermediate_size": 3584, "num_attention_heads": 8,
-    "num_key_value_heads": 2, "head_dim": 256, "linear_num_key_heads": 16, "linear_num_value_heads": 16,
-    "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
-    "rms_norm_eps": 1e-6, "vocab_size": 248320, "tie_word_embeddings": True, "full_attention_interval": 4})
+inventory = real_inventory()                          # Qwen3.5-0.8B's published inventory, for the lines after tiny figures
 
 SENTENCE = "The cat sat on the mat because it was tired."
 tok = ch.tokenizer
@@ -113,25 +108,27 @@ section(3, "Where the parameters are", "参数在哪里")
 
 def mlp_share(c, shapes):
     per_layer = 3 * c.hidden_size * c.intermediate_size
-    total = sum(torch.Size(shape).numel() for shape, _ in shapes)
+    total = sum(torch.Size(shape).numel() for shape in shapes)
     return per_layer, per_layer * c.num_hidden_layers, total
 
 
-per, mlps, total = mlp_share(cfg, [(W.shape(n), None) for n in W])
+per, mlps, total = mlp_share(cfg, [W.shape(n) for n in W])
 say("  per layer 3 x {h} x {i} = {p}; {n} layers: {m}; all language-model tensors: {t}; MLPs: {s:.1%}",
     "  每层 3 x {h} x {i} = {p}；{n} 层：{m}；语言模型全部张量：{t}；MLP 占 {s:.1%}",
     h=H, i=I, p=count(per), n=cfg.num_hidden_layers, m=count(mlps), t=count(total), s=mlps / total)
-if ch.tiny:
-    per, mlps, total = mlp_share(REAL, language_model_shapes(REAL).values())
-    say("  Qwen3.5-0.8B (from its config): per layer {p}; 24 layers: {m}; language model: {t}; MLPs: {s:.1%}",
-        "  Qwen3.5-0.8B（由其配置算出）：每层 {p}；24 层：{m}；语言模型：{t}；MLP 占 {s:.1%}",
-        p=count(per), m=count(mlps), t=count(total), s=mlps / total)
+if ch.tiny and inventory:
+    real = Config.from_dict(inventory["config"])
+    lm = [t["shape"] for n, t in inventory["tensors"].items() if short_name(n) is not None]   # no vision, no mtp
+    per, mlps, total = mlp_share(real, lm)
+    say("  Qwen3.5-0.8B (its inventory): per layer {p}; {n} layers: {m}; language model: {t}; MLPs: {s:.1%}",
+        "  Qwen3.5-0.8B（其张量清单）：每层 {p}；{n} 层：{m}；语言模型：{t}；MLP 占 {s:.1%}",
+        p=count(per), n=real.num_hidden_layers, m=count(mlps), t=count(total), s=mlps / total)
 say("  intermediate / hidden = {r:.2f} (a plain MLP is usually 4; SwiGLU's third matrix is paid for by a narrower layer)",
     "  intermediate / hidden = {r:.2f}（普通 MLP 通常是 4；SwiGLU 多出的第三个矩阵靠更窄的隐藏层来抵消）",
     r=I / H)
 
 # %% [markdown]
-# ## 4. What the gate does on real tokens / 门在真实词元上做了什么
+# ## 4. What the gate does on the sentence's tokens / 门在句子的词元上做了什么
 # For each token of the sentence: the share of hidden units the gate nearly switches off
 # (|silu(gate)| < 0.1), and the units with the largest output |silu(gate) * up| on average.
 #
@@ -139,14 +136,14 @@ say("  intermediate / hidden = {r:.2f} (a plain MLP is usually 4; SwiGLU's third
 # |silu(gate) * up| 最大的几个单元。
 
 # %%
-section(4, "What the gate does on real tokens", "门在真实词元上做了什么")
+section(4, "What the gate does on the sentence's tokens", "门在句子的词元上做了什么")
 sg = F.silu(g.float())
 off = (sg.abs() < 0.1).float().mean(-1)                                          # (T,)
 say("  tokens: {t}", "  词元：{t}", t=" ".join(repr(n) for n in names))
 say("  share of units with |silu(gate)| < 0.1, per token: {s}", "  每个词元 |silu(gate)| < 0.1 的单元比例：{s}",
     s=" ".join(f"{v:.0%}" for v in off.tolist()))
 say("  gate < 0 (silu between -0.278 and 0) for {n:.0%} of all unit-token pairs",
-    "  在所有（单元, 词元）对中，gate < 0（silu 在 -0.278 和 0 之间）的占 {n:.0%}", n=(g < 0).float().mean().item())
+    "  在所有（单元，词元）对中，gate < 0（silu 在 -0.278 和 0 之间）的占 {n:.0%}", n=(g < 0).float().mean().item())
 energy = h.float().pow(2).mean(0)                                                # (I,): mean square per unit
 top = energy.topk(3)
 say("  largest units (mean |h|^2 over the tokens): {u}; together {s:.1%} of the total over {i} units",
@@ -154,8 +151,8 @@ say("  largest units (mean |h|^2 over the tokens): {u}; together {s:.1%} of the 
     u=", ".join(f"#{i} {v:.3g}" for i, v in zip(top.indices.tolist(), top.values.tolist())),
     s=top.values.sum().item() / energy.sum().item(), i=I)
 if ch.tiny:
-    say("  (tiny checkpoint: made-up weights, so these shares describe random matrices, not Qwen3.5; run the real model to see its units)",
-        "  （小检查点：权重是编造的，这些比例描述的是随机矩阵而不是 Qwen3.5；用真实模型运行才能看到它的单元）")
+    say("  (tiny checkpoint: made-up weights, so these shares describe random matrices, not Qwen3.5; run Qwen3.5-0.8B to see its units)",
+        "  （小检查点：权重是编造的，这些比例描述的是随机矩阵而不是 Qwen3.5；用 Qwen3.5-0.8B 运行才能看到它的单元）")
 
 # %% [markdown]
 # ## 5. bf16 against fp32 on this CPU / 在这台 CPU 上比较 bf16 和 fp32

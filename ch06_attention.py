@@ -28,18 +28,19 @@ import torch.nn.functional as F
 
 from qwen.attention import Attention
 from qwen.cli import chapter, say, section, size
+from qwen.known import real_inventory
 from qwen.lang import tr
 from qwen.norm import RMSNorm
 from qwen.rope import RotaryEmbedding, apply_rope
-from qwen.weights import load
+from qwen.weights import Config, load
 
 ch = chapter("Chapter 6: full attention with an output gate", "第 6 章：带输出门的全注意力", plot=True)
 cfg, W = ch.cfg, ch.W
 L = cfg.full_attention_layers[0]                      # the first full-attention layer
 NH, KV, D = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
 G = NH // KV                                          # query heads per kv head
-# Qwen3.5-0.8B's config.json (known exactly), for the figures that depend only on the config
-REAL = dict(heads=8, kv_heads=2, head_dim=256, full_layers=6)
+inventory = real_inventory()                          # Qwen3.5-0.8B's published config, for the lines after tiny figures
+REAL = Config.from_dict(inventory["config"]) if inventory else None
 
 SENTENCE = "The cat sat on the mat because it was tired."
 tok = ch.tokenizer
@@ -143,8 +144,8 @@ say("  per token and full-attention layer: k and v, each kv heads ({kv}) x {d} x
     kv=KV, d=D, n=len(cfg.full_attention_layers))
 say("  (linear-attention layers keep a state of fixed size instead: chapter 7)", "  （线性注意力层保存的是固定大小的状态：第 7 章）")
 cache_lines(NH, KV, D, len(cfg.full_attention_layers), "", "")
-if ch.tiny:
-    cache_lines(REAL["heads"], REAL["kv_heads"], REAL["head_dim"], REAL["full_layers"],
+if ch.tiny and REAL:
+    cache_lines(REAL.num_attention_heads, REAL.num_key_value_heads, REAL.head_dim, len(REAL.full_attention_layers),
                 "Qwen3.5-0.8B (config): ", "Qwen3.5-0.8B（配置）：")
 
 # %% [markdown]

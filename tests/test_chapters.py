@@ -282,20 +282,23 @@ def test_chapter_api_reads_the_environment(tiny_path, monkeypatch, capsys):
     assert cli.chapter("c", "c", argv=[]).tiny
 
 
-# ---------------------------------------------------------------- chapters 4-6
+# ---------------------------------------------------------------- chapters 4-6 (in the whole-course runs)
 
 def _number(pattern, text):
-    import re as _re
-    m = _re.search(pattern, text)
+    m = re.search(pattern, text)
     assert m, pattern
     return float(m.group(1))
 
 
-def test_ch04_on_the_tiny_checkpoint(run_script, tiny_path, tmp_path):
-    r = run_script("ch04_rope.py", "--model", tiny_path, "--plot", "--out", tmp_path)
-    assert r.returncode == 0, r.stderr
-    out = r.stdout
-    assert out.count(BANNER) == 1
+def _chapter(out, script):
+    """One chapter's output from a whole-course run."""
+    start = out.index("# " + script)
+    end = out.find("\n# ch", start + 1)
+    return out[start:end if end > 0 else None]
+
+
+def test_ch04(course_en):
+    out = _chapter(course_en, "ch04_rope.py")
     assert "rotary_dim 4: 2 pairs rotate, 12 of 16 entries carry no position" in out
     assert "Qwen3.5-0.8B (from its config): 32 pairs rotate, 192 of 256 entries carry no position; " \
            "slowest pair: a turn every 37,969,062 tokens" in out
@@ -304,14 +307,9 @@ def test_ch04_on_the_tiny_checkpoint(run_script, tiny_path, tmp_path):
     assert _number(r"m - n = 3 each time: spread ([0-9.e+-]+)", out) < 1e-5          # only m - n matters
     assert "three equal streams): max |mrope - plain| = 0.0e+00" in out
     assert "off by 8.0 rad (1.27 turns)" in out and "say nothing about Qwen3.5" in out
-    try:
-        import matplotlib  # noqa: F401
-        assert (tmp_path / "ch04_rope.png").stat().st_size > 10_000
-    except ImportError:
-        assert "--plot needs matplotlib" in out
 
 
-def test_ch05_on_the_tiny_checkpoint(run_script, tiny_path):
+def test_ch05(course_en):
     import json
     import math
 
@@ -320,23 +318,19 @@ def test_ch05_on_the_tiny_checkpoint(run_script, tiny_path):
     from qwen.tiny import language_model_shapes
     from qwen.weights import Config
 
-    r = run_script("ch05_mlp.py", "--model", tiny_path)
-    assert r.returncode == 0, r.stderr
-    out = r.stdout
+    out = _chapter(course_en, "ch05_mlp.py")
     assert "x [11, 16] -> gate(x), up(x) [11, 48] -> silu(gate) * up [11, 48] -> down [11, 16]" in out
     assert "by hand == MLP module, bit for bit: True" in out
     assert "smallest silu on a fine grid: -0.2785 at z = -1.278" in out
-    real = Config.from_dict(json.loads(MANIFEST.read_text(encoding="utf-8"))["config"])   # the real inventory
+    real = Config.from_dict(json.loads(MANIFEST.read_text(encoding="utf-8"))["config"])   # from the shape rules
     total = sum(math.prod(s) for s, _ in language_model_shapes(real).values())
     assert f"per layer 11.0 M; 24 layers: 264.2 M; language model: {count(total)}; MLPs: 35.1%" in out
     assert "these shares describe random matrices, not Qwen3.5" in out
     assert _number(r"bf16 takes ([0-9.]+)x the fp32 time", out) > 0
 
 
-def test_ch06_on_the_tiny_checkpoint(run_script, tiny_path, tmp_path):
-    r = run_script("ch06_attention.py", "--model", tiny_path, "--plot", "--out", tmp_path)
-    assert r.returncode == 0, r.stderr
-    out = r.stdout
+def test_ch06(course_en):
+    out = _chapter(course_en, "ch06_attention.py")
     assert "layers.3.self_attn.q_proj.weight  [64, 16]" in out
     assert "q_proj rows = heads (2) x 16 x 2 (query, then gate) = 64" in out
     assert "262,144 tokens:    3.2 GB with kv heads: 2;   12.9 GB if each of the 8 query heads" in out
@@ -345,25 +339,25 @@ def test_ch06_on_the_tiny_checkpoint(run_script, tiny_path, tmp_path):
     assert _number(r"vs softmax\(\.\.\.\) @ v by hand: max \|difference\| ([0-9.e+-]+)", out) < 1e-5
     assert _number(r"vs the full run: max \|difference\| ([0-9.e+-]+)", out) < 1e-5
     assert "this pattern means nothing" in out
-    try:
-        import matplotlib  # noqa: F401
-        assert (tmp_path / "ch06_attention.png").stat().st_size > 10_000
-    except ImportError:
-        assert "--plot needs matplotlib" in out
 
 
-def test_ch04_to_ch06_in_chinese_and_on_a_checkpoint_transformers_wrote(run_script, tmp_path):
-    """One process (as main.py runs them): zh, a multimodal checkpoint from transformers, no tokenizer."""
-    from hf_layers import hf_checkpoint
-    folder, _ = hf_checkpoint(tmp_path / "hf", "multimodal")
+def test_ch04_to_ch06_in_chinese(course_zh):
+    out = course_zh
+    for text in ("第 4 章：旋转位置编码", "第 5 章：SwiGLU MLP", "第 6 章：带输出门的全注意力", "手算 == MLP 模块，逐位相同：True",
+                 "分组查询注意力", "键值缓存", "因果掩码", "rotary_dim 4：2 对旋转，16 个数里有 12 个不带位置"):
+        assert text in out, text
+
+
+def test_ch04_and_ch06_plots(run_script, tiny_path, tmp_path):
     code = ("import runpy, sys\n"
-            "for s in ['ch04_rope.py', 'ch05_mlp.py', 'ch06_attention.py']:\n"
-            f"    sys.argv = [s, '--model', {str(folder)!r}, '--lang', 'zh']\n"
+            "for s in ['ch04_rope.py', 'ch06_attention.py']:\n"
+            f"    sys.argv = [s, '--tiny', '--plot', '--out', {str(tmp_path)!r}]\n"
             "    runpy.run_path(s, run_name='__main__')\n")
     r = run_script("-c", code)
     assert r.returncode == 0, r.stderr[-2000:]
-    out = r.stdout
-    assert BANNER not in out and "内置小检查点" not in out and "Traceback" not in r.stderr
-    assert "此检查点没有可用的分词器" in out
-    assert "第 4 章" in out and "第 5 章" in out and "第 6 章" in out and "手算 == MLP 模块，逐位相同：True" in out
-    assert "rotary_dim 8：4 对旋转，32 个数里有 24 个不带位置" in out
+    try:
+        import matplotlib  # noqa: F401
+        assert (tmp_path / "ch04_rope.png").stat().st_size > 10_000
+        assert (tmp_path / "ch06_attention.png").stat().st_size > 10_000
+    except ImportError:
+        assert "--plot needs matplotlib" in r.stdout
