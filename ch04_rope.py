@@ -302,11 +302,11 @@ if ch.args.plot:
 # - `RotaryEmbedding(cfg)(positions)` -> (cos, sin) in fp32; `apply_rope(x, cos, sin)` rotates the
 #   first rotary_dim entries (rotate-half) and passes the rest through.
 # - Rotations keep lengths; scores depend only on m - n; multimodal RoPE is plain RoPE for text.
-# - Practice: `python practice/judge.py` (RoPE with partial rotation).
+# - Practice: `python practice/judge.py 207` (RoPE with partial rotation).
 
 # %%
 section(8, "Summary", "小结")
 say("  RoPE: {p} pairs per head turn by position x f_i; {rest} entries pass through; only m - n reaches the score.",
     "  RoPE：每个头 {p} 对按 位置 x f_i 旋转；{rest} 个数原样通过；分数只看到 m - n。", p=R // 2, rest=D - R)
-say("  Next: chapter 5, the MLP. Practice: python practice/judge.py",
-    "  下一章：第 5 章，MLP。练习：python practice/judge.py")
+say("  Next: chapter 5, the MLP. Practice: python practice/judge.py 207",
+    "  下一章：第 5 章，MLP。练习：python practice/judge.py 207")

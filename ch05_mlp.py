@@ -205,12 +205,12 @@ say("  bf16 result vs the same bf16 inputs multiplied in float64: max error {e:.
 # ## Summary / 小结
 # - `MLP(hidden, intermediate)`: gate_proj, up_proj, down_proj, no bias; down(silu(gate(x)) * up(x)).
 # - Matmuls in the weights' dtype (bf16), one cast back to the input's dtype at the end.
-# - Practice: `python practice/judge.py` (the SwiGLU MLP).
+# - Practice: `python practice/judge.py 208` (the SwiGLU MLP).
 
 # %%
 section(6, "Summary", "小结")
 say("  SwiGLU: down(silu(gate(x)) * up(x)); {h} -> {i} -> {h}; 3 matrices, {p} parameters per layer.",
     "  SwiGLU：down(silu(gate(x)) * up(x))；{h} -> {i} -> {h}；3 个矩阵，每层 {p} 个参数。",
     h=H, i=I, p=count(3 * H * I))
-say("  Next: chapter 6, full attention. Practice: python practice/judge.py",
-    "  下一章：第 6 章，全注意力。练习：python practice/judge.py")
+say("  Next: chapter 6, full attention. Practice: python practice/judge.py 208",
+    "  下一章：第 6 章，全注意力。练习：python practice/judge.py 208")

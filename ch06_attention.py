@@ -306,11 +306,11 @@ if ch.args.plot:
 # - `Attention(cfg)(x, cos, sin, cache=None)`: (batch, seq, hidden) -> (batch, seq, hidden), causal.
 # - q_proj per head: query rows, then gate rows; q_norm/k_norm per head before RoPE; scale 1/sqrt(head_dim);
 #   softmax in fp32; sigmoid(gate) before o_proj.
-# - Practice: `python practice/judge.py` (causal attention with GQA and the output gate).
+# - Practice: `python practice/judge.py 209` (causal attention with GQA and the output gate).
 
 # %%
 section(9, "Summary", "小结")
 say("  Attention: query heads {nh}, kv heads {kv}, head_dim {d}; causal; gate before o_proj; == SDPA.",
     "  注意力：查询头 {nh} 个，键值头 {kv} 个，head_dim {d}；因果；o_proj 之前乘门；== SDPA。", nh=NH, kv=KV, d=D)
-say("  Next: chapter 7, linear attention (Gated DeltaNet). Practice: python practice/judge.py",
-    "  下一章：第 7 章，线性注意力（Gated DeltaNet）。练习：python practice/judge.py")
+say("  Next: chapter 7, linear attention (Gated DeltaNet). Practice: python practice/judge.py 209",
+    "  下一章：第 7 章，线性注意力（Gated DeltaNet）。练习：python practice/judge.py 209")
