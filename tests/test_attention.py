@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from hf_layers import bf16_step, causal_mask, checkpoint
 from qwen.attention import Attention, causal_attention
-from qwen.lang import QwenError
+from qwen.norm import ShapeError
 from qwen.rope import RotaryEmbedding
 from qwen.weights import load
 
@@ -95,9 +95,9 @@ def test_bad_shapes_are_one_clear_line():
     cfg, W, _ = checkpoint("text")
     attn = layer(cfg, W)
     cos, sin = RotaryEmbedding(cfg)(torch.arange(4))
-    with pytest.raises(QwenError, match=r"x of shape \(batch, seq, 64\), got \[4, 64\]"):
+    with pytest.raises(ShapeError, match=r"x of shape \(batch, seq, 64\), got \[4, 64\]"):
         attn(torch.zeros(4, 64), cos, sin)
-    with pytest.raises(QwenError, match=r"cos/sin hold 4 positions but x has 3 tokens"):
+    with pytest.raises(ShapeError, match=r"cos/sin hold 4 positions but x has 3 tokens"):
         attn(torch.zeros(1, 3, 64), cos, sin)
 
 
