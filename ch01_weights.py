@@ -105,7 +105,7 @@ say("  layout: {how}", "  结构：{how}", how=tr("multimodal, language model un
     if "text_config" in cfg.raw else tr("flat, text-only", "扁平，纯文本模型"))
 split = cfg.hidden_size // cfg.num_attention_heads
 rows = [
-    ("hidden_size", cfg.hidden_size, tr("width of every token's vector", "每个词元向量的宽度")),
+    ("hidden_size", cfg.hidden_size, tr("hidden size: width of every token's vector", "隐藏维度：每个词元向量的宽度")),
     ("num_hidden_layers", cfg.num_hidden_layers, tr("decoder layers", "解码层数")),
     ("intermediate_size", cfg.intermediate_size, tr("MLP width", "MLP 的宽度")),
     ("num_attention_heads", cfg.num_attention_heads, tr("full attention: query heads", "全注意力：查询头数")),
@@ -233,7 +233,7 @@ for kind, layers, en, zh in (("linear_attn", cfg.linear_attention_layers, "one l
 # ## 7. Memory / 内存
 # `W` maps the file into memory: a tensor's pages are read only when something touches them.
 #
-# `W` 把文件映射进内存：只有真正访问某个张量时，才读取它所在的页。
+# `W` 对文件做内存映射：只有真正访问某个张量时，才读取它所在的页。
 
 # %%
 section(7, "Memory: bf16 against fp32", "内存：bf16 与 fp32")
@@ -271,17 +271,17 @@ x = w[0].bfloat16()
 b = f"{x.view(torch.int16).item() & 0xFFFF:016b}"
 say("  {x:+.6f} in bf16 bits: sign {s} | exponent {e} | mantissa {m}", "  {x:+.6f} 的 bf16 位：符号 {s} | 指数 {e} | 尾数 {m}",
     x=x.item(), s=b[0], e=b[1:9], m=b[9:])
-tok = ch.tokenizer
 word = "Hello"
-if tok is None:
-    say("  (no tokenizer files in this folder: the example token row is skipped)",
-        "  （这个文件夹里没有分词器文件：跳过示例词元的那一行）")
-elif len(tok.encode(word)) == 1 and tok.encode(word)[0] < W.info("embed_tokens.weight").shape[0]:
-    i = tok.encode(word)[0]
-    row = W.rows("embed_tokens.weight", [i])[0]                          # one row, read from the file
-    say("  embed_tokens.weight[{i}][:4] = {v} (the row of the token {w!r})",
-        "  embed_tokens.weight[{i}][:4] = {v}（词元 {w!r} 的那一行）", i=i, w=word,
-        v=[round(v, 4) for v in row[:4].float().tolist()])
+vocab_file = next((ch.path / f for f in ("vocab.json", "tokenizer.json") if (ch.path / f).is_file()), None)
+found = vocab_file and re.search(r'"%s":\s*(\d+)' % word, vocab_file.read_text(encoding="utf-8"))   # a text search:
+if not found or int(found[1]) >= W.info("embed_tokens.weight").shape[0]:                      # chapter 2 builds the
+    say("  (no tokenizer files with {w!r} here: the example token row is skipped)",            # whole tokenizer
+        "  （这里没有含 {w!r} 的分词器文件：跳过示例词元的那一行）", w=word)
+else:
+    row = W.rows("embed_tokens.weight", [int(found[1])])[0]                # one row, read from the file
+    say("  embed_tokens.weight[{i}][:4] = {v} (the row of the token {w!r}, id from {f})",
+        "  embed_tokens.weight[{i}][:4] = {v}（词元 {w!r} 的那一行，编号来自 {f}）", i=int(found[1]), w=word,
+        f=vocab_file.name, v=[round(v, 4) for v in row[:4].float().tolist()])
 one = torch.tensor(1.0, dtype=torch.bfloat16)
 up = (torch.nextafter(one, torch.tensor(2.0, dtype=torch.bfloat16)) - one).item()
 down = (one - torch.nextafter(one, torch.tensor(0.0, dtype=torch.bfloat16))).item()
@@ -302,7 +302,7 @@ for v in (1.001, 257.0, 0.001):
 # every full-attention one.
 #
 # 检查点 = 配置（形状）+ 有名字的张量（数值）。safetensors 是最简单的容器：一个长度、一张 JSON 目录、
-# 原始字节；所以加载器可以把它映射进内存，只读用到的部分。Qwen3.5-0.8B 的语言模型有 0.75 B 个 bf16
+# 原始字节；所以加载器可以对它做内存映射，只读用到的部分。Qwen3.5-0.8B 的语言模型有 0.75 B 个 bf16
 # 参数，三分之一在嵌入表里，共 24 层，每三层线性注意力接一层全注意力。
 #
 # ## Summary / 小结

@@ -89,7 +89,12 @@ if tok:
     if ROWS > tok.vocab_size:
         say("  rows {a:,}..{z:,} ({k}) belong to no token; {r:,} = 256 x {m}",
             "  第 {a:,}..{z:,} 行（{k} 行）不属于任何词元；{r:,} = 256 x {m}",
-            a=tok.vocab_size, z=ROWS - 1, k=ROWS - tok.vocab_size, r=ROWS, m=ROWS / 256)
+            a=tok.vocab_size, z=ROWS - 1, k=ROWS - tok.vocab_size, r=ROWS, m=ROWS // 256)
+if ch.tiny:
+    say("  (the tiny checkpoint ships Qwen3.5's own vocabulary: these ids and counts are Qwen3.5's)",
+        "  （小检查点带的是 Qwen3.5 自己的词表：这些编号和数量就是 Qwen3.5 的）")
+    say("  Qwen3.5-0.8B: shape [248320, 1024], BF16: {b} on disk", "  Qwen3.5-0.8B：形状 [248320, 1024]，BF16：磁盘上 {b}",
+        b=size(248320 * 1024 * 2))
 vectors = embed(torch.tensor(ids))                                   # (tokens,) -> (tokens, hidden)
 say("  embed({k} ids) -> shape {s}, {dt}", "  embed({k} 个编号) -> 形状 {s}，{dt}", k=len(ids), s=list(vectors.shape),
     dt=vectors.dtype)

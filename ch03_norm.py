@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from qwen.cli import chapter, pad, say, section
-from qwen.known import CH03
+from qwen.known import CH03, real_inventory
 from qwen.lang import tr
 from qwen.model import model_norms
 from qwen.norm import GatedRMSNorm, RMSNorm, l2norm
@@ -31,6 +31,7 @@ H, EPS = cfg.hidden_size, cfg.rms_norm_eps
 torch.manual_seed(0)
 x = torch.randn(2, 3, H) * 5                # 2 x 3 vectors of RMS about 5 (the same draw as the recorded run)
 g = torch.Generator().manual_seed(1)        # every other random draw
+REAL = real_inventory() if ch.tiny else None   # Qwen3.5-0.8B's published inventory
 
 
 def rms(t):
@@ -51,13 +52,13 @@ def real(en, zh, **fields):
 # %% [markdown]
 # ## 1. What RMSNorm does / RMSNorm 做了什么
 # y = x / sqrt(mean(x^2) + eps) * (1 + w): divide each vector by its root mean square, then
-# scale each dimension. eps sits inside the root, as in the RMSNorm paper's code, LLaMA and
-# transformers; a popular article writes it outside, x / (RMS(x) + eps). The two differ only
-# for vectors whose RMS is near sqrt(eps) = 0.001.
+# scale each dimension. eps sits inside the root, as in LLaMA's and transformers' code (and in
+# the code of a popular article whose formula puts it outside: x / (RMS(x) + eps)). The two
+# differ visibly only for vectors whose RMS is near or below sqrt(eps) = 0.001.
 #
 # y = x / sqrt(mean(x^2) + eps) * (1 + w)：每个向量除以自己的均方根，再逐维缩放。eps 在根号里，
-# 与 RMSNorm 论文的代码、LLaMA 和 transformers 一致；一篇流传很广的文章把它写在根号外：
-# x / (RMS(x) + eps)。两者只在均方根接近 sqrt(eps) = 0.001 的向量上有区别。
+# 与 LLaMA 和 transformers 的代码一致（一篇流传很广的文章，代码里也在根号里，公式却写在根号外：
+# x / (RMS(x) + eps)）。两者只在均方根接近或小于 sqrt(eps) = 0.001 的向量上有明显区别。
 
 # %%
 section(1, "RMSNorm rescales every vector to an RMS of 1", "RMSNorm 把每个向量缩放到均方根为 1")
@@ -67,10 +68,9 @@ say("  RMS before: {a}; after RMSNorm with w = 0: {b}", "  之前的均方根：
 say("  cosine(x, RMSNorm(x)) = {c:.6f}: the direction is kept", "  cosine(x, RMSNorm(x)) = {c:.6f}：方向不变",
     c=F.cosine_similarity(x[0, 0], plain(x)[0, 0], dim=0).item())
 v = torch.tensor([1.0, 2.0, 3.0, 4.0])
-say("  by hand, [1, 2, 3, 4]: mean of squares {m}, RMS {r:.4f}, x / RMS = {y}",
-    "  手算 [1, 2, 3, 4]：平方的均值 {m}，均方根 {r:.4f}，x / 均方根 = {y}",
-    m=v.pow(2).mean().item(), r=v.pow(2).mean().sqrt().item(), y=[round(e, 4) for e in (v / v.pow(2).mean().sqrt()).tolist()])
-say("  RMSNorm(4) gives {y}", "  RMSNorm(4) 给出 {y}", y=[round(e, 4) for e in RMSNorm(4, EPS)(v).tolist()])
+by_hand = v / v.pow(2).mean().sqrt()                                 # squares 1, 4, 9, 16; mean 7.5; root 2.7386
+say("  by hand, [1, 2, 3, 4] / sqrt(7.5) = {y}; RMSNorm(4) gives {n}", "  手算 [1, 2, 3, 4] / sqrt(7.5) = {y}；RMSNorm(4) 给出 {n}",
+    y=[round(e, 4) for e in by_hand.tolist()], n=[round(e, 4) for e in RMSNorm(4, EPS)(v).tolist()])
 small = torch.full((4,), 1e-3)
 say("  a vector of RMS 0.001: eps inside the root -> RMS {a:.3f}; outside (the article's formula) -> {b:.3f}",
     "  均方根为 0.001 的向量：eps 在根号里 -> 均方根 {a:.3f}；在根号外（文章的公式）-> {b:.3f}",
@@ -106,13 +106,15 @@ say("  storing 1 + w instead of w would change {c:.0%} of layers.0.input_layerno
 # %% [markdown]
 # ## 3. The learned scales / 学到的缩放
 # Layer 0's input norm and the final norm, on the same inputs. The final norm feeds the logits
-# (chapter 2: logit = h . E[i]). Its scale does not bring h to the size of the table's rows (h
-# ends far larger than them); multiplying h by s multiplies every logit by s, so the final scale
-# sets the softmax's temperature (chapter 2, section 6), on top of what the small rows give.
+# (chapter 2: logit = h . E[i]). It does not bring h to the size of the table's rows: h ends far
+# larger than them. The rows are small, so with h at RMS 1 the logits would be small and the
+# softmax nearly flat; multiplying h by s multiplies every logit by s. So the final scale
+# compensates for the small rows and sets the softmax's temperature (chapter 2, section 6).
 #
 # 第 0 层的输入归一化和最后的归一化，用同样的输入。最后的归一化的输出直接去算 logits（第 2 章：
-# logit = h . E[i]）。它的缩放并不是把 h 调到与嵌入表的行一样大（h 比行大得多）；h 乘以 s，每个
-# logit 就乘以 s，所以最后的缩放决定了 softmax 的温度（第 2 章第 6 节），在行本身很小的基础上再调整。
+# logit = h . E[i]）。它并不是把 h 调到与嵌入表的行一样大：h 比行大得多。行很小，如果 h 的均方根是 1，
+# logits 也会很小，softmax 几乎是平的；h 乘以 s，每个 logit 就乘以 s。所以最后的缩放弥补了行的小，
+# 并决定 softmax 的温度（第 2 章第 6 节）。
 
 # %%
 section(3, "The learned scales of this checkpoint", "这个检查点学到的缩放")
@@ -166,9 +168,9 @@ normed = (xb.float() * torch.rsqrt(xb.float().pow(2).mean(-1, keepdim=True) + EP
 llama = normed.bfloat16() * (1 + wq.float()).bfloat16()             # round first, then the weight, in bf16
 fused = F.rms_norm(xb, (H,), weight=(1 + wq).bfloat16(), eps=EPS)   # 1 + w rounded to bf16
 exact = F.rms_norm(xb.float(), (H,), weight=1 + wq.float(), eps=EPS).bfloat16()
-say("  outputs that differ from ours by a bf16 step: LLaMA's order {a:.0%}; F.rms_norm, bf16 1 + w {b:.0%}; "
+say("  bf16 outputs that differ from ours: LLaMA's order {a:.0%}; F.rms_norm, bf16 1 + w {b:.0%}; "
     "F.rms_norm in fp32, 1 + w.float() {c:.0%}",
-    "  与我们的结果差一个 bf16 间隔的输出：LLaMA 的顺序 {a:.0%}；F.rms_norm 用 bf16 的 1 + w {b:.0%}；"
+    "  与我们的结果不同的 bf16 输出：LLaMA 的顺序 {a:.0%}；F.rms_norm 用 bf16 的 1 + w {b:.0%}；"
     "F.rms_norm 在 fp32 中、用 1 + w.float() {c:.0%}",
     a=(llama != yb).float().mean().item(), b=(fused != yb).float().mean().item(), c=(exact != yb).float().mean().item())
 
@@ -223,8 +225,6 @@ q = torch.randn(3, cfg.num_attention_heads, cfg.head_dim, generator=g) * torch.a
 say("  q (3 tokens, {k} heads, {d}): RMS per head {a} -> after q_norm {b}", "  q（3 个词元，{k} 个头，{d}）：每个头的均方根 {a} -> q_norm 之后 {b}",
     k=cfg.num_attention_heads, d=cfg.head_dim, a=[round(v, 2) for v in rms(q)[0].tolist()],
     b=[round(v, 2) for v in rms(q_norm(q))[0].tolist()])
-say("  layers.{l}.self_attn.q_norm: RMSNorm({d}), stored w mean {m:+.3f}", "  layers.{l}.self_attn.q_norm：RMSNorm({d})，存储的 w 均值 {m:+.3f}",
-    l=F0, d=cfg.head_dim, m=q_norm.weight.float().mean().item())
 
 # %% [markdown]
 # ## 7. LayerNorm and RMSNorm / 层归一化与均方根归一化
@@ -305,6 +305,10 @@ say("  language model: {a} residual-stream RMSNorms + {b} q/k RMSNorms + {c} gat
     a=len(norms) - qk - gated_n, b=qk, c=gated_n, n=len(norms))
 unused = [n for n in W.all_names if n.startswith(("mtp.", "model.visual.")) and "norm" in n and n.endswith(".weight")]
 say("  not used: {k} more norm weights in the MTP head and the vision tower", "  不用的：多词元预测头和视觉塔里还有 {k} 个归一化权重", k=len(unused))
+if REAL:
+    say("  Qwen3.5-0.8B (published inventory): 79 in the language model; {k} more norm weights in the MTP head and the vision tower",
+        "  Qwen3.5-0.8B（公开的张量清单）：语言模型里 79 个；多词元预测头和视觉塔里还有 {k} 个归一化权重",
+        k=sum(n.startswith(("mtp.", "model.visual.")) and "norm" in n and n.endswith(".weight") for n in REAL["tensors"]))
 say("  1 + w per layer, mean (input_layernorm / post_attention_layernorm):", "  每层的 1 + w 均值（input_layernorm / post_attention_layernorm）：")
 scale = {k: 1 + m.weight.detach().float() for k, m in norms.items()}
 pairs = [f"{i}: {scale[f'layers.{i}.input_layernorm'].mean():.2f}/{scale[f'layers.{i}.post_attention_layernorm'].mean():.2f}"
@@ -313,7 +317,7 @@ for start in range(0, len(pairs), 6):
     say("  {p}", "  {p}", p="   ".join(pairs[start:start + 6]))
 
 if ch.args.plot and (plt := ch.pyplot()):
-    warn = ch.label(" (tiny checkpoint: made-up numbers)", "（小检查点：数值是编造的）") if ch.tiny else ""
+    warn = "\n" + ch.label("(tiny checkpoint: made-up numbers)", "（小检查点：数值是编造的）") if ch.tiny else ""
     fig, axes = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
     for ax, kind in zip(axes, ("input_layernorm", "post_attention_layernorm")):
         ax.boxplot([scale[f"layers.{i}.{kind}"].numpy() for i in range(cfg.num_hidden_layers)],
@@ -327,9 +331,9 @@ if ch.args.plot and (plt := ch.pyplot()):
     os.makedirs(out, exist_ok=True)
     fig.savefig(f"{out}/ch03_layer_scales.png", dpi=110)
     s_final = scale["norm"].numpy()
-    fig2, ax2 = plt.subplots(figsize=(7, 3.5))
+    fig2, ax2 = plt.subplots(figsize=(7, 4))
     ax2.hist(s_final, bins=max(5, min(60, int(len(s_final) ** 0.5))))
-    ax2.set_title(ch.label("Final norm: the scale 1 + w of each dimension", "最后的归一化：每一维的缩放 1 + w") + warn)
+    ax2.set_title(ch.label("Final norm: the scale 1 + w of each dimension", "最后的归一化：每一维的缩放 1 + w") + warn, fontsize=10)
     ax2.set_xlabel("1 + w")
     ax2.set_ylabel(ch.label("dimensions", "维数"))
     fig2.tight_layout()

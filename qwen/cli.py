@@ -188,8 +188,10 @@ def _env_flag(name):
 
 
 def _quiet_notebook_progress():
-    """Inside Jupyter without ipywidgets, tqdm (used by the Hub client) warns on import."""
+    """Inside Jupyter, tqdm (imported by the Hub client) warns on import: without ipywidgets
+    ("IProgress not found"), and with them ("Using `tqdm.autonotebook.tqdm` in notebook mode")."""
     warnings.filterwarnings("ignore", message="IProgress not found")
+    warnings.filterwarnings("ignore", message="Using `tqdm.autonotebook.tqdm` in notebook mode")
 
 
 class Chapter:

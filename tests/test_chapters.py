@@ -62,7 +62,7 @@ def test_ch01(course_en):
     assert "the language model the course builds: 108 tensors" in out
     assert "head_dim                         16   per head, set on its own (hidden_size / heads = 8)" in out
     assert "L = linear attention: 6 layers" in out and "F = full attention: 2 layers (3, 7)" in out
-    assert "embed_tokens.weight[9419][:4]" in out and "(the row of the token 'Hello')" in out
+    assert "embed_tokens.weight[9419][:4]" in out and "(the row of the token 'Hello', id from tokenizer.json)" in out
     assert "about 2.4 decimal digits" in out and "gap above 1: 0.0078125 (2^-7); below 1: 0.00390625 (2^-8)" in out
     assert "1.001 stored in bf16 becomes 1.0" in out
     # Qwen3.5-0.8B's figures, from its published inventory, labelled
@@ -78,7 +78,8 @@ def test_ch02(course_en):
     assert "9419 'Hello'" in out and "97169 '毕'" in out and "decode(encode(text)) == text: True" in out
     assert "UTF-8 bytes: '毕' 3, '𠀀' 4" in out
     assert "248,044 BPE tokens + 33 special tokens = 248,077 ids" in out and "(243) belong to no token" in out
-    assert "embed(13 ids) -> shape [13, 16]" in out
+    assert "embed(13 ids) -> shape [13, 16]" in out and "248,320 = 256 x 970\n" in out
+    assert "Qwen3.5-0.8B: shape [248320, 1024], BF16: 508.6 MB on disk" in out
     assert "(tiny checkpoint: random rows; these neighbours mean nothing)" in out
     assert "learned it from their contexts" not in out
     sharp = [(float(p), float(e)) for p, e in re.findall(r"top probability ([\d.]+), entropy (-?[\d.]+) nats", out)]
@@ -89,7 +90,7 @@ def test_ch02(course_en):
 def test_ch03(course_en):
     out = course_en
     assert "after RMSNorm with w = 0: [1.0, 1.0, 1.0]" in out
-    assert "x / RMS = [0.3651, 0.7303, 1.0954, 1.4606]" in out and "RMSNorm(4) gives [0.3651, 0.7303, 1.0954, 1.4606]" in out
+    assert "[1, 2, 3, 4] / sqrt(7.5) = [0.3651, 0.7303, 1.0954, 1.4606]; RMSNorm(4) gives [0.3651, 0.7303, 1.0954, 1.4606]" in out
     assert "eps inside the root -> RMS 0.707; outside (the article's formula) -> 0.999" in out
     assert "next bf16 number above 0.000999451: 7.63e-06 away" in out                 # 2^-17, not 0.001 * 2^-7
     assert "next bf16 number above 1: 0.00781 away" in out
@@ -104,6 +105,7 @@ def test_ch03(course_en):
     assert pre and post and float(pre[3]) > 3 * float(pre[1]) and float(pre[6]) > 0.1 > abs(float(post[2]))
     assert "17 residual-stream RMSNorms + 4 q/k RMSNorms + 6 gated RMSNorms = 27" in out
     assert "not used: 5 more norm weights" in out
+    assert "Qwen3.5-0.8B (published inventory): 79 in the language model; " in out
 
 
 def test_no_real_over_made_up_numbers(course_en):
@@ -160,7 +162,7 @@ def test_every_chapter_runs_on_checkpoints_written_by_transformers(tmp_path, run
         assert "tie_word_embeddings = True" in r.stdout
     else:
         assert "other (not used)                            2" in r.stdout
-        assert "(no tokenizer files in this folder: the example token row is skipped)" in r.stdout
+        assert "(no tokenizer files with 'Hello' here: the example token row is skipped)" in r.stdout
         assert "(no tokenizer files in this folder: this section is skipped" in r.stdout
     if layout == "multimodal":
         assert "vision tower (not used)" in r.stdout
@@ -177,6 +179,9 @@ def test_ch03_plot(run_script, tiny_path, tmp_path):
         assert "--plot 需要 matplotlib" in r.stdout
         return
     assert (tmp_path / "ch03_layer_scales.png").stat().st_size > 10_000 and (tmp_path / "ch03_final_norm.png").is_file()
+    from matplotlib import font_manager
+    if not any("CJK" in f.name or "WenQuanYi" in f.name for f in font_manager.fontManager.ttflist):
+        assert "没有找到中文字体" in r.stdout                         # one line: the labels stay in English
 
 
 def test_ch02_with_own_text_and_special_tokens(run_script, tiny_path):
@@ -280,6 +285,25 @@ def test_chapter_api_reads_the_environment(tiny_path, monkeypatch, capsys):
     monkeypatch.delenv("QWEN_TINY")
     monkeypatch.setenv("QWEN_MODEL", str(tiny_path))
     assert cli.chapter("c", "c", argv=[]).tiny
+
+
+JUPYTER_FIRST_CELL = r"""
+import sys, types, warnings
+warnings.simplefilter("default")
+ipython = types.ModuleType("IPython")                       # as inside a Jupyter kernel, without ipywidgets
+ipython.get_ipython = lambda: types.SimpleNamespace(config={"IPKernelApp": {}})
+sys.modules.update({"IPython": ipython, "ipykernel": types.ModuleType("ipykernel"),
+                    "ipykernel.zmqshell": types.ModuleType("ipykernel.zmqshell")})
+sys.argv = ["ipykernel_launcher.py", "-f", "/tmp/kernel-1234.json"]
+from qwen.cli import chapter
+print("TINY", chapter("c", "c").tiny)                       # no model, offline: the Hub client is imported
+"""
+
+
+def test_no_tqdm_warning_in_the_first_notebook_cell(run_script):
+    r = run_script("-c", JUPYTER_FIRST_CELL)
+    assert r.returncode == 0 and "TINY True" in r.stdout, r.stderr[-2000:]
+    assert "Warning" not in r.stderr and "IProgress" not in r.stderr, r.stderr
 
 
 # ---------------------------------------------------------------- chapters 4-6 (in the whole-course runs)
