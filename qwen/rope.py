@@ -64,17 +64,18 @@ class RotaryEmbedding(nn.Module):
     """positions -> (cos, sin), fp32, last dimension rotary_dim (each angle twice: rotate-half).
 
     positions (seq,) gives (seq, rotary_dim); positions (batch, seq) gives (batch, seq, rotary_dim).
-    It holds no weights (inv_freq is computed from the config, not stored in the checkpoint).
+    It holds no weights: inv_freq is computed from the config, not stored in the checkpoint. It is a
+    plain fp32 tensor, not a buffer, so that `model.to(torch.bfloat16)` cannot round the frequencies.
     """
 
     def __init__(self, cfg):
         super().__init__()
         self.rotary_dim, self.theta, self.mrope_section = rope_settings(cfg)
-        self.register_buffer("inv_freq", inverse_frequencies(self.rotary_dim, self.theta),
-                             persistent=False)                               # (rotary_dim/2,)
+        self.inv_freq = inverse_frequencies(self.rotary_dim, self.theta)     # (rotary_dim/2,), fp32
 
     def forward(self, positions):
-        angles = positions.to(torch.float32)[..., None] * self.inv_freq     # (..., seq, rotary_dim/2)
+        inv_freq = self.inv_freq.to(positions.device)
+        angles = positions.to(torch.float32)[..., None] * inv_freq          # (..., seq, rotary_dim/2)
         angles = torch.cat((angles, angles), dim=-1)                         # (..., seq, rotary_dim)
         return angles.cos(), angles.sin()
 

@@ -116,3 +116,13 @@ def test_older_config_keys():
     cfg = Config.from_dict({**json.loads(MANIFEST.read_text(encoding="utf-8"))["config"]["text_config"],
                             "rope_parameters": None, "rope_theta": 5e6, "partial_rotary_factor": 0.5})
     assert rope_settings(cfg)[:2] == (128, 5e6)
+
+
+def test_frequencies_stay_fp32_when_the_model_is_cast():
+    cfg, _, _ = checkpoint("text")
+    rope = RotaryEmbedding(cfg)
+    before = rope(torch.arange(300))
+    rope.to(torch.bfloat16)                                  # as load_model(dtype=torch.bfloat16) would
+    after = rope(torch.arange(300))
+    assert rope.inv_freq.dtype == torch.float32 and all(torch.equal(a, b) for a, b in zip(before, after))
+    assert list(rope.state_dict()) == []                     # nothing to load from a checkpoint
