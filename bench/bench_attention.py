@@ -86,6 +86,9 @@ if __name__ == "__main__":
     cfg_tmp = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8")
     json.dump(json.loads(config_file.read_text(encoding="utf-8"))["config"], cfg_tmp)
     cfg_tmp.close()
+    import os
+    print(f"load average before timing: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
+          "(a busy machine slows many small multi-threaded ops more than one fused kernel: see the one-thread row)")
     all_threads = speed(0, cfg_tmp.name, args.rounds)
     one_thread = speed(1, cfg_tmp.name, args.rounds)
     targets = [
