@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import REAL_MODEL
 from hf_layers import bf16_step, causal_mask, checkpoint
 from qwen.attention import Attention, causal_attention
 from qwen.norm import ShapeError
@@ -107,3 +108,37 @@ def test_inputs_are_not_modified():
     before = x.clone()
     layer(cfg, W)(x, *RotaryEmbedding(cfg)(torch.arange(6)))
     assert torch.equal(x, before)
+
+
+@pytest.mark.real_model
+@pytest.mark.skipif(REAL_MODEL is None, reason="the real Qwen/Qwen3.5-0.8B is not on disk "
+                    "(set QWEN_MODEL, or run python main.py download)")
+def test_the_first_full_attention_layer_of_the_real_model_matches_transformers():
+    """Layer 3 of Qwen3.5-0.8B as stored (bf16): attention, MLP and RoPE against transformers' modules."""
+    transformers = pytest.importorskip("transformers")
+    from qwen.mlp import MLP
+    from qwen.weights import Config, load_weights
+    from transformers.models.qwen3_5 import modeling_qwen3_5 as hf
+
+    cfg, W = Config.load(REAL_MODEL), load_weights(REAL_MODEL)
+    text = dict(cfg.raw.get("text_config", cfg.raw))
+    hf_cfg = transformers.Qwen3_5TextConfig(**{k: v for k, v in text.items() if k not in ("model_type", "dtype")})
+    hf_cfg._attn_implementation = "eager"
+    L = cfg.full_attention_layers[0]
+    ref_attn = hf.Qwen3_5Attention(hf_cfg, L).to(torch.bfloat16).eval()
+    ref_attn.load_state_dict({n: W[f"layers.{L}.self_attn.{n}"] for n in ref_attn.state_dict()})
+    ref_mlp = hf.Qwen3_5MLP(hf_cfg, cfg.intermediate_size).to(torch.bfloat16).eval()
+    ref_mlp.load_state_dict({n: W[f"layers.{L}.mlp.{n}"] for n in ref_mlp.state_dict()})
+    T = 40
+    x = (torch.randn(1, T, cfg.hidden_size, generator=G) * 0.5).bfloat16()
+    positions = torch.arange(T)
+    ref_cos, ref_sin = hf.Qwen3_5TextRotaryEmbedding(hf_cfg)(x.float(), positions[None])
+    cos, sin = RotaryEmbedding(cfg)(positions)
+    assert torch.equal(cos, ref_cos[0]) and torch.equal(sin, ref_sin[0])
+    with torch.no_grad():
+        ref = ref_attn(x, (ref_cos.bfloat16(), ref_sin.bfloat16()), causal_mask(T).bfloat16())[0]
+        out = load(Attention(cfg), W, f"layers.{L}.self_attn.")(x, cos, sin)
+        assert (out.float() - ref.float()).abs().max() <= 2 * bf16_step(ref.float().abs().max().item())
+        mlp_ref = ref_mlp(x)
+        mlp_out = load(MLP(cfg.hidden_size, cfg.intermediate_size), W, f"layers.{L}.mlp.")(x)
+        assert (mlp_out.float() - mlp_ref.float()).abs().max() <= 2 * bf16_step(mlp_ref.float().abs().max().item())
