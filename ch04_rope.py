@@ -69,8 +69,8 @@ def at(x, m):
 
 
 plain = (q * k).sum().item()
-say("  q . k with no positions: {s:+.4f} whether k stands at position 2 or 7",
-    "  不加位置时 q . k = {s:+.4f}，无论 k 在位置 2 还是 7", s=plain)
+say("  two random vectors, q . k with no positions: {s:+.4f} whether k stands at position 2 or 7",
+    "  两个随机向量，不加位置时 q . k = {s:+.4f}，无论 k 在位置 2 还是 7", s=plain)
 say("  with RoPE, q at 9:  k at 2 -> {a:+.4f},  k at 7 -> {b:+.4f}",
     "  加上 RoPE，q 在位置 9：k 在 2 -> {a:+.4f}，k 在 7 -> {b:+.4f}",
     a=(at(q, 9) * at(k, 2)).sum().item(), b=(at(q, 9) * at(k, 7)).sum().item())

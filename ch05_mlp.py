@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from qwen.cli import chapter, count, say, section
 from qwen.known import real_inventory
+from qwen.lang import tr
 from qwen.mlp import MLP
 from qwen.norm import RMSNorm
 from qwen.weights import Config, load, short_name
@@ -148,7 +149,7 @@ energy = h.float().pow(2).mean(0)                                               
 top = energy.topk(3)
 say("  largest units (mean |h|^2 over the tokens): {u}; together {s:.1%} of the total over {i} units",
     "  最大的单元（各词元 |h|^2 的均值）：{u}；三个合计占 {i} 个单元总量的 {s:.1%}",
-    u=", ".join(f"#{i} {v:.3g}" for i, v in zip(top.indices.tolist(), top.values.tolist())),
+    u=tr(", ", "、").join(f"#{i} {v:.3g}" for i, v in zip(top.indices.tolist(), top.values.tolist())),
     s=top.values.sum().item() / energy.sum().item(), i=I)
 if ch.tiny:
     say("  (tiny checkpoint: made-up weights, so these shares describe random matrices, not Qwen3.5; run Qwen3.5-0.8B to see its units)",
