@@ -188,17 +188,19 @@ if REAL:
 
 # %% [markdown]
 # ## 5. Two dtypes / 两种数据类型
-# The released checkpoint stores almost everything in bf16. The exceptions sit in the
-# linear-attention layers: `A_log` (exponentiated into each head's decay rate) and the gated
-# norm's weight are fp32, and the config says `mamba_ssm_dtype: float32`. Our reading (the
-# authors do not say why): the decay multiplies the memory once per token, so a rounding error
-# there compounds over thousands of tokens. A checkpoint re-saved in one dtype (a fine-tune
-# exported as all-bf16, or all-fp32) has one group only; the loader keeps every tensor as stored.
+# The released checkpoint stores almost everything in bf16. The exceptions (known from the
+# file's exact size and from loaders checked against the file) sit in the linear-attention
+# layers: `A_log` (exponentiated into each head's decay rate) and the gated norm's weight are
+# fp32, and the config says `mamba_ssm_dtype: float32`. Our reading (the authors do not say
+# why): the decay multiplies the memory once per token, so a rounding error there compounds
+# over thousands of tokens. A checkpoint re-saved in one dtype (a fine-tune exported as
+# all-bf16, or all-fp32) has one group only; the loader keeps every tensor as stored.
 #
-# 发布的检查点几乎全部存成 bf16。例外都在线性注意力层里：`A_log`（取指数后成为每个头的衰减率）
-# 和带门归一化的权重是 fp32，配置里也写着 `mamba_ssm_dtype: float32`。我们的推测（作者没有说明原因）：
-# 衰减每个词元都要乘一次记忆，这里的舍入误差会在成千上万个词元上累积。整体另存为一种类型的
-# 检查点（比如全 bf16 或全 fp32 导出的微调模型）只有一组；加载器保持每个张量存储时的类型。
+# 发布的检查点几乎全部存成 bf16。例外（由文件的精确大小和对照过该文件的加载器得知）都在
+# 线性注意力层里：`A_log`（取指数后成为每个头的衰减率）和带门归一化的权重是 fp32，配置里也写着
+# `mamba_ssm_dtype: float32`。我们的推测（作者没有说明原因）：衰减每个词元都要乘一次记忆，
+# 这里的舍入误差会在成千上万个词元上累积。整体另存为一种类型的检查点（比如全 bf16 或全 fp32
+# 导出的微调模型）只有一组；加载器保持每个张量存储时的类型。
 
 # %%
 section(5, "Dtypes", "数据类型")

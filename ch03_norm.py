@@ -13,8 +13,6 @@
 # Run: `python ch03_norm.py [--model PATH] [--tiny] [--lang zh] [--plot]`
 
 # %%
-import os
-
 import torch
 import torch.nn.functional as F
 
@@ -143,15 +141,14 @@ real("the final scale 1 + w averages {s:.2f}; RMS(h) after it {h} (after a scale
 
 # %% [markdown]
 # ## 4. Precision: bf16 in, bf16 out, statistics in fp32 / 精度：bf16 进、bf16 出，统计量升到 fp32
-# Squaring and averaging 1024 bf16 numbers in bf16 loses digits, so every implementation upcasts
-# to fp32 for the statistics. Where the result goes back to bf16 differs: Qwen3.5 (and our
-# `RMSNorm`) multiplies by 1 + w in fp32 and rounds once, at the end; LLaMA rounds the normalized
-# vector to the input dtype first, then multiplies by its weight. `F.rms_norm` with a bf16
-# `weight = 1 + w` rounds 1 + w itself. Exercise 204 checks the order.
+# Squaring and averaging in bf16 loses digits, so every implementation upcasts the statistics to
+# fp32. Where the cast back goes differs: Qwen3.5 (and our `RMSNorm`) multiplies by 1 + w in fp32
+# and rounds once; LLaMA rounds the normalized vector first, then multiplies by its weight;
+# `F.rms_norm` with a bf16 `weight = 1 + w` rounds 1 + w itself. Exercise 204 checks the order.
 #
-# 在 bf16 里对 1024 个数求平方和平均会丢精度，所以所有实现都把统计量升到 fp32 计算。回到 bf16 的时机不同：
-# Qwen3.5（以及我们的 `RMSNorm`）在 fp32 里乘 1 + w，最后只舍入一次；LLaMA 先把归一化后的向量舍入到
-# 输入的类型，再乘权重。`F.rms_norm` 用 bf16 的 `weight = 1 + w` 时，1 + w 本身先被舍入。练习 204 检查这个顺序。
+# 在 bf16 里求平方和平均会丢精度，所以所有实现都把统计量升到 fp32。回到 bf16 的位置不同：Qwen3.5（和我们的
+# `RMSNorm`）在 fp32 里乘 1 + w，只舍入一次；LLaMA 先舍入归一化后的向量，再乘权重；`F.rms_norm` 用 bf16 的
+# `weight = 1 + w` 时，1 + w 本身先被舍入。练习 204 检查这个顺序。
 
 # %%
 section(4, "bf16 in, bf16 out; the statistics upcast to fp32", "bf16 输入、bf16 输出；统计量升到 fp32")
@@ -176,17 +173,14 @@ say("  bf16 outputs that differ from ours: LLaMA's order {a:.0%}; F.rms_norm, bf
 
 # %% [markdown]
 # ## 5. The gated RMSNorm / 带门的 RMSNorm
-# Linear attention's output (chapter 7) goes through y = x / rms(x) * w * silu(z), with the gate
-# z = in_proj_z(x) computed from the layer's input, one value per element. Here the stored w is
-# the scale itself (1 at init), one [head size] weight shared by all heads. A very negative gate
-# silences a head; a positive one passes it, amplified. transformers rounds the normalized value
-# to the input dtype before the weight; we round once at the end: bit-identical in fp32, within
-# 2 bf16 steps in bf16.
+# Linear attention's output (chapter 7): y = x / rms(x) * w * silu(z), the gate z = in_proj_z(x)
+# computed from the layer's input. Here w is the scale itself (1 at init), one [head size] weight
+# shared by all heads. A very negative gate silences a head. transformers rounds the normalized
+# value before the weight; we round once: bit-identical in fp32, within 2 bf16 steps in bf16.
 #
-# 线性注意力的输出（第 7 章）要经过 y = x / rms(x) * w * silu(z)，门 z = in_proj_z(x) 由这一层的输入
-# 算出，每个元素一个值。这里存的 w 就是缩放本身（初始为 1），所有头共用一个 [头维度] 的权重。门很负时
-# 这个头几乎没有输出；门为正时输出通过并被放大。transformers 在乘权重之前先把归一化结果舍入到输入类型；
-# 我们只在最后舍入一次：fp32 下逐位相同，bf16 下相差不超过 2 个 bf16 间隔。
+# 线性注意力的输出（第 7 章）：y = x / rms(x) * w * silu(z)，门 z = in_proj_z(x) 由这一层的输入算出。
+# 这里 w 就是缩放本身（初始为 1），所有头共用一个 [头维度] 的权重。门很负时这个头几乎没有输出。
+# transformers 在乘权重之前先舍入；我们只舍入一次：fp32 下逐位相同，bf16 下相差不超过 2 个 bf16 间隔。
 
 # %%
 section(5, "Gated RMSNorm: normalize, then a gate decides how much passes", "带门的 RMSNorm：先归一化，再由门决定放行多少")
@@ -228,21 +222,19 @@ say("  q (3 tokens, {k} heads, {d}): RMS per head {a} -> after q_norm {b}", "  q
 
 # %% [markdown]
 # ## 7. LayerNorm and RMSNorm / 层归一化与均方根归一化
-# LayerNorm subtracts the mean, divides by the standard deviation, then scales and adds a bias.
-# RMSNorm only divides by the RMS; since RMS^2 = sigma^2 + mu^2 the two agree when the mean is
-# near 0. Zhang and Sennrich (2019) proposed it on the hypothesis that re-centering is not what
-# makes LayerNorm work; LLaMA, Qwen, Gemma and Mistral use it. The textbook LayerNorm takes two
-# reductions (mean, then variance), RMSNorm one; one-pass kernels compute both sums in one go.
-# Fewer reductions is not speed by itself: on CPU, in this torch, LayerNorm is one fused kernel
-# while F.rms_norm runs as six separate ops (pow, mean, add, rsqrt, mul, mul; tests/test_norm.py
-# checks it); bench/bench_norm.py times them.
+# LayerNorm subtracts the mean, divides by the standard deviation, scales and adds a bias; RMSNorm
+# only divides by the RMS. RMS^2 = sigma^2 + mu^2, so they agree when the mean is near 0. Zhang and
+# Sennrich (2019) proposed it on the hypothesis that re-centering is not what makes LayerNorm
+# work; LLaMA, Qwen, Gemma and Mistral use it. The textbook LayerNorm takes two reductions (mean,
+# then variance), RMSNorm one; one-pass kernels get both sums at once. Fewer reductions is not
+# speed by itself: on CPU, in this torch, LayerNorm is one fused kernel and F.rms_norm six ops
+# (tests/test_norm.py checks it; bench/bench_norm.py times them).
 #
-# 层归一化减去均值、除以标准差，再缩放并加偏置。均方根归一化只除以均方根；因为 RMS^2 = sigma^2 + mu^2，
-# 均值接近 0 时两者一致。Zhang 和 Sennrich（2019）提出它，假设层归一化有效的原因不在于重新中心化；
-# LLaMA、Qwen、Gemma、Mistral 都用它。教科书式的层归一化要两次归约（先均值，再方差），均方根归一化一次；
-# 单遍的内核可以一次算出两个和。归约少不等于更快：在 CPU 上、这个版本的 torch 里，层归一化是一个融合内核，
-# 而 F.rms_norm 拆成六个独立的运算（pow、mean、add、rsqrt、mul、mul；tests/test_norm.py 检查这一点）；
-# bench/bench_norm.py 测量耗时。
+# 层归一化减均值、除以标准差、再缩放加偏置；均方根归一化只除以均方根。RMS^2 = sigma^2 + mu^2，所以均值
+# 接近 0 时两者一致。Zhang 和 Sennrich（2019）提出它，假设层归一化有效的原因不在重新中心化；LLaMA、Qwen、
+# Gemma、Mistral 都用它。教科书式的层归一化要两次归约（先均值再方差），均方根归一化一次；单遍的内核一次
+# 得到两个和。归约少不等于更快：在 CPU 上、这个版本的 torch 里，层归一化是一个融合内核，F.rms_norm 是
+# 六个运算（tests/test_norm.py 检查；bench/bench_norm.py 计时）。
 
 # %%
 section(7, "LayerNorm against RMSNorm: RMS^2 = sigma^2 + mu^2", "层归一化与均方根归一化：RMS^2 = sigma^2 + mu^2")
@@ -326,19 +318,12 @@ if ch.args.plot and (plt := ch.pyplot()):
         ax.set_ylabel(f"1 + w\n({kind})", fontsize=9)
     axes[-1].set_xlabel(ch.label("layer", "层"))
     fig.suptitle(ch.label("Effective RMSNorm scale 1 + w per layer", "每层 RMSNorm 的有效缩放 1 + w") + warn)
-    fig.tight_layout()
-    out = ch.args.out
-    os.makedirs(out, exist_ok=True)
-    fig.savefig(f"{out}/ch03_layer_scales.png", dpi=110)
-    s_final = scale["norm"].numpy()
-    fig2, ax2 = plt.subplots(figsize=(7, 4))
-    ax2.hist(s_final, bins=max(5, min(60, int(len(s_final) ** 0.5))))
-    ax2.set_title(ch.label("Final norm: the scale 1 + w of each dimension", "最后的归一化：每一维的缩放 1 + w") + warn, fontsize=10)
-    ax2.set_xlabel("1 + w")
-    ax2.set_ylabel(ch.label("dimensions", "维数"))
-    fig2.tight_layout()
-    fig2.savefig(f"{out}/ch03_final_norm.png", dpi=110)
-    say("  wrote {a} and {b}", "  已写出 {a} 和 {b}", a=f"{out}/ch03_layer_scales.png", b=f"{out}/ch03_final_norm.png")
+    ch.save(fig, "ch03_layer_scales.png")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.hist(scale["norm"].numpy(), bins=max(5, min(60, int(H ** 0.5))))          # about sqrt(values) bins
+    ax.set(title=ch.label("Final norm: the scale 1 + w of each dimension", "最后的归一化：每一维的缩放 1 + w") + warn,
+           xlabel="1 + w", ylabel=ch.label("dimensions", "维数"))
+    ch.save(fig, "ch03_final_norm.png")
 
 # %% [markdown]
 # ## How to explain it / 怎么讲给别人听

@@ -29,8 +29,8 @@ def download(args):
     repo = args.model or DEFAULT_REPO
     try:
         path = find_model(repo)                           # says what it downloads, with progress bars
-    except ModelNotFound:
-        raise not_found(repo, download=True) from None
+    except ModelNotFound as e:
+        raise not_found(repo, download=True, error=e) from None
     print(tr("Model ready in {path}\nNext: python main.py", "模型已就绪：{path}\n下一步：python main.py", path=path))
 
 

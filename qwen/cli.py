@@ -38,7 +38,10 @@ def _peek_lang(argv):
 def parser(description_en, description_zh, model_options=True):
     """An ArgumentParser with the options every script has: --lang, --debug (and --model, --tiny)."""
     set_lang(_peek_lang(sys.argv[1:]))                            # so that --help is in that language
-    p = argparse.ArgumentParser(description=tr(description_en, description_zh))
+    p = argparse.ArgumentParser(description=tr(description_en, description_zh), add_help=False)
+    p._positionals.title = tr("positional arguments", "位置参数")
+    p._optionals.title = tr("options", "选项")
+    p.add_argument("-h", "--help", action="help", help=tr("show this help and exit", "显示本帮助并退出"))
     if model_options:
         p.add_argument("--model", metavar="PATH",
                        help=tr("model folder or Hub repo id (default: $QWEN_MODEL, the HF cache, "
@@ -105,11 +108,11 @@ def model_path(args, quiet=False):
                         path=name, origin=origin)
     try:
         return find_model(args.model)
-    except ModelNotFound:
+    except ModelNotFound as e:
         if name:
-            raise not_found(name, download=False) from None        # asked for by name: no silent fallback
+            raise not_found(name, download=False, error=e) from None    # asked for by name: no silent fallback
         if not quiet:
-            print(str(not_found(DEFAULT_REPO, download=False)) + "\n" +
+            print(str(not_found(DEFAULT_REPO, download=False, error=e)) + "\n" +
                   tr("Using the built-in tiny checkpoint for now.", "现在先用内置的小检查点。") + "\n")
         return tiny_model_path()
 
@@ -119,15 +122,20 @@ def _repo_id(value):
     return re.fullmatch(r"[\w.-]+/[\w.-]+", value) is not None and not value.startswith(".")
 
 
-def not_found(repo, download):
-    """The model is neither on disk nor downloadable now: one line, then one line of what to do."""
+def not_found(repo, download, error=None):
+    """The model is neither on disk nor downloadable now: one line, then one line of what to do.
+
+    `error`: the loader's ModelNotFound, whose "(reason)" after the Hub's address is kept."""
+    import re
     from huggingface_hub import constants
     from qwen.weights import DEFAULT_REPO, ModelNotFound
 
     offline = _env_flag("HF_HUB_OFFLINE") or bool(getattr(constants, "HF_HUB_OFFLINE", False))
     get = "python main.py download" + ("" if repo == DEFAULT_REPO else f" --model {repo}")
-    why_en = "HF_HUB_OFFLINE is set, so nothing was downloaded" if offline else f"{constants.ENDPOINT} could not be reached"
-    why_zh = "设置了 HF_HUB_OFFLINE，所以没有下载" if offline else f"无法连接 {constants.ENDPOINT}"
+    found = re.search(r"the Hub at \S+ \((.*)\)\.\n", getattr(error, "en", "") or "")
+    reason = found[1] if found else "no connection"
+    why_en = "HF_HUB_OFFLINE is set, so nothing was downloaded" if offline else f"{constants.ENDPOINT} failed ({reason})"
+    why_zh = "设置了 HF_HUB_OFFLINE，所以没有下载" if offline else f"{constants.ENDPOINT} 出错（{reason}）"
     if offline:
         next_en = "unset HF_HUB_OFFLINE" + ("" if download else f" and run {get}") + ", or use a folder you have: --model PATH (or --tiny)"
         next_zh = "取消 HF_HUB_OFFLINE" + ("" if download else f" 再运行 {get}") + "，或者用已有的文件夹：--model PATH（或 --tiny）"
@@ -163,10 +171,10 @@ def banner(cfg, again=False):
 
 
 def size(nbytes):
-    """1536 -> '1.5 KB' (powers of 1000, as file browsers and the Hub show sizes)."""
+    """1536 -> '1.5 KB', 1769980465 -> '1.77 GB' (powers of 1000, as file browsers and the Hub show sizes)."""
     for unit in ("B", "KB", "MB", "GB"):
         if abs(nbytes) < 1000 or unit == "GB":
-            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.2f} {unit}" if unit == "GB" else f"{nbytes:.1f} {unit}"
         nbytes /= 1000
 
 
@@ -239,6 +247,16 @@ class Chapter:
                 self.plot_lang = "en"
                 say("", "  没有找到中文字体（如 Noto Sans CJK），图中的标签用英文。")
         return plt
+
+    def save(self, fig, name):
+        """Write a figure as --out/name (the folder is made if needed) and say so in one line."""
+        from pathlib import Path
+        path = Path(self.args.out) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        say("  wrote {p}", "  已写出 {p}", p=path)
+        return path
 
     def label(self, en, zh, **fields):
         """Text for a figure: in the learner's language, or English when no CJK font was found."""

@@ -66,7 +66,7 @@ def test_ch01(course_en):
     assert "about 2.4 decimal digits" in out and "gap above 1: 0.0078125 (2^-7); below 1: 0.00390625 (2^-8)" in out
     assert "1.001 stored in bf16 becomes 1.0" in out
     # Qwen3.5-0.8B's figures, from its published inventory, labelled
-    assert "Qwen3.5-0.8B: 13 files, 1.8 GB; the weights: model.safetensors-00001-of-00001.safetensors (1.7 GB)" in out
+    assert "Qwen3.5-0.8B: 13 files, 1.77 GB; the weights: model.safetensors-00001-of-00001.safetensors (1.75 GB)" in out
     assert "Qwen3.5-0.8B: 488 entries, n = 59,840 bytes (5 of them padding)" in out
     table = section_of(out, "  Qwen3.5-0.8B (its published inventory):")
     assert any(re.match(r"\s+norms \(chapter 3\)\s+79\s", line) for line in table)
@@ -262,6 +262,7 @@ def test_chapters_open_and_run_as_notebooks(run_script, tiny_path):
 def test_help_is_in_the_chosen_language(run_script):
     r = run_script("main.py", "--help", "--lang", "zh")
     assert r.returncode == 0 and "章节号" in r.stdout and "QWEN_TINY=1" in r.stdout
+    assert "位置参数" in r.stdout and "显示本帮助并退出" in r.stdout and "positional arguments" not in r.stdout
 
 
 def test_chapter_api_reads_the_environment(tiny_path, monkeypatch, capsys):
