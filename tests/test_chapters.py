@@ -305,3 +305,84 @@ def test_no_tqdm_warning_in_the_first_notebook_cell(run_script):
     r = run_script("-c", JUPYTER_FIRST_CELL)
     assert r.returncode == 0 and "TINY True" in r.stdout, r.stderr[-2000:]
     assert "Warning" not in r.stderr and "IProgress" not in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------- chapters 4-6 (in the whole-course runs)
+
+def _number(pattern, text):
+    m = re.search(pattern, text)
+    assert m, pattern
+    return float(m.group(1))
+
+
+def _chapter(out, script):
+    """One chapter's output from a whole-course run."""
+    start = out.index("# " + script)
+    end = out.find("\n# ch", start + 1)
+    return out[start:end if end > 0 else None]
+
+
+def test_ch04(course_en):
+    out = _chapter(course_en, "ch04_rope.py")
+    assert "rotary_dim 4: 2 pairs rotate, 12 of 16 entries carry no position" in out
+    assert "Qwen3.5-0.8B (from its config): 32 pairs rotate, 192 of 256 entries carry no position; " \
+           "slowest pair: a turn every 37,969,062 tokens" in out
+    assert "context 262,144 tokens: 10 of 32 pairs turn less than once across it" in out
+    assert "entries 4.. unchanged: True" in out
+    assert _number(r"m - n = 3 each time: spread ([0-9.e+-]+)", out) < 1e-5          # only m - n matters
+    assert "three equal streams): max |mrope - plain| = 0.0e+00" in out
+    assert "off by 8.0 rad (1.27 turns)" in out and "say nothing about Qwen3.5" in out
+
+
+def test_ch05(course_en):
+    import json
+    import math
+
+    from conftest import MANIFEST
+    from qwen.cli import count
+    from qwen.tiny import language_model_shapes
+    from qwen.weights import Config
+
+    out = _chapter(course_en, "ch05_mlp.py")
+    assert "x [11, 16] -> gate(x), up(x) [11, 48] -> silu(gate) * up [11, 48] -> down [11, 16]" in out
+    assert "by hand == MLP module, bit for bit: True" in out
+    assert "smallest silu on a fine grid: -0.2785 at z = -1.278" in out
+    real = Config.from_dict(json.loads(MANIFEST.read_text(encoding="utf-8"))["config"])   # from the shape rules
+    total = sum(math.prod(s) for s, _ in language_model_shapes(real).values())
+    assert f"per layer 11.0 M; 24 layers: 264.2 M; language model: {count(total)}; MLPs: 35.1%" in out
+    assert "these shares describe random matrices, not Qwen3.5" in out
+    assert _number(r"bf16 takes ([0-9.]+)x the fp32 time", out) > 0
+
+
+def test_ch06(course_en):
+    out = _chapter(course_en, "ch06_attention.py")
+    assert "layers.3.self_attn.q_proj.weight  [64, 16]" in out
+    assert "q_proj rows = heads (2) x 16 x 2 (query, then gate) = 64" in out
+    assert re.search(r"262,144 tokens: +3\.22 GB with kv heads: 2; +12\.88 GB if each of the 8 query heads", out)
+    assert "weights above the diagonal: all 0" in out and "the first token can only read itself: weight 1.000" in out
+    assert "by hand == Attention module: max |difference| 0.0e+00" in out
+    assert _number(r"vs softmax\(\.\.\.\) @ v by hand: max \|difference\| ([0-9.e+-]+)", out) < 1e-5
+    assert _number(r"vs the full run: max \|difference\| ([0-9.e+-]+)", out) < 1e-5
+    assert "this pattern means nothing" in out
+
+
+def test_ch04_to_ch06_in_chinese(course_zh):
+    out = course_zh
+    for text in ("第 4 章：旋转位置编码", "第 5 章：SwiGLU MLP", "第 6 章：带输出门的全注意力", "手算 == MLP 模块，逐位相同：True",
+                 "分组查询注意力", "键值缓存", "因果掩码", "rotary_dim 4：2 对旋转，16 个数里有 12 个不带位置"):
+        assert text in out, text
+
+
+def test_ch04_and_ch06_plots(run_script, tiny_path, tmp_path):
+    code = ("import runpy, sys\n"
+            "for s in ['ch04_rope.py', 'ch06_attention.py']:\n"
+            f"    sys.argv = [s, '--tiny', '--plot', '--out', {str(tmp_path)!r}]\n"
+            "    runpy.run_path(s, run_name='__main__')\n")
+    r = run_script("-c", code)
+    assert r.returncode == 0, r.stderr[-2000:]
+    try:
+        import matplotlib  # noqa: F401
+        assert (tmp_path / "ch04_rope.png").stat().st_size > 10_000
+        assert (tmp_path / "ch06_attention.png").stat().st_size > 10_000
+    except ImportError:
+        assert "--plot needs matplotlib" in r.stdout
