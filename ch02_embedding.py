@@ -170,12 +170,15 @@ for i, row in zip(qids[:4], scores):
 # ## 6. The size of h sets how sharp the prediction is / h 的大小决定预测有多确定
 # Multiply h by s and every logit is multiplied by s: softmax(s z) is softmax with temperature
 # 1/s. We keep one direction (a row, rescaled to RMS 1) and grow its size, from a nearly flat
-# distribution (entropy close to ln(vocab)) to a nearly certain one (entropy close to 0). Chapter 3
+# distribution (entropy close to ln(vocab)) to a peaked one, where the largest logits take almost
+# all the probability. The entropy goes to 0 only when one logit stands clear of the rest; when the
+# two largest are close, the top probability stalls near 1/2 until h is very large. Chapter 3
 # shows which size the final norm picks.
 #
 # 把 h 乘以 s，每个 logit 都乘以 s：softmax(s z) 就是温度为 1/s 的 softmax。我们固定一个方向
-# （某一行，缩放到均方根为 1），只改变大小：从几乎平坦的分布（熵接近 ln(词表大小)）到几乎确定的
-# 分布（熵接近 0）。第 3 章会看到最后的归一化选了多大。
+# （某一行，缩放到均方根为 1），只改变大小：从几乎平坦的分布（熵接近 ln(词表大小)）到尖锐的分布，
+# 最大的几个 logit 拿走几乎全部概率。只有一个 logit 明显高于其他时，熵才趋于 0；最大的两个很接近时，
+# 最高概率会停在 1/2 附近，直到 h 非常大。第 3 章会看到最后的归一化选了多大。
 
 # %%
 section(6, "The size of h sets how sharp the prediction is", "h 的大小决定预测有多确定")
@@ -186,9 +189,13 @@ say("  ln({n:,}) = {m:.2f} nats: the entropy of a flat distribution", "  ln({n:,
 for k in (0.1, 1, 3, 10, 30):                                        # sizes chosen so the logits' spread is k
     s = k / spread
     probs = torch.softmax(s * base, dim=-1)
-    say("  RMS(h) = {s:<8.3g} top probability {p:.3f}, entropy {e:.2f} nats",
-        "  RMS(h) = {s:<8.3g} 最高概率 {p:.3f}，熵 {e:.2f} nats", s=s, p=probs.max().item(),
+    say("  RMS(h) = {s:<8.3g} top probability {p:<8.2g} entropy {e:.2f} nats",
+        "  RMS(h) = {s:<8.3g} 最高概率 {p:<8.2g} 熵 {e:.2f} nats", s=s, p=probs.max().item(),
         e=torch.special.entr(probs).sum().item())
+top2 = (s * base).topk(2).values                                      # at the largest size above
+say("  at RMS(h) = {s:.3g} the two largest logits differ by {d:.2f}: the second gets {r:.0%} of the first's probability (e^-{d:.2f})",
+    "  RMS(h) = {s:.3g} 时最大的两个 logit 相差 {d:.2f}：第二名的概率是第一名的 {r:.0%}（e^-{d:.2f}）", s=s,
+    d=(top2[0] - top2[1]).item(), r=torch.exp(top2[1] - top2[0]).item())
 say("  parameters in the table: {n}", "  嵌入表的参数量：{n}", n=count(E.numel()))
 
 # %% [markdown]

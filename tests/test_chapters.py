@@ -82,9 +82,14 @@ def test_ch02(course_en):
     assert "Qwen3.5-0.8B: shape [248320, 1024], BF16: 508.6 MB on disk" in out
     assert "(tiny checkpoint: random rows; these neighbours mean nothing)" in out
     assert "learned it from their contexts" not in out
-    sharp = [(float(p), float(e)) for p, e in re.findall(r"top probability ([\d.]+), entropy (-?[\d.]+) nats", out)]
+    sharp = [(float(p), float(e)) for p, e in re.findall(r"top probability ([\d.e-]+) +entropy (-?[\d.]+) nats", out)]
     assert len(sharp) == 5 and sharp[0][0] < 0.01 < sharp[-1][0] and sharp[0][1] > 12 > 2 > sharp[-1][1]
     assert all(e >= 0 for _, e in sharp) and "entropy -0.00" not in out
+    assert all(p > 0 for p, _ in sharp), sharp                           # a flat distribution's 1/vocab, not 0.000
+    second = re.search(r"at RMS\(h\) = \S+ the two largest logits differ by ([\d.]+): the second gets (\d+)% "
+                       r"of the first's probability", out)
+    r = torch.exp(-torch.tensor(float(second[1]))).item()
+    assert abs(float(second[2]) / 100 - r) < 0.02 and sharp[-1][0] <= 1 / (1 + r) + 0.01   # why the top stalls
 
 
 def test_ch03(course_en):
