@@ -101,12 +101,15 @@ say("  embed({k} ids) -> shape {s}, {dt}", "  embed({k} 个编号) -> 形状 {s}
 
 # %% [markdown]
 # ## 3. How long are the rows? / 每一行有多长？
-# On trained weights, rare tokens get few gradient updates, so their rows stay near where they
-# started, and rows never used (padding, most special tokens) show what the starting point was.
-# The built-in tiny checkpoint's rows are random: its lengths mean nothing.
+# On trained weights the lengths come from training, and with tied embeddings not only from the
+# input side: the output layer pushes down the logit of every token that is not the next one, so
+# even a row no text ever uses (padding, most special tokens) gets a gradient at every step. So
+# an unused row is not simply its starting point. The built-in tiny checkpoint's rows are
+# random: its lengths mean nothing.
 #
-# 在训练过的权重上，罕见的词元很少得到梯度更新，它们的行停在初始值附近；从没用过的行（填充行、
-# 大部分特殊词元）显示了初始值的样子。内置小检查点的行是随机的：它的长度没有含义。
+# 在训练过的权重上，行的长度来自训练，而且共享嵌入时不只来自输入一侧：输出层会压低每个不是下一个
+# 词元的 logit，所以即使从没在文字里出现过的行（填充行、大部分特殊词元）每一步也会得到梯度。
+# 所以没用过的行并不就是它的初始值。内置小检查点的行是随机的：它的长度没有含义。
 
 # %%
 section(3, "Row lengths |E[i]| (fp32, a slice at a time)", "每行的长度 |E[i]|（fp32，逐块计算）")
