@@ -115,7 +115,7 @@ say("  storing 1 + w instead of w would change {c:.0%} of layers.0.input_layerno
 # 并决定 softmax 的温度（第 2 章第 6 节）。
 
 # %%
-section(3, "The learned scales of this checkpoint", "这个检查点学到的缩放")
+section(3, "The scales this checkpoint stores", "这个检查点存的缩放")          # learned only on trained weights
 norm0 = load(RMSNorm(H, EPS), W, "layers.0.input_layernorm.")
 final = load(RMSNorm(H, EPS), W, "norm.")
 say("  RMS after layers.0.input_layernorm: {a}; after the final norm: {b}",
