@@ -224,7 +224,7 @@ say("  {s}", "  {s}", s=" ".join("F" if t == "full_attention" else "L" for t in 
 nl, nf = len(cfg.linear_attention_layers), len(cfg.full_attention_layers)
 say("  L = linear attention: {n} layer{s}", "  L = 线性注意力：{n} 层", n=nl, s="" if nl == 1 else "s")
 say("  F = full attention: {n} layer{s} ({i})", "  F = 全注意力：{n} 层（{i}）", n=nf, s="" if nf == 1 else "s",
-    i=", ".join(map(str, cfg.full_attention_layers)))
+    i=tr(", ", "、").join(map(str, cfg.full_attention_layers)))
 for kind, layers, en, zh in (("linear_attn", cfg.linear_attention_layers, "one linear-attention block", "一个线性注意力块"),
                              ("self_attn", cfg.full_attention_layers, "one full-attention block", "一个全注意力块")):
     if layers:

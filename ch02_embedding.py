@@ -119,7 +119,7 @@ say("  BPE rows: median {m:.3f}, 1% {lo:.3f}, 99% {hi:.3f}", "  BPE 词元的行
     m=q[1].item(), lo=q[0].item(), hi=q[2].item())
 for label, largest in ((tr("longest ", "最长"), True), (tr("shortest", "最短"), False)):
     top = torch.topk(norms[:N_BPE], min(5, N_BPE), largest=largest).indices.tolist()
-    say("  {l} {r}", "  {l} {r}", l=pad(label, 8), r="; ".join(f"{name(i)} {norms[i]:.3f}" for i in top))
+    say("  {l} {r}", "  {l} {r}", l=pad(label, 8), r=tr("; ", "；").join(f"{name(i)} {norms[i]:.3f}" for i in top))
 if tok and ROWS > tok.vocab_size:
     say("  special rows: mean {s:.3f}; padding rows: mean {p:.3f}", "  特殊词元的行：平均 {s:.3f}；填充行：平均 {p:.3f}",
         s=norms[N_BPE:tok.vocab_size].mean().item(), p=norms[tok.vocab_size:].mean().item())
@@ -146,7 +146,7 @@ scores = logits(E[qids], E)[:, :N_BPE]                               # (queries,
 cos = scores / (norms[qids, None] * norms[None, :N_BPE]).clamp_min(1e-12)   # dot / both lengths
 for i, row in zip(qids, cos):
     others = [j for j in row.topk(min(6, N_BPE)).indices.tolist() if j != i][:5]
-    say("  {w} -> {n}", "  {w} -> {n}", w=pad(name(i), 12), n=", ".join(f"{name(j)} {row[j]:.2f}" for j in others))
+    say("  {w} -> {n}", "  {w} -> {n}", w=pad(name(i), 12), n=tr(", ", "，").join(f"{name(j)} {row[j]:.2f}" for j in others))
 if ch.tiny:
     say("  (tiny checkpoint: random rows; these neighbours mean nothing)", "  （小检查点：行是随机的，这些近邻没有含义）")
 
