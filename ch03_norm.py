@@ -341,12 +341,12 @@ if ch.args.plot and (plt := ch.pyplot()):
 # - RMSNorm: y = x / sqrt(mean(x^2) + eps) * (1 + w); GatedRMSNorm: y = x / rms(x) * w * silu(z);
 #   l2norm: x * rsqrt(sum(x^2) + eps).
 # - fp32 statistics, one cast at the end; the order of the cast and the weight changes bf16 results.
-# - 79 norms in the language model: 49 on the residual stream, 12 per-head q/k, 18 gated.
+# - 79 norms in Qwen3.5-0.8B's language model: 49 on the residual stream, 12 per-head q/k, 18 gated.
 #
 # - 均方根归一化：y = x / sqrt(mean(x^2) + eps) * (1 + w)；带门的：y = x / rms(x) * w * silu(z)；
 #   L2 归一化：x * rsqrt(sum(x^2) + eps)。
 # - 统计量升到 fp32，最后舍入一次；舍入与乘权重的先后会改变 bf16 的结果。
-# - 语言模型里 79 个归一化：残差流上 49 个，按头的 q/k 12 个，带门的 18 个。
+# - Qwen3.5-0.8B 的语言模型里 79 个归一化：残差流上 49 个，按头的 q/k 12 个，带门的 18 个。
 
 # %%
 say("\nExercises for this chapter: 204, 205, 206. Try one: python practice/judge.py 204",
