@@ -159,7 +159,8 @@ def test_tables_align_by_display_width(course_zh):
 def test_every_chapter_runs_on_checkpoints_written_by_transformers(tmp_path, run_script, layout, dtype, tied):
     big = tied                                                        # the bf16 tied one: real vocabulary + tokenizer
     extra = None if big else {"model.rotary_emb.inv_freq": torch.ones(4),          # buffers some exports keep,
-                              "model.layers.9.mlp.up_proj.weight": torch.ones(2, 2)}  # and a layer beyond the config
+                              "model.layers.9.mlp.up_proj.weight": torch.ones(2, 2),  # and a layer beyond the config,
+                              "model.layers.9.input_layernorm.weight": torch.ones(2)}  # its norm too
     folder = write_transformers_checkpoint(tmp_path / "ckpt", layout, dtype, tied, vocab_size=248320 if big else 512,
                                            extra=extra, tokenizer=big)
     r = run_script("main.py", "--model", folder)
@@ -169,7 +170,7 @@ def test_every_chapter_runs_on_checkpoints_written_by_transformers(tmp_path, run
         assert "embed_tokens.weight[9419][:4]" in r.stdout and "9419 'Hello'" in r.stdout
         assert "tie_word_embeddings = True" in r.stdout
     else:
-        assert "other (not used)                            2" in r.stdout
+        assert "other (not used)                            3" in r.stdout
         assert "(no tokenizer files with 'Hello' here: the example token row is skipped)" in r.stdout
         assert "(no tokenizer files in this folder: this section is skipped" in r.stdout
     if layout == "multimodal":
