@@ -249,19 +249,20 @@ def _from_hub(repo, download):
     if partial:
         reason += "; the cached copy is incomplete"
     raise ModelNotFound(
-        "Could not find {repo}. Looked in: $QWEN_MODEL ({env}), the Hugging Face cache "
+        "Could not find {repo}. Looked in: $QWEN_MODEL ({env_en}), the Hugging Face cache "
         "({cache}), then the Hub at {endpoint} ({reason}).\n"
-        "  Download it:            python main.py download\n"
-        "  Through a mirror:       HF_ENDPOINT=<mirror URL> python main.py download\n"
+        "  Download it:            {get}\n"
+        "  Through a mirror:       HF_ENDPOINT=<mirror URL> {get}\n"
         "  Already have a folder:  python main.py --model PATH   (or set QWEN_MODEL=PATH)\n"
         "  No model at all:        python main.py --tiny   (built-in tiny checkpoint, made-up numbers)",
-        "找不到 {repo}。查找过：$QWEN_MODEL（{env}）、Hugging Face 缓存（{cache}）、"
+        "找不到 {repo}。查找过：$QWEN_MODEL（{env_zh}）、Hugging Face 缓存（{cache}）、"
         "Hub {endpoint}（{reason}）。\n"
-        "  下载模型：          python main.py download\n"
-        "  通过镜像下载：      HF_ENDPOINT=<镜像地址> python main.py download\n"
+        "  下载模型：          {get}\n"
+        "  通过镜像下载：      HF_ENDPOINT=<镜像地址> {get}\n"
         "  已有模型文件夹：    python main.py --model PATH   （或设置 QWEN_MODEL=PATH）\n"
         "  完全没有模型：      python main.py --tiny   （内置的小检查点，数值是编造的）",
-        repo=repo, env=os.environ.get("QWEN_MODEL") or "-", cache=constants.HF_HUB_CACHE,
+        repo=repo, env_en=os.environ.get("QWEN_MODEL") or "not set", env_zh=os.environ.get("QWEN_MODEL") or "未设置",
+        get="python main.py download" + ("" if repo == DEFAULT_REPO else f" --model {repo}"), cache=constants.HF_HUB_CACHE,
         endpoint=constants.ENDPOINT, reason=reason)
 
 
