@@ -198,6 +198,11 @@ def _looks_like_repo_id(value):
 
 def _model_folder(path):
     folder = path if path.is_dir() else path.parent
+    if not (folder / "config.json").is_file() and folder is not path:   # a file given: name it, not "."
+        raise QwenError("{file} is a file, and its folder has no config.json. Pass the model folder, the one "
+                        "that holds config.json and the .safetensors files (--model PATH or QWEN_MODEL).",
+                        "{file} 是一个文件，它所在的文件夹里没有 config.json。请给出模型文件夹，即包含 config.json 和 "
+                        ".safetensors 文件的那个（--model PATH 或 QWEN_MODEL）。", file=path)
     if not (folder / "config.json").is_file():
         Config.load(folder)                                # raises the "no config.json" message
     return folder

@@ -51,6 +51,12 @@ def test_a_file_in_the_folder_means_the_folder(tmp_path):
     assert find_model(folder(tmp_path / "m") / "config.json") == tmp_path / "m"
 
 
+def test_a_file_outside_a_model_folder_is_named(tmp_path):
+    (tmp_path / "notes.txt").write_text("x", encoding="utf-8")
+    with pytest.raises(QwenError, match=r"notes\.txt is a file, and its folder has no config\.json"):
+        find_model(tmp_path / "notes.txt")
+
+
 def test_then_the_hugging_face_cache_without_network(no_cache):
     snap = fake_hf_cache()
     assert find_model() == snap
