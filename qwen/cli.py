@@ -162,10 +162,12 @@ def banner(cfg, again=False):
     line = "=" * 78
     print(line)
     print(tr("  BUILT-IN TINY CHECKPOINT: real Qwen3.5 file format, MADE-UP numbers.\n"
-            "  Shapes follow the real rules at a small size; no value below is Qwen3.5's.\n"
+            "  Shapes follow the real rules at a small size; the weights are made up.\n"
+            "  Real: token ids (Qwen3.5's vocabulary), lines labelled Qwen3.5-0.8B.\n"
             "  For the real model: python main.py download",
             "  内置小检查点：文件格式与 Qwen3.5 完全一致，数值是编造的。\n"
-            "  形状遵循真实规则、只是很小；下面没有一个数是 Qwen3.5 的。\n"
+            "  形状遵循真实规则、只是很小；权重是编造的。\n"
+            "  真实的：词元编号（Qwen3.5 的词表）、标明 Qwen3.5-0.8B 的行。\n"
             "  想看真实模型：python main.py download"))
     print(line)
 

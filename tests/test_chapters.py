@@ -51,6 +51,8 @@ def course_zh(tiny_path):
 def test_falls_back_to_the_tiny_checkpoint_with_one_banner(course_en):
     assert "Could not find Qwen/Qwen3.5-0.8B" in course_en and "Using the built-in tiny checkpoint" in course_en
     assert course_en.count(BANNER) == 1 and course_en.index(BANNER) < course_en.index("# ch01_weights.py")
+    assert "no value below is Qwen3.5's" not in course_en      # token ids and labelled lines are Qwen3.5's
+    assert "Real: token ids (Qwen3.5's vocabulary), lines labelled Qwen3.5-0.8B." in course_en
     assert "Done: chapter(s) 1, 2, 3" in course_en and "(the built-in tiny checkpoint: made-up numbers)" in course_en
 
 
