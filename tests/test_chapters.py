@@ -318,3 +318,10 @@ def test_no_tqdm_warning_in_the_first_notebook_cell(run_script):
     r = run_script("-c", JUPYTER_FIRST_CELL)
     assert r.returncode == 0 and "TINY True" in r.stdout, r.stderr[-2000:]
     assert "Warning" not in r.stderr and "IProgress" not in r.stderr, r.stderr
+
+
+def test_one_notation_for_the_norm_weight():
+    """The file stores w, the norm multiplies by the scale 1 + w: no 'w - 1' left anywhere a learner reads."""
+    files = [*ROOT.glob("ch[0-9][0-9]_*.py"), ROOT / "README.md", *(ROOT / "practice" / "_judge").rglob("*.py"),
+             *(ROOT / "qwen").glob("*.py")]
+    assert not [f.name for f in files if re.search(r"\bw\s*[-−]\s*1\b", f.read_text(encoding="utf-8"))]
