@@ -276,6 +276,11 @@ def test_help_is_in_the_chosen_language(run_script):
     r = run_script("main.py", "--help", "--lang", "zh")
     assert r.returncode == 0 and "章节号" in r.stdout and "QWEN_TINY=1" in r.stdout
     assert "位置参数" in r.stdout and "显示本帮助并退出" in r.stdout and "positional arguments" not in r.stdout
+    assert r.stdout.startswith("用法：main.py")
+    r = run_script("main.py", "--lang", "zh", "--model")                 # argparse's own error, translated
+    assert r.returncode == 2 and "main.py：错误：参数 --model 需要一个值" in r.stderr and "argument" not in r.stderr
+    r = run_script("main.py", "--model")
+    assert r.returncode == 2 and "main.py: error: argument --model: expected one argument" in r.stderr
 
 
 def test_chapter_api_reads_the_environment(tiny_path, monkeypatch, capsys):
