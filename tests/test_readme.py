@@ -12,6 +12,10 @@ def test_readme_python_blocks_run(tiny_path, monkeypatch):
     monkeypatch.setenv("QWEN_MODEL", str(tiny_path))
     namespace = {}
     for block in blocks:
+        if "check(204, rms_norm" in block:            # grades the learner's own notebook functions: import only
+            from practice import check
+            assert callable(check)
+            continue
         exec(compile(block, "README.md", "exec"), namespace)
     assert len(namespace["norms"]) == 27 and namespace["tok"].encode("Hello!") == [9419, 0]
     assert list(namespace["scores"].shape) == [1, 248320]
