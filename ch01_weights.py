@@ -147,12 +147,15 @@ def group(full, cfg):
     if short is None:
         return tr("vision tower (not used)", "视觉塔（不用）") if full.startswith("model.visual.") \
             else tr("multi-token prediction (not used)", "多词元预测（不用）")
+    layer = re.match(r"layers\.(\d+)\.", short)
+    if layer and int(layer[1]) >= cfg.num_hidden_layers:                       # a layer beyond the config
+        return tr("other (not used)", "其他（不用）")
     if re.fullmatch(r"(layers\.\d+\.)?([\w.]+\.)?\w*norm\.weight", short):     # input_layernorm, q_norm, linear_attn.norm, norm
         return tr("norms (chapter 3)", "归一化（第 3 章）")
     if short in ("embed_tokens.weight", "lm_head.weight"):
         return tr("embedding and output (chapter 2)", "嵌入与输出（第 2 章）")
     layer = re.match(r"layers\.(\d+)\.(linear_attn|self_attn|mlp)\.", short)
-    if layer and int(layer[1]) < cfg.num_hidden_layers:
+    if layer:
         return tr("linear-attention layers (with MLPs)", "线性注意力层（含 MLP）") if cfg.layer_types[int(layer[1])] == "linear_attention" \
             else tr("full-attention layers (with MLPs)", "全注意力层（含 MLP）")
     return tr("other (not used)", "其他（不用）")
@@ -224,7 +227,7 @@ say("  {s}", "  {s}", s=" ".join("F" if t == "full_attention" else "L" for t in 
 nl, nf = len(cfg.linear_attention_layers), len(cfg.full_attention_layers)
 say("  L = linear attention: {n} layer{s}", "  L = 线性注意力：{n} 层", n=nl, s="" if nl == 1 else "s")
 say("  F = full attention: {n} layer{s} ({i})", "  F = 全注意力：{n} 层（{i}）", n=nf, s="" if nf == 1 else "s",
-    i=", ".join(map(str, cfg.full_attention_layers)))
+    i=tr(", ", "、").join(map(str, cfg.full_attention_layers)))
 for kind, layers, en, zh in (("linear_attn", cfg.linear_attention_layers, "one linear-attention block", "一个线性注意力块"),
                              ("self_attn", cfg.full_attention_layers, "one full-attention block", "一个全注意力块")):
     if layers:

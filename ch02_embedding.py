@@ -101,12 +101,15 @@ say("  embed({k} ids) -> shape {s}, {dt}", "  embed({k} 个编号) -> 形状 {s}
 
 # %% [markdown]
 # ## 3. How long are the rows? / 每一行有多长？
-# On trained weights, rare tokens get few gradient updates, so their rows stay near where they
-# started, and rows never used (padding, most special tokens) show what the starting point was.
-# The built-in tiny checkpoint's rows are random: its lengths mean nothing.
+# On trained weights the lengths come from training, and with tied embeddings not only from the
+# input side: the output layer pushes down the logit of every token that is not the next one, so
+# even a row no text ever uses (padding, most special tokens) gets a gradient at every step. So
+# an unused row is not simply its starting point. The built-in tiny checkpoint's rows are
+# random: its lengths mean nothing.
 #
-# 在训练过的权重上，罕见的词元很少得到梯度更新，它们的行停在初始值附近；从没用过的行（填充行、
-# 大部分特殊词元）显示了初始值的样子。内置小检查点的行是随机的：它的长度没有含义。
+# 在训练过的权重上，行的长度来自训练，而且共享嵌入时不只来自输入一侧：输出层会压低每个不是下一个
+# 词元的 logit，所以即使从没在文字里出现过的行（填充行、大部分特殊词元）每一步也会得到梯度。
+# 所以没用过的行并不就是它的初始值。内置小检查点的行是随机的：它的长度没有含义。
 
 # %%
 section(3, "Row lengths |E[i]| (fp32, a slice at a time)", "每行的长度 |E[i]|（fp32，逐块计算）")
@@ -116,7 +119,7 @@ say("  BPE rows: median {m:.3f}, 1% {lo:.3f}, 99% {hi:.3f}", "  BPE 词元的行
     m=q[1].item(), lo=q[0].item(), hi=q[2].item())
 for label, largest in ((tr("longest ", "最长"), True), (tr("shortest", "最短"), False)):
     top = torch.topk(norms[:N_BPE], min(5, N_BPE), largest=largest).indices.tolist()
-    say("  {l} {r}", "  {l} {r}", l=pad(label, 8), r="; ".join(f"{name(i)} {norms[i]:.3f}" for i in top))
+    say("  {l} {r}", "  {l} {r}", l=pad(label, 8), r=tr("; ", "；").join(f"{name(i)} {norms[i]:.3f}" for i in top))
 if tok and ROWS > tok.vocab_size:
     say("  special rows: mean {s:.3f}; padding rows: mean {p:.3f}", "  特殊词元的行：平均 {s:.3f}；填充行：平均 {p:.3f}",
         s=norms[N_BPE:tok.vocab_size].mean().item(), p=norms[tok.vocab_size:].mean().item())
@@ -143,7 +146,7 @@ scores = logits(E[qids], E)[:, :N_BPE]                               # (queries,
 cos = scores / (norms[qids, None] * norms[None, :N_BPE]).clamp_min(1e-12)   # dot / both lengths
 for i, row in zip(qids, cos):
     others = [j for j in row.topk(min(6, N_BPE)).indices.tolist() if j != i][:5]
-    say("  {w} -> {n}", "  {w} -> {n}", w=pad(name(i), 12), n=", ".join(f"{name(j)} {row[j]:.2f}" for j in others))
+    say("  {w} -> {n}", "  {w} -> {n}", w=pad(name(i), 12), n=tr(", ", "，").join(f"{name(j)} {row[j]:.2f}" for j in others))
 if ch.tiny:
     say("  (tiny checkpoint: random rows; these neighbours mean nothing)", "  （小检查点：行是随机的，这些近邻没有含义）")
 
@@ -170,12 +173,15 @@ for i, row in zip(qids[:4], scores):
 # ## 6. The size of h sets how sharp the prediction is / h 的大小决定预测有多确定
 # Multiply h by s and every logit is multiplied by s: softmax(s z) is softmax with temperature
 # 1/s. We keep one direction (a row, rescaled to RMS 1) and grow its size, from a nearly flat
-# distribution (entropy close to ln(vocab)) to a nearly certain one (entropy close to 0). Chapter 3
+# distribution (entropy close to ln(vocab)) to a peaked one, where the largest logits take almost
+# all the probability. The entropy goes to 0 only when one logit stands clear of the rest; when the
+# two largest are close, the top probability stalls near 1/2 until h is very large. Chapter 3
 # shows which size the final norm picks.
 #
 # 把 h 乘以 s，每个 logit 都乘以 s：softmax(s z) 就是温度为 1/s 的 softmax。我们固定一个方向
-# （某一行，缩放到均方根为 1），只改变大小：从几乎平坦的分布（熵接近 ln(词表大小)）到几乎确定的
-# 分布（熵接近 0）。第 3 章会看到最后的归一化选了多大。
+# （某一行，缩放到均方根为 1），只改变大小：从几乎平坦的分布（熵接近 ln(词表大小)）到尖锐的分布，
+# 最大的几个 logit 拿走几乎全部概率。只有一个 logit 明显高于其他时，熵才趋于 0；最大的两个很接近时，
+# 最高概率会停在 1/2 附近，直到 h 非常大。第 3 章会看到最后的归一化选了多大。
 
 # %%
 section(6, "The size of h sets how sharp the prediction is", "h 的大小决定预测有多确定")
@@ -186,9 +192,13 @@ say("  ln({n:,}) = {m:.2f} nats: the entropy of a flat distribution", "  ln({n:,
 for k in (0.1, 1, 3, 10, 30):                                        # sizes chosen so the logits' spread is k
     s = k / spread
     probs = torch.softmax(s * base, dim=-1)
-    say("  RMS(h) = {s:<8.3g} top probability {p:.3f}, entropy {e:.2f} nats",
-        "  RMS(h) = {s:<8.3g} 最高概率 {p:.3f}，熵 {e:.2f} nats", s=s, p=probs.max().item(),
+    say("  RMS(h) = {s:<8.3g} top probability {p:<8.2g} entropy {e:.2f} nats",
+        "  RMS(h) = {s:<8.3g} 最高概率 {p:<8.2g} 熵 {e:.2f} nats", s=s, p=probs.max().item(),
         e=torch.special.entr(probs).sum().item())
+top2 = (s * base).topk(2).values                                      # at the largest size above
+say("  at RMS(h) = {s:.3g} the two largest logits differ by {d:.2f}: the second gets {r:.0%} of the first's probability (e^-{d:.2f})",
+    "  RMS(h) = {s:.3g} 时最大的两个 logit 相差 {d:.2f}：第二名的概率是第一名的 {r:.0%}（e^-{d:.2f}）", s=s,
+    d=(top2[0] - top2[1]).item(), r=torch.exp(top2[1] - top2[0]).item())
 say("  parameters in the table: {n}", "  嵌入表的参数量：{n}", n=count(E.numel()))
 
 # %% [markdown]

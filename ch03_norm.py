@@ -115,7 +115,7 @@ say("  storing 1 + w instead of w would change {c:.0%} of layers.0.input_layerno
 # 并决定 softmax 的温度（第 2 章第 6 节）。
 
 # %%
-section(3, "The learned scales of this checkpoint", "这个检查点学到的缩放")
+section(3, "The scales this checkpoint stores", "这个检查点存的缩放")          # learned only on trained weights
 norm0 = load(RMSNorm(H, EPS), W, "layers.0.input_layernorm.")
 final = load(RMSNorm(H, EPS), W, "norm.")
 say("  RMS after layers.0.input_layernorm: {a}; after the final norm: {b}",
@@ -341,12 +341,12 @@ if ch.args.plot and (plt := ch.pyplot()):
 # - RMSNorm: y = x / sqrt(mean(x^2) + eps) * (1 + w); GatedRMSNorm: y = x / rms(x) * w * silu(z);
 #   l2norm: x * rsqrt(sum(x^2) + eps).
 # - fp32 statistics, one cast at the end; the order of the cast and the weight changes bf16 results.
-# - 79 norms in the language model: 49 on the residual stream, 12 per-head q/k, 18 gated.
+# - 79 norms in Qwen3.5-0.8B's language model: 49 on the residual stream, 12 per-head q/k, 18 gated.
 #
 # - 均方根归一化：y = x / sqrt(mean(x^2) + eps) * (1 + w)；带门的：y = x / rms(x) * w * silu(z)；
 #   L2 归一化：x * rsqrt(sum(x^2) + eps)。
 # - 统计量升到 fp32，最后舍入一次；舍入与乘权重的先后会改变 bf16 的结果。
-# - 语言模型里 79 个归一化：残差流上 49 个，按头的 q/k 12 个，带门的 18 个。
+# - Qwen3.5-0.8B 的语言模型里 79 个归一化：残差流上 49 个，按头的 q/k 12 个，带门的 18 个。
 
 # %%
 say("\nExercises for this chapter: 204, 205, 206. Try one: python practice/judge.py 204",

@@ -70,8 +70,8 @@ def main(argv=None):
     if args.what.isdigit() and int(args.what) in found:
         return run_chapters(args, [int(args.what)])
     p.exit(2, tr("main.py: error: unknown chapter {what!r}; available: {have}, or 'download'\n",
-                "main.py：错误：没有第 {what!r} 章；可用的有：{have}，或 'download'\n",
-                what=args.what, have=", ".join(map(str, sorted(found)))))
+                "main.py：错误：没有第 {what} 章；可用的有：{have}，或 download\n",
+                what=args.what, have=tr(", ", "、").join(map(str, sorted(found)))))
 
 
 if __name__ == "__main__":

@@ -35,10 +35,36 @@ def _peek_lang(argv):
     return None
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its own words ("usage:", "error:", "argument --x: expected one argument") in
+    the learner's language."""
+
+    _ZH = ((r"argument (\S+): expected one argument", r"参数 \1 需要一个值"),
+           (r"argument (\S+): invalid choice: (.*) \(choose from (.*)\)", r"参数 \1 的值 \2 无效（可选：\3）"),
+           (r"the following arguments are required: (.*)", r"缺少参数：\1"),
+           (r"argument (\S+): (.*)", r"参数 \1：\2"))
+
+    def format_usage(self):
+        return tr("usage: ", "用法：") + super().format_usage().split("usage: ", 1)[-1]
+
+    def format_help(self):
+        return tr("usage: ", "用法：") + super().format_help().split("usage: ", 1)[-1]
+
+    def error(self, message):
+        import re
+        if get_lang() == "zh":
+            for pattern, zh in self._ZH:
+                message, n = re.subn("^" + pattern + "$", zh, message)
+                if n:
+                    break
+        self.print_usage(sys.stderr)
+        self.exit(2, tr("{prog}: error: {m}\n", "{prog}：错误：{m}\n", prog=self.prog, m=message))
+
+
 def parser(description_en, description_zh, model_options=True):
     """An ArgumentParser with the options every script has: --lang, --debug (and --model, --tiny)."""
     set_lang(_peek_lang(sys.argv[1:]))                            # so that --help is in that language
-    p = argparse.ArgumentParser(description=tr(description_en, description_zh), add_help=False)
+    p = _Parser(description=tr(description_en, description_zh), add_help=False)
     p._positionals.title = tr("positional arguments", "位置参数")
     p._optionals.title = tr("options", "选项")
     p.add_argument("-h", "--help", action="help", help=tr("show this help and exit", "显示本帮助并退出"))
@@ -162,10 +188,12 @@ def banner(cfg, again=False):
     line = "=" * 78
     print(line)
     print(tr("  BUILT-IN TINY CHECKPOINT: real Qwen3.5 file format, MADE-UP numbers.\n"
-            "  Shapes follow the real rules at a small size; no value below is Qwen3.5's.\n"
+            "  Shapes follow the real rules at a small size; the weights are made up.\n"
+            "  Real: token ids (Qwen3.5's vocabulary), lines labelled Qwen3.5-0.8B.\n"
             "  For the real model: python main.py download",
             "  内置小检查点：文件格式与 Qwen3.5 完全一致，数值是编造的。\n"
-            "  形状遵循真实规则、只是很小；下面没有一个数是 Qwen3.5 的。\n"
+            "  形状遵循真实规则、只是很小；权重是编造的。\n"
+            "  真实的：词元编号（Qwen3.5 的词表）、标明 Qwen3.5-0.8B 的行。\n"
             "  想看真实模型：python main.py download"))
     print(line)
 

@@ -48,6 +48,11 @@ def _looks_like_repo_id(value):
 
 def _model_folder(path):
     folder = path if kind_of(path) == "folder" else path.parent
+    if kind_of(folder / "config.json") != "file" and folder is not path:   # a file given: name it, not "."
+        raise QwenError("{file} is a file, and its folder has no config.json. Pass the model folder, the one "
+                        "that holds config.json and the .safetensors files (--model PATH or QWEN_MODEL).",
+                        "{file} 是一个文件，它所在的文件夹里没有 config.json。请给出模型文件夹，即包含 config.json 和 "
+                        ".safetensors 文件的那个（--model PATH 或 QWEN_MODEL）。", file=path)
     if kind_of(folder / "config.json") != "file":
         Config.load(folder)                                # raises the "no config.json" message
     return folder
@@ -97,17 +102,18 @@ def _from_hub(repo, download):
     if partial:
         reason += "; the cached copy is incomplete"
     raise ModelNotFound(
-        "Could not find {repo}. Looked in: $QWEN_MODEL ({env}), the Hugging Face cache "
+        "Could not find {repo}. Looked in: $QWEN_MODEL ({env_en}), the Hugging Face cache "
         "({cache}), then the Hub at {endpoint} ({reason}).\n"
-        "  Download it:            python main.py download\n"
-        "  Through a mirror:       HF_ENDPOINT=<mirror URL> python main.py download\n"
+        "  Download it:            {get}\n"
+        "  Through a mirror:       HF_ENDPOINT=<mirror URL> {get}\n"
         "  Already have a folder:  python main.py --model PATH   (or set QWEN_MODEL=PATH)\n"
         "  No model at all:        python main.py --tiny   (built-in tiny checkpoint, made-up numbers)",
-        "找不到 {repo}。查找过：$QWEN_MODEL（{env}）、Hugging Face 缓存（{cache}）、"
+        "找不到 {repo}。查找过：$QWEN_MODEL（{env_zh}）、Hugging Face 缓存（{cache}）、"
         "Hub {endpoint}（{reason}）。\n"
-        "  下载模型：          python main.py download\n"
-        "  通过镜像下载：      HF_ENDPOINT=<镜像地址> python main.py download\n"
+        "  下载模型：          {get}\n"
+        "  通过镜像下载：      HF_ENDPOINT=<镜像地址> {get}\n"
         "  已有模型文件夹：    python main.py --model PATH   （或设置 QWEN_MODEL=PATH）\n"
         "  完全没有模型：      python main.py --tiny   （内置的小检查点，数值是编造的）",
-        repo=repo, env=os.environ.get("QWEN_MODEL") or "-", cache=constants.HF_HUB_CACHE,
+        repo=repo, env_en=os.environ.get("QWEN_MODEL") or "not set", env_zh=os.environ.get("QWEN_MODEL") or "未设置",
+        get="python main.py download" + ("" if repo == DEFAULT_REPO else f" --model {repo}"), cache=constants.HF_HUB_CACHE,
         endpoint=constants.ENDPOINT, reason=reason)

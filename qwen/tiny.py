@@ -104,7 +104,7 @@ def _values(name, shape, layer):
     import torch
     g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
     u = torch.rand(shape, generator=g)
-    if name.endswith("input_layernorm.weight"):        # stored w - 1: effective scale 1.1 .. 1.6
+    if name.endswith("input_layernorm.weight"):        # stored w: scale 1 + w = 1.1 .. 1.6
         return 0.1 + 0.4 * u + 0.02 * layer
     if name.endswith("post_attention_layernorm.weight"):
         return -0.5 + 0.3 * u - 0.02 * layer           # effective scale 0.5 .. 0.8: swapping them shows

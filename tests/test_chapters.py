@@ -51,6 +51,8 @@ def course_zh(tiny_path):
 def test_falls_back_to_the_tiny_checkpoint_with_one_banner(course_en):
     assert "Could not find Qwen/Qwen3.5-0.8B" in course_en and "Using the built-in tiny checkpoint" in course_en
     assert course_en.count(BANNER) == 1 and course_en.index(BANNER) < course_en.index("# ch01_weights.py")
+    assert "no value below is Qwen3.5's" not in course_en      # token ids and labelled lines are Qwen3.5's
+    assert "Real: token ids (Qwen3.5's vocabulary), lines labelled Qwen3.5-0.8B." in course_en
     assert "Done: chapter(s) 1, 2, 3" in course_en and "(the built-in tiny checkpoint: made-up numbers)" in course_en
 
 
@@ -82,9 +84,14 @@ def test_ch02(course_en):
     assert "Qwen3.5-0.8B: shape [248320, 1024], BF16: 508.6 MB on disk" in out
     assert "(tiny checkpoint: random rows; these neighbours mean nothing)" in out
     assert "learned it from their contexts" not in out
-    sharp = [(float(p), float(e)) for p, e in re.findall(r"top probability ([\d.]+), entropy (-?[\d.]+) nats", out)]
+    sharp = [(float(p), float(e)) for p, e in re.findall(r"top probability ([\d.e-]+) +entropy (-?[\d.]+) nats", out)]
     assert len(sharp) == 5 and sharp[0][0] < 0.01 < sharp[-1][0] and sharp[0][1] > 12 > 2 > sharp[-1][1]
     assert all(e >= 0 for _, e in sharp) and "entropy -0.00" not in out
+    assert all(p > 0 for p, _ in sharp), sharp                           # a flat distribution's 1/vocab, not 0.000
+    second = re.search(r"at RMS\(h\) = \S+ the two largest logits differ by ([\d.]+): the second gets (\d+)% "
+                       r"of the first's probability", out)
+    r = torch.exp(-torch.tensor(float(second[1]))).item()
+    assert abs(float(second[2]) / 100 - r) < 0.02 and sharp[-1][0] <= 1 / (1 + r) + 0.01   # why the top stalls
 
 
 def test_ch03(course_en):
@@ -110,6 +117,7 @@ def test_ch03(course_en):
 
 def test_no_real_over_made_up_numbers(course_en):
     for line in course_en.splitlines():
+        assert "learned" not in line or "Qwen3.5-0.8B" in line, line       # the tiny checkpoint learned nothing
         if re.search(r"\breal\b", line, re.I):
             assert "Qwen3.5-0.8B" in line or "For the real model" in line or "real Qwen3.5 file format" in line \
                 or "follow the real rules" in line, line
@@ -127,6 +135,7 @@ def test_chinese_output(course_zh):
     assert "Reading a safetensors header" not in out and "Pre-Norm" not in out
     for term in ("层归一化", "均方根归一化", "升到 fp32", "前置归一化", "带门的 RMSNorm"):
         assert term in out, term
+    assert all("学到" not in line or "Qwen3.5-0.8B" in line for line in out.splitlines())   # made-up, not learned
 
 
 def test_chinese_punctuation(course_zh):
@@ -134,6 +143,7 @@ def test_chinese_punctuation(course_zh):
     bad = [line for line in course_zh.splitlines()
            if re.search(cjk + r"[,;:!?(]|[,;:!?)]" + cjk + r"|" + cjk + r"\s\(", line)]
     assert not bad, bad[:5]
+    assert not re.search(r"\d; ", course_zh) and "2 层（3、7）" in course_zh    # lists between numbers too
 
 
 def test_tables_align_by_display_width(course_zh):
@@ -151,7 +161,8 @@ def test_tables_align_by_display_width(course_zh):
 def test_every_chapter_runs_on_checkpoints_written_by_transformers(tmp_path, run_script, layout, dtype, tied):
     big = tied                                                        # the bf16 tied one: real vocabulary + tokenizer
     extra = None if big else {"model.rotary_emb.inv_freq": torch.ones(4),          # buffers some exports keep,
-                              "model.layers.9.mlp.up_proj.weight": torch.ones(2, 2)}  # and a layer beyond the config
+                              "model.layers.9.mlp.up_proj.weight": torch.ones(2, 2),  # and a layer beyond the config,
+                              "model.layers.9.input_layernorm.weight": torch.ones(2)}  # its norm too
     folder = write_transformers_checkpoint(tmp_path / "ckpt", layout, dtype, tied, vocab_size=248320 if big else 512,
                                            extra=extra, tokenizer=big)
     r = run_script("main.py", "--model", folder)
@@ -161,7 +172,7 @@ def test_every_chapter_runs_on_checkpoints_written_by_transformers(tmp_path, run
         assert "embed_tokens.weight[9419][:4]" in r.stdout and "9419 'Hello'" in r.stdout
         assert "tie_word_embeddings = True" in r.stdout
     else:
-        assert "other (not used)                            2" in r.stdout
+        assert "other (not used)                            3" in r.stdout
         assert "(no tokenizer files with 'Hello' here: the example token row is skipped)" in r.stdout
         assert "(no tokenizer files in this folder: this section is skipped" in r.stdout
     if layout == "multimodal":
@@ -199,6 +210,8 @@ def test_ch02_lone_surrogate_is_one_clear_line(run_script, tiny_path):
 def test_main_rejects_unknown_chapters_and_download_offline_says_what_to_do(run_script):
     r = run_script("main.py", "99", "--tiny")
     assert r.returncode == 2 and "unknown chapter '99'" in r.stderr and "Traceback" not in r.stderr
+    r = run_script("main.py", "99", "--tiny", "--lang", "zh")
+    assert r.returncode == 2 and "没有第 99 章；可用的有：1、2、3" in r.stderr
     r = run_script("main.py", "download")
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 1 and len(lines) == 2 and "HF_HUB_OFFLINE is set" in lines[0]
@@ -263,6 +276,11 @@ def test_help_is_in_the_chosen_language(run_script):
     r = run_script("main.py", "--help", "--lang", "zh")
     assert r.returncode == 0 and "章节号" in r.stdout and "QWEN_TINY=1" in r.stdout
     assert "位置参数" in r.stdout and "显示本帮助并退出" in r.stdout and "positional arguments" not in r.stdout
+    assert r.stdout.startswith("用法：main.py")
+    r = run_script("main.py", "--lang", "zh", "--model")                 # argparse's own error, translated
+    assert r.returncode == 2 and "main.py：错误：参数 --model 需要一个值" in r.stderr and "argument" not in r.stderr
+    r = run_script("main.py", "--model")
+    assert r.returncode == 2 and "main.py: error: argument --model: expected one argument" in r.stderr
 
 
 def test_chapter_api_reads_the_environment(tiny_path, monkeypatch, capsys):
@@ -386,3 +404,10 @@ def test_ch04_and_ch06_plots(run_script, tiny_path, tmp_path):
         assert (tmp_path / "ch06_attention.png").stat().st_size > 10_000
     except ImportError:
         assert "--plot needs matplotlib" in r.stdout
+
+
+def test_one_notation_for_the_norm_weight():
+    """The file stores w, the norm multiplies by the scale 1 + w: no 'w - 1' left anywhere a learner reads."""
+    files = [*ROOT.glob("ch[0-9][0-9]_*.py"), ROOT / "README.md", *(ROOT / "practice" / "_judge").rglob("*.py"),
+             *(ROOT / "qwen").glob("*.py")]
+    assert not [f.name for f in files if re.search(r"\bw\s*[-−]\s*1\b", f.read_text(encoding="utf-8"))]

@@ -51,6 +51,12 @@ def test_a_file_in_the_folder_means_the_folder(tmp_path):
     assert find_model(folder(tmp_path / "m") / "config.json") == tmp_path / "m"
 
 
+def test_a_file_outside_a_model_folder_is_named(tmp_path):
+    (tmp_path / "notes.txt").write_text("x", encoding="utf-8")
+    with pytest.raises(QwenError, match=r"notes\.txt is a file, and its folder has no config\.json"):
+        find_model(tmp_path / "notes.txt")
+
+
 def test_then_the_hugging_face_cache_without_network(no_cache):
     snap = fake_hf_cache()
     assert find_model() == snap
@@ -65,8 +71,13 @@ def test_offline_and_not_cached_says_where_it_looked_and_what_to_do(no_cache):
     for part in ("Qwen/Qwen3.5-0.8B", constants.HF_HUB_CACHE, "HF_HUB_OFFLINE", "python main.py download",
                  "HF_ENDPOINT", "--model PATH", "--tiny"):
         assert part in msg
+    assert "(-)" not in msg and "$QWEN_MODEL (not set)" in msg
     set_lang("zh")
-    assert "找不到" in str(e.value) and "python main.py download" in str(e.value)
+    assert "找不到" in str(e.value) and "python main.py download" in str(e.value) and "$QWEN_MODEL（未设置）" in str(e.value)
+    set_lang("en")
+    with pytest.raises(ModelNotFound) as e:
+        find_model("Qwen/Qwen3.5-2B")
+    assert "Download it:            python main.py download --model Qwen/Qwen3.5-2B" in str(e.value)
 
 
 def test_missing_path_is_not_mistaken_for_a_repo(tmp_path):

@@ -304,8 +304,8 @@ def _no_fp32(x, w, eps):
 
 DIAGNOSES_204 = [
     Diagnosis("no_one_plus", "rms_norm",
-              ("looks like the `1 +` is missing: your output equals the expected one divided by (1 + w); Qwen3.5 stores w - 1",
-               "看起来少了 `1 +`：你的输出等于期望值除以 (1 + w)；Qwen3.5 存的是 w - 1"),
+              ("looks like the `1 +` is missing: your output equals the expected one divided by (1 + w); the file stores w, the scale is 1 + w",
+               "看起来少了 `1 +`：你的输出等于期望值除以 (1 + w)；文件存的是 w，缩放是 1 + w"),
               mistake=_rms_mistake(lambda h, w, eps: h * _torch().rsqrt(rms(h) + eps) * w.float())),
     Diagnosis("one_plus_bf16", "rms_norm",
               ("looks like 1 + w was computed in bf16 (rounded before the upcast): use 1 + weight.float()",
@@ -536,9 +536,9 @@ EXERCISES = [
              "easy", True, ("rms_norm", "gated_rms_norm"),
              [("RMSNorm divides each vector by sqrt(mean(x^2) + eps) along the last dimension.",
                "RMSNorm 沿最后一维把每个向量除以 sqrt(mean(x^2) + eps)。"),
-              ("The stored weight is w - 1: multiply by (1 + weight). The gated norm's weight is plain: multiply "
+              ("The file stores w, the scale is 1 + w: multiply by (1 + weight). The gated norm's weight is plain: multiply "
                "by weight, then by silu(gate).",
-               "存储的权重是 w - 1：要乘 (1 + weight)。带门的归一化的权重是普通的：乘 weight，再乘 silu(gate)。"),
+               "文件存的是 w，缩放是 1 + w：要乘 (1 + weight)。带门的归一化的权重是普通的：乘 weight，再乘 silu(gate)。"),
               ("Compute in fp32 (x.float(), weight.float(), gate.float()) and cast back with .to(x.dtype) once, at the end.",
                "在 fp32 中计算（x.float()、weight.float()、gate.float()），最后只用一次 .to(x.dtype) 转回去。")],
              cases_204, DIAGNOSES_204,
