@@ -35,6 +35,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from practice._judge import grading, progress  # noqa: E402
+from practice._judge.files import read_regular  # noqa: E402
 from practice._judge.report import case_line, first_failing, report_lines, summary_line  # noqa: E402
 from practice._judge.exercises import BY_ID, EXERCISES, JUDGE, text  # noqa: E402
 from qwen.cli import pad, parser, report, setup  # noqa: E402
@@ -72,10 +73,10 @@ def memory_limit():
 
 # ------------------------------------------------------------------------------------------ files
 
-def learner_file(ex, quiet=False):
+def learner_file(ex, quiet=False, create=True):
     """practice/2xx_name.py, created from the starter the first time it is needed."""
     path = WORK / ex.filename
-    if not path.exists():
+    if create and not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ex.starter, path)
         if not quiet:
@@ -94,7 +95,7 @@ def shown(path):
 
 def digest(path):
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+        return hashlib.sha256(read_regular(path)).hexdigest()[:16]
     except OSError:
         return ""
 
@@ -186,11 +187,11 @@ def cmd_list(as_json):
     return 0
 
 
-def cmd_grade(exercises, args, quiet_create=False):
+def cmd_grade(exercises, args, create=True):
     model = model_for_checks(args)
     results = []
     for ex in exercises:
-        file = Path(args.file).resolve() if args.file else learner_file(ex, quiet=args.json)
+        file = Path(args.file).resolve() if args.file else learner_file(ex, quiet=args.json, create=create)
         result = grade(ex, file, model)
         results.append(result)
         if not args.json:                                        # the report first, then the progress
@@ -213,11 +214,17 @@ def cmd_watch(ex, args):
     seen = None
     try:
         while True:
-            stamp = path.stat().st_mtime_ns if path.exists() else None
+            try:
+                stamp = path.stat().st_mtime_ns
+            except FileNotFoundError:
+                stamp = None
             if stamp != seen:
                 seen = stamp
                 print("\n" + time.strftime("%H:%M:%S"))
-                cmd_grade([ex], args)                            # progress re-read under the lock at each save
+                if stamp is None:                                # deleted or being replaced: never recreated here
+                    print(T("{f} is gone; waiting for it to be saved again.", "{f} 不见了；等待它被重新保存。", f=shown(path)))
+                else:
+                    cmd_grade([ex], args, create=False)          # progress re-read under the lock at each save
                 sys.stdout.flush()
             time.sleep(0.5)
     except KeyboardInterrupt:                                    # the way to stop watching (the sandbox is ended)

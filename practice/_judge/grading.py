@@ -11,6 +11,7 @@ from pathlib import Path
 from practice._judge import runner, sandbox, wire
 from practice._judge.compare import Mismatch, Raised, check_tensor, check_value, close, describe
 from practice._judge.exercises import Context, text
+from practice._judge.files import read_regular
 from qwen.lang import T, get_lang
 
 MEMORY = 3 * 2**30                                 # what a solution may add to the sandbox's memory
@@ -39,7 +40,7 @@ def context(model, scratch):
 def source_problem(file):
     """One line when the file cannot be read as Python reads it (encoding, NUL byte, syntax), else None."""
     try:
-        data = Path(file).read_bytes()
+        data = read_regular(file)
     except OSError as e:
         return "read", T("cannot read {f}: {e}", "无法读取 {f}：{e}", f=file, e=e.strerror or e)
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):

@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from practice._judge.files import is_regular_or_absent, read_regular
 from qwen.lang import T
 
 _disabled = False                                  # set in the sandbox: learner code records nothing
@@ -27,7 +28,10 @@ FIELDS = {"status": str, "passed": bool, "hints": int, "graded_at": str, "file_d
 def path():
     base = os.environ.get("QWEN_PROGRESS")
     if base:
-        return Path(base).expanduser()
+        try:
+            return Path(base).expanduser()
+        except RuntimeError:                                       # ~user that does not exist: the path as written
+            return Path(base)
     data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(data) / "transformer-by-hand" / "progress.json"
 
@@ -57,7 +61,7 @@ def _shape_problem(data):
 def _read(file):
     """The progress dict; a broken file is backed up and reported, and {} returned."""
     try:
-        raw = file.read_bytes()
+        raw = read_regular(file)
     except FileNotFoundError:
         return {}
     except OSError as e:
@@ -122,6 +126,8 @@ def update(change):
     try:
         if file.is_dir():
             raise IsADirectoryError(21, T("it is a folder", "它是一个文件夹"))
+        if not is_regular_or_absent(file):                         # a device or a pipe is never replaced
+            raise OSError(22, T("not a regular file (a device or a pipe?)", "不是普通文件（设备或管道？）"))
         file.parent.mkdir(parents=True, exist_ok=True)
         with _locked(file):
             progress = _read(file)

@@ -1,0 +1,160 @@
+"""The judge attacked as a hostile or clumsy learner would: every attack ends in one line, within
+the time limit, with no false pass, and neither the learner's file nor their progress is lost."""
+import json
+import os
+import struct
+import time
+
+import pytest
+
+from conftest import ROOT
+
+SOLUTIONS = ROOT / "practice" / "_judge" / "solutions"
+S205 = (SOLUTIONS / "s205.py").read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def judge(tmp_path, monkeypatch):
+    import practice.judge as judge
+    monkeypatch.setenv("QWEN_PRACTICE_DIR", str(tmp_path / "work"))
+    monkeypatch.setenv("QWEN_PROGRESS", str(tmp_path / "progress.json"))
+    monkeypatch.setenv("QWEN_JUDGE_TIMEOUT", "10")
+    monkeypatch.setattr(judge, "WORK", tmp_path / "work")
+    (tmp_path / "work").mkdir()
+    return judge
+
+
+def grade(judge, tiny_path, tmp_path, body, ex_id="205", name="mine.py"):
+    f = tmp_path / name
+    f.write_text(body, encoding="utf-8")
+    return judge.grade(judge.BY_ID[ex_id], f, tiny_path)
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:                  # a zombie is dead
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+# ------------------------------------------------------------------------------------------ files that are not files
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero"])
+def test_a_learner_file_that_is_not_a_regular_file_is_one_line(judge, tiny_path, tmp_path, capsys, kind):
+    """A pipe would block the judge forever and /dev/zero would fill its memory: neither is read."""
+    f = tmp_path / "work" / "205_l2norm.py"
+    os.mkfifo(f) if kind == "fifo" else os.symlink("/dev/zero", f)
+    assert judge.main(["205", "--model", str(tiny_path)]) == 1
+    out = capsys.readouterr().out
+    assert "not a regular file" in out and "Traceback" not in out, out
+    assert judge.main([]) == 0                                       # the listing does not read it either
+    assert "205" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value", ["/dev/zero", "fifo", "~no-such-user-judge/progress.json"])
+def test_a_progress_path_that_cannot_hold_progress_is_one_line(judge, tmp_path, monkeypatch, capsys, value):
+    if value == "fifo":
+        value = str(tmp_path / "progress.fifo")
+        os.mkfifo(value)
+    monkeypatch.chdir(tmp_path)                                       # "~nobody/..." is a relative path, as in a shell
+    monkeypatch.setenv("QWEN_PROGRESS", value)
+    assert judge.main([]) == 0
+    judge.progress.update(lambda p: p.setdefault("205", {}).update(status="fail"))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err and "Grade one" in out
+    assert len([line for line in err.splitlines() if line.startswith("Progress")]) <= 2, err
+    assert value.startswith("~") or not os.path.isfile(value)         # a device or pipe is never replaced by a file
+
+
+# ------------------------------------------------------------------------------------------ processes
+
+def test_a_process_that_leaves_the_session_still_ends_with_the_grading(judge, tiny_path, tmp_path):
+    """Double fork and setsid, faster than the judge polls: the escaped grandchild dies with the grading."""
+    pidfile = tmp_path / "escaped.pid"
+    body = S205.replace("def l2norm", "def _l2norm") + f"""
+import os, time
+def l2norm(x, eps=1e-6):
+    if not os.path.exists({str(pidfile)!r}) and os.fork() == 0:
+        if os.fork() == 0:
+            os.setsid()
+            open({str(pidfile)!r}, "w").write(str(os.getpid()))
+            time.sleep(600)
+        os._exit(0)
+    while not os.path.exists({str(pidfile)!r}):
+        time.sleep(0.01)
+    return _l2norm(x, eps)
+"""
+    result = grade(judge, tiny_path, tmp_path, body)
+    assert result["status"] == "pass", judge.summary_line(result)
+    pid = int(pidfile.read_text())
+    end = time.monotonic() + 2
+    while alive(pid) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not alive(pid)
+
+
+def test_closing_every_file_descriptor_is_not_called_os_exit(judge, tiny_path, tmp_path):
+    body = "import os\nos.closerange(0, 4096)\n" + S205
+    line = judge.summary_line(grade(judge, tiny_path, tmp_path, body))
+    assert "os._exit" not in line and "without a result" in line, line
+
+
+# ------------------------------------------------------------------------------------------ results too large to send
+
+@pytest.mark.parametrize("expr", ["torch.zeros(1).expand(10**12)", "torch.empty(2**27)"])
+def test_a_result_too_large_to_send_is_named_as_such(judge, tiny_path, tmp_path, expr):
+    body = f"import torch\ndef l2norm(x, eps=1e-6):\n    return {expr}\n"
+    line = judge.summary_line(grade(judge, tiny_path, tmp_path, body))
+    assert "too large" in line and "type Tensor" not in line, line
+
+
+# ------------------------------------------------------------------------------------------ writing to the judge's socket
+
+def _socket_writer(header, payload=b""):
+    """A solution that writes a hand-made frame to every socket it holds (the judge's among them)."""
+    head = header if isinstance(header, bytes) else json.dumps(header).encode()
+    frame = struct.pack("<QI", 4 + len(head) + len(payload), len(head)) + head + payload
+    return f"""import os, stat
+def l2norm(x, eps=1e-6):
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                os.write(fd, {frame!r})
+        except OSError:
+            pass
+    os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("header, payload", [
+    (b'{"blobs": [], "kind": "case", "i": 0, "value": ' + b"[" * 100000 + b"]" * 100000 + b"}", b""),
+    ({"blobs": [0], "kind": "case", "i": 0, "value": {"T": 0, "dtype": "float32", "shape": [2**70, 0]}}, b""),
+    ({"blobs": [4], "kind": "case", "i": 0, "value": {"T": 0, "dtype": "float32", "shape": [10**12], "core": [1],
+                                                       "stride": [0]}}, bytes(4)),
+], ids=["deep_json", "huge_dims", "strided"])
+def test_hand_made_frames_on_the_judges_socket_are_one_line(judge, tiny_path, tmp_path, header, payload):
+    result = grade(judge, tiny_path, tmp_path, _socket_writer(header, payload))
+    line = judge.summary_line(result)
+    assert result["status"] != "pass" and "could not read what your code sent back" in line, line
+
+
+# ------------------------------------------------------------------------------------------ --watch
+
+def test_a_file_deleted_during_watch_is_waited_for_not_recreated(judge, tiny_path, tmp_path, monkeypatch, capsys):
+    mine = tmp_path / "work" / "205_l2norm.py"
+    mine.write_text(S205, encoding="utf-8")
+    real_sleep, polls = time.sleep, []
+
+    def sleep(seconds):                              # the watch loop's 0.5 s polls drive the test
+        if seconds != 0.5:
+            return real_sleep(seconds)
+        polls.append(mine.exists())
+        if len(polls) == 1:
+            mine.unlink()                            # the learner deletes (or an editor replaces) the file
+        elif len(polls) == 3:
+            raise KeyboardInterrupt
+    monkeypatch.setattr(judge.time, "sleep", sleep)
+    assert judge.main(["205", "--watch", "--model", str(tiny_path)]) == 0
+    out = capsys.readouterr().out
+    assert polls == [True, False, False] and "is gone; waiting" in out and "Created" not in out, out
