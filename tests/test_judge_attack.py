@@ -158,3 +158,13 @@ def test_a_file_deleted_during_watch_is_waited_for_not_recreated(judge, tiny_pat
     assert judge.main(["205", "--watch", "--model", str(tiny_path)]) == 0
     out = capsys.readouterr().out
     assert polls == [True, False, False] and "is gone; waiting" in out and "Created" not in out, out
+
+
+# ------------------------------------------------------------------------------------------ files Python cannot compile
+
+@pytest.mark.parametrize("line", ["X = 1" + "+1" * 300000, "X = " + "not " * 300000 + "1"], ids=["chain", "nested"])
+def test_a_file_too_deep_to_compile_is_one_line(judge, tiny_path, tmp_path, line):
+    """compile() raises RecursionError or MemoryError, not SyntaxError, on these (so would python file.py)."""
+    result = grade(judge, tiny_path, tmp_path, S205 + "\n" + line + "\n")
+    summary = judge.summary_line(result)
+    assert result["status"] == "error" and "nested or chained too deeply" in summary, summary

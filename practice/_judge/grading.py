@@ -63,6 +63,10 @@ def source_problem(file):
         if "null bytes" in str(e):
             return _nul(data)
         return "syntax", str(e)
+    except (RecursionError, MemoryError):                        # python file.py fails the same way
+        return "syntax", T("Python cannot compile the file: an expression is nested or chained too deeply "
+                           "(thousands of operators or brackets in one line?)",
+                           "Python 无法编译这个文件：某个表达式嵌套或连接得太深（一行里有成千上万个运算符或括号？）")
     return None
 
 
