@@ -168,3 +168,56 @@ def test_a_file_too_deep_to_compile_is_one_line(judge, tiny_path, tmp_path, line
     result = grade(judge, tiny_path, tmp_path, S205 + "\n" + line + "\n")
     summary = judge.summary_line(result)
     assert result["status"] == "error" and "nested or chained too deeply" in summary, summary
+
+
+# ------------------------------------------------------------------------------------------ notebook functions in a fresh process
+
+CELLS = """
+import math as m
+import torch
+from torch import rsqrt
+SCALE = 1.0
+def unit(x, eps):
+    return x * rsqrt((x * x).sum(-1, keepdim=True) + eps) * SCALE
+def make():
+    offset = m.sqrt(0.0)
+    def my_l2norm(x, eps=1e-6):
+        return unit(x, eps) + offset
+    return my_l2norm
+"""
+
+
+def test_notebook_functions_in_a_fresh_process_keep_their_helpers_globals_and_closures(tmp_path, monkeypatch, capsys):
+    """Spawned (Windows, macOS, a notebook that started CUDA) sends functions as source: a helper from
+    another cell, a module alias, an imported function, a constant and a closure's variable travel
+    with it (as JSON, as in the job), and a function passed under another name is found."""
+    import linecache
+
+    import torch
+
+    from practice._judge import portable
+    linecache.cache["<cell-1>"] = (len(CELLS), None, CELLS.splitlines(True), "<cell-1>")   # as IPython does
+    space = {}
+    exec(compile(CELLS, "<cell-1>", "exec"), space)
+    packed = json.loads(json.dumps(portable.pack({"l2norm": space["make"]()})))
+    assert "torch" not in json.dumps(packed["defs"]) or "rsqrt" in packed["env"]
+    found = portable.unpack(packed)
+    x = torch.randn(3, 8)
+    assert torch.equal(found["l2norm"](x), x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6))
+
+    monkeypatch.setenv("QWEN_JUDGE_SPAWN", "1")
+    monkeypatch.setenv("QWEN_PROGRESS", str(tmp_path / "progress.json"))
+    from practice import check
+    graded = check(205, lambda x, eps=1e-6: x, tiny=True)            # no source to send: one line, no grading
+    out = capsys.readouterr().out
+    assert graded.status == "error" and "define it with def" in out and len(out.strip().splitlines()) == 1, out
+
+
+def test_check_with_more_functions_than_the_exercise_takes_is_one_line(capsys):
+    from practice import check
+
+    def l2norm(x, eps=1e-6):
+        return x
+    assert check(205, l2norm, l2norm, tiny=True) is None              # the second one was silently ignored
+    out = capsys.readouterr().out.strip()
+    assert "takes 1 function(s) (l2norm); you passed 2" in out and "\n" not in out, out

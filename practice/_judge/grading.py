@@ -3,12 +3,10 @@ inputs, compare what comes back with the expected values computed here, name kno
 
 Used by practice/judge.py (the learner's file) and practice.check (functions from a notebook).
 """
-import inspect
 import tempfile
-import textwrap
 from pathlib import Path
 
-from practice._judge import runner, sandbox, wire
+from practice._judge import portable, runner, sandbox, wire
 from practice._judge.compare import Mismatch, Raised, check_tensor, check_value, close, describe
 from practice._judge.exercises import Context, text
 from practice._judge.files import read_regular
@@ -105,11 +103,9 @@ def grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMOR
     else:
         if functions:
             try:
-                job["sources"] = {n: textwrap.dedent(inspect.getsource(f)) for n, f in functions.items()}
-            except (OSError, TypeError) as e:
-                return error_result(ex, label, "source", T(
-                    "the source of your functions cannot be found ({e}); define them in a notebook cell or a file",
-                    "找不到你的函数的源代码（{e}）；请在 notebook 单元格或文件中定义它们", e=e))
+                job["portable"] = portable.pack(functions)
+            except portable.NotPortable as e:
+                return error_result(ex, label, "source", str(e))
         job["found"] = {}
         box = sandbox.Spawned(job, memory, time_limit).start()
     try:

@@ -50,6 +50,9 @@ def _show(lines, status):
 
 def _pick(ex, functions, named):
     """{name: function} for the exercise's functions, from positional (in order, or by __name__) and named."""
+    if len(functions) > len(ex.functions):
+        raise QwenError("exercise {id} takes {n} function(s) ({want}); you passed {k}", "练习 {id} 需要 {n} 个函数（{want}）；你传入了 {k} 个",
+                        id=ex.id, n=len(ex.functions), want=", ".join(ex.functions), k=len(functions))
     found = {}
     by_name = {getattr(f, "__name__", None): f for f in functions}
     if all(n in by_name for n in ex.functions[:len(functions)]) and len(by_name) == len(functions):

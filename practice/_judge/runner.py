@@ -91,7 +91,13 @@ def child_main(job):
         send({"kind": "started", "note": note})
         file = job.get("file")
         try:
-            space = load_module(file) if file else dict(job["found"])
+            if file:
+                space = load_module(file)
+            elif job.get("portable"):                            # notebook functions sent as source (spawned)
+                from practice._judge import portable
+                space = portable.unpack(job["portable"])
+            else:
+                space = dict(job["found"])
         except SystemExit:
             return send({"kind": "fatal", "error": {"kind": "exit", "message": T(
                 "your file calls sys.exit() (or exit()) when imported: remove it",

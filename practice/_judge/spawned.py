@@ -3,7 +3,7 @@
 The guard reads the job (JSON) on stdin, starts the sandbox (`... spawned sandbox`, a session of
 its own), prints its pid, waits, and prints its exit code: a solution that kills its parent kills
 the guard, not the judge. The sandbox connects back to the judge and runs exactly what a forked
-sandbox runs (runner.child_main). Functions from a notebook arrive as source text.
+sandbox runs (runner.child_main). Functions from a notebook arrive as source text, with what they use (portable.py).
 """
 import json
 import os
@@ -33,11 +33,6 @@ def sandbox():
     from practice._judge import sandbox as box
     sock = socket.create_connection(("127.0.0.1", job["port"]))
     capture, note = box.enter(job["memory"])
-    if job.get("sources"):
-        space = {"torch": torch, "F": torch.nn.functional, "math": __import__("math")}
-        for source in job["sources"].values():
-            exec(compile(source, "<notebook>", "exec"), space)
-        job["found"] = {name: space.get(name) for name in job["sources"]}
     runner.child_main(job)(sock, capture, note)
     os._exit(0)
 
