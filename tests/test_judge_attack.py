@@ -221,3 +221,26 @@ def test_check_with_more_functions_than_the_exercise_takes_is_one_line(capsys):
     assert check(205, l2norm, l2norm, tiny=True) is None              # the second one was silently ignored
     out = capsys.readouterr().out.strip()
     assert "takes 1 function(s) (l2norm); you passed 2" in out and "\n" not in out, out
+
+
+# ------------------------------------------------------------------------------------------ progress
+
+def test_a_progress_file_nested_too_deeply_is_kept_and_restarted(judge, tmp_path, capsys):
+    (tmp_path / "progress.json").write_text("[" * 100000 + "]" * 100000, encoding="utf-8")
+    assert judge.main([]) == 0
+    out, err = capsys.readouterr()
+    assert "kept it as progress.json.broken-" in err and "Traceback" not in err, err
+    assert list(tmp_path.glob("progress.json.broken-*"))
+
+
+def test_a_lock_held_forever_is_one_line_and_the_change_is_not_lost_silently(judge, tmp_path, monkeypatch, capsys):
+    """A judge stopped with Ctrl-Z while saving holds the lock: the next one waits a while, then says so."""
+    import fcntl
+    monkeypatch.setattr(judge.progress, "LOCK_WAIT", 0.3)
+    with open(tmp_path / "progress.json.lock", "a+b") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        start = time.monotonic()
+        saved = judge.progress.update(lambda p: p.setdefault("205", {}).update(status="fail"))
+    err = capsys.readouterr().err
+    assert time.monotonic() - start < 3 and saved["205"]["status"] == "fail"
+    assert "could not save" in err and "held its lock" in err, err

@@ -22,6 +22,7 @@ from qwen.lang import T
 
 _disabled = False                                  # set in the sandbox: learner code records nothing
 STATUSES = ("new", "todo", "fail", "error", "pass")
+LOCK_WAIT = 10.0                                   # seconds to wait for another judge's write
 FIELDS = {"status": str, "passed": bool, "hints": int, "graded_at": str, "file_digest": str}
 
 
@@ -71,7 +72,7 @@ def _read(file):
     try:
         data = json.loads(raw.decode("utf-8"))
         problem = _shape_problem(data)
-    except (UnicodeDecodeError, ValueError) as e:
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         data, problem = None, T("not valid JSON ({e})", "不是有效的 JSON（{e}）", e=str(e).splitlines()[0][:80])
     if problem is None:
         return data
@@ -100,7 +101,17 @@ def _locked(file):
     try:
         try:
             import fcntl
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            end = time.monotonic() + LOCK_WAIT
+            while True:                                            # never forever: a stopped judge may hold it
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > end:
+                        raise BlockingIOError(11, T("another judge has held its lock for {s:g} s (a stopped one? "
+                                                    "Ctrl-Z?)", "另一个评测器占用它的锁已经 {s:g} 秒（是否被暂停了？Ctrl-Z？）",
+                                                    s=LOCK_WAIT)) from None
+                    time.sleep(0.05)
         except ImportError:
             import msvcrt
             lock.seek(0)
