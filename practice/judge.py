@@ -34,6 +34,19 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+
+def _stopped_while_starting(signum, frame):
+    """Ctrl-C while torch is being imported (the first seconds): one line, not an import traceback."""
+    from qwen.lang import detect_lang
+    zh = "zh" in sys.argv[sys.argv.index("--lang") + 1:][:1] if "--lang" in sys.argv else detect_lang() == "zh"
+    os.write(2, ("\n已停止。\n" if zh else "\nStopped.\n").encode("utf-8"))
+    os._exit(130)
+
+
+if __name__ == "__main__":
+    import signal
+    signal.signal(signal.SIGINT, _stopped_while_starting)      # main() restores KeyboardInterrupt
+
 from practice._judge import grading, progress  # noqa: E402
 from practice._judge.files import read_regular  # noqa: E402
 from practice._judge.report import case_line, first_failing, report_lines, summary_line  # noqa: E402
@@ -329,6 +342,9 @@ def cmd_verify(args):
 
 
 def main(argv=None):
+    import signal
+    if signal.getsignal(signal.SIGINT) is _stopped_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     p = parser("The practice judge: grade the exercises offline, on the model's tensors.",
                "练习评测器：离线评测练习，使用模型的张量。")
     p.add_argument("exercise", nargs="?", help=T("exercise number, e.g. 204", "练习编号，例如 204"))

@@ -244,3 +244,20 @@ def test_a_lock_held_forever_is_one_line_and_the_change_is_not_lost_silently(jud
     err = capsys.readouterr().err
     assert time.monotonic() - start < 3 and saved["205"]["status"] == "fail"
     assert "could not save" in err and "held its lock" in err, err
+
+
+# ------------------------------------------------------------------------------------------ Ctrl-C
+
+def test_ctrl_c_while_the_judge_starts_is_one_line(tmp_path):
+    """SIGINT to the judge's process group while it still imports torch: 'Stopped.', exit 130, no traceback."""
+    import signal
+    import subprocess
+    import sys
+    env = {**os.environ, "QWEN_PROGRESS": str(tmp_path / "p.json"), "QWEN_PRACTICE_DIR": str(tmp_path / "work"),
+           "PYTHONIOENCODING": "utf-8"}
+    proc = subprocess.Popen([sys.executable, "practice/judge.py", "--lang", "zh"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    time.sleep(0.4)                                                   # importing torch takes longer than this
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 130 and err.decode("utf-8").strip() == "已停止。", err
