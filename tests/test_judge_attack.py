@@ -261,3 +261,9 @@ def test_ctrl_c_while_the_judge_starts_is_one_line(tmp_path):
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=10)
     assert proc.returncode == 130 and err.decode("utf-8").strip() == "已停止。", err
+
+
+def test_an_int_too_large_for_a_float_is_a_mismatch_not_a_crash():
+    from practice._judge.compare import Mismatch, check_value
+    with pytest.raises(Mismatch):
+        check_value(1.0, 10**400)                                     # math.isclose raised OverflowError
