@@ -283,16 +283,23 @@ def cmd_solution(ex):
 
 def cmd_reset(ex):
     path = WORK / ex.filename
-    if path.exists():
-        backup = WORK / ".backup" / f"{path.stem}.{time.strftime('%Y%m%d-%H%M%S')}.py"
-        n = 1
-        while backup.exists():                                   # two resets in one second
-            backup, n = backup.with_name(f"{path.stem}.{time.strftime('%Y%m%d-%H%M%S')}-{n}.py"), n + 1
-        backup.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, backup)
-        print(T("Your version is saved as {b}.", "你的版本已备份为 {b}。", b=shown(backup)))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(ex.starter, path)
+    try:
+        if path.exists():
+            mine = read_regular(path)                            # a folder, a device or a pipe is left alone
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            backup, n = WORK / ".backup" / f"{path.stem}.{stamp}.py", 1
+            while backup.exists():                               # two resets in one second
+                backup, n = backup.with_name(f"{path.stem}.{stamp}-{n}.py"), n + 1
+            backup.parent.mkdir(parents=True, exist_ok=True)
+            with open(backup, "xb") as f:
+                f.write(mine)
+            print(T("Your version is saved as {b}.", "你的版本已备份为 {b}。", b=shown(backup)))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ex.starter, path)
+    except OSError as e:                                         # nothing replaced without its backup
+        raise UsageError(T("--reset left {f} as it is ({e}): move it away yourself, then run --reset again",
+                           "--reset 没有改动 {f}（{e}）：请先自己把它移走，再运行 --reset",
+                           f=shown(path), e=e.strerror or e)) from None
 
     def change(p):
         entry = p.setdefault(ex.id, {})

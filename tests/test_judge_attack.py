@@ -267,3 +267,20 @@ def test_an_int_too_large_for_a_float_is_a_mismatch_not_a_crash():
     from practice._judge.compare import Mismatch, check_value
     with pytest.raises(Mismatch):
         check_value(1.0, 10**400)                                     # math.isclose raised OverflowError
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "backup_is_a_file"])
+def test_reset_of_a_file_it_cannot_back_up_is_one_line_and_changes_nothing(judge, tmp_path, capsys, kind):
+    """Before: IsADirectoryError / SpecialFileError tracebacks (and a symlink to /dev/zero would be copied forever)."""
+    f = tmp_path / "work" / "205_l2norm.py"
+    if kind == "folder":
+        f.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(f)
+    else:
+        f.write_text("mine = 1\n", encoding="utf-8")
+        (tmp_path / "work" / ".backup").write_text("not a folder", encoding="utf-8")
+    assert judge.main(["205", "--reset"]) == 2
+    err = capsys.readouterr().err
+    assert "--reset left" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert kind != "backup_is_a_file" or f.read_text(encoding="utf-8") == "mine = 1\n"
