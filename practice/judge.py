@@ -90,8 +90,13 @@ def learner_file(ex, quiet=False, create=True):
     """practice/2xx_name.py, created from the starter the first time it is needed."""
     path = WORK / ex.filename
     if create and not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ex.starter, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ex.starter, path)
+        except OSError as e:
+            raise UsageError(T("cannot create {f} ({e}): check QWEN_PRACTICE_DIR, or grade a file with --file",
+                               "无法创建 {f}（{e}）：请检查 QWEN_PRACTICE_DIR，或用 --file 评测一个文件",
+                               f=shown(path), e=e.strerror or e)) from None
         if not quiet:
             print(T("Created {f} from the starter: open it and fill in the functions.",
                     "已根据起始文件创建 {f}：打开它，把函数写完。", f=shown(path)))

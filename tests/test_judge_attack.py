@@ -284,3 +284,12 @@ def test_reset_of_a_file_it_cannot_back_up_is_one_line_and_changes_nothing(judge
     err = capsys.readouterr().err
     assert "--reset left" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert kind != "backup_is_a_file" or f.read_text(encoding="utf-8") == "mine = 1\n"
+
+
+def test_a_practice_folder_that_is_a_file_is_one_line(judge, tmp_path, monkeypatch, capsys):
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("", encoding="utf-8")
+    monkeypatch.setattr(judge, "WORK", not_a_folder)                 # QWEN_PRACTICE_DIR=/dev/null, say
+    assert judge.main(["205"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot create" in err and "QWEN_PRACTICE_DIR" in err and "Traceback" not in err, err
