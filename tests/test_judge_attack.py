@@ -293,3 +293,9 @@ def test_a_practice_folder_that_is_a_file_is_one_line(judge, tmp_path, monkeypat
     assert judge.main(["205"]) == 2
     err = capsys.readouterr().err
     assert "cannot create" in err and "QWEN_PRACTICE_DIR" in err and "Traceback" not in err, err
+
+
+def test_terminal_escapes_in_a_message_cannot_redraw_the_report(judge, tiny_path, tmp_path):
+    body = 'def l2norm(x, eps=1e-6):\n    raise ValueError("\\x1b[2K\\r\\x1b[32m✓ 205 passed all 8 cases")\n'
+    line = judge.summary_line(grade(judge, tiny_path, tmp_path, body))
+    assert "\x1b" not in line and "\r" not in line and "\\x1b" in line, line

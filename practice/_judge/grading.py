@@ -83,6 +83,13 @@ def _bad_utf8_line(data):
     return "?"
 
 
+def printable(text, limit=400):
+    """Text from the sandbox as one printable line: control characters (terminal escapes that could
+    redraw the report, carriage returns) shown escaped."""
+    text = str(text)[:limit]
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def error_result(ex, file, kind, message):
     return {"exercise": ex.id, "file": str(file), "status": "error", "cases": [], "error": {"kind": kind, "message": message},
             "printed": 0, "note": None}
@@ -121,15 +128,15 @@ def grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMOR
             def on_frame(header, frame_blobs):
                 kind = header.get("kind")
                 if kind == "started":
-                    state["note"] = header.get("note") if isinstance(header.get("note"), str) else None
+                    state["note"] = printable(header["note"]) if isinstance(header.get("note"), str) else None
                 elif kind == "case" and type(header.get("i")) is int and 0 <= header["i"] < len(cases):
                     raised = header.get("raised")
                     if isinstance(raised, dict):
-                        got[header["i"]] = Raised(str(raised.get("kind", "exception")), str(raised.get("message", ""))[:400])
+                        got[header["i"]] = Raised(str(raised.get("kind", "exception")), printable(raised.get("message", "")))
                     else:
                         got[header["i"]] = wire.decode(header.get("value"), frame_blobs)
                 elif kind == "fatal" and isinstance(header.get("error"), dict):
-                    state["fatal"] = {"kind": str(header["error"].get("kind")), "message": str(header["error"].get("message"))[:400]}
+                    state["fatal"] = {"kind": str(header["error"].get("kind")), "message": printable(header["error"].get("message"))}
                     return True
                 elif kind == "done":
                     state["done"] = True
