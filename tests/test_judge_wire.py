@@ -63,3 +63,14 @@ def test_tuples_of_tensors_compare_with_the_case_tolerance():
     check_value(e, (torch.ones(3) + 1e-3, torch.zeros(2)), tol=Tol(1e-2, 0))
     with pytest.raises(Mismatch, match=r"value\[0\]: values differ"):
         check_value(e, (torch.ones(3) + 1e-3, torch.zeros(2)), tol=Tol(1e-5, 0))
+
+
+def test_lazy_negative_views_are_sent_as_their_values_and_nested_tensors_are_one_line():
+    x = torch.randn(3, 4)
+    assert torch.equal(roundtrip(torch._neg_view(x)), -x)             # a right answer, not "cannot read"
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+    with pytest.raises(wire.Unsupported, match="nested tensor"):
+        wire.encode(nested)

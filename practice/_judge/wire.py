@@ -105,6 +105,8 @@ def _enc_tensor(t, blobs, keep_layout):
     if type(t) not in (torch.Tensor, torch.nn.Parameter):
         raise Unsupported(T("a tensor subclass ({t}): return a plain torch.Tensor", "张量的子类（{t}）：请返回普通的 torch.Tensor",
                             t=_type_name(t)))
+    if t.is_nested:
+        raise Unsupported(T("a nested tensor: return a regular (padded) one", "嵌套张量（nested tensor）：请返回普通的（补齐的）张量"))
     if t.layout != torch.strided:
         raise Unsupported(T("a sparse tensor ({l}): return a dense one (.to_dense())", "稀疏张量（{l}）：请返回稠密张量（.to_dense()）",
                             l=str(t.layout).replace("torch.", "")))
@@ -114,7 +116,7 @@ def _enc_tensor(t, blobs, keep_layout):
     if dtype not in DTYPES:
         raise Unsupported(T("a tensor of dtype {d}, which the judge does not read", "类型为 {d} 的张量，评测器读不了", d=dtype))
     blobs.reserve(t.numel(), t.numel() * t.element_size())      # before anything is copied (an expand is cheap)
-    t = t.detach().cpu()                                         # a Parameter's detach() is a plain tensor
+    t = t.detach().cpu().resolve_conj().resolve_neg()            # a Parameter's detach() is a plain tensor; lazy views made real
     entry = {"T": len(blobs), "dtype": dtype, "shape": list(t.shape)}
     if keep_layout and not t.is_contiguous() and t.numel():
         stride = list(t.stride())
