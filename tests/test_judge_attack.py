@@ -299,3 +299,10 @@ def test_terminal_escapes_in_a_message_cannot_redraw_the_report(judge, tiny_path
     body = 'def l2norm(x, eps=1e-6):\n    raise ValueError("\\x1b[2K\\r\\x1b[32m✓ 205 passed all 8 cases")\n'
     line = judge.summary_line(grade(judge, tiny_path, tmp_path, body))
     assert "\x1b" not in line and "\r" not in line and "\\x1b" in line, line
+
+
+def test_a_huge_learner_file_is_refused_before_the_judge_reads_it(judge, tiny_path, tmp_path, monkeypatch):
+    from practice._judge import files
+    monkeypatch.setattr(files, "MAX_BYTES", 1 << 20)                  # 64 MB in use; 1 MB keeps the test small
+    result = grade(judge, tiny_path, tmp_path, S205 + "#" + "x" * (2 << 20) + "\n")
+    assert "larger than 1 MB" in judge.summary_line(result), judge.summary_line(result)

@@ -10,8 +10,12 @@ import stat
 from qwen.lang import T
 
 
-def read_regular(path):
-    """The bytes of the regular file at `path`. OSError (with a one-phrase strerror) for anything else."""
+MAX_BYTES = 64 << 20                               # a solution is a few KB; 64 MB is clearly not one
+
+
+def read_regular(path, limit=None):
+    """The bytes of the regular file at `path`. OSError (with a one-phrase strerror) for anything else,
+    and for a file over `limit` bytes (the judge's own memory has no limit)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     with os.fdopen(fd, "rb") as f:
         mode = os.fstat(fd).st_mode
@@ -19,7 +23,12 @@ def read_regular(path):
             raise IsADirectoryError(errno.EISDIR, T("it is a folder", "它是一个文件夹"), str(path))
         if not stat.S_ISREG(mode):
             raise OSError(errno.EINVAL, T("not a regular file (a device or a pipe?)", "不是普通文件（设备或管道？）"), str(path))
-        return f.read()
+        limit = MAX_BYTES if limit is None else limit
+        data = f.read(limit + 1)
+        if len(data) > limit:
+            raise OSError(errno.EFBIG, T("the file is larger than {mb} MB: is it the right file?", "文件大于 {mb} MB：是不是选错了文件？",
+                                         mb=limit >> 20), str(path))
+        return data
 
 
 def is_regular_or_absent(path):
