@@ -306,3 +306,13 @@ def test_a_huge_learner_file_is_refused_before_the_judge_reads_it(judge, tiny_pa
     monkeypatch.setattr(files, "MAX_BYTES", 1 << 20)                  # 64 MB in use; 1 MB keeps the test small
     result = grade(judge, tiny_path, tmp_path, S205 + "#" + "x" * (2 << 20) + "\n")
     assert "larger than 1 MB" in judge.summary_line(result), judge.summary_line(result)
+
+
+def test_a_progress_file_the_judge_cannot_read_is_never_written_over(judge, tmp_path, monkeypatch, capsys):
+    from practice._judge import files
+    monkeypatch.setattr(files, "MAX_BYTES", 1 << 20)
+    big = json.dumps({"204": {"status": "pass", "passed": True, "graded_at": "x" * (2 << 20)}})
+    (tmp_path / "progress.json").write_text(big, encoding="utf-8")
+    judge.progress.update(lambda p: p.setdefault("205", {}).update(status="fail"))
+    err = capsys.readouterr().err
+    assert (tmp_path / "progress.json").read_text(encoding="utf-8") == big and "could not save" in err, err

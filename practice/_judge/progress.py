@@ -59,13 +59,16 @@ def _shape_problem(data):
     return None
 
 
-def _read(file):
-    """The progress dict; a broken file is backed up and reported, and {} returned."""
+def _read(file, for_writing=False):
+    """The progress dict; a broken file is backed up and reported, and {} returned. A file that cannot
+    be read at all: {} for reading, OSError when about to write (it is never written over)."""
     try:
         raw = read_regular(file)
     except FileNotFoundError:
         return {}
     except OSError as e:
+        if for_writing:
+            raise
         _say(T("Progress: cannot read {f} ({e}); continuing without it.", "进度：无法读取 {f}（{e}）；先不使用它。",
                f=file, e=e.strerror or e))
         return {}
@@ -141,7 +144,7 @@ def update(change):
             raise OSError(22, T("not a regular file (a device or a pipe?)", "不是普通文件（设备或管道？）"))
         file.parent.mkdir(parents=True, exist_ok=True)
         with _locked(file):
-            progress = _read(file)
+            progress = _read(file, for_writing=True)
             change(progress)
             fd, tmp = tempfile.mkstemp(prefix=file.name + ".", suffix=".tmp", dir=file.parent)
             try:
