@@ -84,6 +84,14 @@ def memory_limit():
     return int(_limit("QWEN_JUDGE_MEMORY", grading.MEMORY / 2**30, 0.05, 1024, "GB", " GB ") * 2**30)
 
 
+def check_spawn_setting():
+    """QWEN_JUDGE_SPAWN: unset, 0 (fork where it is safe) or 1 (always a fresh process)."""
+    raw = os.environ.get("QWEN_JUDGE_SPAWN", "")
+    if raw not in ("", "0", "1"):
+        raise UsageError(T("QWEN_JUDGE_SPAWN={r!r} is neither 0 nor 1: fix or unset it", "QWEN_JUDGE_SPAWN={r!r} 既不是 0 也不是 1：请改正或删除它",
+                           r=raw))
+
+
 # ------------------------------------------------------------------------------------------ files
 
 def learner_file(ex, quiet=False, create=True):
@@ -398,6 +406,7 @@ def main(argv=None):
 def run(args):
     time_limit()                                                 # bad limits: one line before anything else
     memory_limit()
+    check_spawn_setting()
     if args.verify:
         return cmd_verify(args)
     actions = [a for a in ("all", "watch", "hint", "solution", "reset") if getattr(args, a)]

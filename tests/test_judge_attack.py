@@ -316,3 +316,14 @@ def test_a_progress_file_the_judge_cannot_read_is_never_written_over(judge, tmp_
     judge.progress.update(lambda p: p.setdefault("205", {}).update(status="fail"))
     err = capsys.readouterr().err
     assert (tmp_path / "progress.json").read_text(encoding="utf-8") == big and "could not save" in err, err
+
+
+@pytest.mark.parametrize("value", ["yes", "2", " 1"])
+def test_a_bad_spawn_setting_is_one_line(judge, monkeypatch, capsys, value):
+    monkeypatch.setenv("QWEN_JUDGE_SPAWN", value)                      # was taken silently as "spawn"
+    assert judge.main(["205"]) == 2
+    err = capsys.readouterr().err
+    assert "QWEN_JUDGE_SPAWN" in err and len(err.strip().splitlines()) == 1, err
+    from practice import check
+    assert check(205, lambda x, eps=1e-6: x, tiny=True) is None
+    assert "QWEN_JUDGE_SPAWN" in capsys.readouterr().out

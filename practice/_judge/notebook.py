@@ -85,6 +85,7 @@ def check(exercise, *functions, model=None, tiny=None, lang=None, **named):
         found = _pick(ex, functions, named)
         tiny = tiny if tiny is not None else os.environ.get("QWEN_TINY", "") not in ("", "0")
         args = types.SimpleNamespace(tiny=tiny, model=model)
+        judge.check_spawn_setting()
         result = grading.grade(ex, judge.model_for_checks(args), functions=found, time_limit=judge.time_limit(),
                                memory=judge.memory_limit())
     except (QwenError, grading.ModelProblem, judge.UsageError) as e:     # one line, no traceback
