@@ -69,8 +69,11 @@ def test_a_progress_path_that_cannot_hold_progress_is_one_line(judge, tmp_path, 
 
 # ------------------------------------------------------------------------------------------ processes
 
-def test_a_process_that_leaves_the_session_still_ends_with_the_grading(judge, tiny_path, tmp_path):
-    """Double fork and setsid, faster than the judge polls: the escaped grandchild dies with the grading."""
+@pytest.mark.parametrize("spawn", ["0", "1"], ids=["forked", "spawned"])
+def test_a_process_that_leaves_the_session_still_ends_with_the_grading(judge, tiny_path, tmp_path, monkeypatch, spawn):
+    """Double fork and setsid, faster than the judge polls: the escaped grandchild dies with the grading
+    (the guard is a subreaper; spawned: the sandbox is a fresh Python, as on Windows and macOS)."""
+    monkeypatch.setenv("QWEN_JUDGE_SPAWN", spawn)
     pidfile = tmp_path / "escaped.pid"
     body = S205.replace("def l2norm", "def _l2norm") + f"""
 import os, time

@@ -102,7 +102,7 @@ def use_fork(notebook=False):
     return not (notebook and torch is not None and torch.cuda.is_initialized())
 
 
-def _become_subreaper():
+def become_subreaper():
     """In the guard (Linux): processes the sandbox starts and orphans (double fork, setsid) are
     re-parented to the guard instead of init, so the judge still finds them as its descendants."""
     try:
@@ -156,7 +156,7 @@ class Sandbox:
                 os.close(r_st)
                 os.close(w_alive)
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
-                _become_subreaper()
+                become_subreaper()
                 spid = os.fork()
                 if spid == 0:
                     os.close(w_st)
@@ -458,6 +458,8 @@ class Spawned(Sandbox):
             self.spid = int(line) if line else None
             if self.spid is None:
                 raise OSError("no sandbox")
+            if os.name == "posix":
+                self.gpid = self.proc.pid                         # its orphans are the guard's children (Linux)
             self.members = {self.spid}
             self.sock, _ = server.accept()
             start = _statm(self.spid)

@@ -11,11 +11,17 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 
 def guard():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     job = sys.stdin.buffer.read()
+    judge = os.getppid()
+    linux = sys.platform.startswith("linux")
+    if linux:
+        from practice._judge.sandbox import become_subreaper
+        become_subreaper()                       # orphans of the sandbox (double fork, setsid) stay below the guard
     flags = {"start_new_session": True} if os.name == "posix" else {
         "creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
     child = subprocess.Popen([sys.executable, "-m", "practice._judge.spawned", "sandbox"], stdin=subprocess.PIPE,
@@ -24,6 +30,13 @@ def guard():
     child.stdin.write(job)
     child.stdin.close()
     print(child.wait(), flush=True)
+    while linux and os.getppid() == judge:       # until the judge has ended the orphans and this guard, or is gone
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+        time.sleep(0.2)
 
 
 def sandbox():
