@@ -330,3 +330,10 @@ def test_a_bad_spawn_setting_is_one_line(judge, monkeypatch, capsys, value):
     from practice import check
     assert check(205, lambda x, eps=1e-6: x, tiny=True) is None
     assert "QWEN_JUDGE_SPAWN" in capsys.readouterr().out
+
+
+def test_a_progress_file_saved_with_a_bom_is_read_not_backed_up(judge, tmp_path, capsys):
+    """Edited by hand in an editor that writes a UTF-8 BOM: still the learner's progress."""
+    (tmp_path / "progress.json").write_bytes(b"\xef\xbb\xbf" + json.dumps({"204": {"status": "pass", "passed": True}}).encode())
+    assert judge.progress.load()["204"]["passed"] is True
+    assert not list(tmp_path.glob("progress.json.broken-*")) and not capsys.readouterr().err

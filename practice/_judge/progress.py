@@ -73,7 +73,7 @@ def _read(file, for_writing=False):
                f=file, e=e.strerror or e))
         return {}
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8-sig"))                # a BOM (Notepad) is not damage
         problem = _shape_problem(data)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         data, problem = None, T("not valid JSON ({e})", "不是有效的 JSON（{e}）", e=str(e).splitlines()[0][:80])
