@@ -337,3 +337,18 @@ def test_a_progress_file_saved_with_a_bom_is_read_not_backed_up(judge, tmp_path,
     (tmp_path / "progress.json").write_bytes(b"\xef\xbb\xbf" + json.dumps({"204": {"status": "pass", "passed": True}}).encode())
     assert judge.progress.load()["204"]["passed"] is True
     assert not list(tmp_path.glob("progress.json.broken-*")) and not capsys.readouterr().err
+
+
+def test_a_case_check_that_cannot_read_a_result_fails_the_case_instead_of_crashing():
+    """Case.check (for later exercises) runs in the judge on whatever came back: a list where it expects
+    a tensor raised AttributeError out of the grading."""
+    import types
+
+    from practice._judge import grading
+    from practice._judge.exercises import Case
+
+    def needs_a_tensor(got):
+        assert got.shape == (2,)
+    case = Case("f", ("a case", "一个用例"), (), None, check=needs_a_tensor)
+    entry = grading._judge_case(types.SimpleNamespace(diagnoses=[]), case, [1, 2], 0, None, False)
+    assert not entry["ok"] and "cannot check (AttributeError" in entry["message"], entry

@@ -206,6 +206,9 @@ def _judge_case(ex, case, got, index, stopped, explain_all):
         except Mismatch as m:
             entry["message"] = m.summary
             entry["detail"].update(m.detail)
+        except Exception as e:                                     # noqa: BLE001 - a check that cannot read this result:
+            entry["message"] = T("returned something this case cannot check ({t}: {e})",   # failed, never a crash
+                                 "返回的东西这个用例无法检查（{t}：{e}）", t=type(e).__name__, e=printable(e, 120))
     if not entry["ok"] and not entry["todo"] or explain_all:
         entry["diagnosis"] = diagnose(ex, case, got)
     return entry
