@@ -37,10 +37,13 @@ if str(ROOT) not in sys.path:
 
 def _stopped_while_starting(signum, frame):
     """Ctrl-C while torch is being imported (the first seconds): one line, not an import traceback."""
-    from qwen.lang import detect_lang
-    zh = "zh" in sys.argv[sys.argv.index("--lang") + 1:][:1] if "--lang" in sys.argv else detect_lang() == "zh"
-    os.write(2, ("\n已停止。\n" if zh else "\nStopped.\n").encode("utf-8"))
-    os._exit(130)
+    try:
+        from qwen.lang import detect_lang
+        args = " ".join(sys.argv[1:]) + " "
+        zh = "--lang zh " in args or "--lang=zh " in args or ("--lang" not in args and detect_lang() == "zh")
+        os.write(2, ("\n已停止。\n" if zh else "\nStopped.\n").encode("utf-8"))
+    finally:
+        os._exit(130)
 
 
 if __name__ == "__main__":
