@@ -149,7 +149,8 @@ def grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMOR
                 return error_result(ex, label, *ending)
             box.send({"kind": "inputs", "cases": encoded}, blobs)
             box.collect(on_frame)
-            if not box.guard_alive():                            # it killed its parent: that is the verdict
+            ended = state["done"] or state["fatal"]              # the sandbox exits right after these
+            if not box.guard_alive(wait=2.0 if ended else 0.05):  # it killed its parent: that is the verdict
                 return error_result(ex, label, *box.ending())
             box.kill()                                            # stray threads and children end with the grading
             result = {"exercise": ex.id, "file": label, "status": "error", "cases": [], "error": state["fatal"],

@@ -292,14 +292,14 @@ class Sandbox:
             return "signal", os.WTERMSIG(self.status)
         return "exit", os.WEXITSTATUS(self.status) if os.WIFEXITED(self.status) else self.status
 
-    def guard_alive(self):
-        """False when the guard died (its end of the status pipe closed without a status)."""
+    def guard_alive(self, wait=0.05):
+        """False when the guard died (its end of the status pipe closed without a status). wait: how long
+        the sandbox's exit status may take to come (after `done` it exits at once; a guard it killed may
+        take a moment to close the pipe, so the verdict waits for one or the other)."""
         if self.status is None and not self.guard_died:
-            ready, _, _ = select.select([self.r_st], [], [], 0.05)
-            if ready:
-                line = self._status_line(timeout=0.05)
-                if line is not None:
-                    self.status = int(line)
+            line = self._status_line(timeout=wait)
+            if line is not None:
+                self.status = int(line)
         return not self.guard_died
 
     def _scan(self):
@@ -496,9 +496,9 @@ class Spawned(Sandbox):
             return None
         return ("signal", -self.status) if self.status < 0 else ("exit", self.status)
 
-    def guard_alive(self):
+    def guard_alive(self, wait=0.1):
         if self.status is None and not self.guard_died:
-            line = self._status_line(timeout=0.1)
+            line = self._status_line(timeout=wait)
             if line is not None:
                 self.status = int(line)
         return not self.guard_died
