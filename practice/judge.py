@@ -34,7 +34,24 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+
+def _stopped_while_starting(signum, frame):
+    """Ctrl-C while torch is being imported (the first seconds): one line, not an import traceback."""
+    try:
+        from qwen.lang import detect_lang
+        args = " ".join(sys.argv[1:]) + " "
+        zh = "--lang zh " in args or "--lang=zh " in args or ("--lang" not in args and detect_lang() == "zh")
+        os.write(2, ("\n已停止。\n" if zh else "\nStopped.\n").encode("utf-8"))
+    finally:
+        os._exit(130)
+
+
+if __name__ == "__main__":
+    import signal
+    signal.signal(signal.SIGINT, _stopped_while_starting)      # main() restores KeyboardInterrupt
+
 from practice._judge import grading, progress  # noqa: E402
+from practice._judge.files import read_regular  # noqa: E402
 from practice._judge.report import case_line, first_failing, report_lines, summary_line  # noqa: E402
 from practice._judge.exercises import BY_ID, EXERCISES, JUDGE, text  # noqa: E402
 from qwen.cli import pad, parser, report, setup  # noqa: E402
@@ -70,14 +87,27 @@ def memory_limit():
     return int(_limit("QWEN_JUDGE_MEMORY", grading.MEMORY / 2**30, 0.05, 1024, "GB", " GB ") * 2**30)
 
 
+def check_spawn_setting():
+    """QWEN_JUDGE_SPAWN: unset, 0 (fork where it is safe) or 1 (always a fresh process)."""
+    raw = os.environ.get("QWEN_JUDGE_SPAWN", "")
+    if raw not in ("", "0", "1"):
+        raise UsageError(T("QWEN_JUDGE_SPAWN={r!r} is neither 0 nor 1: fix or unset it", "QWEN_JUDGE_SPAWN={r!r} 既不是 0 也不是 1：请改正或删除它",
+                           r=raw))
+
+
 # ------------------------------------------------------------------------------------------ files
 
-def learner_file(ex, quiet=False):
+def learner_file(ex, quiet=False, create=True):
     """practice/2xx_name.py, created from the starter the first time it is needed."""
     path = WORK / ex.filename
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ex.starter, path)
+    if create and not path.exists():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ex.starter, path)
+        except OSError as e:
+            raise UsageError(T("cannot create {f} ({e}): check QWEN_PRACTICE_DIR, or grade a file with --file",
+                               "无法创建 {f}（{e}）：请检查 QWEN_PRACTICE_DIR，或用 --file 评测一个文件",
+                               f=shown(path), e=e.strerror or e)) from None
         if not quiet:
             print(T("Created {f} from the starter: open it and fill in the functions.",
                     "已根据起始文件创建 {f}：打开它，把函数写完。", f=shown(path)))
@@ -94,7 +124,7 @@ def shown(path):
 
 def digest(path):
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+        return hashlib.sha256(read_regular(path)).hexdigest()[:16]
     except OSError:
         return ""
 
@@ -186,11 +216,11 @@ def cmd_list(as_json):
     return 0
 
 
-def cmd_grade(exercises, args, quiet_create=False):
+def cmd_grade(exercises, args, create=True):
     model = model_for_checks(args)
     results = []
     for ex in exercises:
-        file = Path(args.file).resolve() if args.file else learner_file(ex, quiet=args.json)
+        file = Path(args.file).resolve() if args.file else learner_file(ex, quiet=args.json, create=create)
         result = grade(ex, file, model)
         results.append(result)
         if not args.json:                                        # the report first, then the progress
@@ -213,11 +243,17 @@ def cmd_watch(ex, args):
     seen = None
     try:
         while True:
-            stamp = path.stat().st_mtime_ns if path.exists() else None
+            try:
+                stamp = path.stat().st_mtime_ns
+            except FileNotFoundError:
+                stamp = None
             if stamp != seen:
                 seen = stamp
                 print("\n" + time.strftime("%H:%M:%S"))
-                cmd_grade([ex], args)                            # progress re-read under the lock at each save
+                if stamp is None:                                # deleted or being replaced: never recreated here
+                    print(T("{f} is gone; waiting for it to be saved again.", "{f} 不见了；等待它被重新保存。", f=shown(path)))
+                else:
+                    cmd_grade([ex], args, create=False)          # progress re-read under the lock at each save
                 sys.stdout.flush()
             time.sleep(0.5)
     except KeyboardInterrupt:                                    # the way to stop watching (the sandbox is ended)
@@ -263,16 +299,23 @@ def cmd_solution(ex):
 
 def cmd_reset(ex):
     path = WORK / ex.filename
-    if path.exists():
-        backup = WORK / ".backup" / f"{path.stem}.{time.strftime('%Y%m%d-%H%M%S')}.py"
-        n = 1
-        while backup.exists():                                   # two resets in one second
-            backup, n = backup.with_name(f"{path.stem}.{time.strftime('%Y%m%d-%H%M%S')}-{n}.py"), n + 1
-        backup.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, backup)
-        print(T("Your version is saved as {b}.", "你的版本已备份为 {b}。", b=shown(backup)))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(ex.starter, path)
+    try:
+        if path.exists():
+            mine = read_regular(path)                            # a folder, a device or a pipe is left alone
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            backup, n = WORK / ".backup" / f"{path.stem}.{stamp}.py", 1
+            while backup.exists():                               # two resets in one second
+                backup, n = backup.with_name(f"{path.stem}.{stamp}-{n}.py"), n + 1
+            backup.parent.mkdir(parents=True, exist_ok=True)
+            with open(backup, "xb") as f:
+                f.write(mine)
+            print(T("Your version is saved as {b}.", "你的版本已备份为 {b}。", b=shown(backup)))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ex.starter, path)
+    except OSError as e:                                         # nothing replaced without its backup
+        raise UsageError(T("--reset left {f} as it is ({e}): move it away yourself, then run --reset again",
+                           "--reset 没有改动 {f}（{e}）：请先自己把它移走，再运行 --reset",
+                           f=shown(path), e=e.strerror or e)) from None
 
     def change(p):
         entry = p.setdefault(ex.id, {})
@@ -322,6 +365,9 @@ def cmd_verify(args):
 
 
 def main(argv=None):
+    import signal
+    if signal.getsignal(signal.SIGINT) is _stopped_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     p = parser("The practice judge: grade the exercises offline, on the model's tensors.",
                "练习评测器：离线评测练习，使用模型的张量。")
     p.add_argument("exercise", nargs="?", help=T("exercise number, e.g. 204", "练习编号，例如 204"))
@@ -363,6 +409,7 @@ def main(argv=None):
 def run(args):
     time_limit()                                                 # bad limits: one line before anything else
     memory_limit()
+    check_spawn_setting()
     if args.verify:
         return cmd_verify(args)
     actions = [a for a in ("all", "watch", "hint", "solution", "reset") if getattr(args, a)]

@@ -20,7 +20,7 @@ def test_values_and_layouts_round_trip():
     gate = torch.tensor([[-6.0], [0.0], [6.0]]).expand(3, 5)           # stride 0
     bf = torch.randn(2, 3).bfloat16()
     value = (x, gate, bf, [1, 2.5, float("inf"), "é", None, True], {"k": 3, 4: "v"}, types.SimpleNamespace(k=None, v=bf))
-    got = roundtrip(value, keep_layout=True)
+    got = roundtrip(value, keep_layout=True, trusted=True)            # layouts only go to the sandbox
     assert got[0].stride() == x.stride() and torch.equal(got[0], x)
     assert got[1].stride() == gate.stride() and torch.equal(got[1], gate)
     assert got[2].dtype == torch.bfloat16 and torch.equal(got[2], bf)
@@ -63,3 +63,14 @@ def test_tuples_of_tensors_compare_with_the_case_tolerance():
     check_value(e, (torch.ones(3) + 1e-3, torch.zeros(2)), tol=Tol(1e-2, 0))
     with pytest.raises(Mismatch, match=r"value\[0\]: values differ"):
         check_value(e, (torch.ones(3) + 1e-3, torch.zeros(2)), tol=Tol(1e-5, 0))
+
+
+def test_lazy_negative_views_are_sent_as_their_values_and_nested_tensors_are_one_line():
+    x = torch.randn(3, 4)
+    assert torch.equal(roundtrip(torch._neg_view(x)), -x)             # a right answer, not "cannot read"
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+    with pytest.raises(wire.Unsupported, match="nested tensor"):
+        wire.encode(nested)

@@ -130,7 +130,11 @@ def check_value(expected, got, name="value", rel=1e-9, tol=None):
                              n=name, g=type(got).__name__, a=sorted(vars(expected))))
         return check_value(vars(expected), vars(got), name, rel, tol)
     if type(expected) is float:
-        if type(got) not in (int, float) or not math.isclose(got, expected, rel_tol=rel, abs_tol=rel):
+        try:
+            near = type(got) in (int, float) and math.isclose(got, expected, rel_tol=rel, abs_tol=rel)
+        except OverflowError:                                     # an int too large for a float
+            near = False
+        if not near:
             raise Mismatch(T("{n}: got {g}, expected {e}", "{n}：得到 {g}，应当是 {e}", n=name, g=_short(got),
                              e=_short(expected)))
         return

@@ -3,14 +3,13 @@ inputs, compare what comes back with the expected values computed here, name kno
 
 Used by practice/judge.py (the learner's file) and practice.check (functions from a notebook).
 """
-import inspect
 import tempfile
-import textwrap
 from pathlib import Path
 
-from practice._judge import runner, sandbox, wire
+from practice._judge import portable, runner, sandbox, wire
 from practice._judge.compare import Mismatch, Raised, check_tensor, check_value, close, describe
 from practice._judge.exercises import Context, text
+from practice._judge.files import read_regular
 from qwen.lang import T, get_lang
 
 MEMORY = 3 * 2**30                                 # what a solution may add to the sandbox's memory
@@ -39,7 +38,7 @@ def context(model, scratch):
 def source_problem(file):
     """One line when the file cannot be read as Python reads it (encoding, NUL byte, syntax), else None."""
     try:
-        data = Path(file).read_bytes()
+        data = read_regular(file)
     except OSError as e:
         return "read", T("cannot read {f}: {e}", "无法读取 {f}：{e}", f=file, e=e.strerror or e)
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -62,6 +61,10 @@ def source_problem(file):
         if "null bytes" in str(e):
             return _nul(data)
         return "syntax", str(e)
+    except (RecursionError, MemoryError):                        # python file.py fails the same way
+        return "syntax", T("Python cannot compile the file: an expression is nested or chained too deeply "
+                           "(thousands of operators or brackets in one line?)",
+                           "Python 无法编译这个文件：某个表达式嵌套或连接得太深（一行里有成千上万个运算符或括号？）")
     return None
 
 
@@ -78,6 +81,13 @@ def _bad_utf8_line(data):
         except UnicodeDecodeError:
             return n
     return "?"
+
+
+def printable(text, limit=400):
+    """Text from the sandbox as one printable line: control characters (terminal escapes that could
+    redraw the report, carriage returns) shown escaped."""
+    text = str(text)[:limit]
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def error_result(ex, file, kind, message):
@@ -100,11 +110,9 @@ def grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMOR
     else:
         if functions:
             try:
-                job["sources"] = {n: textwrap.dedent(inspect.getsource(f)) for n, f in functions.items()}
-            except (OSError, TypeError) as e:
-                return error_result(ex, label, "source", T(
-                    "the source of your functions cannot be found ({e}); define them in a notebook cell or a file",
-                    "找不到你的函数的源代码（{e}）；请在 notebook 单元格或文件中定义它们", e=e))
+                job["portable"] = portable.pack(functions)
+            except portable.NotPortable as e:
+                return error_result(ex, label, "source", str(e))
         job["found"] = {}
         box = sandbox.Spawned(job, memory, time_limit).start()
     try:
@@ -120,15 +128,15 @@ def grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMOR
             def on_frame(header, frame_blobs):
                 kind = header.get("kind")
                 if kind == "started":
-                    state["note"] = header.get("note") if isinstance(header.get("note"), str) else None
+                    state["note"] = printable(header["note"]) if isinstance(header.get("note"), str) else None
                 elif kind == "case" and type(header.get("i")) is int and 0 <= header["i"] < len(cases):
                     raised = header.get("raised")
                     if isinstance(raised, dict):
-                        got[header["i"]] = Raised(str(raised.get("kind", "exception")), str(raised.get("message", ""))[:400])
+                        got[header["i"]] = Raised(str(raised.get("kind", "exception")), printable(raised.get("message", "")))
                     else:
                         got[header["i"]] = wire.decode(header.get("value"), frame_blobs)
                 elif kind == "fatal" and isinstance(header.get("error"), dict):
-                    state["fatal"] = {"kind": str(header["error"].get("kind")), "message": str(header["error"].get("message"))[:400]}
+                    state["fatal"] = {"kind": str(header["error"].get("kind")), "message": printable(header["error"].get("message"))}
                     return True
                 elif kind == "done":
                     state["done"] = True
@@ -141,7 +149,8 @@ def grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMOR
                 return error_result(ex, label, *ending)
             box.send({"kind": "inputs", "cases": encoded}, blobs)
             box.collect(on_frame)
-            if not box.guard_alive():                            # it killed its parent: that is the verdict
+            ended = state["done"] or state["fatal"]              # the sandbox exits right after these
+            if not box.guard_alive(wait=2.0 if ended else 0.05):  # it killed its parent: that is the verdict
                 return error_result(ex, label, *box.ending())
             box.kill()                                            # stray threads and children end with the grading
             result = {"exercise": ex.id, "file": label, "status": "error", "cases": [], "error": state["fatal"],
@@ -198,6 +207,9 @@ def _judge_case(ex, case, got, index, stopped, explain_all):
         except Mismatch as m:
             entry["message"] = m.summary
             entry["detail"].update(m.detail)
+        except Exception as e:                                     # noqa: BLE001 - a check that cannot read this result:
+            entry["message"] = T("returned something this case cannot check ({t}: {e})",   # failed, never a crash
+                                 "返回的东西这个用例无法检查（{t}：{e}）", t=type(e).__name__, e=printable(e, 120))
     if not entry["ok"] and not entry["todo"] or explain_all:
         entry["diagnosis"] = diagnose(ex, case, got)
     return entry

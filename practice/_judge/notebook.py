@@ -50,6 +50,9 @@ def _show(lines, status):
 
 def _pick(ex, functions, named):
     """{name: function} for the exercise's functions, from positional (in order, or by __name__) and named."""
+    if len(functions) > len(ex.functions):
+        raise QwenError("exercise {id} takes {n} function(s) ({want}); you passed {k}", "练习 {id} 需要 {n} 个函数（{want}）；你传入了 {k} 个",
+                        id=ex.id, n=len(ex.functions), want=", ".join(ex.functions), k=len(functions))
     found = {}
     by_name = {getattr(f, "__name__", None): f for f in functions}
     if all(n in by_name for n in ex.functions[:len(functions)]) and len(by_name) == len(functions):
@@ -82,6 +85,7 @@ def check(exercise, *functions, model=None, tiny=None, lang=None, **named):
         found = _pick(ex, functions, named)
         tiny = tiny if tiny is not None else os.environ.get("QWEN_TINY", "") not in ("", "0")
         args = types.SimpleNamespace(tiny=tiny, model=model)
+        judge.check_spawn_setting()
         result = grading.grade(ex, judge.model_for_checks(args), functions=found, time_limit=judge.time_limit(),
                                memory=judge.memory_limit())
     except (QwenError, grading.ModelProblem, judge.UsageError) as e:     # one line, no traceback

@@ -17,17 +17,22 @@ import tempfile
 import time
 from pathlib import Path
 
+from practice._judge.files import is_regular_or_absent, read_regular
 from qwen.lang import T
 
 _disabled = False                                  # set in the sandbox: learner code records nothing
 STATUSES = ("new", "todo", "fail", "error", "pass")
+LOCK_WAIT = 10.0                                   # seconds to wait for another judge's write
 FIELDS = {"status": str, "passed": bool, "hints": int, "graded_at": str, "file_digest": str}
 
 
 def path():
     base = os.environ.get("QWEN_PROGRESS")
     if base:
-        return Path(base).expanduser()
+        try:
+            return Path(base).expanduser()
+        except RuntimeError:                                       # ~user that does not exist: the path as written
+            return Path(base)
     data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(data) / "transformer-by-hand" / "progress.json"
 
@@ -54,20 +59,23 @@ def _shape_problem(data):
     return None
 
 
-def _read(file):
-    """The progress dict; a broken file is backed up and reported, and {} returned."""
+def _read(file, for_writing=False):
+    """The progress dict; a broken file is backed up and reported, and {} returned. A file that cannot
+    be read at all: {} for reading, OSError when about to write (it is never written over)."""
     try:
-        raw = file.read_bytes()
+        raw = read_regular(file)
     except FileNotFoundError:
         return {}
     except OSError as e:
+        if for_writing:
+            raise
         _say(T("Progress: cannot read {f} ({e}); continuing without it.", "进度：无法读取 {f}（{e}）；先不使用它。",
                f=file, e=e.strerror or e))
         return {}
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8-sig"))                # a BOM (Notepad) is not damage
         problem = _shape_problem(data)
-    except (UnicodeDecodeError, ValueError) as e:
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         data, problem = None, T("not valid JSON ({e})", "不是有效的 JSON（{e}）", e=str(e).splitlines()[0][:80])
     if problem is None:
         return data
@@ -96,7 +104,17 @@ def _locked(file):
     try:
         try:
             import fcntl
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            end = time.monotonic() + LOCK_WAIT
+            while True:                                            # never forever: a stopped judge may hold it
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > end:
+                        raise BlockingIOError(11, T("another judge has held its lock for {s:g} s (a stopped one? "
+                                                    "Ctrl-Z?)", "另一个评测器占用它的锁已经 {s:g} 秒（是否被暂停了？Ctrl-Z？）",
+                                                    s=LOCK_WAIT)) from None
+                    time.sleep(0.05)
         except ImportError:
             import msvcrt
             lock.seek(0)
@@ -122,9 +140,11 @@ def update(change):
     try:
         if file.is_dir():
             raise IsADirectoryError(21, T("it is a folder", "它是一个文件夹"))
+        if not is_regular_or_absent(file):                         # a device or a pipe is never replaced
+            raise OSError(22, T("not a regular file (a device or a pipe?)", "不是普通文件（设备或管道？）"))
         file.parent.mkdir(parents=True, exist_ok=True)
         with _locked(file):
-            progress = _read(file)
+            progress = _read(file, for_writing=True)
             change(progress)
             fd, tmp = tempfile.mkstemp(prefix=file.name + ".", suffix=".tmp", dir=file.parent)
             try:

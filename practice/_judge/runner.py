@@ -14,6 +14,7 @@ import types
 from pathlib import Path
 
 from practice._judge import sandbox, wire
+from practice._judge.files import read_regular
 
 
 def learner_line(tb, file):
@@ -60,7 +61,7 @@ def load_module(file):
     """Run the learner's file as a module registered in sys.modules (so dataclasses, typing and pickle
     find it). Its folder is first on sys.path, as with `python file.py`; __name__ is not "__main__"."""
     name = module_name(file)
-    code = compile(Path(file).read_bytes(), str(file), "exec", dont_inherit=True)
+    code = compile(read_regular(file), str(file), "exec", dont_inherit=True)
     module = types.ModuleType(name)
     module.__file__ = str(file)
     module.__spec__ = importlib.util.spec_from_loader(name, loader=None, origin=str(file))
@@ -90,7 +91,13 @@ def child_main(job):
         send({"kind": "started", "note": note})
         file = job.get("file")
         try:
-            space = load_module(file) if file else dict(job["found"])
+            if file:
+                space = load_module(file)
+            elif job.get("portable"):                            # notebook functions sent as source (spawned)
+                from practice._judge import portable
+                space = portable.unpack(job["portable"])
+            else:
+                space = dict(job["found"])
         except SystemExit:
             return send({"kind": "fatal", "error": {"kind": "exit", "message": T(
                 "your file calls sys.exit() (or exit()) when imported: remove it",
@@ -132,7 +139,7 @@ def child_main(job):
                     "原地修改了第 {i} 个输入：请在副本上计算（不要对输入做原地操作）", i=changed[0] + 1)}})
                 continue
             try:
-                value, out = wire.encode(got)
+                value, out = wire.encode(got, limit=wire.MAX_RESULT)
             except wire.Unsupported as e:
                 send({"kind": "case", "i": i, "raised": {"kind": "unsupported", "message": T(
                     "returned {what}", "返回了{what}", what=str(e))}})
@@ -141,7 +148,15 @@ def child_main(job):
                 send({"kind": "case", "i": i, "raised": {"kind": "unsupported", "message": T(
                     "returned a value of type {t}, which the judge cannot read", "返回了 {t} 类型的值，评测器读不了", t=wire._type_name(got))}})
                 continue
-            send({"kind": "case", "i": i, "value": value}, out)
+            frame = wire.pack({"kind": "case", "i": i, "value": value}, out)
+            if len(frame) > wire.MAX_RESULT:                     # e.g. a list of millions of numbers
+                send({"kind": "case", "i": i, "raised": {"kind": "unsupported", "message": T(
+                    "returned {mb:,.0f} MB of data: too large to send back (at most {m:.0f} MB)",
+                    "返回了 {mb:,.0f} MB 的数据：太大，无法传回（最多 {m:.0f} MB）", mb=len(frame) / 2**20,
+                    m=wire.MAX_RESULT / 2**20)}})
+                continue
+            sock.setblocking(True)
+            sock.sendall(frame)
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -30,6 +30,7 @@ from pathlib import Path
 from practice._judge import wire
 
 MAX_PROCESSES = 64
+BROKEN = 70                                        # the sandbox's exit code when its own plumbing failed
 POLL = 0.05                                        # seconds between watchdog checks
 
 
@@ -101,6 +102,30 @@ def use_fork(notebook=False):
     return not (notebook and torch is not None and torch.cuda.is_initialized())
 
 
+def become_subreaper():
+    """In the guard (Linux): processes the sandbox starts and orphans (double fork, setsid) are
+    re-parented to the guard instead of init, so the judge still finds them as its descendants."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)   # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def _linger(r_alive):
+    """In the guard, after the sandbox ended: stay (reaping orphans) until the judge has ended them and
+    the guard with them, or the judge is gone (EOF), so no orphan is re-parented out of reach."""
+    while True:
+        ready, _, _ = select.select([r_alive], [], [], 0.5)
+        if ready and not os.read(r_alive, 1):
+            return
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+
+
 class Sandbox:
     """One sandboxed run: start() forks; send() the inputs; collect() the frames and the verdict."""
 
@@ -123,15 +148,19 @@ class Sandbox:
         sys.stderr.flush()
         parent, child = socket.socketpair()
         r_st, w_st = os.pipe()
+        r_alive, w_alive = os.pipe()                               # EOF for the guard when the judge is gone
         gpid = os.fork()
         if gpid == 0:                                              # the guard
             try:
                 parent.close()
                 os.close(r_st)
+                os.close(w_alive)
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
+                become_subreaper()
                 spid = os.fork()
                 if spid == 0:
                     os.close(w_st)
+                    os.close(r_alive)
                     self._sandbox(child)                           # never returns
                 child.close()
                 os.write(w_st, f"{spid}\n".encode())
@@ -142,13 +171,15 @@ class Sandbox:
                     except InterruptedError:
                         continue
                 os.write(w_st, f"{status}\n".encode())
+                _linger(r_alive)
             except BaseException:                                  # noqa: BLE001 - the guard never raises
                 pass
             finally:
                 os._exit(0)
         child.close()
         os.close(w_st)
-        self.gpid, self.sock, self.r_st = gpid, parent, r_st
+        os.close(r_alive)
+        self.gpid, self.sock, self.r_st, self.w_alive = gpid, parent, r_st, w_alive
         self._st_buf = b""
         line = self._status_line(timeout=10)                       # the sandbox's pid
         if line is not None:
@@ -159,7 +190,7 @@ class Sandbox:
         return self
 
     def _sandbox(self, sock):
-        code = 70
+        code = BROKEN
         try:
             os.setsid()                                            # its own session and process group
             signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -167,7 +198,7 @@ class Sandbox:
             self.child_main(sock, capture, note)
             code = 0
         except BaseException:                                      # noqa: BLE001
-            code = 70
+            code = BROKEN
         finally:
             os._exit(code)
 
@@ -204,7 +235,7 @@ class Sandbox:
         """Read frames until `done`, the sandbox's end, the time limit or a limit broken. on_frame(header, blobs)
         returns True at the last frame."""
         from qwen.lang import T
-        reader = wire.Reader()
+        reader = wire.Reader(max_frame=wire.MAX_RESULT + (1 << 20))  # the sandbox refuses larger results itself
         deadline = time.monotonic() + self.time_limit
         next_check = time.monotonic() + POLL
         sock_open = True
@@ -261,14 +292,14 @@ class Sandbox:
             return "signal", os.WTERMSIG(self.status)
         return "exit", os.WEXITSTATUS(self.status) if os.WIFEXITED(self.status) else self.status
 
-    def guard_alive(self):
-        """False when the guard died (its end of the status pipe closed without a status)."""
+    def guard_alive(self, wait=0.05):
+        """False when the guard died (its end of the status pipe closed without a status). wait: how long
+        the sandbox's exit status may take to come (after `done` it exits at once; a guard it killed may
+        take a moment to close the pipe, so the verdict waits for one or the other)."""
         if self.status is None and not self.guard_died:
-            ready, _, _ = select.select([self.r_st], [], [], 0.05)
-            if ready:
-                line = self._status_line(timeout=0.05)
-                if line is not None:
-                    self.status = int(line)
+            line = self._status_line(timeout=wait)
+            if line is not None:
+                self.status = int(line)
         return not self.guard_died
 
     def _scan(self):
@@ -288,7 +319,8 @@ class Sandbox:
                 procs[int(name)] = (int(rest[1]), int(rest[3]), int(rest[21]))   # ppid, session, rss pages
             except (OSError, ValueError, IndexError):
                 continue
-        members = {p for p, (_, sid, _) in procs.items() if sid == self.spid} | (self.members & procs.keys())
+        members = {p for p, (ppid, sid, _) in procs.items() if sid == self.spid or (self.gpid and ppid == self.gpid)}
+        members |= self.members & procs.keys()
         grew = True
         while grew:
             kids = {p for p, (ppid, _, _) in procs.items() if ppid in members} - members
@@ -350,7 +382,7 @@ class Sandbox:
             except OSError:
                 pass
             self.gpid = None
-        for closer in (self.sock.close, lambda: os.close(self.r_st)):
+        for closer in (self.sock.close, lambda: os.close(self.r_st), lambda: os.close(self.w_alive)):
             try:
                 closer()
             except OSError:
@@ -375,6 +407,9 @@ class Sandbox:
                                     "你的代码被信号 {n}（{s}）终止（内存不够？）", n=n, s=name))
             return ("killed", T("your code was killed by signal {n} ({s})", "你的代码被信号 {n}（{s}）终止", n=n, s=name))
         code = how[1]
+        if code == BROKEN:
+            return ("crash", T("your code's process stopped without a result (did it close the judge's connection or "
+                               "its file descriptors?)", "你的代码所在的进程没有给出结果就停止了（它是否关闭了与评测器的连接或文件描述符？）"))
         return ("exit", T("your code ended the process (os._exit({c})): return a value instead",
                           "你的代码结束了进程（os._exit({c})）：请返回一个值", c=code))
 
@@ -423,6 +458,8 @@ class Spawned(Sandbox):
             self.spid = int(line) if line else None
             if self.spid is None:
                 raise OSError("no sandbox")
+            if os.name == "posix":
+                self.gpid = self.proc.pid                         # its orphans are the guard's children (Linux)
             self.members = {self.spid}
             self.sock, _ = server.accept()
             start = _statm(self.spid)
@@ -459,9 +496,9 @@ class Spawned(Sandbox):
             return None
         return ("signal", -self.status) if self.status < 0 else ("exit", self.status)
 
-    def guard_alive(self):
+    def guard_alive(self, wait=0.1):
         if self.status is None and not self.guard_died:
-            line = self._status_line(timeout=0.1)
+            line = self._status_line(timeout=wait)
             if line is not None:
                 self.status = int(line)
         return not self.guard_died

@@ -3,7 +3,7 @@
 The guard reads the job (JSON) on stdin, starts the sandbox (`... spawned sandbox`, a session of
 its own), prints its pid, waits, and prints its exit code: a solution that kills its parent kills
 the guard, not the judge. The sandbox connects back to the judge and runs exactly what a forked
-sandbox runs (runner.child_main). Functions from a notebook arrive as source text.
+sandbox runs (runner.child_main). Functions from a notebook arrive as source text, with what they use (portable.py).
 """
 import json
 import os
@@ -11,11 +11,17 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 
 def guard():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     job = sys.stdin.buffer.read()
+    judge = os.getppid()
+    linux = sys.platform.startswith("linux")
+    if linux:
+        from practice._judge.sandbox import become_subreaper
+        become_subreaper()                       # orphans of the sandbox (double fork, setsid) stay below the guard
     flags = {"start_new_session": True} if os.name == "posix" else {
         "creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
     child = subprocess.Popen([sys.executable, "-m", "practice._judge.spawned", "sandbox"], stdin=subprocess.PIPE,
@@ -24,6 +30,13 @@ def guard():
     child.stdin.write(job)
     child.stdin.close()
     print(child.wait(), flush=True)
+    while linux and os.getppid() == judge:       # until the judge has ended the orphans and this guard, or is gone
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+        time.sleep(0.2)
 
 
 def sandbox():
@@ -33,11 +46,6 @@ def sandbox():
     from practice._judge import sandbox as box
     sock = socket.create_connection(("127.0.0.1", job["port"]))
     capture, note = box.enter(job["memory"])
-    if job.get("sources"):
-        space = {"torch": torch, "F": torch.nn.functional, "math": __import__("math")}
-        for source in job["sources"].values():
-            exec(compile(source, "<notebook>", "exec"), space)
-        job["found"] = {name: space.get(name) for name in job["sources"]}
     runner.child_main(job)(sock, capture, note)
     os._exit(0)
 

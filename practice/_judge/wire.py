@@ -15,7 +15,8 @@ import struct
 import types
 
 DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
-MAX_FRAME = 1 << 30                                   # 1 GiB: results larger than that are refused
+MAX_FRAME = 1 << 30                                   # 1 GiB: frames larger than that are refused
+MAX_RESULT = 256 << 20                                # what one result may weigh (the largest expected is a few MB)
 MAX_DEPTH = 40
 
 
@@ -28,10 +29,27 @@ def _tensor_type():
     return torch.Tensor
 
 
-def encode(value, keep_layout=False):
-    """value -> (json-able structure, [bytes]). Raises Unsupported for anything else."""
-    blobs = []
-    return _enc(value, blobs, keep_layout, 0), blobs
+def encode(value, keep_layout=False, limit=MAX_FRAME):
+    """value -> (json-able structure, [bytes]). Raises Unsupported for anything else, or for tensors
+    of more than `limit` bytes together (checked before any is copied)."""
+    blobs = _Blobs(limit)
+    return _enc(value, blobs, keep_layout, 0), list(blobs)
+
+
+class _Blobs(list):
+    """The tensors' bytes, refusing to grow past a limit."""
+
+    def __init__(self, limit):
+        super().__init__()
+        self.limit, self.size = limit, 0
+
+    def reserve(self, numel, nbytes):
+        from qwen.lang import T
+        self.size += nbytes
+        if self.size > self.limit:
+            raise Unsupported(T("a tensor of {n} values ({mb:,.0f} MB): too large to send back (at most {m:.0f} MB in all)",
+                                "含 {n} 个数值的张量（{mb:,.0f} MB）：太大，无法传回（总共最多 {m:.0f} MB）",
+                                n=numel, mb=nbytes / 2**20, m=self.limit / 2**20))
 
 
 def _enc(v, blobs, keep_layout, depth):
@@ -87,6 +105,8 @@ def _enc_tensor(t, blobs, keep_layout):
     if type(t) not in (torch.Tensor, torch.nn.Parameter):
         raise Unsupported(T("a tensor subclass ({t}): return a plain torch.Tensor", "张量的子类（{t}）：请返回普通的 torch.Tensor",
                             t=_type_name(t)))
+    if t.is_nested:
+        raise Unsupported(T("a nested tensor: return a regular (padded) one", "嵌套张量（nested tensor）：请返回普通的（补齐的）张量"))
     if t.layout != torch.strided:
         raise Unsupported(T("a sparse tensor ({l}): return a dense one (.to_dense())", "稀疏张量（{l}）：请返回稠密张量（.to_dense()）",
                             l=str(t.layout).replace("torch.", "")))
@@ -95,7 +115,8 @@ def _enc_tensor(t, blobs, keep_layout):
     dtype = str(t.dtype).replace("torch.", "")
     if dtype not in DTYPES:
         raise Unsupported(T("a tensor of dtype {d}, which the judge does not read", "类型为 {d} 的张量，评测器读不了", d=dtype))
-    t = t.detach().cpu()                                         # a Parameter's detach() is a plain tensor
+    blobs.reserve(t.numel(), t.numel() * t.element_size())      # before anything is copied (an expand is cheap)
+    t = t.detach().cpu().resolve_conj().resolve_neg()            # a Parameter's detach() is a plain tensor; lazy views made real
     entry = {"T": len(blobs), "dtype": dtype, "shape": list(t.shape)}
     if keep_layout and not t.is_contiguous() and t.numel():
         stride = list(t.stride())
@@ -141,7 +162,12 @@ def decode(obj, blobs, depth=0, trusted=False):
         cls = getattr(importlib.import_module(module), name)
         return cls(**{k: decode(v, blobs, depth + 1, trusted) for k, v in obj["F"]})
     if "T" in obj:
-        return _dec_tensor(obj, blobs)
+        if not trusted and ("stride" in obj or "core" in obj):
+            raise ValueError("a layout is only sent to the sandbox")
+        try:
+            return _dec_tensor(obj, blobs)
+        except (RuntimeError, TypeError, OverflowError) as e:   # sizes torch cannot represent
+            raise ValueError(f"bad tensor entry ({type(e).__name__})") from None
     raise ValueError("unknown tag")
 
 
@@ -185,21 +211,25 @@ def pack(header, blobs):
 class Reader:
     """Feeds bytes in, yields complete (header, blobs) frames; ValueError on anything malformed."""
 
-    def __init__(self):
+    def __init__(self, max_frame=MAX_FRAME):
         self.buf = bytearray()
+        self.max_frame = max_frame
 
     def feed(self, data):
         self.buf += data
         frames = []
         while len(self.buf) >= 12:
             total, hlen = struct.unpack_from("<QI", self.buf)
-            if total > MAX_FRAME or hlen > total - 4 + 0 or total < 4:
+            if total > self.max_frame or hlen > total - 4 + 0 or total < 4:
                 raise ValueError("frame too large or malformed")
             if len(self.buf) < 8 + total:
                 break
             frame = bytes(self.buf[8:8 + total])
             del self.buf[:8 + total]
-            header = json.loads(frame[4:4 + hlen].decode("ascii"))
+            try:
+                header = json.loads(frame[4:4 + hlen].decode("ascii"))
+            except RecursionError:                                   # nested deeper than the parser goes
+                raise ValueError("frame header nested too deeply") from None
             if type(header) is not dict or type(header.get("blobs")) is not list:
                 raise ValueError("bad frame header")
             blobs, pos = [], 4 + hlen
