@@ -69,11 +69,12 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
         u_t = beta_t (v_t - exp(c_t) S0^T k_t - sum_{j<t} exp(c_t - c_j) (k_t . k_j) u_j)
 
     so (I + A) U = beta V - beta exp(c) K S0 with A strictly lower triangular,
-    A_tj = beta_t exp(c_t - c_j) k_t . k_j. Solving once per chunk, independent of S0:
-    U0 = (I + A)^-1 beta V and W = (I + A)^-1 beta exp(c) K, then U = U0 - W S0. All chunks are
-    solved in one batched call; the loop over chunks only carries S0 forward with matmuls.
-    The sequence is padded to a multiple of `chunk` with tokens that change nothing (k = v = 0,
-    beta = 0, g = 0).
+    A_tj = beta_t exp(c_t - c_j) k_t . k_j. Its inverse does not depend on S0, so for all chunks
+    at once: (I + A)^-1 by one batched unit-triangular solve, U0 = (I + A)^-1 beta V and
+    W = (I + A)^-1 beta exp(c) K; then U = U0 - W S0. The loop over chunks only carries S0
+    forward with matmuls. (Solving against the identity, then two matmuls, measured faster on
+    CPU than solving against V and K directly.) The sequence is padded to a multiple of `chunk`
+    with tokens that change nothing (k = v = 0, beta = 0, g = 0).
     """
     q, k, v, g, beta = (t.float() for t in (q, k, v, g, beta))
     B, H, T, dk = k.shape
@@ -87,21 +88,23 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
     future = torch.ones(chunk, chunk, dtype=torch.bool, device=k.device).triu(1)
     decay = (c[..., :, None] - c[..., None, :]).masked_fill(future, -math.inf).exp()   # (B, H, n, C, C)
 
-    A = (k @ k.transpose(-1, -2)) * decay * beta[..., None]                   # (B, H, n, C, C); diag unused
-    rhs = torch.cat([v, k * c.exp()[..., None]], -1) * beta[..., None]       # (B, H, n, C, dv + dk)
-    U0, W = torch.linalg.solve_triangular(A, rhs, upper=False, unitriangular=True).split([dv, dk], -1)
+    k_beta = k * beta[..., None]
+    A = (k_beta @ k.transpose(-1, -2)) * decay                                # (B, H, n, C, C); diag unused
+    eye = torch.eye(chunk, device=k.device).expand_as(A)
+    inverse = torch.linalg.solve_triangular(A, eye, upper=False, unitriangular=True)   # (I + A)^-1
+    U0 = inverse @ (v * beta[..., None])                                      # (B, H, n, C, dv)
+    W = inverse @ (k_beta * c.exp()[..., None])                               # (B, H, n, C, dk)
 
     attn = (q @ k.transpose(-1, -2)) * decay                                  # (B, H, n, C, C), causal
-    WQ = torch.cat([W, q * c.exp()[..., None]], -2)                           # (B, H, n, 2C, dk): both read S0
+    q_start = q * c.exp()[..., None]                                          # reads the chunk's S0
     k_end = (k * (c[..., -1:] - c).exp()[..., None]).transpose(-1, -2)        # (B, H, n, dk, C): decayed to end
     chunk_decay = c[..., -1, None, None].exp()                                # (B, H, n, 1, 1)
 
     S = k.new_zeros(B, H, dk, dv) if state is None else state.float()         # (B, H, dk, dv)
     out = v.new_empty(B, H, n, chunk, dv)
     for i in range(n):
-        WS, QS = (WQ[:, :, i] @ S).split(chunk, -2)                           # (B, H, C, dv) each
-        U = U0[:, :, i] - WS                                                  # this chunk's written errors
-        out[:, :, i] = QS + attn[:, :, i] @ U                                 # old state + this chunk
+        U = U0[:, :, i] - W[:, :, i] @ S                                      # this chunk's written errors
+        out[:, :, i] = q_start[:, :, i] @ S + attn[:, :, i] @ U               # old state + this chunk
         S = S * chunk_decay[:, :, i] + k_end[:, :, i] @ U
     return out.reshape(B, H, n * chunk, dv)[:, :, :T], S
 
@@ -141,6 +144,21 @@ class GatedDeltaNet(nn.Module):
 
     def forward(self, x, cache=None):
         B, T, _ = x.shape
+        q, k, v, g, beta = self.rule_inputs(x, cache)                            # (B, nv, T, ...) fp32
+        state = None if cache is None else cache.state
+        rule = delta_rule_recurrent if T == 1 else delta_rule_chunked
+        out, state = rule(q, k, v, g, beta, state)                               # (B, nv, T, dv)
+        if cache is not None:
+            cache.state = state
+        z = self.in_proj_z(x).reshape(B, T, self.nv, self.dv)                    # the gate
+        out = self.norm(out.transpose(1, 2).to(x.dtype), z)                      # (B, T, nv, dv)
+        return self.out_proj(out.reshape(B, T, self.nv * self.dv))               # (B, T, hidden)
+
+    def rule_inputs(self, x, cache=None):
+        """Everything the delta rule reads, from x (batch, seq, hidden): q, k (batch, value_heads,
+        seq, dk), v (batch, value_heads, seq, dv), g and beta (batch, value_heads, seq); fp32
+        except v, which stays in x's dtype (the rule upcasts it)."""
+        B, T, _ = x.shape
         qkv = self.causal_conv(self.in_proj_qkv(x), cache)                       # (B, T, conv_dim)
         q, k, v = qkv.split([self.nk * self.dk, self.nk * self.dk, self.nv * self.dv], -1)
         q = q.reshape(B, T, self.nk, self.dk).transpose(1, 2)                    # (B, nk, T, dk)
@@ -151,17 +169,8 @@ class GatedDeltaNet(nn.Module):
         if self.nv > self.nk:                                                    # each key head serves
             q = q.repeat_interleave(self.nv // self.nk, dim=1)                   # nv/nk neighbouring
             k = k.repeat_interleave(self.nv // self.nk, dim=1)                   # value heads: (B, nv, T, dk)
-        beta, g = self.beta_and_decay(x)                                         # (B, nv, T) each, fp32
-
-        state = None if cache is None else cache.state
-        rule = delta_rule_recurrent if T == 1 else delta_rule_chunked
-        out, state = rule(q, k, v, g, beta, state)                               # (B, nv, T, dv)
-        if cache is not None:
-            cache.state = state
-
-        z = self.in_proj_z(x).reshape(B, T, self.nv, self.dv)
-        out = self.norm(out.transpose(1, 2).to(x.dtype), z)                      # (B, T, nv, dv)
-        return self.out_proj(out.reshape(B, T, self.nv * self.dv))               # (B, T, hidden)
+        beta, g = self.beta_and_decay(x)                                         # (B, nv, T) each
+        return q, k, v, g, beta
 
     def causal_conv(self, qkv, cache=None):
         """Depthwise conv over time, each channel mixing its own last `kernel` inputs, then silu.
