@@ -81,8 +81,11 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
     dv = v.shape[-1]
     pad = -T % chunk
     n = (T + pad) // chunk
-    q, k, v = (F.pad(t, (0, 0, 0, pad)).reshape(B, H, n, chunk, -1) for t in (q, k, v))   # (B, H, n, C, d)
-    g, beta = (F.pad(t, (0, pad)).reshape(B, H, n, chunk) for t in (g, beta))             # (B, H, n, C)
+    if pad:                                                                   # (a copy: only when needed)
+        q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
+        g, beta = (F.pad(t, (0, pad)) for t in (g, beta))
+    q, k, v = (t.reshape(B, H, n, chunk, -1) for t in (q, k, v))             # (B, H, n, C, d)
+    g, beta = (t.reshape(B, H, n, chunk) for t in (g, beta))                  # (B, H, n, C)
 
     c = g.cumsum(-1)                                                          # log decay since chunk start
     future = torch.ones(chunk, chunk, dtype=torch.bool, device=k.device).triu(1)

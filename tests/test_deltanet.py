@@ -130,9 +130,10 @@ def test_cache_prefill_then_single_tokens_equals_the_full_sequence(written):
         assert rel(two, full) <= TOL and rel(cache2.state, cache.state) <= TOL
 
 
-def test_uneven_head_groups_are_a_clear_error(tiny_path):
-    cfg = Config.load(tiny_path)
-    bad = types.SimpleNamespace(**{**cfg.__dict__, "linear_num_key_heads": 4, "linear_num_value_heads": 6})
+def test_uneven_head_groups_are_a_clear_error():
+    bad = types.SimpleNamespace(hidden_size=16, linear_num_key_heads=4, linear_num_value_heads=6,
+                                linear_key_head_dim=8, linear_value_head_dim=8, linear_conv_kernel_dim=4,
+                                rms_norm_eps=1e-6)
     with pytest.raises(QwenError, match=r"6 value heads cannot be shared evenly by 4 key heads"):
         GatedDeltaNet(bad)
 
