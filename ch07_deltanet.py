@@ -42,6 +42,11 @@ IDS = [760, 7993, 7338, 383, 279, 5344, 13, 1049, 557, 7948, 11, 748, 279, 7993,
        424, 37444, 685, 279, 5344, 557, 7795, 13, 220, 98500, 108604, 99333, 100976, 1710, 99333, 95874, 96065,
        126372, 3709, 98500, 124080, 24178, 112183, 95865, 3709, 99333, 95874, 120127, 1710]
 ids = IDS if max(IDS) < cfg.vocab_size else [i % cfg.vocab_size for i in IDS]
+if ids != IDS:
+    say("  (this checkpoint's vocabulary has {n} entries, not Qwen3.5's: the sentence's token ids are taken\n"
+        "  modulo {n}, so below they stand for other tokens)",
+        "  （这个检查点的词表只有 {n} 项，不是 Qwen3.5 的：句子的词元 id 取模 {n}，\n"
+        "  所以下面它们代表的是别的词元）", n=cfg.vocab_size)
 with torch.no_grad():                                    # layer L's input on these tokens: embedding,
     x = W.rows("embed_tokens.weight", ids)[None]         # then the input norm (exact for layer 0 only)
     x = load(RMSNorm(cfg.hidden_size, cfg.rms_norm_eps), W, f"layers.{L}.input_layernorm.")(x)   # (1, T, hidden)
