@@ -35,6 +35,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from practice._judge import grading, progress  # noqa: E402
+from practice._judge.report import case_line, first_failing, report_lines, summary_line  # noqa: E402
 from practice._judge.exercises import BY_ID, EXERCISES, JUDGE, text  # noqa: E402
 from qwen.cli import pad, parser, report, setup  # noqa: E402
 from qwen.lang import QwenError, T, set_lang  # noqa: E402
@@ -122,61 +123,9 @@ def grade(ex, file, model, **kw):
     return grading.grade(ex, model, file=file, time_limit=time_limit(), memory=memory_limit(), **kw)
 
 
-def summary_line(result):
-    """One line: the verdict, or the first problem."""
-    if result["status"] == "pass":
-        return T("passed all {n} cases", "全部 {n} 个用例通过", n=len(result["cases"]))
-    if result["error"]:
-        return result["error"]["message"]
-    bad = [c for c in result["cases"] if not c["ok"]]
-    todo = sum(c["todo"] for c in bad)
-    if todo == len(bad):
-        return T("not finished: {n} case(s) still raise NotImplementedError", "还没完成：{n} 个用例仍然抛出 NotImplementedError",
-                 n=todo)
-    return case_line(grading.first_failing(result))
-
-
-def case_line(c):
-    line = f"{c['function']}: {c['name']}: {c['message']}"
-    if c.get("diagnosis"):
-        line += " — " + c["diagnosis"]["says"]
-    return line
-
-
 def print_report(ex, result, verbose=True):
-    mark = {"pass": "✓", "fail": "✗", "todo": "·", "error": "✗"}[result["status"]]
-    print(f"{mark} {ex.id} {text(ex.title)}: {summary_line(result)}")
-    if result.get("note"):
-        print("    " + result["note"])
-    if not verbose or result["error"]:
-        return
-    detailed = False
-    for c in result["cases"]:
-        tick = "✓" if c["ok"] else ("·" if c["todo"] else "✗")
-        if c["ok"] or c["todo"]:
-            print(f"    {tick} {c['function']}: {c['name']}")
-            continue
-        print(f"    {tick} {c['function']}: {c['name']}: {c['message']}")      # every failing case: its reason
-        if c.get("diagnosis"):
-            print(f"        → {c['diagnosis']['says']}")
-        if detailed or c.get("stopped"):
-            continue
-        detailed = True                                          # the numbers for the first failure only
-        d = c["detail"]
-        print(T("        input: {i}", "        输入：{i}", i=", ".join(d.get("inputs", []))))
-        if "expected" in d:
-            print(T("        expected {e}, got {g}", "        期望 {e}，得到 {g}", e=d["expected"], g=d["got"]))
-        if "max_abs" in d:
-            print(T("        max |difference| {a:.3g}, max relative {r:.3g}; {w:.1%} of values within tolerance ({t})",
-                    "        最大绝对差 {a:.3g}，最大相对差 {r:.3g}；{w:.1%} 的数值在容差内（{t}）",
-                    a=d["max_abs"], r=d["max_rel"], w=d["within"], t=d["tolerance"]))
-        if d.get("first_index") is not None and "expected_value" in d:
-            print(T("        first mismatch at index {i}: expected {e}, got {g}",
-                    "        第一个不一致的位置 {i}：期望 {e}，得到 {g}", i=d["first_index"], e=d["expected_value"],
-                    g=d["got_value"]))
-    if result.get("printed"):
-        print(T("    note: your code printed {n} line(s); the judge ignores them",
-                "    提示：你的代码打印了 {n} 行；评测器会忽略它们", n=result["printed"]))
+    for line in report_lines(ex, result, verbose):
+        print(line)
 
 
 def record(ex, result, file):
@@ -262,21 +211,24 @@ def cmd_watch(ex, args):
     print(T("Watching {f} by polling every 0.5 s (Ctrl-C to stop).", "每 0.5 秒检查一次 {f} 是否改动（Ctrl-C 停止）。",
             f=path), flush=True)
     seen = None
-    while True:
-        stamp = path.stat().st_mtime_ns if path.exists() else None
-        if stamp != seen:
-            seen = stamp
-            print("\n" + time.strftime("%H:%M:%S"))
-            cmd_grade([ex], args)                                # progress re-read under the lock at each save
-            sys.stdout.flush()
-        time.sleep(0.5)
+    try:
+        while True:
+            stamp = path.stat().st_mtime_ns if path.exists() else None
+            if stamp != seen:
+                seen = stamp
+                print("\n" + time.strftime("%H:%M:%S"))
+                cmd_grade([ex], args)                            # progress re-read under the lock at each save
+                sys.stdout.flush()
+            time.sleep(0.5)
+    except KeyboardInterrupt:                                    # the way to stop watching (the sandbox is ended)
+        return 0
 
 
 def cmd_hint(ex, args):
     """The first failing case (what it tests, what to look at), then the next hint of the statement."""
     file = Path(args.file).resolve() if args.file else learner_file(ex)
     result = grade(ex, file, model_for_checks(args))
-    first = None if result["status"] == "pass" else grading.first_failing(result)
+    first = None if result["status"] == "pass" else first_failing(result)
     if result["error"]:
         print(T("Your file: {m}", "你的文件：{m}", m=result["error"]["message"]))
     elif result["status"] == "pass":
