@@ -21,6 +21,7 @@ import types
 
 import torch
 
+from qwen import known
 from qwen.cli import chapter, section, say, size
 from qwen.deltanet import GatedDeltaNet, delta_rule_chunked, delta_rule_recurrent
 from qwen.lang import tr
@@ -91,12 +92,10 @@ def memory_table(c):
 
 text_config = cfg.raw.get("text_config", cfg.raw)
 memory_table({**text_config, "layer_types": list(cfg.layer_types)})
-if ch.tiny:
-    say("  Qwen3.5-0.8B (from its config.json: 18 + 6 layers, 16 heads of 128 x 128, 2 KV heads of 256):",
-        "  Qwen3.5-0.8B（根据它的 config.json：18 + 6 层，16 个 128 x 128 的头，2 个 256 维的 KV 头）：")
-    memory_table(dict(layer_types=["linear_attention"] * 18 + ["full_attention"] * 6, linear_num_key_heads=16,
-                      linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128,
-                      linear_conv_kernel_dim=4, num_key_value_heads=2, head_dim=256))
+real = known.real_inventory()
+if ch.tiny and real is not None:                          # exact: these follow from the real config alone
+    say("  Qwen3.5-0.8B, from its config.json:", "  Qwen3.5-0.8B，根据它的 config.json：")
+    memory_table(real["config"]["text_config"])
 
 # %% [markdown]
 # ## 2. The delta rule is online regression / delta 规则就是在线回归
@@ -237,7 +236,6 @@ say("  at a = 0 (weights only), the half-lives of all {n} heads in {m} layers sp
     n=spans.numel(), m=len(per_layer), lo=spans.min().item(), hi=spans.max().item())
 
 if ch.args.plot and (plt := ch.pyplot()) is not None:
-    from pathlib import Path
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
     for h in range(NV):
         ax1.plot(decay[h].numpy(), lw=1)
@@ -252,11 +250,7 @@ if ch.args.plot and (plt := ch.pyplot()) is not None:
     ax2.set_ylabel(ch.label("half-life at a = 0 (tokens)", "a = 0 时的半衰期（词元）"))
     fig.suptitle(ch.label("Gated DeltaNet decay", "Gated DeltaNet 的衰减")
                  + (ch.label(" (tiny checkpoint: made-up numbers)", "（小检查点：数值是编造的）") if ch.tiny else ""))
-    fig.tight_layout()
-    out = Path(ch.args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out / "ch07_decay.png", dpi=110)
-    say("  wrote {f}", "  已写出 {f}", f=out / "ch07_decay.png")
+    ch.save(fig, "ch07_decay.png")
 
 # %% [markdown]
 # ## 6. The rule, then the gated norm / 先是规则，然后是带门的 RMSNorm

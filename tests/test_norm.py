@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from conftest import MANIFEST
 from qwen.lang import QwenError
 from qwen.model import model_norms
-from qwen.norm import GatedRMSNorm, RMSNorm, l2norm
+from qwen.norm import GatedRMSNorm, RMSNorm, ShapeError, l2norm
 from qwen.tiny import write_checkpoint
 from qwen.weights import Config, load, load_weights
 
@@ -135,14 +135,14 @@ def test_f_rms_norm_is_the_same_computation():
 # ---------------------------------------------------------------- bad input
 
 def test_wrong_last_dimension_is_a_clear_error():
-    with pytest.raises(QwenError, match=r"RMSNorm\(1024\) normalizes vectors of length 1024.*\[2, 512\]"):
+    with pytest.raises(ShapeError, match=r"RMSNorm\(1024\) normalizes vectors of length 1024.*\[2, 512\]"):
         RMSNorm(1024)(torch.zeros(2, 512))
-    with pytest.raises(QwenError, match=r"GatedRMSNorm\(128\)"):
+    with pytest.raises(ShapeError, match=r"GatedRMSNorm\(128\)"):
         GatedRMSNorm(128)(torch.zeros(2, 64), torch.zeros(2, 64))
 
 
 def test_gate_shape_must_match():
-    with pytest.raises(QwenError, match=r"gate has shape \[4, 1\] but x has shape \[4, 128\]"):
+    with pytest.raises(ShapeError, match=r"gate has shape \[4, 1\] but x has shape \[4, 128\]"):
         GatedRMSNorm(128)(torch.zeros(4, 128), torch.zeros(4, 1))
 
 
@@ -218,3 +218,39 @@ def test_gated_rmsnorm_against_transformers(hf):
     a, b = ours(xb, gb), theirs(xb, gb)
     ulps = (a.view(torch.int16).int() - b.view(torch.int16).int()).abs()
     assert ulps.max().item() <= 2 and (ulps > 0).any()      # they round an intermediate; we round once
+
+
+def test_norm_module_depends_on_torch_only():
+    import ast
+    from conftest import ROOT
+    tree = ast.parse((ROOT / "qwen" / "norm.py").read_text(encoding="utf-8"))
+    roots = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    roots |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert roots == {"torch"}
+
+
+def test_shape_errors_carry_both_languages():
+    with pytest.raises(ShapeError) as e:
+        RMSNorm(8)(torch.zeros(2, 4))
+    assert isinstance(e.value, ValueError) and "RMSNorm(8)" in e.value.en and "归一化长度为 8 的向量" in e.value.zh
+
+
+def test_on_cpu_layer_norm_is_one_kernel_and_rms_norm_several_ops():
+    """ch03 says so: fewer reductions is not speed by itself."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    x, w = torch.randn(4, 16), torch.ones(16)
+    with Ops() as rms_ops:
+        F.rms_norm(x, (16,), weight=w, eps=1e-6)
+    with Ops() as ln_ops:
+        F.layer_norm(x, (16,), eps=1e-6)
+    assert ln_ops.names == ["native_layer_norm"] and len(rms_ops.names) == 6 and "rsqrt" in rms_ops.names

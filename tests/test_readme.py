@@ -1,0 +1,26 @@
+"""The README's Python blocks run as written (against the built-in tiny checkpoint)."""
+import re
+
+from conftest import ROOT
+
+
+def test_readme_python_blocks_run(tiny_path, monkeypatch):
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)
+    assert len(blocks) >= 2 and any("load_weights" in b for b in blocks)
+    for name in ("QWEN_TINY", "QWEN_LANG"):                       # the blocks set these: restored afterwards
+        monkeypatch.setenv(name, "")
+    monkeypatch.setenv("QWEN_MODEL", str(tiny_path))
+    namespace = {}
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), namespace)
+    assert len(namespace["norms"]) == 27 and namespace["tok"].encode("Hello!") == [9419, 0]
+    assert list(namespace["scores"].shape) == [1, 248320]
+
+
+def test_readme_lists_the_chapters_that_exist_and_what_comes_next():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    for script in sorted(ROOT.glob("ch[0-9][0-9]_*.py")):
+        assert f"`{script.name}`" in text, script.name
+    assert "Coming next" in text and "install the CPU build of PyTorch first" in text
+    assert text.index("pip install torch --index-url") < text.index("pip install -e . && python main.py")
+    assert "QWEN_TINY=1" in text and "QWEN_LANG=zh" in text and "1.75 GB, once" not in text
