@@ -365,4 +365,4 @@ if ch.tiny:
 
 # %%
 say("\nExercises for this chapter: 220, 221, 222. Try one: python practice/judge.py 220",
-    "\n本章练习：220, 221, 222。试一个：python practice/judge.py 220")
+    "\n本章练习：220、221、222。试一个：python practice/judge.py 220")
