@@ -205,12 +205,12 @@ say("  token 0 sees 3 zeros, then itself: output == silu(w_last * x_0): {ok}",
 # 接近 0 时立即遗忘。半衰期 ln(0.5) / g 个词元表示一次写入多久后只剩一半权重。beta = sigmoid(in_proj_b(x))。
 
 # %%
-section(5, "Decay exp(g) and beta per head, on real tokens", "每个头的衰减 exp(g) 和 beta（真实词元上）")
+section(5, "Decay exp(g) and beta per head, on the tokens of a sentence", "每个头的衰减 exp(g) 和 beta（在一句话的词元上）")
 decay = g_[0].exp()                                       # (heads, T)
 half_life = math.log(0.5) / g_[0].median(-1).values      # tokens, per head
 say("  layer {l}, {t} tokens of: {text}...", "  第 {l} 层，{t} 个词元：{text}……", l=L, t=len(ids), text=TEXT[:40])
 say("  head   exp(g): median [min, max]     half-life (tokens)   beta: median",
-    "  头     exp(g)：中位数 [最小, 最大]    半衰期（词元）       beta：中位数")
+    "  头     exp(g)：中位数 [最小，最大]    半衰期（词元）       beta：中位数")
 for h in range(NV):
     say(f"  {h:>4}   {decay[h].median():.3f} [{decay[h].min():.3f}, {decay[h].max():.3f}]"
         f"        {half_life[h]:10.1f}       {beta_[0, h].median():.3f}",
@@ -219,9 +219,9 @@ for h in range(NV):
 fast, slow = half_life.argmin().item(), half_life.argmax().item()
 if ch.tiny:
     say("  (tiny checkpoint: A_log, dt_bias and the projections are random draws, so these heads say nothing\n"
-        "  about Qwen3.5. Its 18 layers x 16 heads show their own rates with the real checkpoint.)",
-        "  （小检查点：A_log、dt_bias 和投影都是随机数，这些头与 Qwen3.5 无关。\n"
-        "  用真实检查点运行，才能看到它 18 层 x 16 个头各自的速率。）")
+        "  about Qwen3.5; run on Qwen3.5-0.8B itself (python main.py download) to see its 18 layers x 16 heads)",
+        "  （小检查点：A_log、dt_bias 和投影都是随机数，这些头与 Qwen3.5 无关；\n"
+        "  要看 Qwen3.5-0.8B 的 18 层 x 16 个头，请用它本身运行（python main.py download））")
 else:
     say("  fastest-forgetting head {f}: half-life {a:.1f} tokens; longest memory: head {s}, {b:.1f} tokens",
         "  遗忘最快的是头 {f}：半衰期 {a:.1f} 个词元；记得最久的是头 {s}：{b:.1f} 个词元",
@@ -333,14 +333,14 @@ for T, runs in ((64, 3), (512, 1), (2048, 1)):
         T=T, h=NV, r=times[0] * 1e3, c=times[1] * 1e3, x=times[0] / times[1])
 torch.set_num_threads(threads)
 say("  (one thread of this CPU; best of {a} runs at 64 tokens, one run at 512 and 2048;\n"
-    "  bench/bench_deltanet.py measures the real layer's size properly, also with all threads)",
+    "  bench/bench_deltanet.py measures a Qwen3.5-0.8B-size layer properly, also with all threads)",
     "  （这台 CPU 的一个线程；64 个词元取 {a} 次中最快的一次，512 和 2048 个词元各跑一次；\n"
-    "  严格的测量（真实层的大小，也包括用全部线程）见 bench/bench_deltanet.py）", a=3)
+    "  严格的测量（Qwen3.5-0.8B 大小的层，也包括用全部线程）见 bench/bench_deltanet.py）", a=3)
 if ch.tiny:
     say("  (tiny sizes, {h} heads of {dk} x {dv}: the recurrent form's time is mostly the fixed cost of its many\n"
-        "  small calls, so these ratios say little about a real layer of 16 heads of 128 x 128)",
+        "  small calls, so these ratios say little about a Qwen3.5-0.8B layer of 16 heads of 128 x 128)",
         "  （小检查点的大小是 {h} 个 {dk} x {dv} 的头：递推形式的时间主要是许多次小调用的固定开销，\n"
-        "  这些比值说明不了真实层（16 个 128 x 128 的头）的情况）", h=NV, dk=DK, dv=DV)
+        "  这些比值说明不了 Qwen3.5-0.8B 的层（16 个 128 x 128 的头）的情况）", h=NV, dk=DK, dv=DV)
 
 # %% [markdown]
 # ## How to explain it / 怎么讲给别人听
