@@ -29,6 +29,8 @@ from qwen.norm import RMSNorm, l2norm
 from qwen.weights import load
 
 ch = chapter("Chapter 7: Gated DeltaNet (linear attention)", "第 7 章：Gated DeltaNet（线性注意力）", plot=True)
+torch.set_num_threads(1)            # small tensors: a second thread costs more than it saves (and section 7
+                                    # then times the work itself, not how busy the other cores are)
 cfg, W = ch.cfg, ch.W
 NV, DK, DV = cfg.linear_num_value_heads, cfg.linear_key_head_dim, cfg.linear_value_head_dim
 L = cfg.linear_attention_layers[0]                       # the first linear-attention layer
@@ -316,8 +318,6 @@ say("  200 tokens (not a multiple of 64), from a given state: max |recurrent - c
     "  200 个词元（不是 64 的倍数），从给定状态开始：最大 |递推 - 分块| = {d:.1e}（输出），\n"
     "  {e:.1e}（最后的状态），数值最大 {m:.2g}",
     d=(o_r - o_c).abs().max().item(), e=(s_r - s_c).abs().max().item(), m=o_r.abs().max().item())
-threads = torch.get_num_threads()
-torch.set_num_threads(1)                                  # time the work, not how busy the other cores are
 for T, runs in ((64, 3), (512, 1), (2048, 1)):
     a = rule_inputs(T)
     times = []
@@ -331,7 +331,6 @@ for T, runs in ((64, 3), (512, 1), (2048, 1)):
     say("  {T:>5} tokens x {h} heads: recurrent {r:7.1f} ms, chunked {c:6.1f} ms ({x:.1f}x)",
         "  {T:>5} 个词元 x {h} 个头：递推 {r:7.1f} ms，分块 {c:6.1f} ms（{x:.1f} 倍）",
         T=T, h=NV, r=times[0] * 1e3, c=times[1] * 1e3, x=times[0] / times[1])
-torch.set_num_threads(threads)
 say("  (one thread of this CPU; best of {a} runs at 64 tokens, one run at 512 and 2048;\n"
     "  bench/bench_deltanet.py measures a Qwen3.5-0.8B-size layer properly, also with all threads)",
     "  （这台 CPU 的一个线程；64 个词元取 {a} 次中最快的一次，512 和 2048 个词元各跑一次；\n"
