@@ -411,3 +411,46 @@ def test_one_notation_for_the_norm_weight():
     files = [*ROOT.glob("ch[0-9][0-9]_*.py"), ROOT / "README.md", *(ROOT / "practice" / "_judge").rglob("*.py"),
              *(ROOT / "qwen").glob("*.py")]
     assert not [f.name for f in files if re.search(r"\bw\s*[-−]\s*1\b", f.read_text(encoding="utf-8"))]
+
+
+def test_ch07_on_the_tiny_checkpoint(run_script, tiny_path, tmp_path):
+    r = run_script("ch07_deltanet.py", "--model", tiny_path, "--plot", "--out", tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert out.count(BANNER) == 1 and "Traceback" not in r.stderr
+    # Qwen3.5-0.8B's memory figures follow from its config: 18 x 16 x 128 x 128 fp32 + conv windows; 12 KB/token
+    assert "16 heads x 18 linear layers (fp32) + conv windows: 19.5 MB, fixed" in out
+    assert "KV cache of the 6 full-attention layers: 12.3 KB per token" in out
+    assert "262,144 tokens: KV cache   3.22 GB" in out
+    assert "beta = 1.0: after the write 0.000 = 0.000 x before" in out
+    assert "beta = 0.5: after the write" in out and "= 0.500 x before (1 - beta = 0.5)" in out
+    assert "plain linear attention reads 2.00 x v, the delta rule 1.00 x v" in out
+    assert "changing token 10's input changes the outputs at tokens [10, 11, 12, 13]" in out
+    assert "output == silu(w_last * x_0): True" in out
+    assert "random draws, so these heads say nothing" in out and "fastest-forgetting" not in out
+    diff = float(re.search(r"max \|difference\| (\S+) \(of values up to (\S+)\)", out).group(1))
+    assert diff <= 1e-6
+    rec_vs_chunk = re.search(r"max \|recurrent - chunked\| = (\S+) \(output\)", out).group(1)
+    assert float(rec_vs_chunk) <= 1e-5
+    assert re.search(r"2048 tokens x 2 heads: recurrent +[\d.]+ ms, chunked +[\d.]+ ms", out)
+    try:
+        import matplotlib  # noqa: F401
+        assert (tmp_path / "ch07_decay.png").stat().st_size > 10_000
+    except ImportError:
+        assert "--plot needs matplotlib" in out
+
+
+def test_ch07_in_chinese(run_script, tiny_path):
+    r = run_script("ch07_deltanet.py", "--model", tiny_path, "--lang", "zh")
+    assert r.returncode == 0, r.stderr
+    assert "delta 规则" in r.stdout and "衰减" in r.stdout and "递推" in r.stdout and "The delta rule:" not in r.stdout
+
+
+def test_ch07_sentence_ids_are_the_tokenizers(tiny_path):
+    """ch07 carries its sentence's token ids (loading the tokenizer would cost it two seconds)."""
+    import ast as _ast
+    from qwen.tokenizer import Tokenizer
+    tree = _ast.parse((ROOT / "ch07_deltanet.py").read_text(encoding="utf-8"))
+    consts = {t.targets[0].id: _ast.literal_eval(t.value) for t in tree.body
+              if isinstance(t, _ast.Assign) and getattr(t.targets[0], "id", None) in ("TEXT", "IDS")}
+    assert Tokenizer.load(tiny_path).encode(consts["TEXT"]) == consts["IDS"]

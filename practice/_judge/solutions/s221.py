@@ -1,0 +1,10 @@
+"""Reference solution for 221."""
+import torch
+
+
+def causal_conv1d(x, weight, past=None):
+    B, T, C = x.shape
+    K = weight.shape[-1]
+    left = x.new_zeros(B, K - 1, C) if past is None else past.to(x.dtype)
+    xp = torch.cat([left, x], 1)                                      # (B, K-1+T, C): zeros on the left only
+    return sum(weight[:, j].to(x.dtype) * xp[:, j:j + T] for j in range(K))

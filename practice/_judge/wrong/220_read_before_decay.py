@@ -1,0 +1,9 @@
+"""Wrong on purpose (judge --verify): reads k^T S from the state before the decay."""
+import torch
+
+from practice._judge.solutions.s220 import read_state  # noqa: F401
+
+
+def delta_rule_step(S, k, v, g, beta):
+    error = beta[..., None] * (v - (k[..., None, :] @ S).squeeze(-2))
+    return S * torch.exp(g)[..., None, None] + k[..., :, None] * error[..., None, :]

@@ -1,0 +1,9 @@
+"""Wrong on purpose (judge --verify): softplus without dt_bias."""
+import torch
+import torch.nn.functional as F
+
+from practice._judge.solutions.s222 import write_strength  # noqa: F401
+
+
+def log_decay(a, A_log, dt_bias):
+    return -torch.exp(A_log.float()) * F.softplus(a.float())
