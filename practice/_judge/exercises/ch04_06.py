@@ -206,6 +206,10 @@ DIAGNOSES_208 = [
                "negative below 0",
                "看起来用了 ReLU：SwiGLU 的门是 silu(z) = z * sigmoid(z)，它是平滑的，在 0 以下略为负"),
               mistake=_mlp_mistake(lambda z: _torch().relu(z))),
+    Diagnosis("gelu", "swiglu_mlp",
+              ("looks like GELU was used (that is GeGLU): Qwen3.5's MLP is SwiGLU, silu(z) = z * sigmoid(z)",
+               "看起来用了 GELU（那是 GeGLU）：Qwen3.5 的 MLP 是 SwiGLU，silu(z) = z * sigmoid(z)"),
+              mistake=_mlp_mistake(lambda z: _torch().nn.functional.gelu(z))),
 ]
 
 
@@ -218,7 +222,7 @@ def attention_expected(q, k, v, gate, o_weight):
     return ((out * _torch().sigmoid(gate)) @ o_weight.T).to(q.dtype)
 
 
-def _attention_mistake(kv="interleave", mask=True, scale=True, gate_first=True):
+def _attention_mistake(kv="interleave", mask=True, scale="sqrt", gate_first=True, sigmoid=True):
     def mistake(q, k, v, gate, o_weight):
         torch = _torch()
         B, H, T, D = q.shape
@@ -227,11 +231,11 @@ def _attention_mistake(kv="interleave", mask=True, scale=True, gate_first=True):
             k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
         else:
             k, v = k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)
-        scores = q.double() @ k.double().transpose(-1, -2) / (math.sqrt(D) if scale else 1.0)
+        scores = q.double() @ k.double().transpose(-1, -2) / {"sqrt": math.sqrt(D), "head_dim": D, None: 1.0}[scale]
         if mask:
             scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
         out = (torch.softmax(scores, -1) @ v.double()).transpose(1, 2).reshape(B, T, H * D)
-        s, o = torch.sigmoid(gate.double()), o_weight.double()
+        s, o = torch.sigmoid(gate.double()) if sigmoid else gate.double(), o_weight.double()
         return ((out * s) @ o.T if gate_first else (out @ o.T) * s).to(q.dtype)
     return mistake
 
@@ -295,7 +299,15 @@ DIAGNOSES_209 = [
               mistake=_attention_mistake(gate_first=False)),
     Diagnosis("no_scale", "gated_attention",
               ("looks like the scores were not divided by sqrt(head_dim)", "看起来分数没有除以 sqrt(head_dim)"),
-              mistake=_attention_mistake(scale=False)),
+              mistake=_attention_mistake(scale=None)),
+    Diagnosis("scale_head_dim", "gated_attention",
+              ("looks like the scores were divided by head_dim: the scale is 1 / sqrt(head_dim)",
+               "看起来分数除以了 head_dim：缩放是 1 / sqrt(head_dim)"),
+              mistake=_attention_mistake(scale="head_dim")),
+    Diagnosis("gate_without_sigmoid", "gated_attention",
+              ("looks like the heads' output was multiplied by gate itself: the gate is sigmoid(gate), between 0 and 1",
+               "看起来各头的输出直接乘了 gate：门是 sigmoid(gate)，在 0 和 1 之间"),
+              mistake=_attention_mistake(sigmoid=False)),
 ]
 
 
@@ -324,7 +336,8 @@ EXERCISES = [
               ("h = F.silu(gate) * up: silu goes on the gate projection, and multiplies the up projection elementwise.",
                "h = F.silu(gate) * up：silu 用在 gate 投影上，再与 up 投影逐元素相乘。")],
              cases_208, DIAGNOSES_208,
-             {"208_silu_on_up.py": "silu_on_up", "208_sigmoid.py": "sigmoid", "208_relu.py": "relu"}),
+             {"208_silu_on_up.py": "silu_on_up", "208_sigmoid.py": "sigmoid", "208_relu.py": "relu",
+              "208_gelu.py": "gelu"}),
     Exercise("209", "gated_attention", ("Causal attention with GQA and the output gate", "带 GQA 和输出门的因果注意力"),
              "medium", True, ("gated_attention",),
              [("k.repeat_interleave(heads // kv_heads, dim=1) gives every query head its kv head (h // group).",
@@ -337,5 +350,6 @@ EXERCISES = [
                "(weights @ v).transpose(1, 2).reshape(B, T, H * D) * torch.sigmoid(gate)，然后才 @ o_weight.T。")],
              cases_209, DIAGNOSES_209,
              {"209_no_mask.py": "no_mask", "209_kv_order.py": "kv_order",
-              "209_gate_after_o_proj.py": "gate_after_o_proj", "209_no_scale.py": "no_scale"}),
+              "209_gate_after_o_proj.py": "gate_after_o_proj", "209_no_scale.py": "no_scale",
+              "209_scale_head_dim.py": "scale_head_dim", "209_gate_without_sigmoid.py": "gate_without_sigmoid"}),
 ]
