@@ -54,6 +54,15 @@ def _backwards(h, cos, sin):
     return h * cos + torch.cat((b, -a), dim=-1) * sin
 
 
+def _rope_in_dtype(x, positions, inv_freq):
+    """cos and sin cast to x's dtype and the rotation done in it (bf16 for a bf16 x), as transformers does."""
+    torch = _torch()
+    cos, sin = (c.to(x.dtype) for c in _cos_sin(positions, inv_freq))
+    r = cos.shape[-1]
+    a, b = x[..., :r].chunk(2, dim=-1)
+    return torch.cat((x[..., :r] * cos + torch.cat((-b, a), dim=-1) * sin, x[..., r:]), dim=-1)
+
+
 def cases_207(ctx):
     torch = _torch()
     from qwen.rope import inverse_frequencies, rope_settings
@@ -132,6 +141,11 @@ DIAGNOSES_207 = [
                "(a cos - b sin, b cos + a sin)",
                "看起来旋转方向反了：rotate_half(x) 是 [-x2, x1]，(a, b) 应变成 (a cos - b sin, b cos + a sin)"),
               mistake=_rope_mistake(_backwards)),
+    Diagnosis("rotated_in_bf16", "apply_rope",
+              ("looks like the rotation was computed in bf16 (cos and sin cast to x's dtype): compute in fp32 "
+               "(x.float()) and round once at the end",
+               "看起来旋转是在 bf16 中计算的（cos 和 sin 转成了 x 的类型）：在 fp32 中计算（x.float()），最后只舍入一次"),
+              mistake=_rope_in_dtype),
 ]
 
 
@@ -329,7 +343,8 @@ EXERCISES = [
                "对前 r 个数 h：h * cos + cat(-h2, h1) * sin，h1、h2 是前后两半；再把没动的其余部分拼回去。")],
              cases_207, DIAGNOSES_207,
              {"207_all_dims.py": "all_dims", "207_exponent_head_dim.py": "exponent_head_dim",
-              "207_interleaved.py": "interleaved", "207_backwards.py": "backwards"}),
+              "207_interleaved.py": "interleaved", "207_backwards.py": "backwards",
+              "207_rotated_in_bf16.py": "rotated_in_bf16"}),
     Exercise("208", "swiglu_mlp", ("The SwiGLU MLP", "SwiGLU MLP"), "easy", True, ("swiglu_mlp",),
              [("Three matmuls without bias: x @ gate_weight.T, x @ up_weight.T, and h @ down_weight.T.",
                "三次没有偏置的矩阵乘法：x @ gate_weight.T、x @ up_weight.T、h @ down_weight.T。"),
