@@ -99,9 +99,13 @@ say("  smallest silu on a fine grid: {m:.4f} at z = {at:.3f}", "  在细网格�
 # %% [markdown]
 # ## 3. Where the parameters are / 参数在哪里
 # Three matrices of hidden x intermediate each, in every layer: the MLPs hold about a third of
-# the language model.
+# the language model. A third matrix costs parameters: the SwiGLU paper made the hidden layer
+# 8/3 = 2.67 times as wide as the input (instead of 4) to keep a plain MLP's count; Qwen3.5 uses
+# 3.5, so its MLP holds 31% more than a plain 4x one.
 #
-# 每层三个 hidden x intermediate 的矩阵：MLP 占了语言模型大约三分之一的参数。
+# 每层三个 hidden x intermediate 的矩阵：MLP 占了语言模型大约三分之一的参数。多一个矩阵就多一份参数：
+# SwiGLU 论文把隐藏层取为输入的 8/3 = 2.67 倍（而不是 4 倍），使参数量与普通 MLP 相同；Qwen3.5 取 3.5 倍，
+# 所以它的 MLP 比普通 4 倍宽的 MLP 多 31% 的参数。
 
 # %%
 section(3, "Where the parameters are", "参数在哪里")
@@ -124,9 +128,20 @@ if ch.tiny and inventory:
     say("  Qwen3.5-0.8B (its inventory): per layer {p}; {n} layers: {m}; language model: {t}; MLPs: {s:.1%}",
         "  Qwen3.5-0.8B（其张量清单）：每层 {p}；{n} 层：{m}；语言模型：{t}；MLP 占 {s:.1%}",
         p=count(per), n=real.num_hidden_layers, m=count(mlps), t=count(total), s=mlps / total)
-say("  intermediate / hidden = {r:.2f} (a plain MLP is usually 4; SwiGLU's third matrix is paid for by a narrower layer)",
-    "  intermediate / hidden = {r:.2f}（普通 MLP 通常是 4；SwiGLU 多出的第三个矩阵靠更窄的隐藏层来抵消）",
-    r=I / H)
+
+
+def width_line(hidden, inter, prefix_en, prefix_zh):
+    r = inter / hidden
+    say("  {p}intermediate / hidden = {r:.2f}: 3 matrices x {r:.2f} = {m:.1f} x hidden^2 per layer, against 2 x 4 = 8 "
+        "for a plain 4x MLP ({x:.2f}x its parameters; 8/3 = 2.67 wide would match it)",
+        "  {p}intermediate / hidden = {r:.2f}：每层 3 个矩阵 x {r:.2f} = {m:.1f} x hidden^2，普通 4 倍宽的 MLP 是 "
+        "2 x 4 = 8（是它的 {x:.2f} 倍；宽 8/3 = 2.67 倍时才相等）",
+        p=tr(prefix_en, prefix_zh), r=r, m=3 * r, x=3 * r / 8)
+
+
+width_line(H, I, "", "")
+if ch.tiny and inventory:
+    width_line(real.hidden_size, real.intermediate_size, "Qwen3.5-0.8B: ", "Qwen3.5-0.8B：")
 
 # %% [markdown]
 # ## 4. What the gate does on the sentence's tokens / 门在句子的词元上做了什么
@@ -197,10 +212,11 @@ say("  bf16 result vs the same bf16 inputs multiplied in float64: max error {e:.
 # The MLP works on each token alone. It projects the token up to 3584 hidden units twice; one copy,
 # through silu, decides how much of the other passes; the result is projected back to 1024. The gate
 # makes the unit's "on/off" depend on the token, at the price of a third matrix; the hidden layer is
-# narrower to pay for it. The 24 MLPs hold 35% of Qwen3.5-0.8B's language-model parameters.
+# narrower than the usual 4x, which pays for part of it. The 24 MLPs hold 35% of Qwen3.5-0.8B's
+# language-model parameters.
 #
 # MLP 单独处理每个词元：把词元投影到 3584 个隐藏单元两次，一份经过 silu 决定另一份能通过多少，
-# 结果再投影回 1024。门让单元的开关取决于词元本身，代价是多一个矩阵，所以隐藏层更窄。
+# 结果再投影回 1024。门让单元的开关取决于词元本身，代价是多一个矩阵；隐藏层比通常的 4 倍窄，抵消了其中一部分。
 # 24 个 MLP 占 Qwen3.5-0.8B 语言模型参数的 35%。
 #
 # ## Summary / 小结

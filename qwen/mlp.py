@@ -8,8 +8,9 @@ and holds most of the model's parameters. A plain MLP is down(act(up(x))). SwiGL
 
 gate(x) decides, per hidden unit, how much of up(x) passes: silu is about 0 for negative z
 and about z for large z, so each unit is switched off or on (smoothly) by the token itself.
-For the same width this costs three matrices instead of two; models keep the parameter
-count by making the hidden layer narrower (0.8B: 1024 -> 3584 -> 1024, 3.5x, not 4x).
+For the same width this costs three matrices instead of two; the SwiGLU paper kept a plain
+MLP's parameter count by making the hidden layer 8/3 as wide instead of 4x. Qwen3.5 narrows it
+less (0.8B: 1024 -> 3584 -> 1024, 3.5x): 3 x 3.5 = 10.5 x hidden^2 per layer against 2 x 4 = 8.
 
 Precision: the three matmuls and silu run in the weights' dtype (bf16 as stored; torch
 evaluates silu in fp32 internally and rounds once). The input is cast to that dtype first and

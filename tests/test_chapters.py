@@ -368,6 +368,8 @@ def test_ch05(course_en):
     real = Config.from_dict(json.loads(MANIFEST.read_text(encoding="utf-8"))["config"])   # from the shape rules
     total = sum(math.prod(s) for s, _ in language_model_shapes(real).values())
     assert f"per layer 11.0 M; 24 layers: 264.2 M; language model: {count(total)}; MLPs: 35.1%" in out
+    assert "Qwen3.5-0.8B: intermediate / hidden = 3.50: 3 matrices x 3.50 = 10.5 x hidden^2 per layer, " \
+           "against 2 x 4 = 8 for a plain 4x MLP (1.31x its parameters" in out      # SwiGLU costs more, not the same
     assert "these shares describe random matrices, not Qwen3.5" in out
     assert _number(r"bf16 takes ([0-9.]+)x the fp32 time", out) > 0
 

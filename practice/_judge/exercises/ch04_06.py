@@ -54,6 +54,15 @@ def _backwards(h, cos, sin):
     return h * cos + torch.cat((b, -a), dim=-1) * sin
 
 
+def _rope_in_dtype(x, positions, inv_freq):
+    """cos and sin cast to x's dtype and the rotation done in it (bf16 for a bf16 x), as transformers does."""
+    torch = _torch()
+    cos, sin = (c.to(x.dtype) for c in _cos_sin(positions, inv_freq))
+    r = cos.shape[-1]
+    a, b = x[..., :r].chunk(2, dim=-1)
+    return torch.cat((x[..., :r] * cos + torch.cat((-b, a), dim=-1) * sin, x[..., r:]), dim=-1)
+
+
 def cases_207(ctx):
     torch = _torch()
     from qwen.rope import inverse_frequencies, rope_settings
@@ -132,6 +141,11 @@ DIAGNOSES_207 = [
                "(a cos - b sin, b cos + a sin)",
                "看起来旋转方向反了：rotate_half(x) 是 [-x2, x1]，(a, b) 应变成 (a cos - b sin, b cos + a sin)"),
               mistake=_rope_mistake(_backwards)),
+    Diagnosis("rotated_in_bf16", "apply_rope",
+              ("looks like the rotation was computed in bf16 (cos and sin cast to x's dtype): compute in fp32 "
+               "(x.float()) and round once at the end",
+               "看起来旋转是在 bf16 中计算的（cos 和 sin 转成了 x 的类型）：在 fp32 中计算（x.float()），最后只舍入一次"),
+              mistake=_rope_in_dtype),
 ]
 
 
@@ -206,6 +220,10 @@ DIAGNOSES_208 = [
                "negative below 0",
                "看起来用了 ReLU：SwiGLU 的门是 silu(z) = z * sigmoid(z)，它是平滑的，在 0 以下略为负"),
               mistake=_mlp_mistake(lambda z: _torch().relu(z))),
+    Diagnosis("gelu", "swiglu_mlp",
+              ("looks like GELU was used (that is GeGLU): Qwen3.5's MLP is SwiGLU, silu(z) = z * sigmoid(z)",
+               "看起来用了 GELU（那是 GeGLU）：Qwen3.5 的 MLP 是 SwiGLU，silu(z) = z * sigmoid(z)"),
+              mistake=_mlp_mistake(lambda z: _torch().nn.functional.gelu(z))),
 ]
 
 
@@ -218,7 +236,7 @@ def attention_expected(q, k, v, gate, o_weight):
     return ((out * _torch().sigmoid(gate)) @ o_weight.T).to(q.dtype)
 
 
-def _attention_mistake(kv="interleave", mask=True, scale=True, gate_first=True):
+def _attention_mistake(kv="interleave", mask=True, scale="sqrt", gate_first=True, sigmoid=True):
     def mistake(q, k, v, gate, o_weight):
         torch = _torch()
         B, H, T, D = q.shape
@@ -227,11 +245,11 @@ def _attention_mistake(kv="interleave", mask=True, scale=True, gate_first=True):
             k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
         else:
             k, v = k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)
-        scores = q.double() @ k.double().transpose(-1, -2) / (math.sqrt(D) if scale else 1.0)
+        scores = q.double() @ k.double().transpose(-1, -2) / {"sqrt": math.sqrt(D), "head_dim": D, None: 1.0}[scale]
         if mask:
             scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
         out = (torch.softmax(scores, -1) @ v.double()).transpose(1, 2).reshape(B, T, H * D)
-        s, o = torch.sigmoid(gate.double()), o_weight.double()
+        s, o = torch.sigmoid(gate.double()) if sigmoid else gate.double(), o_weight.double()
         return ((out * s) @ o.T if gate_first else (out @ o.T) * s).to(q.dtype)
     return mistake
 
@@ -295,7 +313,15 @@ DIAGNOSES_209 = [
               mistake=_attention_mistake(gate_first=False)),
     Diagnosis("no_scale", "gated_attention",
               ("looks like the scores were not divided by sqrt(head_dim)", "看起来分数没有除以 sqrt(head_dim)"),
-              mistake=_attention_mistake(scale=False)),
+              mistake=_attention_mistake(scale=None)),
+    Diagnosis("scale_head_dim", "gated_attention",
+              ("looks like the scores were divided by head_dim: the scale is 1 / sqrt(head_dim)",
+               "看起来分数除以了 head_dim：缩放是 1 / sqrt(head_dim)"),
+              mistake=_attention_mistake(scale="head_dim")),
+    Diagnosis("gate_without_sigmoid", "gated_attention",
+              ("looks like the heads' output was multiplied by gate itself: the gate is sigmoid(gate), between 0 and 1",
+               "看起来各头的输出直接乘了 gate：门是 sigmoid(gate)，在 0 和 1 之间"),
+              mistake=_attention_mistake(sigmoid=False)),
 ]
 
 
@@ -317,14 +343,16 @@ EXERCISES = [
                "对前 r 个数 h：h * cos + cat(-h2, h1) * sin，h1、h2 是前后两半；再把没动的其余部分拼回去。")],
              cases_207, DIAGNOSES_207,
              {"207_all_dims.py": "all_dims", "207_exponent_head_dim.py": "exponent_head_dim",
-              "207_interleaved.py": "interleaved", "207_backwards.py": "backwards"}),
+              "207_interleaved.py": "interleaved", "207_backwards.py": "backwards",
+              "207_rotated_in_bf16.py": "rotated_in_bf16"}),
     Exercise("208", "swiglu_mlp", ("The SwiGLU MLP", "SwiGLU MLP"), "easy", True, ("swiglu_mlp",),
              [("Three matmuls without bias: x @ gate_weight.T, x @ up_weight.T, and h @ down_weight.T.",
                "三次没有偏置的矩阵乘法：x @ gate_weight.T、x @ up_weight.T、h @ down_weight.T。"),
               ("h = F.silu(gate) * up: silu goes on the gate projection, and multiplies the up projection elementwise.",
                "h = F.silu(gate) * up：silu 用在 gate 投影上，再与 up 投影逐元素相乘。")],
              cases_208, DIAGNOSES_208,
-             {"208_silu_on_up.py": "silu_on_up", "208_sigmoid.py": "sigmoid", "208_relu.py": "relu"}),
+             {"208_silu_on_up.py": "silu_on_up", "208_sigmoid.py": "sigmoid", "208_relu.py": "relu",
+              "208_gelu.py": "gelu"}),
     Exercise("209", "gated_attention", ("Causal attention with GQA and the output gate", "带 GQA 和输出门的因果注意力"),
              "medium", True, ("gated_attention",),
              [("k.repeat_interleave(heads // kv_heads, dim=1) gives every query head its kv head (h // group).",
@@ -337,5 +365,6 @@ EXERCISES = [
                "(weights @ v).transpose(1, 2).reshape(B, T, H * D) * torch.sigmoid(gate)，然后才 @ o_weight.T。")],
              cases_209, DIAGNOSES_209,
              {"209_no_mask.py": "no_mask", "209_kv_order.py": "kv_order",
-              "209_gate_after_o_proj.py": "gate_after_o_proj", "209_no_scale.py": "no_scale"}),
+              "209_gate_after_o_proj.py": "gate_after_o_proj", "209_no_scale.py": "no_scale",
+              "209_scale_head_dim.py": "scale_head_dim", "209_gate_without_sigmoid.py": "gate_without_sigmoid"}),
 ]

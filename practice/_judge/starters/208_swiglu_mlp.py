@@ -9,8 +9,8 @@ has x's shape and dtype. x and the weights share a dtype; compute in it, as the 
 
 Checked: fp32 results within atol=1e-5, rtol=1e-4 (matmuls may sum in any order); the bf16 case
 (the model's own layer-0 weights) within 2% of the output's largest value, so bf16 matmuls and
-fp32-then-round both pass, and the known mistakes (silu on the wrong projection, sigmoid or ReLU
-for silu) do not.
+fp32-then-round both pass, and the known mistakes (silu on the wrong projection, sigmoid, ReLU
+or GELU for silu) do not.
 
 练习 208 · SwiGLU MLP（简单；需要 PyTorch）
 
@@ -23,7 +23,7 @@ gate_weight 和 up_weight 为 (intermediate, hidden)，down_weight 为 (hidden, 
 
 检查方式：fp32 结果在 atol=1e-5、rtol=1e-4 以内（矩阵乘法的求和顺序不限）；bf16 用例（模型自己的
 第 0 层权重）与期望值的差不超过输出最大值的 2%，所以 bf16 矩阵乘法和"fp32 计算后舍入"都能通过，
-而已知的错误（silu 用在错误的投影上、用 sigmoid 或 ReLU 代替 silu）都通不过。
+而已知的错误（silu 用在错误的投影上、用 sigmoid、ReLU 或 GELU 代替 silu）都通不过。
 
 Check: python practice/judge.py 208
 """
