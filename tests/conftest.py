@@ -20,8 +20,13 @@ def _real_model_on_disk():
 
 REAL_MODEL = _real_model_on_disk()
 
-# Before anything imports huggingface_hub (it reads these once, at import time).
-_TMP = Path(tempfile.mkdtemp(prefix="tbh-tests-"))
+# Before anything imports huggingface_hub (it reads these once, at import time). With pytest-xdist
+# (`-n auto`) the workers share the controller's folder, so the tiny checkpoint is built once.
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("TBH_TEST_TMP"):
+    _TMP = Path(os.environ["TBH_TEST_TMP"])
+else:
+    _TMP = Path(tempfile.mkdtemp(prefix="tbh-tests-"))
+    os.environ["TBH_TEST_TMP"] = str(_TMP)
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_HOME"] = str(_TMP / "hf-home")
 os.environ.pop("HF_HUB_CACHE", None)
@@ -46,6 +51,13 @@ def _no_network(self, address, *args, **kwargs):
 
 _connect = socket.socket.connect
 socket.socket.connect = _no_network
+
+
+def pytest_configure(config):
+    """Under xdist, build the tiny checkpoint once in the controller, before the workers start."""
+    if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):
+        from qwen.tiny import tiny_model_path
+        tiny_model_path()
 
 
 @pytest.fixture(autouse=True)
@@ -74,3 +86,20 @@ def run_script():
         return subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, env=full_env,
                               capture_output=True, text=True, encoding="utf-8", timeout=120)
     return run
+
+
+def run_course(*args):
+    """stdout of `python main.py ARGS` (the whole course, one process), run once per test session:
+    under xdist the first worker that asks runs it and the others read its output."""
+    import fcntl
+    import subprocess
+
+    out = _TMP / ("course" + "_".join(a.strip("-") for a in args) + ".txt")
+    with open(str(out) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not out.is_file():
+            r = subprocess.run([sys.executable, "main.py", *args], cwd=ROOT, capture_output=True,
+                               text=True, encoding="utf-8", timeout=110)
+            assert r.returncode == 0, r.stderr
+            out.write_text(r.stdout, encoding="utf-8")
+        return out.read_text(encoding="utf-8")

@@ -10,7 +10,7 @@ import unicodedata
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import ROOT, run_course
 from helpers import write_transformers_checkpoint
 
 BANNER = "BUILT-IN TINY CHECKPOINT"
@@ -28,22 +28,12 @@ def section_of(out, title):
 
 @pytest.fixture(scope="module")
 def course_en(tiny_path):
-    import subprocess
-    import sys
-    r = subprocess.run([sys.executable, "main.py", "--lang", "en"], cwd=ROOT, capture_output=True,   # offline:
-                       text=True, encoding="utf-8", timeout=120)                                   # falls back to tiny
-    assert r.returncode == 0, r.stderr
-    return r.stdout
+    return run_course("--lang", "en")                   # offline: falls back to the tiny checkpoint
 
 
 @pytest.fixture(scope="module")
 def course_zh(tiny_path):
-    import subprocess
-    import sys
-    r = subprocess.run([sys.executable, "main.py", "--tiny", "--lang", "zh"], cwd=ROOT, capture_output=True,
-                       text=True, encoding="utf-8", timeout=120)
-    assert r.returncode == 0, r.stderr
-    return r.stdout
+    return run_course("--tiny", "--lang", "zh")
 
 
 # ---------------------------------------------------------------- the tiny checkpoint, in English
