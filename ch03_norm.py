@@ -19,22 +19,14 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from qwen.cli import banner, model_path, parser, setup
-from qwen.lang import T, get_lang, set_lang
+from qwen.cli import chapter
+from qwen.lang import get_lang, set_lang, tr
 from qwen.model import model_norms
 from qwen.norm import GatedRMSNorm, RMSNorm, l2norm
 from qwen.weights import Config, load, load_weights
 
-p = parser("Chapter 3: three normalizations", "第 3 章：三种归一化")
-p.add_argument("--plot", action="store_true",
-               help=T("write PNG figures of the learned scales (needs matplotlib: pip install -e .[plot])",
-                      "把学到的缩放画成 PNG 图（需要 matplotlib：pip install -e .[plot]）"))
-p.add_argument("--out", default=".", help=T("folder for the figures", "图片保存的文件夹"))
-args = setup(p)
-path = model_path(args)
-cfg = Config.load(path)
-W = load_weights(path)
-banner(cfg)
+ch = chapter("Chapter 3: three normalizations", "第 3 章：三种归一化", plot=True)
+args, path, cfg, W = ch.args, ch.path, ch.cfg, ch.W
 H, DV = cfg.hidden_size, cfg.linear_value_head_dim
 
 torch.manual_seed(0)                        # the course's inputs, drawn up front in a fixed order:
@@ -53,7 +45,7 @@ def first3(t):
 
 
 def title(en, zh):
-    print("\n" + T(en, zh))
+    print("\n" + tr(en, zh))
     print("-" * 78)
 
 
@@ -64,10 +56,10 @@ def title(en, zh):
 # %%
 title("1. RMSNorm rescales every vector to an RMS of 1", "1. RMSNorm 把每个向量缩放到均方根为 1")
 plain = RMSNorm(H, cfg.rms_norm_eps)        # weight 0 means a scale of exactly 1
-print(T("  RMS of three input vectors:            {a}", "  三个输入向量的均方根：          {a}", a=first3(x)))
-print(T("  after RMSNorm with w = 0 (scale 1):     {b}", "  经过 w = 0（比例为 1）的 RMSNorm： {b}", b=first3(plain(x))))
-print(T("  The direction of each vector is kept; only its size changes:", "  每个向量的方向不变，只改变大小："))
-print(T("  cosine(x, RMSNorm(x)) = {c:.6f}", "  cosine(x, RMSNorm(x)) = {c:.6f}",
+print(tr("  RMS of three input vectors:            {a}", "  三个输入向量的均方根：          {a}", a=first3(x)))
+print(tr("  after RMSNorm with w = 0 (scale 1):     {b}", "  经过 w = 0（比例为 1）的 RMSNorm： {b}", b=first3(plain(x))))
+print(tr("  The direction of each vector is kept; only its size changes:", "  每个向量的方向不变，只改变大小："))
+print(tr("  cosine(x, RMSNorm(x)) = {c:.6f}", "  cosine(x, RMSNorm(x)) = {c:.6f}",
         c=F.cosine_similarity(x[0, 0], plain(x)[0, 0], dim=0).item()))
 
 # %% [markdown]
@@ -80,15 +72,15 @@ sq = v * v
 ms = sq.mean()
 r = ms.sqrt()
 steps = [
-    (T("squares", "平方"), sq.tolist()),
-    (T("mean of the squares", "平方的均值"), round(ms.item(), 4)),
-    (T("root: the RMS", "开根号：均方根"), round(r.item(), 4)),
-    (T("divide by the RMS", "除以均方根"), [round(e, 4) for e in (v / r).tolist()]),
-    (T("mean square afterwards", "之后的平方均值"), round((v / r).pow(2).mean().item(), 4)),
+    (tr("squares", "平方"), sq.tolist()),
+    (tr("mean of the squares", "平方的均值"), round(ms.item(), 4)),
+    (tr("root: the RMS", "开根号：均方根"), round(r.item(), 4)),
+    (tr("divide by the RMS", "除以均方根"), [round(e, 4) for e in (v / r).tolist()]),
+    (tr("mean square afterwards", "之后的平方均值"), round((v / r).pow(2).mean().item(), 4)),
 ]
 for i, (what, value) in enumerate(steps, 1):
     print(f"  {i}. {what:<24} {value}")
-print(T("  RMSNorm(4) with w = 0 gives {y}: the same, up to eps = {eps:g} inside the root.",
+print(tr("  RMSNorm(4) with w = 0 gives {y}: the same, up to eps = {eps:g} inside the root.",
         "  w = 0 的 RMSNorm(4) 给出 {y}：一样，只差根号里的 eps = {eps:g}。",
         y=[round(e, 4) for e in RMSNorm(4, cfg.rms_norm_eps)(v).tolist()], eps=cfg.rms_norm_eps))
 
@@ -99,17 +91,17 @@ print(T("  RMSNorm(4) with w = 0 gives {y}: the same, up to eps = {eps:g} inside
 title("3. The learned scales of the real model", "3. 真实模型学到的缩放")
 norm0 = load(RMSNorm(H, cfg.rms_norm_eps), W, "layers.0.input_layernorm.")
 final = load(RMSNorm(H, cfg.rms_norm_eps), W, "norm.")
-print(T("  after layer 0's input norm: {a}    after the final norm: {b}",
+print(tr("  after layer 0's input norm: {a}    after the final norm: {b}",
         "  经过第 0 层的输入归一化：{a}    经过最后的归一化：{b}", a=first3(norm0(x)), b=first3(final(x))))
 for key in ("layers.0.input_layernorm.weight", "norm.weight"):
     w = W[key].float()                      # stored bf16, statistics in fp32
-    print(T("  {key:<34} stored w: mean {m:+.3f}, range [{lo:+.2f}, {hi:+.2f}] -> scale 1 + w: mean {s:.3f}",
+    print(tr("  {key:<34} stored w: mean {m:+.3f}, range [{lo:+.2f}, {hi:+.2f}] -> scale 1 + w: mean {s:.3f}",
             "  {key:<34} 存储的 w：均值 {m:+.3f}，范围 [{lo:+.2f}, {hi:+.2f}] -> 缩放 1 + w：均值 {s:.3f}",
             key=key, m=w.mean().item(), lo=w.min().item(), hi=w.max().item(), s=(1 + w).mean().item()))
 N_BPE = min(cfg.vocab_size, 248044)        # ids from 248044 on are special tokens and padding rows (chapter 2)
 rows = torch.randint(0, N_BPE, (256,), generator=g)
 E_rows = W.rows("embed_tokens.weight", rows).float()   # 256 real rows, read one by one (512 KB)
-print(T("  The final norm hands its output to logits = h . E (chapter 2), so it scales h up towards\n"
+print(tr("  The final norm hands its output to logits = h . E (chapter 2), so it scales h up towards\n"
         "  the size of the embedding rows: RMS of 256 sampled rows of E = {e:.4f}, |row| = {n:.3f}.",
         "  最后的归一化把输出交给 logits = h . E（第 2 章），所以它把 h 放大到与嵌入表的行相称：\n"
         "  随机抽 256 行 E，均方根 = {e:.4f}，长度 = {n:.3f}。", e=rms(E_rows).mean().item(),
@@ -122,15 +114,15 @@ print(T("  The final norm hands its output to logits = h . E (chapter 2), so it 
 title("4. bf16 is coarse near 1 and fine near 0: store w - 1", "4. bf16 在 1 附近粗、在 0 附近细：所以存 w - 1")
 fi = torch.finfo(torch.bfloat16)
 for value in (1.0, 0.25, 0.001):
-    print(T("  next to {v:<6g} the gap between bf16 numbers is {gap:.2e}", "  在 {v:<6g} 附近，相邻 bf16 数的间隔是 {gap:.2e}",
+    print(tr("  next to {v:<6g} the gap between bf16 numbers is {gap:.2e}", "  在 {v:<6g} 附近，相邻 bf16 数的间隔是 {gap:.2e}",
             v=value, gap=value * fi.eps))
-print(T("  1 + 0.001 stored in bf16 -> {a:.4f} (the update is lost); 0.001 stored in bf16 -> {b:.6f} (kept)",
+print(tr("  1 + 0.001 stored in bf16 -> {a:.4f} (the update is lost); 0.001 stored in bf16 -> {b:.6f} (kept)",
         "  把 1 + 0.001 存成 bf16 -> {a:.4f}（更新被吞掉）；把 0.001 存成 bf16 -> {b:.6f}（保留下来）",
         a=torch.tensor(1.001).bfloat16().item(), b=torch.tensor(0.001).bfloat16().item()))
 w = W["layers.0.input_layernorm.weight"].float()
 as_scale = (1 + w).bfloat16().float() - 1           # what storing the scale itself would keep
 changed = (as_scale != w).float().mean().item()
-print(T("  On the real layer-0 weights: storing 1 + w instead of w would change {c:.0%} of the values,\n"
+print(tr("  On the real layer-0 weights: storing 1 + w instead of w would change {c:.0%} of the values,\n"
         "  by up to {m:.1e}.", "  在真实的第 0 层权重上：如果存 1 + w 而不是 w，{c:.0%} 的数值会改变，\n"
         "  最大改变 {m:.1e}。", c=changed, m=(as_scale - w).abs().max().item()))
 
@@ -141,14 +133,14 @@ print(T("  On the real layer-0 weights: storing 1 + w instead of w would change 
 title("5. bf16 in, bf16 out; the statistics in fp32", "5. bf16 输入、bf16 输出；统计量在 fp32 中计算")
 xb = x.bfloat16()
 yb = norm0(xb)
-print(T("  input {a} -> output {b}; the mean of squares and the root are computed in fp32,\n"
+print(tr("  input {a} -> output {b}; the mean of squares and the root are computed in fp32,\n"
         "  and the result is rounded to bf16 once, at the end.", "  输入 {a} -> 输出 {b}；平方均值和开根号都在 fp32 中计算，\n"
         "  结果只在最后舍入一次到 bf16。", a=xb.dtype, b=yb.dtype))
 naive = xb * torch.rsqrt(xb.pow(2).mean(-1, keepdim=True) + cfg.rms_norm_eps) * (1 + W["layers.0.input_layernorm.weight"])
 xd = xb.double()                                     # float64 reference on the same bf16 inputs
 ref = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + cfg.rms_norm_eps) * (1 + W["layers.0.input_layernorm.weight"].double())
 err32, err16 = (yb.double() - ref).abs().max().item(), (naive.double() - ref).abs().max().item()
-print(T("  max error against float64: statistics in fp32 {a:.1e}; everything in bf16 {b:.1e} ({r:.0f}x worse)",
+print(tr("  max error against float64: statistics in fp32 {a:.1e}; everything in bf16 {b:.1e} ({r:.0f}x worse)",
         "  与 float64 相比的最大误差：统计量用 fp32 {a:.1e}；全部用 bf16 {b:.1e}（差 {r:.0f} 倍）",
         a=err32, b=err16, r=err16 / max(err32, 1e-30)))
 
@@ -164,9 +156,9 @@ with warnings.catch_warnings():             # bf16 input with an fp32 weight: to
     y_bf16_w = F.rms_norm(xb, (H,), weight=1 + wq, eps=cfg.rms_norm_eps)          # 1 + w rounded to bf16
     y_fp32_w = F.rms_norm(xb, (H,), weight=1 + wq.float(), eps=cfg.rms_norm_eps).bfloat16()
 off = (y_bf16_w != yb).float().mean().item()
-print(T("  fp32: F.rms_norm(x, ({H},), weight=1 + w.float()) equals RMSNorm bit for bit: {s}",
+print(tr("  fp32: F.rms_norm(x, ({H},), weight=1 + w.float()) equals RMSNorm bit for bit: {s}",
         "  fp32：F.rms_norm(x, ({H},), weight=1 + w.float()) 与 RMSNorm 逐位相同：{s}", H=H, s=same32))
-print(T("  bf16 with weight = 1 + w (bf16): {o:.0%} of the outputs differ by one bf16 step, because\n"
+print(tr("  bf16 with weight = 1 + w (bf16): {o:.0%} of the outputs differ by one bf16 step, because\n"
         "  1 + w is rounded to bf16 before it is used; weight = 1 + w.float() matches exactly: {s}",
         "  bf16 且 weight = 1 + w（bf16）：{o:.0%} 的输出差一个 bf16 间隔，因为 1 + w 在使用前\n"
         "  先被舍入成 bf16；weight = 1 + w.float() 则完全一致：{s}", o=off, s=torch.equal(y_fp32_w, yb)))
@@ -178,13 +170,13 @@ print(T("  bf16 with weight = 1 + w (bf16): {o:.0%} of the outputs differ by one
 title("7. Gated RMSNorm: normalize, then let a gate decide how much passes",
       "7. 带门的 RMSNorm：先归一化，再由门决定放行多少")
 gated = load(GatedRMSNorm(DV, cfg.rms_norm_eps), W, "layers.0.linear_attn.norm.")
-print(T("  weight: a plain scale (1 at init, not 1 + w), {dt}, mean {m:.3f}", "  权重：普通的缩放（初始为 1，不是 1 + w），{dt}，均值 {m:.3f}",
+print(tr("  weight: a plain scale (1 at init, not 1 + w), {dt}, mean {m:.3f}", "  权重：普通的缩放（初始为 1，不是 1 + w），{dt}，均值 {m:.3f}",
         dt=W.dtype("layers.0.linear_attn.norm.weight"), m=gated.weight.float().mean().item()))
 for gate in (-6.0, 0.0, 6.0):
     out = gated(h, torch.full_like(h, gate))
-    print(T("  gate = {g:+.0f}: output RMS {r:.3f}   (silu({g:+.0f}) = {s:.3f})", "  门 = {g:+.0f}：输出的均方根 {r:.3f}（silu({g:+.0f}) = {s:.3f}）",
+    print(tr("  gate = {g:+.0f}: output RMS {r:.3f}   (silu({g:+.0f}) = {s:.3f})", "  门 = {g:+.0f}：输出的均方根 {r:.3f}（silu({g:+.0f}) = {s:.3f}）",
             g=gate, r=rms(out).mean().item(), s=F.silu(torch.tensor(gate)).item()))
-print(T("  A closed gate (very negative) silences a head; an open one passes it, amplified.\n"
+print(tr("  A closed gate (very negative) silences a head; an open one passes it, amplified.\n"
         "  transformers rounds the normalized value to the input dtype before the weight; we round once\n"
         "  at the end. In fp32 the two agree bit for bit, in bf16 within 2 bf16 steps.",
         "  门关上（很负）时这个头几乎没有输出；门打开时输出通过并被放大。\n"
@@ -196,19 +188,19 @@ print(T("  A closed gate (very negative) silences a head; an open one passes it,
 
 # %%
 title("8. l2norm: unit length, with eps added to the sum", "8. L2 归一化：缩放到单位长度，eps 加在平方和上")
-print(T("  lengths after l2norm: {l}", "  L2 归一化之后的长度：{l}",
+print(tr("  lengths after l2norm: {l}", "  L2 归一化之后的长度：{l}",
         l=[round(e, 3) for e in l2norm(x).norm(dim=-1).flatten()[:3].tolist()]))
 tiny_vec = torch.full((128,), 1e-4)
 inside = l2norm(tiny_vec).norm().item()
 outside = (tiny_vec / (tiny_vec.norm() + 1e-6)).norm().item()
-print(T("  eps inside the root, added to the sum: a vector of length {n:.1e} comes out with length {a:.4f};\n"
+print(tr("  eps inside the root, added to the sum: a vector of length {n:.1e} comes out with length {a:.4f};\n"
         "  eps added to the length instead would give {b:.4f}. Near-zero vectors are shrunk, never blown\n"
         "  up, and the zero vector stays 0, not NaN: {z}",
         "  eps 加在根号里的平方和上：长度 {n:.1e} 的向量归一化后长度 {a:.4f}；\n"
         "  若把 eps 加在长度上则得到 {b:.4f}。接近 0 的向量只会被缩小、不会被放大，\n"
         "  零向量仍是 0，不是 NaN：{z}",
         n=tiny_vec.norm().item(), a=inside, b=outside, z=l2norm(torch.zeros(4)).tolist()))
-print(T("  Linear attention (chapter 7) applies it to q and k in fp32, then scales q by 1/sqrt({d}).",
+print(tr("  Linear attention (chapter 7) applies it to q and k in fp32, then scales q by 1/sqrt({d}).",
         "  线性注意力（第 7 章）在 fp32 中对 q 和 k 使用它，然后把 q 乘以 1/sqrt({d})。", d=cfg.linear_key_head_dim))
 
 # %% [markdown]
@@ -219,17 +211,17 @@ print(T("  Linear attention (chapter 7) applies it to q and k in fp32, then scal
 # %%
 title("9. LayerNorm against RMSNorm: RMS^2 = sigma^2 + mu^2", "9. LayerNorm 与 RMSNorm：RMS^2 = sigma^2 + mu^2")
 mu, var, ms2 = E_rows.mean(-1), E_rows.var(-1, unbiased=False), E_rows.pow(2).mean(-1)
-print(T("  on 256 real embedding rows: max |RMS^2 - (sigma^2 + mu^2)| = {d:.1e} (fp32 rounding); mean |mu| / RMS = {r:.3f}",
+print(tr("  on 256 real embedding rows: max |RMS^2 - (sigma^2 + mu^2)| = {d:.1e} (fp32 rounding); mean |mu| / RMS = {r:.3f}",
         "  在 256 行真实嵌入上：max |RMS^2 - (sigma^2 + mu^2)| = {d:.1e}（fp32 舍入）；平均 |mu| / RMS = {r:.3f}",
         d=(ms2 - (var + mu * mu)).abs().max().item(), r=(mu.abs() / ms2.sqrt()).mean().item()))
 for shift in (0.0, 3.0 * rms(E_rows).mean().item()):
     rows_s = E_rows + shift
     ln = F.layer_norm(rows_s, (H,), eps=cfg.rms_norm_eps)
     rn = F.rms_norm(rows_s, (H,), eps=cfg.rms_norm_eps)
-    print(T("  rows + {s:.3f}: cosine(LayerNorm, RMSNorm) = {c:.4f}, max difference {d:.3f}",
+    print(tr("  rows + {s:.3f}: cosine(LayerNorm, RMSNorm) = {c:.4f}, max difference {d:.3f}",
             "  各行加上 {s:.3f}：cosine(LayerNorm, RMSNorm) = {c:.4f}，最大差 {d:.3f}",
             s=shift, c=F.cosine_similarity(ln, rn, dim=-1).mean().item(), d=(ln - rn).abs().max().item()))
-print(T("  With the mean near 0 the two are almost the same; shift every entry and RMSNorm keeps the\n"
+print(tr("  With the mean near 0 the two are almost the same; shift every entry and RMSNorm keeps the\n"
         "  shift while LayerNorm removes it. RMSNorm needs one reduction (mean of squares), LayerNorm two.",
         "  均值接近 0 时两者几乎相同；把每个元素都平移后，RMSNorm 保留了平移，LayerNorm 把它去掉了。\n"
         "  RMSNorm 只需一次归约（平方均值），LayerNorm 需要两次。"))
@@ -254,15 +246,15 @@ def stack(x0, pre):
 
 
 x0 = torch.randn(8, D, generator=g, requires_grad=True)
-for pre, name in ((True, T("Pre-Norm ", "前置归一化")), (False, T("Post-Norm", "后置归一化"))):
+for pre, name in ((True, tr("Pre-Norm ", "前置归一化")), (False, tr("Post-Norm", "后置归一化"))):
     xs = stack(x0, pre)
     xs[-1].pow(2).mean().backward()
-    print(T("  {n}: stream RMS at layers 1/12/24 = {a:.2f} / {b:.2f} / {c:.2f}; gradient at the input {gr:.2e}",
+    print(tr("  {n}: stream RMS at layers 1/12/24 = {a:.2f} / {b:.2f} / {c:.2f}; gradient at the input {gr:.2e}",
             "  {n}：第 1/12/24 层残差流的均方根 = {a:.2f} / {b:.2f} / {c:.2f}；输入处的梯度 {gr:.2e}",
             n=name, a=rms(xs[0]).mean().item(), b=rms(xs[11]).mean().item(), c=rms(xs[-1]).mean().item(),
             gr=x0.grad.norm().item()))
     x0.grad = None
-print(T("  Pre-Norm leaves the residual stream itself untouched: it grows slowly and the gradient reaches\n"
+print(tr("  Pre-Norm leaves the residual stream itself untouched: it grows slowly and the gradient reaches\n"
         "  the input through the plain additions. Post-Norm renormalizes the stream after every layer,\n"
         "  so every gradient must pass through 24 norms. That is why deep models use Pre-Norm, and why\n"
         "  Qwen3.5 needs a final norm after the last layer.",
@@ -295,15 +287,15 @@ def best_time(fn, reps=10):
 timings = {name: best_time(fn) for name, fn in candidates.items()}
 base = timings["F.rms_norm"]
 for name, secs in timings.items():
-    print(T("  {n:<24} {ms:7.2f} ms   {r:.2f}x F.rms_norm", "  {n:<24} {ms:7.2f} ms   是 F.rms_norm 的 {r:.2f} 倍",
+    print(tr("  {n:<24} {ms:7.2f} ms   {r:.2f}x F.rms_norm", "  {n:<24} {ms:7.2f} ms   是 F.rms_norm 的 {r:.2f} 倍",
             n=name, ms=secs * 1e3, r=secs / base))
 if timings["nn.LayerNorm"] < timings["RMSNorm (qwen/norm.py)"]:
-    print(T("  One reduction fewer does not make RMSNorm faster by itself: here LayerNorm runs as one fused\n"
+    print(tr("  One reduction fewer does not make RMSNorm faster by itself: here LayerNorm runs as one fused\n"
             "  kernel, while RMSNorm runs as several passes over memory. The savings reported for RMSNorm\n"
             "  come from fused kernels, as on GPUs.",
             "  少一次归约并不会自动让 RMSNorm 更快：这里 LayerNorm 是一个融合的内核，而 RMSNorm 要在内存上\n"
             "  走好几遍。RMSNorm 的加速来自融合的内核（比如 GPU 上的）。"))
-print(T("  (best of 10 runs; bench/bench_norm.py measures this properly)", "  （10 次中最快的一次；严格的测量见 bench/bench_norm.py）"))
+print(tr("  (best of 10 runs; bench/bench_norm.py measures this properly)", "  （10 次中最快的一次；严格的测量见 bench/bench_norm.py）"))
 
 # %% [markdown]
 # ## 12. Every normalization of the model / 模型里所有的归一化
@@ -314,7 +306,7 @@ norms = model_norms(cfg, W)                 # walks cfg.layer_types, loads each 
 residual = [k for k, m in norms.items() if isinstance(m, RMSNorm) and "self_attn" not in k]
 qk = [k for k in norms if "self_attn" in k]
 gated_all = [k for k, m in norms.items() if isinstance(m, GatedRMSNorm)]
-print(T("  {a} RMSNorms on the residual stream ({L} layers x 2 + the final one), {b} per-head q/k RMSNorms\n"
+print(tr("  {a} RMSNorms on the residual stream ({L} layers x 2 + the final one), {b} per-head q/k RMSNorms\n"
         "  ({f} full-attention layers x 2), {c} gated RMSNorms ({l} linear-attention layers): {n} in all,\n"
         "  each loaded strictly from its own weight.",
         "  残差流上 {a} 个 RMSNorm（{L} 层 x 2 + 最后一个），按头的 q/k RMSNorm {b} 个（{f} 个全注意力层 x 2），\n"
@@ -327,7 +319,7 @@ print(T("  {a} RMSNorms on the residual stream ({L} layers x 2 + the final one),
 
 # %%
 title("13. The effective scale 1 + w, layer by layer", "13. 逐层的有效缩放 1 + w")
-print(T("  layer  input_layernorm: mean [min, max]      post_attention_layernorm: mean [min, max]",
+print(tr("  layer  input_layernorm: mean [min, max]      post_attention_layernorm: mean [min, max]",
         "  层     input_layernorm：均值 [最小, 最大]      post_attention_layernorm：均值 [最小, 最大]"))
 scales = {}
 for i in range(cfg.num_hidden_layers):
@@ -338,7 +330,7 @@ for i in range(cfg.num_hidden_layers):
         cells.append(f"{s.mean():6.3f} [{s.min():+6.2f}, {s.max():+6.2f}]")
     print(f"  {i:>5}  {cells[0]:<37}  {cells[1]}")
 s_final = 1 + norms["norm"].weight.detach().float()
-print(T("  final  {m:6.3f} [{lo:+6.2f}, {hi:+6.2f}]", "  最后   {m:6.3f} [{lo:+6.2f}, {hi:+6.2f}]",
+print(tr("  final  {m:6.3f} [{lo:+6.2f}, {hi:+6.2f}]", "  最后   {m:6.3f} [{lo:+6.2f}, {hi:+6.2f}]",
         m=s_final.mean().item(), lo=s_final.min().item(), hi=s_final.max().item()))
 
 if args.plot:
@@ -347,7 +339,7 @@ if args.plot:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print(T("  --plot needs matplotlib: pip install -e .[plot] (the table above has the same numbers)",
+        print(tr("  --plot needs matplotlib: pip install -e .[plot] (the table above has the same numbers)",
                 "  --plot 需要 matplotlib：pip install -e .[plot]（上面的表格是同样的数据）"))
     else:
         from pathlib import Path
@@ -366,18 +358,17 @@ if args.plot:
                        positions=range(cfg.num_hidden_layers), showfliers=False)
             ax.axhline(1.0, color="gray", lw=0.8, ls="--")
             ax.set_ylabel(f"1 + w\n({name})", fontsize=9)
-        axes[-1].set_xlabel(T("layer", "层"))
-        fig.suptitle(T("Effective RMSNorm scale per layer", "每层 RMSNorm 的有效缩放")
-                     + (T(" (tiny checkpoint: made-up numbers)", "（小检查点：数值是编造的）") if "transformer_by_hand_tiny" in cfg.raw else ""))
+        axes[-1].set_xlabel(tr("layer", "层"))
+        fig.suptitle(tr("Effective RMSNorm scale per layer", "每层 RMSNorm 的有效缩放")
+                     + (tr(" (tiny checkpoint: made-up numbers)", "（小检查点：数值是编造的）") if "transformer_by_hand_tiny" in cfg.raw else ""))
         fig.tight_layout()
         fig.savefig(out / "ch03_layer_scales.png", dpi=110)
         fig2, ax2 = plt.subplots(figsize=(7, 3.5))
         ax2.hist(s_final.numpy(), bins=60)
-        ax2.set_xlabel(T("final norm: 1 + w", "最后的归一化：1 + w"))
+        ax2.set_xlabel(tr("final norm: 1 + w", "最后的归一化：1 + w"))
         fig2.tight_layout()
         fig2.savefig(out / "ch03_final_norm.png", dpi=110)
         set_lang(args.lang)
-        print(T("  wrote {a} and {b}", "  已写出 {a} 和 {b}", a=out / "ch03_layer_scales.png", b=out / "ch03_final_norm.png"))
-print("\n" + T("Exercises for this chapter: 204, 205, 206. Try one: python practice/judge.py 204",
+        print(tr("  wrote {a} and {b}", "  已写出 {a} 和 {b}", a=out / "ch03_layer_scales.png", b=out / "ch03_final_norm.png"))
+print("\n" + tr("Exercises for this chapter: 204, 205, 206. Try one: python practice/judge.py 204",
                 "本章练习：204, 205, 206。试一个：python practice/judge.py 204"))
-banner(cfg)

@@ -5,13 +5,14 @@
     python main.py 3             chapter 3 only
     python main.py download      fetch the model (1.75 GB) into the Hugging Face cache
     options: --tiny  --model PATH  --lang en|zh  --debug
+    (or the environment: QWEN_TINY=1, QWEN_MODEL=PATH, QWEN_LANG=zh)
 """
 import runpy
 import sys
 from pathlib import Path
 
 from qwen.cli import banner, model_path, parser, setup
-from qwen.lang import T, get_lang
+from qwen.lang import get_lang, tr
 
 ROOT = Path(__file__).resolve().parent
 
@@ -25,31 +26,35 @@ def download(args):
     from qwen.weights import DEFAULT_REPO, find_model
 
     path = find_model(args.model or DEFAULT_REPO)        # says what it downloads, with progress bars
-    print(T("Model ready in {path}\nNext: python main.py", "模型已就绪：{path}\n下一步：python main.py", path=path))
+    print(tr("Model ready in {path}\nNext: python main.py", "模型已就绪：{path}\n下一步：python main.py", path=path))
 
 
 def run_chapters(args, numbers):
     from qwen.weights import Config
 
+    from qwen.tiny import is_tiny
+
     path = model_path(args)
     cfg = Config.load(path)
+    banner(cfg)                                          # once per run; the chapters do not repeat it
     found = chapters()
     for n in numbers:
         script = found[n]
         print("\n" + "#" * 78 + "\n# " + script.name + "\n" + "#" * 78)
         sys.argv = [str(script), "--model", str(path), "--lang", get_lang()] + (["--debug"] if args.debug else [])
         runpy.run_path(str(script), run_name="__main__")
-    print("\n" + T("Done: chapter(s) {ns} on {path}.\nPractice: python practice/judge.py",
-                   "完成：第 {ns} 章，模型 {path}。\n练习：python practice/judge.py",
-                   ns=", ".join(map(str, numbers)), path=path))
-    banner(cfg)
+    print("\n" + tr("Done: chapter(s) {ns} on {path}{tiny}.\nPractice: python practice/judge.py",
+                   "完成：第 {ns} 章，模型 {path}{tiny}。\n练习：python practice/judge.py",
+                   ns=", ".join(map(str, numbers)), path=path,
+                   tiny=tr(" (the built-in tiny checkpoint: made-up numbers)", "（内置小检查点：数值是编造的）")
+                   if is_tiny(cfg) else ""))
 
 
 def main(argv=None):
     p = parser("Transformer by Hand: rebuild Qwen3.5 one part at a time, on its real weights.",
                "手搓 Transformer：在真实权重上，一个部件一个部件地重建 Qwen3.5。")
     p.add_argument("what", nargs="?", default="all",
-                   help=T("a chapter number, 'download', or nothing for every chapter",
+                   help=tr("a chapter number, 'download', or nothing for every chapter",
                           "章节号、download，或留空运行所有章节"))
     args = setup(p, argv)
     found = chapters()
@@ -59,7 +64,7 @@ def main(argv=None):
         return run_chapters(args, sorted(found))
     if args.what.isdigit() and int(args.what) in found:
         return run_chapters(args, [int(args.what)])
-    p.exit(2, T("main.py: error: unknown chapter {what!r}; available: {have}, or 'download'\n",
+    p.exit(2, tr("main.py: error: unknown chapter {what!r}; available: {have}, or 'download'\n",
                 "main.py：错误：没有第 {what!r} 章；可用的有：{have}，或 'download'\n",
                 what=args.what, have=", ".join(map(str, sorted(found)))))
 

@@ -1,16 +1,26 @@
-"""What every chapter script shares: its options, finding the model, and clean error messages.
+"""What every chapter script shares: one call to start it, section titles, printed claims, errors.
+
+    ch = chapter("Chapter 4: RoPE", "第 4 章：旋转位置编码", plot=True)
+    section(1, "What RoPE does", "RoPE 做了什么")
+    say("  one claim {x:.3f}", "  一个结论 {x:.3f}", x=value)
+
+`chapter()` parses the options (--model --tiny --lang --debug, and --plot --out when asked),
+sets the language, finds the checkpoint, prints the tiny-checkpoint banner (once per run), and
+returns an object with `args`, `path`, `cfg`, `W` (lazy weights), `tiny`, and `tokenizer`.
+Notebook users choose without flags: QWEN_TINY=1, QWEN_LANG=zh, QWEN_MODEL=/path. Unknown
+options (Jupyter's `-f kernel.json`) are ignored inside a notebook.
 
 A learner's mistake (a wrong path, a broken download) is printed as one line in their
-language; the full traceback only with --debug. Scripts call `setup()` first thing, so this
-also works when a chapter is run cell by cell as a notebook (unknown options such as
-Jupyter's `-f kernel.json` are ignored there).
+language; the full traceback only with --debug.
 """
 import argparse
+import functools
 import os
 import signal
 import sys
+import warnings
 
-from qwen.lang import LANGS, QwenError, T, set_lang
+from qwen.lang import LANGS, QwenError, get_lang, set_lang, tr
 
 _debug = False
 
@@ -28,19 +38,19 @@ def _peek_lang(argv):
 def parser(description_en, description_zh, model_options=True):
     """An ArgumentParser with the options every script has: --lang, --debug (and --model, --tiny)."""
     set_lang(_peek_lang(sys.argv[1:]))                            # so that --help is in that language
-    p = argparse.ArgumentParser(description=T(description_en, description_zh))
+    p = argparse.ArgumentParser(description=tr(description_en, description_zh))
     if model_options:
         p.add_argument("--model", metavar="PATH",
-                       help=T("model folder or Hub repo id (default: $QWEN_MODEL, the HF cache, "
+                       help=tr("model folder or Hub repo id (default: $QWEN_MODEL, the HF cache, "
                               "then download Qwen/Qwen3.5-0.8B)",
                               "模型文件夹或 Hub 仓库名（默认：$QWEN_MODEL、HF 缓存，再下载 Qwen/Qwen3.5-0.8B）"))
         p.add_argument("--tiny", action="store_true",
-                       help=T("use the built-in tiny checkpoint (real format, made-up numbers)",
-                              "使用内置的小检查点（真实格式，数值是编造的）"))
-    p.add_argument("--lang", choices=LANGS, help=T("language of the output (default: from the locale)",
-                                                   "输出语言（默认跟随系统区域设置）"))
+                       help=tr("use the built-in tiny checkpoint (real format, made-up numbers; or QWEN_TINY=1)",
+                              "使用内置的小检查点（真实格式，数值是编造的；也可设 QWEN_TINY=1）"))
+    p.add_argument("--lang", choices=LANGS, help=tr("language of the output (default: $QWEN_LANG, else the locale)",
+                                                   "输出语言（默认：$QWEN_LANG，否则跟随系统区域设置）"))
     p.add_argument("--debug", action="store_true",
-                   help=T("show full tracebacks", "出错时显示完整的调用栈"))
+                   help=tr("show full tracebacks", "出错时显示完整的调用栈"))
     return p
 
 
@@ -51,7 +61,7 @@ def setup(p, argv=None):
     set_lang(_peek_lang(argv))
     args, unknown = p.parse_known_args(argv)
     if unknown and "ipykernel" not in sys.modules:               # a notebook passes -f kernel.json
-        p.error(T("unrecognized arguments: {a}", "无法识别的参数：{a}", a=" ".join(unknown)))
+        p.error(tr("unrecognized arguments: {a}", "无法识别的参数：{a}", a=" ".join(unknown)))
     set_lang(args.lang)
     _debug = args.debug
     sys.excepthook = _excepthook
@@ -62,8 +72,8 @@ def setup(p, argv=None):
 
 def report(exc):
     """Print a learner error as one line (the traceback only with --debug)."""
-    print(T("Error: ", "错误：") + str(exc), file=sys.stderr)
-    print(T("(run again with --debug to see the full traceback)", "（加 --debug 重新运行可看到完整调用栈）"),
+    print(tr("Error: ", "错误：") + str(exc), file=sys.stderr)
+    print(tr("(run again with --debug to see the full traceback)", "（加 --debug 重新运行可看到完整调用栈）"),
           file=sys.stderr)
 
 
@@ -71,7 +81,7 @@ def _excepthook(kind, exc, tb):
     if issubclass(kind, QwenError) and not _debug:
         report(exc)
     elif issubclass(kind, KeyboardInterrupt) and not _debug:
-        print(T("\nStopped.", "\n已停止。"), file=sys.stderr)
+        print(tr("\nStopped.", "\n已停止。"), file=sys.stderr)
     else:
         sys.__excepthook__(kind, exc, tb)
 
@@ -81,7 +91,7 @@ def model_path(args, quiet=False):
     from qwen.tiny import tiny_model_path
     from qwen.weights import ModelNotFound, find_model
 
-    if args.tiny:
+    if args.tiny or _env_flag("QWEN_TINY"):
         return tiny_model_path()
     if args.model or os.environ.get("QWEN_MODEL"):
         return find_model(args.model)                     # asked for by name: no silent fallback
@@ -93,15 +103,20 @@ def model_path(args, quiet=False):
         return tiny_model_path()
 
 
-def banner(cfg):
-    """Say plainly, at the top of every output, when the numbers are not Qwen3.5's."""
+_banner_shown = False
+
+
+def banner(cfg, again=False):
+    """Say plainly, once per run (at the top), when the numbers are not Qwen3.5's."""
+    global _banner_shown
     from qwen.tiny import is_tiny
 
-    if not is_tiny(cfg):
+    if not is_tiny(cfg) or (_banner_shown and not again):
         return
+    _banner_shown = True
     line = "=" * 78
     print(line)
-    print(T("  BUILT-IN TINY CHECKPOINT: real Qwen3.5 file format, MADE-UP numbers.\n"
+    print(tr("  BUILT-IN TINY CHECKPOINT: real Qwen3.5 file format, MADE-UP numbers.\n"
             "  Shapes follow the real rules at a small size; no value below is Qwen3.5's.\n"
             "  For the real model: python main.py download",
             "  内置小检查点：文件格式与 Qwen3.5 完全一致，数值是编造的。\n"
@@ -128,3 +143,106 @@ def pad(text, width):
 def count(n):
     """752393024 -> '752.4 M'."""
     return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.1f} M" if n >= 1e6 else f"{n:,}"
+
+
+def _env_flag(name):
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _quiet_notebook_progress():
+    """Inside Jupyter without ipywidgets, tqdm (used by the Hub client) warns on import."""
+    warnings.filterwarnings("ignore", message="IProgress not found")
+
+
+class Chapter:
+    """What a chapter works on: its options, checkpoint folder, config and (lazy) weights."""
+
+    def __init__(self, args, path, cfg):
+        self.args, self.path, self.cfg = args, path, cfg
+        from qwen.tiny import is_tiny
+        self.tiny = is_tiny(cfg)                       # True: the built-in tiny checkpoint, made-up numbers
+
+    @functools.cached_property
+    def W(self):
+        """{short name: tensor}, read from disk only when a tensor is touched."""
+        from qwen.weights import load_weights
+        return load_weights(self.path)
+
+    @functools.cached_property
+    def tokenizer(self):
+        """The checkpoint's tokenizer, or None when the folder has no tokenizer files."""
+        from qwen.tokenizer import Tokenizer
+        if not any((self.path / f).is_file() for f in ("tokenizer.json", "vocab.json", "merges.txt")):
+            return None
+        return Tokenizer.load(self.path)
+
+    def pyplot(self):
+        """matplotlib.pyplot with a CJK font for --lang zh, or None (with a one-line note) without it.
+
+        When no CJK font is installed, the figures' labels stay in English and one line says so."""
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+            from matplotlib import font_manager
+        except ImportError:
+            say("  --plot needs matplotlib: pip install -e .[plot] (the printed numbers are the same)",
+                "  --plot 需要 matplotlib：pip install -e .[plot]（打印出来的数字是一样的）")
+            return None
+        self.plot_lang = get_lang()
+        if get_lang() == "zh":
+            keys = ("CJK", "SimHei", "YaHei", "PingFang", "WenQuanYi", "Heiti", "Noto Sans SC", "Source Han")
+            cjk = sorted({f.name for f in font_manager.fontManager.ttflist if any(k in f.name for k in keys)})
+            if cjk:
+                plt.rcParams["font.sans-serif"] = cjk[:1] + plt.rcParams["font.sans-serif"]
+            else:
+                self.plot_lang = "en"
+                say("", "  没有找到中文字体（如 Noto Sans CJK），图中的标签用英文。")
+        return plt
+
+    def label(self, en, zh, **fields):
+        """Text for a figure: in the learner's language, or English when no CJK font was found."""
+        text = zh if getattr(self, "plot_lang", get_lang()) == "zh" else en
+        return text.format(**fields) if fields else text
+
+
+def _add_options(p, options):
+    """options: {"--text": dict(default=..., help=(en, zh))}, or a function that takes the parser."""
+    if callable(options):
+        options(p)
+        return
+    for flag, kwargs in (options or {}).items():
+        kwargs = dict(kwargs)
+        if isinstance(kwargs.get("help"), tuple):
+            kwargs["help"] = tr(*kwargs["help"])
+        p.add_argument(flag, **kwargs)
+
+
+def chapter(en, zh, plot=False, options=None, argv=None):
+    """Start a chapter: options, language, checkpoint, config, the banner. Returns a `Chapter`."""
+    from qwen.weights import Config
+
+    _quiet_notebook_progress()
+    p = parser(en, zh)
+    if plot:
+        p.add_argument("--plot", action="store_true",
+                       help=tr("also write PNG figures (needs matplotlib: pip install -e .[plot])",
+                               "同时写出 PNG 图（需要 matplotlib：pip install -e .[plot]）"))
+        p.add_argument("--out", default=".", help=tr("folder for the figures", "图片保存的文件夹"))
+    _add_options(p, options)
+    args = setup(p, argv)
+    path = model_path(args)
+    cfg = Config.load(path)
+    banner(cfg)
+    say("\n" + "=" * 78 + "\n{title}\n" + "=" * 78, "\n" + "=" * 78 + "\n{title}\n" + "=" * 78, title=tr(en, zh))
+    return Chapter(args, path, cfg)
+
+
+def section(n, en, zh):
+    """A section title: a blank line, "n. title", a rule."""
+    print(f"\n{n}. {tr(en, zh)}\n" + "-" * 78)
+
+
+def say(en, zh, **fields):
+    """Print one line (or a few) in the learner's language."""
+    print(tr(en, zh, **fields))

@@ -1,8 +1,8 @@
 """Learner-facing text in two languages, from one source.
 
-Every sentence a learner reads is written once, as a pair: `T("English", "中文")`.
+Every sentence a learner reads is written once, as a pair: `tr("English", "中文")`.
 The pair lives next to the code that prints it, so the two versions cannot drift apart,
-and `set_lang()` (from `--lang`, or the locale) picks which half is shown.
+and `set_lang()` (from `--lang`, else $QWEN_LANG, else the locale) picks which half is shown.
 
 Errors a learner can cause (a missing folder, a broken file, a wrong shape) are raised as
 `QwenError`, which carries both languages too; scripts print it in one line, without a
@@ -42,10 +42,13 @@ def get_lang():
     return _lang or set_lang()
 
 
-def T(en, zh, **fields):
+def tr(en, zh, **fields):
     """The learner's half of an (English, Chinese) pair, with {fields} filled in."""
     text = zh if get_lang() == "zh" else en
     return text.format(**fields) if fields else text
+
+
+T = tr      # the old name, still imported by qwen/weights.py, qwen/tokenizer.py and practice/
 
 
 class QwenError(Exception):

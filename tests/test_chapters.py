@@ -11,7 +11,7 @@ def test_ch01_on_the_tiny_checkpoint(run_script, tiny_path):
     r = run_script("ch01_weights.py", "--model", tiny_path)
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    assert out.count(BANNER) == 2                                    # at the top and at the end
+    assert out.count(BANNER) == 1                                    # once, at the top
     assert "header length n = " in out and "-> same" in out           # hand-read header == library
     assert "model.safetensors-00001-of-00001.safetensors" in out
     assert "L L L F L L L F" in out
@@ -54,7 +54,7 @@ def test_ch03_on_the_tiny_checkpoint(run_script, tiny_path, tmp_path):
     r = run_script("ch03_norm.py", "--model", tiny_path, "--plot", "--out", tmp_path)
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    assert out.count(BANNER) == 2
+    assert out.count(BANNER) == 1
     assert "after RMSNorm with w = 0 (scale 1):     [1.00, 1.00, 1.00]" in out
     assert "4. divide by the RMS        [0.3651, 0.7303, 1.0954, 1.4606]" in out
     assert "bit for bit: True" in out and "matches exactly: True" in out
@@ -80,7 +80,7 @@ def test_ch02_on_the_tiny_checkpoint(run_script, tiny_path):
     r = run_script("ch02_embedding.py", "--model", tiny_path)
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    assert out.count(BANNER) == 2
+    assert out.count(BANNER) == 1
     assert "9419 'Hello'" in out and "97169 '毕'" in out and "decode(encode(text)) == text: True" in out
     assert "248,044 BPE tokens + 33 special tokens = 248,077 ids" in out and "(243) belong to no token" in out
     assert "embed(13 ids) -> shape [13, 16]" in out
@@ -126,3 +126,32 @@ def test_chapters_open_and_run_as_notebooks(run_script, tiny_path):
 def test_help_is_in_the_chosen_language(run_script):
     r = run_script("main.py", "--help", "--lang", "zh")
     assert r.returncode == 0 and "章节号" in r.stdout
+
+
+def test_main_prints_the_banner_once_per_run(run_script):
+    r = run_script("main.py", "--tiny")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count(BANNER) == 1 and "(the built-in tiny checkpoint: made-up numbers)" in r.stdout
+
+
+def test_chapter_api_reads_the_environment(tiny_path, monkeypatch, capsys):
+    """Notebook users choose with QWEN_TINY / QWEN_LANG / QWEN_MODEL instead of flags."""
+    import qwen.cli as cli
+    from qwen.lang import get_lang, set_lang
+
+    monkeypatch.setattr(cli, "_banner_shown", False)
+    monkeypatch.setenv("QWEN_TINY", "1")
+    monkeypatch.setenv("QWEN_LANG", "zh")
+    set_lang(None)
+    ch = cli.chapter("Chapter 0: test", "第 0 章：测试", plot=True, argv=[],
+                     options={"--text": dict(default="hi", help=("the text", "文字"))})
+    assert ch.tiny and ch.path == tiny_path and ch.args.text == "hi" and ch.args.plot is False
+    assert get_lang() == "zh" and "norm.weight" in ch.W and ch.tokenizer is not None
+    cli.section(2, "Two", "二")
+    cli.say("  x = {x}", "  x 等于 {x}", x=3)
+    cli.chapter("Chapter 0: test", "第 0 章：测试", argv=["--lang", "en"])     # a second chapter in one run
+    out = capsys.readouterr().out
+    assert out.count("内置小检查点") == 1 and "第 0 章：测试" in out and "\n2. 二\n" in out and "x 等于 3" in out
+    monkeypatch.delenv("QWEN_TINY")
+    monkeypatch.setenv("QWEN_MODEL", str(tiny_path))
+    assert cli.chapter("c", "c", argv=[]).tiny

@@ -1,0 +1,52 @@
+"""Checkpoints for tests, written by transformers itself (so tests see the layouts learners meet).
+
+    write_transformers_checkpoint(folder, layout="text", dtype=torch.float32, tied=False)
+
+`layout="text"`: a flat config.json and `Qwen3_5ForCausalLM` keys (`model.layers.*`, a top-level
+`lm_head.weight` when untied), as a text-only export writes them. `layout="multimodal"`: the
+nested config and `Qwen3_5ForConditionalGeneration` keys (`model.language_model.*`,
+`model.visual.*`), the layout of the released checkpoints. The model is tiny (hidden 16, 4
+layers: 3 linear-attention, 1 full-attention) and seeded, so every run writes the same bytes.
+`extra` adds tensors the course does not know (e.g. a rotary `inv_freq` buffer, a layer beyond
+the config). `tokenizer=True` copies the built-in tiny checkpoint's tokenizer files (they need
+vocab_size >= 248320). Returns the folder; skips the test when transformers is not installed.
+"""
+from pathlib import Path
+
+import pytest
+import torch
+
+TEXT = dict(vocab_size=512, hidden_size=16, intermediate_size=32, num_hidden_layers=4,
+            num_attention_heads=2, num_key_value_heads=1, head_dim=16, linear_conv_kernel_dim=4,
+            linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2,
+            linear_num_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-6)
+VISION = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=16,
+              patch_size=4, num_position_embeddings=16, spatial_merge_size=2, temporal_patch_size=2)
+
+
+def write_transformers_checkpoint(folder, layout="text", dtype=torch.float32, tied=False,
+                                  vocab_size=512, extra=None, tokenizer=False):
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.qwen3_5 import configuration_qwen3_5 as conf
+
+    folder = Path(folder)
+    torch.manual_seed(0)
+    text = dict(TEXT, vocab_size=vocab_size, tie_word_embeddings=tied)
+    if layout == "text":
+        config = conf.Qwen3_5TextConfig(**text)
+        model = transformers.Qwen3_5ForCausalLM(config)
+    elif layout == "multimodal":
+        config = conf.Qwen3_5Config(text_config=text, vision_config=VISION, tie_word_embeddings=tied)
+        model = transformers.Qwen3_5ForConditionalGeneration(config)
+    else:
+        raise ValueError(f"layout must be 'text' or 'multimodal', not {layout!r}")
+    model.to(dtype).save_pretrained(folder)
+    if extra:
+        from safetensors.torch import load_file, save_file
+        file = folder / "model.safetensors"
+        tensors = {**load_file(file), **{k: v.to(dtype).contiguous() for k, v in extra.items()}}
+        save_file(tensors, file, metadata={"format": "pt"})
+    if tokenizer:
+        from qwen.tiny import write_tokenizer_files
+        write_tokenizer_files(folder)
+    return folder
