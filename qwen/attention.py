@@ -1,0 +1,128 @@
+"""Full (softmax) attention with an output gate: the attention of every 4th Qwen3.5 layer.
+
+Why: this is where tokens read from each other. Each token makes a query; every earlier token
+offers a key and a value; the token takes the values, weighted by softmax(query . key). It is
+the one place in the layer where information moves between positions.
+
+What Qwen3.5 adds to the textbook version (Vaswani et al., 2017), step by step:
+  1. q_proj is twice as wide as the queries: per head, head_dim query rows, then head_dim
+     output-gate rows. The gate is the token's own decision of how much of each head's
+     result to let through (sigmoid, 0 .. 1), applied just before o_proj.
+  2. q_norm and k_norm: a zero-centred RMSNorm over head_dim, per head, before RoPE. They fix
+     the length of every query and key, so no score can grow without bound.
+  3. RoPE on the first rotary_dim entries of q and k (see qwen/rope.py).
+  4. Grouped-query attention (GQA): fewer key/value heads than query heads (0.8B: 8 query heads,
+     2 kv heads; 4 queries share each kv head). Query head h reads kv head h // group. This
+     shrinks the kv cache 4x; the queries lose little.
+  5. scores = q . k / sqrt(head_dim), keys after the query masked (causal), softmax in fp32.
+
+Causal blocks: queries are taken in blocks of `block` rows. A block only computes scores
+against the keys its last query may see; the keys after that are masked for every query in
+the block, so they are skipped, not computed and thrown away. At 1024 tokens this skips
+almost half of the work of the two matmuls (the same idea as flash attention's, without its
+online softmax: each block still sees all of its keys at once). Short inputs are one block.
+
+GQA without copies: the `group` query heads that share a kv head are stacked as extra rows of
+one matrix, (group * seq, head_dim), and multiplied by that kv head's keys once. No kv head
+is repeated in memory (repeat_kv in transformers copies them).
+
+The cache (optional; chapter 9 builds generation on it): any object with attributes `k` and `v`,
+None at first, then (batch, kv_heads, seq so far, head_dim) after k_norm and RoPE. With a cache,
+the new keys and values are appended, the new queries attend over all of them (the causal mask
+shifted by the past length) and the longer k, v are stored back. cos and sin are for the new
+tokens' positions only.
+
+Precision: the matmuls run in the weights' dtype, the norms' statistics and the softmax in
+fp32, and the result is cast back to the input's dtype once, at the end.
+"""
+import math
+
+import torch
+import torch.nn as nn
+
+from qwen.lang import QwenError
+from qwen.norm import RMSNorm
+from qwen.rope import apply_rope
+
+
+class Attention(nn.Module):
+    """(batch, seq, hidden) -> (batch, seq, hidden), causal, with GQA and the output gate."""
+
+    def __init__(self, cfg, block=128):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        self.group = self.heads // self.kv_heads                 # query heads per kv head
+        self.scale = 1.0 / math.sqrt(self.head_dim)
+        self.block = block
+        hidden, inner, kv = cfg.hidden_size, self.heads * self.head_dim, self.kv_heads * self.head_dim
+        self.q_proj = nn.Linear(hidden, 2 * inner, bias=False)  # per head: query rows, then gate rows
+        self.k_proj = nn.Linear(hidden, kv, bias=False)
+        self.v_proj = nn.Linear(hidden, kv, bias=False)
+        self.o_proj = nn.Linear(inner, hidden, bias=False)
+        self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)  # per head, over head_dim
+        self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
+
+    def forward(self, x, cos, sin, cache=None):
+        _check_inputs(self, x, cos)
+        B, T, _ = x.shape
+        H, KV, D = self.heads, self.kv_heads, self.head_dim
+        h = x.to(self.q_proj.weight.dtype)                       # matmuls in the weights' dtype
+        q, gate = self.q_proj(h).view(B, T, H, 2, D).unbind(3)   # (B, T, H, D) each
+        q = self.q_norm(q).transpose(1, 2)                       # (B, H, T, D)
+        k = self.k_norm(self.k_proj(h).view(B, T, KV, D)).transpose(1, 2)   # (B, KV, T, D)
+        v = self.v_proj(h).view(B, T, KV, D).transpose(1, 2)    # (B, KV, T, D)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+
+        past = 0
+        if cache is not None:
+            if cache.k is not None:
+                past = cache.k.shape[2]
+                k = torch.cat((cache.k, k), dim=2)               # (B, KV, past + T, D)
+                v = torch.cat((cache.v, v), dim=2)
+            cache.k, cache.v = k, v
+
+        out = causal_attention(q, k, v, self.scale, past, self.block)      # (B, H, T, D)
+        out = out.transpose(1, 2).reshape(B, T, H * D)           # heads side by side again
+        out = out * torch.sigmoid(gate.reshape(B, T, H * D))     # the output gate
+        return self.o_proj(out).to(x.dtype)                      # (B, T, hidden)
+
+    def extra_repr(self):
+        return f"heads={self.heads}, kv_heads={self.kv_heads}, head_dim={self.head_dim}"
+
+
+def _check_inputs(attn, x, cos):
+    hidden = attn.q_proj.in_features
+    if x.dim() != 3 or x.shape[-1] != hidden:
+        raise QwenError("Attention expects x of shape (batch, seq, {hidden}), got {shape}.",
+                        "Attention 需要形状为 (batch, seq, {hidden}) 的 x，实际是 {shape}。",
+                        hidden=hidden, shape=list(x.shape))
+    if cos.shape[-2] != x.shape[1]:
+        raise QwenError("cos/sin hold {n} positions but x has {t} tokens: pass the positions of the new "
+                        "tokens only (with a cache, past + 0 .. past + {t} - 1).",
+                        "cos/sin 有 {n} 个位置，但 x 有 {t} 个词元：只传新词元的位置"
+                        "（有缓存时是 past + 0 .. past + {t} - 1）。", n=cos.shape[-2], t=x.shape[1])
+
+
+def causal_attention(q, k, v, scale, past=0, block=128):
+    """softmax(q k^T * scale, causal) v by hand, grouped-query, in blocks of query rows.
+
+    q: (B, H, T, D); k, v: (B, KV, S, D) with S = past + T (the first `past` keys come before
+    every query); H a multiple of KV. Returns (B, H, T, D) in v's dtype.
+    Query t (absolute position past + t) may see keys 0 .. past + t.
+    """
+    B, H, T, D = q.shape
+    KV, S = k.shape[1], k.shape[2]
+    g = H // KV
+    q = q.reshape(B, KV, g, T, D)                                # query heads grouped by kv head
+    masked = torch.ones(T, S, dtype=torch.bool, device=q.device).triu_(past + 1)   # (T, S), once
+    out = torch.empty(B, KV, g, T, D, dtype=v.dtype, device=v.device)
+    for start in range(0, T, block):
+        stop = min(start + block, T)
+        n, keys = stop - start, past + stop                      # later keys are masked for all n
+        rows = q[:, :, :, start:stop].reshape(B, KV, g * n, D)   # the group's rows, stacked
+        scores = rows @ k[:, :, :keys].transpose(-1, -2)         # (B, KV, g*n, keys)
+        scores = scores.view(B, KV, g, n, keys).mul_(scale)
+        scores.masked_fill_(masked[start:stop, :keys], float("-inf"))
+        weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype)
+        out[:, :, :, start:stop] = (weights.view(B, KV, g * n, keys) @ v[:, :, :keys]).view(B, KV, g, n, D)
+    return out.view(B, H, T, D)

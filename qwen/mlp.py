@@ -1,0 +1,34 @@
+"""The feed-forward block of every Qwen3.5 layer: a SwiGLU MLP.
+
+Why: attention moves information between tokens; the MLP then works on each token alone,
+and holds most of the model's parameters. A plain MLP is down(act(up(x))). SwiGLU (Shazeer,
+2020, "GLU Variants Improve Transformer") uses two projections of the same input instead:
+
+    down( silu(gate(x)) * up(x) )        silu(z) = z * sigmoid(z)
+
+gate(x) decides, per hidden unit, how much of up(x) passes: silu is about 0 for negative z
+and about z for large z, so each unit is switched off or on (smoothly) by the token itself.
+For the same width this costs three matrices instead of two; models keep the parameter
+count by making the hidden layer narrower (0.8B: 1024 -> 3584 -> 1024, 3.5x, not 4x).
+
+Precision: the three matmuls and silu run in the weights' dtype (bf16 as stored; torch
+evaluates silu in fp32 internally and rounds once). The input is cast to that dtype first and
+the result cast back to the input's dtype once, at the end. No bias anywhere.
+"""
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class MLP(nn.Module):
+    """x (..., hidden) -> down(silu(gate(x)) * up(x)) (..., hidden)."""
+
+    def __init__(self, hidden_size, intermediate_size):
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden_size, intermediate_size, bias=False)
+        self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=False)
+        self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False)
+
+    def forward(self, x):
+        h = x.to(self.gate_proj.weight.dtype)                    # matmuls in the weights' dtype
+        h = F.silu(self.gate_proj(h)) * self.up_proj(h)          # (..., intermediate)
+        return self.down_proj(h).to(x.dtype)                     # (..., hidden)
