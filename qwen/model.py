@@ -128,6 +128,7 @@ class _Converted:
 
     def __init__(self, W, dtype):
         self.W, self.dtype, self.read = W, dtype, set()
+        self._buffer = torch.empty(READ_BYTES, dtype=torch.uint8)
 
     def __contains__(self, name):
         return name in self.W
@@ -157,13 +158,12 @@ class _Converted:
             if stored == dtype:                                               # straight into place
                 _read_exactly(f, flat.view(torch.uint8).numpy(), info)
                 return out
-            step = max(1, READ_BYTES // DTYPES[info.dtype][1])
-            buffer = torch.empty(min(step, info.numel), dtype=stored)
-            raw = buffer.view(torch.uint8).numpy()
+            raw = self._buffer.numpy()                                        # one buffer, reused
+            step = len(raw) // DTYPES[info.dtype][1]
             for start in range(0, info.numel, step):
                 n = min(step, info.numel - start)
-                _read_exactly(f, raw[:n * buffer.element_size()], info)
-                flat[start:start + n] = buffer[:n]                            # the one conversion
+                _read_exactly(f, raw[:n * DTYPES[info.dtype][1]], info)
+                flat[start:start + n] = self._buffer[:len(raw)].view(stored)[:n]   # the one conversion
         return out
 
 
