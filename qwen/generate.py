@@ -117,7 +117,7 @@ def top_p_filter(logits, p):
 def sample(logits, temperature=0.0, top_k=0, top_p=1.0, generator=None):
     """One token id from logits (vocab,): greedy when temperature is 0, else drawn after
     temperature, top-k and top-p, in that order."""
-    logits = logits.float()
+    logits = logits.float().cpu()
     if temperature <= 0:
         return int(logits.argmax(dim=-1))
     z = top_p_filter(top_k_filter(logits / temperature, top_k), top_p)
@@ -294,3 +294,37 @@ def generate(model, tok, prompt, *, max_new_tokens=128, temperature=0.0, top_k=0
     rest = stream.flush()
     if rest:
         yield rest
+
+
+class Chat:
+    """A conversation with the model: the messages so far, and the cache of every token already read.
+
+    Each turn renders the whole conversation with the chat template. When the rendered ids start
+    with the ids the cache has read, only the rest is read (the cache continues); when they do not
+    (Qwen3.5's template drops the reasoning of earlier turns, so the history's text changes), the
+    cache is rebuilt from the start: a recurrent state cannot be rewound."""
+
+    def __init__(self, model, tok, template=None, enable_thinking=False, **sampling):
+        self.model, self.tok = model, tok
+        self.template = ChatTemplate.load(model.path) if template is None else template
+        self.enable_thinking, self.sampling = enable_thinking, sampling
+        self.reset()
+
+    def reset(self):
+        self.messages, self.cache, self.read, self.reused = [], self.model.new_cache(), [], 0
+
+    def say(self, text, max_new_tokens=512, stats=None):
+        """Send a user message; yield the reply's text as it comes."""
+        self.messages.append({"role": "user", "content": text})
+        ids = prompt_ids(self.tok, self.messages, template=self.template, enable_thinking=self.enable_thinking)
+        if self.read and ids[:len(self.read)] == self.read and len(ids) > len(self.read):
+            new, self.reused = ids[len(self.read):], len(self.read)          # continue the cache
+        else:
+            new, self.reused, self.cache = ids, 0, self.model.new_cache()      # read it all again
+        out, pieces = [], []
+        for piece in generate(self.model, self.tok, new, max_new_tokens=max_new_tokens, cache=self.cache,
+                              stats=stats, ids_out=out, chat=False, **self.sampling):
+            pieces.append(piece)
+            yield piece
+        self.read = ids + out[:-1]                   # the last token was sampled, never read
+        self.messages.append({"role": "assistant", "content": "".join(pieces)})

@@ -95,12 +95,13 @@ class Qwen35(nn.Module):
         every layer continues from what it kept. last=True: logits of the last position only
         (batch, 1, vocab), what generation needs. keep, a list, receives the residual stream
         after the embedding and after every layer (for the logit lens)."""
-        ids = torch.as_tensor(ids)
+        device = self.embed_tokens.weight.device
+        ids = torch.as_tensor(ids, device=device)
         if ids.dim() == 1:
             ids = ids[None]                                                   # (1, seq)
         seq = ids.shape[1]
         past = 0 if cache is None else cache.length
-        cos, sin = self.rotary(torch.arange(past, past + seq))               # (seq, rotary_dim) each
+        cos, sin = self.rotary(torch.arange(past, past + seq, device=device))   # (seq, rotary_dim) each
         x = self.embed_tokens(ids)                                            # (batch, seq, hidden)
         if keep is not None:
             keep.append(x)

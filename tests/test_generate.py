@@ -183,3 +183,30 @@ def test_generate_applies_the_chat_template(tok, tiny_path):
     assert model.calls == [(len(expected), 0, True)]
     with pytest.raises(QwenError, match="empty"):
         list(generate_ids(model, [], max_new_tokens=1))
+
+
+def test_chat_continues_the_cache_when_the_history_is_unchanged(tok):
+    from qwen.generate import Chat
+    plain = ChatTemplate("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    reply = tok.encode("Fine, thanks.")
+    model = ScriptedModel(reply + [248046] + reply + [248046])
+    chat = Chat(model, tok, template=plain)
+    assert "".join(chat.say("Hi")) == "Fine, thanks." and chat.reused == 0
+    first = len(model.calls)
+    assert "".join(chat.say("And you?")) == "Fine, thanks."
+    assert chat.reused == len(tok.encode("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")) + len(reply)
+    assert model.calls[first][1] == chat.reused                  # the second turn starts where the cache stopped
+    assert [m["role"] for m in chat.messages] == ["user", "assistant"] * 2
+    chat.reset()
+    assert chat.messages == [] and chat.cache.length == 0
+
+
+def test_chat_rebuilds_the_cache_when_the_template_rewrites_the_history(tok, tiny_path):
+    from qwen.generate import Chat
+    model = ScriptedModel(tok.encode("Hello") + [248046] + tok.encode("Bye") + [248046])
+    model.path = tiny_path
+    chat = Chat(model, tok)                                      # Qwen3.5's format: old think blocks dropped
+    assert "".join(chat.say("Hi")) == "Hello"
+    assert "".join(chat.say("Go")) == "Bye" and chat.reused == 0
+    assert model.calls[len(tok.encode("Hello")) + 1][1] == 0     # read from position 0 again
