@@ -1,100 +1,117 @@
 # %% [markdown]
 # # Chapter 1 · What is in the checkpoint / 第 1 章 · 检查点里有什么
 #
-# Before writing any part of the model, open the box it ships in: the files, the
-# safetensors header (read by hand, then by `qwen.weights`), the config's numbers, every
-# tensor grouped by what it is for, the two dtypes, the 3 : 1 layer pattern, and what bf16
-# can and cannot hold.
+# Before writing any part of the model, open the box it ships in: the files, one safetensors
+# header read by hand, the config's numbers, every tensor grouped by what it is for, the two
+# dtypes, the 3 : 1 layer pattern, and what bf16 can and cannot hold.
 #
-# 动手写模型的任何部件之前，先打开它的包装：文件、safetensors 文件头（先手工读，再用
-# `qwen.weights` 读）、配置里的数字、按用途分组的所有张量、两种数据类型、3 : 1 的层排布，
-# 以及 bf16 能表示什么、不能表示什么。
+# 动手写模型的任何部件之前，先打开它的包装：文件、手工读出的 safetensors 文件头、配置里的数字、
+# 按用途分组的所有张量、两种数据类型、3 : 1 的层排布，以及 bf16 能存什么、不能存什么。
 #
-# Run: `python ch01_weights.py [--model PATH] [--tiny] [--lang zh]`
+# Run: `python ch01_weights.py [--model PATH] [--tiny] [--lang zh]` (notebook: `QWEN_TINY=1`, `QWEN_LANG=zh`)
 
 # %%
 import json
-from collections import defaultdict
+import math
+import re
 
 import torch
 
-from qwen.cli import chapter, count, size
+from qwen.cli import chapter, count, pad, say, section, size
+from qwen.known import real_inventory
 from qwen.lang import tr
+from qwen.weights import Config, short_name
 
 ch = chapter("Chapter 1: what is in the checkpoint", "第 1 章：检查点里有什么")
-path, cfg, W = ch.path, ch.cfg, ch.W     # W reads the headers only: no tensor data yet
+cfg, W = ch.cfg, ch.W                      # W has read the headers only: no tensor data yet
+REAL = real_inventory() if ch.tiny else None   # Qwen3.5-0.8B's published inventory, shown next to tiny figures
 
 
-def title(en, zh):
-    print("\n" + tr(en, zh))
-    print("-" * 78)
+def real(en, zh, **fields):
+    """A line with what Qwen3.5-0.8B shows, printed only under a tiny-checkpoint figure."""
+    if REAL:
+        say("  Qwen3.5-0.8B: " + en, "  Qwen3.5-0.8B：" + zh, **fields)
 
 
 # %% [markdown]
 # ## 1. The folder / 文件夹
+# `config.json` fixes every shape; the `.safetensors` file(s) hold the numbers; the index
+# (`model.safetensors.index.json`) says which file holds which tensor; the tokenizer files turn
+# text into ids (chapter 2). The real checkpoint also ships a chat template and the vision
+# preprocessor's settings.
+#
+# `config.json` 决定所有形状；`.safetensors` 文件存数值；索引文件说明哪个张量在哪个文件里；
+# 分词器文件把文字变成编号（第 2 章）。真实检查点还带有对话模板和视觉预处理的设置。
 
 # %%
-title("1. The files in the model folder", "1. 模型文件夹里的文件")
-print(tr("  {path}", "  {path}", path=path))
-for f in sorted(path.iterdir()):
-    if f.is_file():
-        print(f"  {f.name:<48} {size(f.stat().st_size):>10}")
-print(tr("  config.json fixes every shape; the .safetensors file(s) hold the numbers; the index says\n"
-        "  which file holds which tensor; tokenizer files turn text into ids (chapter 2).",
-        "  config.json 决定所有形状；.safetensors 文件存数值；索引文件说明哪个张量在哪个文件里；\n"
-        "  分词器文件把文字变成编号（第 2 章）。"))
+section(1, "The files in the model folder", "模型文件夹里的文件")
+say("  {p}", "  {p}", p=ch.path)
+files = sorted(f for f in ch.path.iterdir() if f.is_file())
+for f in files:
+    say("  {n} {s:>10}", "  {n} {s:>10}", n=pad(f.name, 48), s=size(f.stat().st_size))
+say("  {k} files, {s} in all", "  共 {k} 个文件，{s}", k=len(files), s=size(sum(f.stat().st_size for f in files)))
+if REAL:
+    weights_file = max(REAL["files"], key=lambda f: f["size"])
+    real("{k} files, {s}; the weights: {w} ({ws})", "{k} 个文件，{s}；权重：{w}（{ws}）", k=len(REAL["files"]),
+         s=size(sum(f["size"] for f in REAL["files"])), w=weights_file["name"], ws=size(weights_file["size"]))
 
 # %% [markdown]
 # ## 2. A safetensors header, by hand / 手工读 safetensors 文件头
-# Layout: 8 bytes (little-endian length n), n bytes of JSON, then raw tensor bytes.
+# Layout: 8 bytes (a little-endian integer n), n bytes of JSON (name -> dtype, shape, byte
+# offsets), then the raw tensor bytes. `qwen.weights` reads it the same way; we check that both
+# agree on where one tensor's bytes are.
+#
+# 布局：8 个字节（小端序整数 n），n 个字节的 JSON（名字 -> 数据类型、形状、字节偏移），然后是
+# 张量的原始字节。`qwen.weights` 也是这样读的；我们核对两者对同一个张量的位置是否一致。
 
 # %%
-title("2. Reading a safetensors header by hand", "2. 手工读取 safetensors 文件头")
-shard = W.info("norm.weight").file
-with open(shard, "rb") as f:
+section(2, "Reading a safetensors header by hand", "手工读取 safetensors 文件头")
+info = W.info("norm.weight")
+with open(info.file, "rb") as f:
     first8 = f.read(8)
     n = int.from_bytes(first8, "little")             # the header's length, little-endian u64
     raw = f.read(n)
-header = json.loads(raw)                             # a JSON object: name -> dtype, shape, offsets
-file_size = shard.stat().st_size
-print(tr("  file: {name} ({size})", "  文件：{name}（{size}）", name=shard.name, size=size(file_size)))
-print(tr("  first 8 bytes: {hex} -> header length n = {n:,} bytes (little-endian)",
-        "  前 8 个字节：{hex} -> 文件头长度 n = {n:,} 字节（小端序）", hex=first8.hex(" "), n=n))
-print(tr("  header entries: {k} tensors; __metadata__: {meta}",
-        "  文件头条目：{k} 个张量；__metadata__：{meta}",
-        k=len([k for k in header if k != "__metadata__"]), meta=header.get("__metadata__", tr("none", "无"))))
-name = W.info("norm.weight").name
-print(tr("  one entry, as stored:", "  其中一条，原样："))
-print(f'    "{name}": {json.dumps(header[name])}')
-begin, end = header[name]["data_offsets"]
-info = W.info("norm.weight")
-print(tr("  data starts after the header: byte 8 + n = {start:,}; so this tensor's bytes are at\n"
-        "  {a:,} .. {b:,} of the file. qwen.weights says: offset {off:,}, {nb:,} bytes -> {ok}",
-        "  数据紧跟在文件头之后：第 8 + n = {start:,} 字节；所以这个张量在文件的\n"
-        "  {a:,} .. {b:,} 字节。qwen.weights 给出：偏移 {off:,}，{nb:,} 字节 -> {ok}",
-        start=8 + n, a=8 + n + begin, b=8 + n + end, off=info.offset, nb=info.nbytes,
-        ok=tr("same", "一致") if (info.offset, info.nbytes) == (8 + n + begin, end - begin) else tr("DIFFERENT", "不一致")))
-print(tr("  The header JSON is padded with {pad} spaces so the data starts at a multiple of 8 bytes.",
-        "  文件头 JSON 末尾补了 {pad} 个空格，使数据从 8 的整数倍字节处开始。",
-        pad=len(raw) - len(raw.rstrip(b" "))))
+header = json.loads(raw)                             # name -> {"dtype", "shape", "data_offsets"}
+begin, end = header[info.name]["data_offsets"]       # relative to the first byte after the header
+same = (info.offset, info.nbytes) == (8 + n + begin, end - begin)
+say("  file: {f}", "  文件：{f}", f=info.file.name)
+say("  first 8 bytes: {h} -> header length n = {n:,} bytes", "  前 8 个字节：{h} -> 文件头长度 n = {n:,} 字节",
+    h=first8.hex(" "), n=n)
+say("  entries: {k} tensors; __metadata__: {m}", "  条目：{k} 个张量；__metadata__：{m}",
+    k=sum(key != "__metadata__" for key in header), m=header.get("__metadata__", tr("none", "无")))
+say('  "{name}": {entry}', '  "{name}": {entry}', name=info.name, entry=json.dumps(header[info.name]))
+say("  its bytes: {a:,} .. {b:,} of the file; qwen.weights says offset {o:,}, {k:,} bytes -> {ok}",
+    "  它的字节：文件的第 {a:,} .. {b:,} 字节；qwen.weights 给出偏移 {o:,}、{k:,} 字节 -> {ok}",
+    a=8 + n + begin, b=8 + n + end, o=info.offset, k=info.nbytes, ok=tr("same", "一致") if same else tr("DIFFERENT", "不一致"))
+say("  header padded with {p} spaces, so the data starts at a multiple of 8 bytes",
+    "  文件头末尾补了 {p} 个空格，使数据从 8 的整数倍字节处开始", p=len(raw) - len(raw.rstrip(b" ")))
+if REAL:
+    st = REAL["safetensors"]
+    real("{k} entries, n = {n:,} bytes ({p} of them padding), no __metadata__",
+         "{k} 个条目，n = {n:,} 字节（其中 {p} 个是填充），没有 __metadata__",
+         k=st["tensor_count"], n=st["header_json_bytes"] + st["header_padding_bytes"], p=st["header_padding_bytes"])
 
 # %% [markdown]
 # ## 3. The config's numbers / 配置里的数字
+# The released checkpoint is multimodal: the language model's numbers sit under `text_config`.
+# A text-only export puts the same keys at the top level; `Config` reads both.
+#
+# 发布的检查点是多模态的：语言模型的数字在 `text_config` 下。纯文本导出把同样的键放在顶层；
+# `Config` 两种都能读。
 
 # %%
-title("3. The numbers in config.json", "3. config.json 里的数字")
-nested = "text_config" in cfg.raw
-print(tr("  layout: {how}", "  结构：{how}", how=tr("multimodal, language model under text_config", "多模态，语言模型的数字在 text_config 下")
-                                              if nested else tr("flat, text-only", "扁平，纯文本模型")))
+section(3, "The numbers in config.json", "config.json 里的数字")
+say("  layout: {how}", "  结构：{how}", how=tr("multimodal, language model under text_config", "多模态，语言模型的数字在 text_config 下")
+    if "text_config" in cfg.raw else tr("flat, text-only", "扁平，纯文本模型"))
+split = cfg.hidden_size // cfg.num_attention_heads
 rows = [
     ("hidden_size", cfg.hidden_size, tr("width of every token's vector", "每个词元向量的宽度")),
     ("num_hidden_layers", cfg.num_hidden_layers, tr("decoder layers", "解码层数")),
     ("intermediate_size", cfg.intermediate_size, tr("MLP width", "MLP 的宽度")),
     ("num_attention_heads", cfg.num_attention_heads, tr("full attention: query heads", "全注意力：查询头数")),
     ("num_key_value_heads", cfg.num_key_value_heads, tr("full attention: key/value heads", "全注意力：键/值头数")),
-    ("head_dim", cfg.head_dim, tr("per head; note {h} / {n} = {q}, not {d}", "每个头的维度；注意 {h} / {n} = {q}，不是 {d}",
-                                 h=cfg.hidden_size, n=cfg.num_attention_heads,
-                                 q=cfg.hidden_size // cfg.num_attention_heads, d=cfg.head_dim)),
+    ("head_dim", cfg.head_dim, tr("per head, set on its own (hidden_size / heads = {q})", "每个头的维度，单独设定（hidden_size / 头数 = {q}）", q=split)
+     if cfg.head_dim != split else tr("per head (= hidden_size / heads)", "每个头的维度（= hidden_size / 头数）")),
     ("linear_num_key_heads", cfg.linear_num_key_heads, tr("linear attention: key heads", "线性注意力：键头数")),
     ("linear_num_value_heads", cfg.linear_num_value_heads, tr("linear attention: value heads", "线性注意力：值头数")),
     ("linear_key_head_dim", cfg.linear_key_head_dim, tr("linear attention: key head size", "线性注意力：键头维度")),
@@ -105,124 +122,198 @@ rows = [
     ("tie_word_embeddings", cfg.tie_word_embeddings, tr("output layer = embedding table", "输出层就是嵌入表")),
 ]
 for key, value, why in rows:
-    print(f"  {key:<24} {value!s:>10}   {why}")
+    say("  {k} {v:>10}   {w}", "  {k} {v:>10}   {w}", k=pad(key, 24), v=str(value), w=why)
+if REAL:
+    rc = Config.from_dict(REAL["config"])
+    real("hidden_size {h}, {L} layers, head_dim {d}, vocab_size {v:,}, tied {t}",
+         "hidden_size {h}，{L} 层，head_dim {d}，vocab_size {v:,}，共享嵌入 {t}",
+         h=rc.hidden_size, L=rc.num_hidden_layers, d=rc.head_dim, v=rc.vocab_size, t=rc.tie_word_embeddings)
+
 
 # %% [markdown]
 # ## 4. Every tensor, grouped / 所有张量，分组统计
+# Groups come from the loader's short names (`layers.3.self_attn.q_proj.weight`, whatever the
+# prefix in the file); a tensor the course does not know (a saved rotary buffer, a layer beyond
+# the config) lands in "other". The vision tower and the multi-token-prediction head ship in
+# the file but the course does not use them.
+#
+# 分组依据加载器的短名字（无论文件里的前缀是什么，都是 `layers.3.self_attn.q_proj.weight` 这样）；
+# 课程不认识的张量（存下来的旋转位置缓冲、超出配置的层）归入“其他”。视觉塔和多词元预测头
+# 也在文件里，但课程不用它们。
 
 # %%
-title("4. The tensor inventory", "4. 张量清单")
-
-
-def group(full):
-    short = full.split("language_model.", 1)[-1]
-    if full.startswith("model.visual."):
-        return tr("vision tower (not used)", "视觉塔（本课程不用）")
-    if full.startswith("mtp."):
-        return tr("multi-token prediction (not used)", "多词元预测（本课程不用）")
-    if short.split(".")[-2].endswith("norm"):      # input_layernorm, q_norm, linear_attn.norm, norm
+def group(full, cfg):
+    short = short_name(full)
+    if short is None:
+        return tr("vision tower (not used)", "视觉塔（不用）") if full.startswith("model.visual.") \
+            else tr("multi-token prediction (not used)", "多词元预测（不用）")
+    if re.fullmatch(r"(layers\.\d+\.)?([\w.]+\.)?\w*norm\.weight", short):     # input_layernorm, q_norm, linear_attn.norm, norm
         return tr("norms (chapter 3)", "归一化（第 3 章）")
-    if "embed_tokens" in short or short.startswith("lm_head"):
-        return tr("embedding (chapter 2)", "嵌入（第 2 章）")
-    layer = int(short.split(".")[1])
-    return (tr("linear-attention layers", "线性注意力层") if cfg.layer_types[layer] == "linear_attention"
-            else tr("full-attention layers", "全注意力层"))
+    if short in ("embed_tokens.weight", "lm_head.weight"):
+        return tr("embedding and output (chapter 2)", "嵌入与输出（第 2 章）")
+    layer = re.match(r"layers\.(\d+)\.(linear_attn|self_attn|mlp)\.", short)
+    if layer and int(layer[1]) < cfg.num_hidden_layers:
+        return tr("linear-attention layers (with MLPs)", "线性注意力层（含 MLP）") if cfg.layer_types[int(layer[1])] == "linear_attention" \
+            else tr("full-attention layers (with MLPs)", "全注意力层（含 MLP）")
+    return tr("other (not used)", "其他（不用）")
 
 
-groups = defaultdict(lambda: [0, 0, 0])              # name -> [tensors, parameters, bytes]
-for full in W.all_names:
-    info = W.info(full)
-    g = groups[group(full)]
-    g[0] += 1
-    g[1] += info.numel
-    g[2] += info.nbytes
-print(f"  {tr('group', '分组'):<36} {tr('tensors', '张量数'):>8} {tr('parameters', '参数量'):>12} {tr('bytes', '字节'):>10}")
-for name, (k, p, b) in groups.items():
-    print(f"  {name:<36} {k:>8} {count(p):>12} {size(b):>10}")
-total = [sum(g[i] for g in groups.values()) for i in range(3)]
-print(f"  {tr('total', '合计'):<36} {total[0]:>8} {count(total[1]):>12} {size(total[2]):>10}")
-lm = sum(W.info(n).numel for n in W)
-print(tr("  The language model the course builds: {k} tensors, {p:,} parameters.",
-        "  本课程要搭的语言模型：{k} 个张量，{p:,} 个参数。", k=len(W), p=lm))
+def inventory(tensors, cfg):
+    """{group: [tensors, parameters, bytes]} from (full name, numel, nbytes) triples."""
+    groups = {}
+    for full, numel, nbytes in tensors:
+        g = groups.setdefault(group(full, cfg), [0, 0, 0])
+        g[0], g[1], g[2] = g[0] + 1, g[1] + numel, g[2] + nbytes
+    return groups
+
+
+def show(groups):
+    say("  {g} {t} {p} {b}", "  {g} {t} {p} {b}", g=pad(tr("group", "分组"), 36),
+        t=pad(tr("tensors", "张量数"), 8, right=True), p=pad(tr("parameters", "参数量"), 12, right=True),
+        b=pad(tr("bytes", "字节"), 10, right=True))
+    for name, (k, p, b) in sorted(groups.items(), key=lambda item: -item[1][1]):
+        say("  {g} {k:>8} {p:>12} {b:>10}", "  {g} {k:>8} {p:>12} {b:>10}", g=pad(name, 36), k=k, p=count(p), b=size(b))
+
+
+section(4, "The tensor inventory", "张量清单")
+show(inventory(((f, W.info(f).numel, W.info(f).nbytes) for f in W.all_names), cfg))
+lm = sum(W.info(name).numel for name in W)
+say("  the language model the course builds: {k} tensors, {p:,} parameters",
+    "  本课程要搭的语言模型：{k} 个张量，{p:,} 个参数", k=len(W), p=lm)
+if REAL:
+    say("  Qwen3.5-0.8B (its published inventory):", "  Qwen3.5-0.8B（公开的张量清单）：")
+    nbytes = {"BF16": 2, "F32": 4}
+    show(inventory(((f, math.prod(t["shape"]), math.prod(t["shape"]) * nbytes[t["dtype"]])
+                    for f, t in REAL["tensors"].items()), Config.from_dict(REAL["config"])))
 
 # %% [markdown]
 # ## 5. Two dtypes / 两种数据类型
+# The released checkpoint stores almost everything in bf16. The exceptions sit in the
+# linear-attention layers: `A_log` (exponentiated into each head's decay rate) and the gated
+# norm's weight are fp32, and the config says `mamba_ssm_dtype: float32`. Our reading (the
+# authors do not say why): the decay multiplies the memory once per token, so a rounding error
+# there compounds over thousands of tokens. A checkpoint re-saved in one dtype (a fine-tune
+# exported as all-bf16, or all-fp32) has one group only; the loader keeps every tensor as stored.
+#
+# 发布的检查点几乎全部存成 bf16。例外都在线性注意力层里：`A_log`（取指数后成为每个头的衰减率）
+# 和带门归一化的权重是 fp32，配置里也写着 `mamba_ssm_dtype: float32`。我们的推测（作者没有说明原因）：
+# 衰减每个词元都要乘一次记忆，这里的舍入误差会在成千上万个词元上累积。整体另存为一种类型的
+# 检查点（比如全 bf16 或全 fp32 导出的微调模型）只有一组；加载器保持每个张量存储时的类型。
 
 # %%
-title("5. Dtypes: almost everything is bf16", "5. 数据类型：几乎全是 bf16")
-by_dtype = defaultdict(list)
+section(5, "Dtypes", "数据类型")
+by_dtype = {}
 for full in W.all_names:
-    by_dtype[W.info(full).dtype].append(full)
-for dtype, names in sorted(by_dtype.items()):
-    kinds = sorted({n.rsplit(".layers.", 1)[-1].split(".", 1)[-1] for n in names}) if dtype != "BF16" else []
-    print(f"  {dtype:<5} {len(names):>4} {tr('tensors', '个张量')}" + (f"   {', '.join(kinds)}" if kinds else ""))
-print(tr("  The fp32 ones sit in the linear-attention layers. A_log is exponentiated into each head's\n"
-        "  decay rate, which multiplies the memory once per token: a rounding error there compounds\n"
-        "  over thousands of tokens, so the authors keep it (and the gated norm's weight) in fp32\n"
-        "  (config: mamba_ssm_dtype = float32). The loader keeps every tensor as stored.",
-        "  fp32 的张量都在线性注意力层里。A_log 取指数后成为每个头的衰减率，每个词元都要乘一次记忆：\n"
-        "  这里的舍入误差会在成千上万个词元上累积，所以作者把它（以及带门归一化的权重）存成 fp32\n"
-        "  （配置里 mamba_ssm_dtype = float32）。加载器保持每个张量存储时的类型。"))
+    by_dtype.setdefault(W.info(full).dtype, []).append(full)
+for dtype, names in sorted(by_dtype.items(), key=lambda item: -len(item[1])):
+    kinds = sorted({re.sub(r"^.*?layers\.\d+\.", "", n) for n in names}) if len(by_dtype) > 1 and len(names) < len(W.all_names) / 4 else []
+    say("  {dt:<5} {k:>4} tensors{kinds}", "  {dt:<5} {k:>4} 个张量{kinds}", dt=dtype, k=len(names),
+        kinds=("   " + ", ".join(kinds)) if kinds else "")
 
 # %% [markdown]
 # ## 6. The 3 : 1 layer pattern / 3 : 1 的层排布
+# Three linear-attention layers (chapter 7), then one full-attention layer (chapter 6), repeated.
+#
+# 三层线性注意力（第 7 章），接一层全注意力（第 6 章），如此重复。
 
 # %%
-title("6. Three linear-attention layers, then one full-attention layer", "6. 三层线性注意力，接一层全注意力")
-strip = " ".join("F" if t == "full_attention" else "L" for t in cfg.layer_types)
-print("  " + strip)
-print(tr("  L = linear attention ({nl} layers: {li}...)\n  F = full attention ({nf} layers: {fi})",
-        "  L = 线性注意力（{nl} 层：{li}...）\n  F = 全注意力（{nf} 层：{fi}）",
-        nl=len(cfg.linear_attention_layers), li=", ".join(map(str, cfg.linear_attention_layers[:4])),
-        nf=len(cfg.full_attention_layers), fi=", ".join(map(str, cfg.full_attention_layers))))
-la = sum(W.info(n).numel for n in W if n.startswith(f"layers.{cfg.linear_attention_layers[0]}.linear_attn."))
-fa = sum(W.info(n).numel for n in W if n.startswith(f"layers.{cfg.full_attention_layers[0]}.self_attn."))
-print(tr("  parameters of one linear-attention block: {la}; of one full-attention block: {fa}",
-        "  一个线性注意力块的参数：{la}；一个全注意力块的参数：{fa}", la=count(la), fa=count(fa)))
+section(6, "Linear-attention and full-attention layers", "线性注意力层与全注意力层")
+say("  {s}", "  {s}", s=" ".join("F" if t == "full_attention" else "L" for t in cfg.layer_types))
+nl, nf = len(cfg.linear_attention_layers), len(cfg.full_attention_layers)
+say("  L = linear attention: {n} layer{s}", "  L = 线性注意力：{n} 层", n=nl, s="" if nl == 1 else "s")
+say("  F = full attention: {n} layer{s} ({i})", "  F = 全注意力：{n} 层（{i}）", n=nf, s="" if nf == 1 else "s",
+    i=", ".join(map(str, cfg.full_attention_layers)))
+for kind, layers, en, zh in (("linear_attn", cfg.linear_attention_layers, "one linear-attention block", "一个线性注意力块"),
+                             ("self_attn", cfg.full_attention_layers, "one full-attention block", "一个全注意力块")):
+    if layers:
+        say("  parameters of " + en + ": {p}", "  " + zh + "的参数：{p}",
+            p=count(sum(W.info(k).numel for k in W.names_under(f"layers.{layers[0]}.{kind}."))))
 
 # %% [markdown]
 # ## 7. Memory / 内存
+# `W` maps the file into memory: a tensor's pages are read only when something touches them.
+#
+# `W` 把文件映射进内存：只有真正访问某个张量时，才读取它所在的页。
 
 # %%
-title("7. Memory: bf16 against fp32", "7. 内存：bf16 与 fp32")
+section(7, "Memory: bf16 against fp32", "内存：bf16 与 fp32")
 embed = W.info("embed_tokens.weight").numel
-print(tr("  language model in bf16: {a}; in fp32: {b} (twice as much)", "  语言模型用 bf16：{a}；用 fp32：{b}（两倍）",
-        a=size(2 * lm), b=size(4 * lm)))
-print(tr("  the embedding table alone: {e} parameters = {p:.0%} of the language model, {s} in bf16",
-        "  仅嵌入表就有 {e} 个参数 = 语言模型的 {p:.0%}，bf16 下 {s}", e=count(embed), p=embed / lm, s=size(2 * embed)))
-print(tr("  This script has not read it: W maps the file into memory and reads a tensor's pages\n"
-        "  only when they are touched.", "  本脚本并没有读取它：W 把文件映射进内存，只有真正访问时才读取相应的页。"))
+say("  language model in bf16: {a}; in fp32: {b}", "  语言模型用 bf16：{a}；用 fp32：{b}", a=size(2 * lm), b=size(4 * lm))
+say("  the embedding table: {e} parameters = {p:.0%} of the language model",
+    "  嵌入表：{e} 个参数 = 语言模型的 {p:.0%}", e=count(embed), p=embed / lm)
+if REAL:
+    lm_real = REAL["counts"]["params"]["language_model"]
+    real("{a} in bf16; the embedding table is {p:.0%} of it", "bf16 下 {a}；嵌入表占 {p:.0%}",
+         a=size(2 * lm_real), p=248320 * 1024 / lm_real)
 
 # %% [markdown]
-# ## 8. Real values, and what bf16 can hold / 真实的数值，以及 bf16 能存什么
+# ## 8. What bf16 can hold / bf16 能存什么
+# bf16 is fp32 with the last 16 bits cut off: 1 sign bit, the same 8 exponent bits (so the same
+# range), 7 stored mantissa bits (8 significant bits with the implicit leading 1, about
+# 8 x log10(2) = 2.4 decimal digits). The gap between neighbours doubles at every power of two.
+#
+# The norms' weights (chapter 3) use this: the file stores `w`, and the norm multiplies by the
+# scale `1 + w`. A fresh norm stores 0 (scale 1), where bf16 is fine-grained, not 1, where it is
+# coarse.
+#
+# bf16 就是砍掉后 16 位的 fp32：1 个符号位、同样的 8 个指数位（所以范围相同）、7 个存储的尾数位
+# （加上隐含的首位 1 共 8 个有效二进制位，约 8 x log10(2) = 2.4 位十进制）。每过一个 2 的幂，
+# 相邻数的间隔就翻倍。归一化的权重（第 3 章）利用了这一点：文件存 `w`，归一化乘以缩放 `1 + w`。
+# 新的归一化存 0（缩放为 1），那里 bf16 很精细；而不是存 1，那里很粗。
 
 # %%
-title("8. A few stored values, and the limits of bf16", "8. 几个存储的数值，以及 bf16 的极限")
+section(8, "A stored value, and the limits of bf16", "一个存储的数值，以及 bf16 的极限")
 w = W["layers.0.input_layernorm.weight"]
-print(tr("  layers.0.input_layernorm.weight[:6] = {v}  ({dt}, stored as w - 1: chapter 3)",
-        "  layers.0.input_layernorm.weight[:6] = {v}（{dt}，存的是 w - 1：见第 3 章）",
-        v=[round(x, 4) for x in w[:6].float().tolist()], dt=w.dtype))
-row = W.rows("embed_tokens.weight", [9419])[0]      # one row, 2 KB, read from the file
-print(tr("  embed_tokens.weight[9419][:6] = {v}  (the row of the token 'Hello')",
-        "  embed_tokens.weight[9419][:6] = {v}（词元 'Hello' 的那一行）",
-        v=[round(x, 4) for x in row[:6].float().tolist()]))
-x = w[0]
-bits = x.view(torch.int16).item() & 0xFFFF
-b = f"{bits:016b}"
-print(tr("  {x} in bf16 bits: sign {s} | exponent {e} | mantissa {m}  (1 + 8 + 7 bits)",
-        "  {x} 的 bf16 位：符号 {s} | 指数 {e} | 尾数 {m}（1 + 8 + 7 位）",
-        x=f"{x.item():+.6f}", s=b[0], e=b[1:9], m=b[9:]))
-fi = torch.finfo(torch.bfloat16)
-print(tr("  bf16 keeps fp32's range (largest {mx:.2e}) but only 8 significant bits (about 3 digits):",
-        "  bf16 保留了 fp32 的范围（最大 {mx:.2e}），但只有 8 位有效二进制位（约 3 位十进制）：", mx=fi.max))
-for v in (1.0, 256.0):
-    spacing = (torch.tensor(v, dtype=torch.bfloat16).float() * fi.eps).item()
-    print(tr("    near {v:g} the next bf16 number is {s:g} away", "    在 {v:g} 附近，相邻 bf16 数相差 {s:g}", v=v, s=spacing))
-for v in (1.001, 257.0, 0.1):
-    print(tr("    {v!r:>6} stored in bf16 becomes {b!r}", "    {v!r:>6} 存成 bf16 后变成 {b!r}",
-            v=v, b=torch.tensor(v).bfloat16().item()))
-print(tr("  That is why computations in this course upcast to fp32 for statistics and why the\n"
-        "  norms store w - 1 (small numbers near 0 are stored much more finely than near 1).",
-        "  所以本课程计算统计量时先转成 fp32，归一化层也因此存 w - 1（0 附近的小数比 1 附近存得精细得多）。"))
-print("\n" + tr("Exercises for this chapter: 201, 202. Try one: python practice/judge.py 201",
-                "本章练习：201, 202。试一个：python practice/judge.py 201"))
+say("  layers.0.input_layernorm.weight[:4] = {v} ({dt}): the stored w; the scale applied is 1 + w",
+    "  layers.0.input_layernorm.weight[:4] = {v}（{dt}）：存的是 w，实际乘的缩放是 1 + w",
+    v=[round(x, 4) for x in w[:4].float().tolist()], dt=w.dtype)
+x = w[0].bfloat16()
+b = f"{x.view(torch.int16).item() & 0xFFFF:016b}"
+say("  {x:+.6f} in bf16 bits: sign {s} | exponent {e} | mantissa {m}", "  {x:+.6f} 的 bf16 位：符号 {s} | 指数 {e} | 尾数 {m}",
+    x=x.item(), s=b[0], e=b[1:9], m=b[9:])
+tok = ch.tokenizer
+word = "Hello"
+if tok is None:
+    say("  (no tokenizer files in this folder: the example token row is skipped)",
+        "  （这个文件夹里没有分词器文件：跳过示例词元的那一行）")
+elif len(tok.encode(word)) == 1 and tok.encode(word)[0] < W.info("embed_tokens.weight").shape[0]:
+    i = tok.encode(word)[0]
+    row = W.rows("embed_tokens.weight", [i])[0]                          # one row, read from the file
+    say("  embed_tokens.weight[{i}][:4] = {v} (the row of the token {w!r})",
+        "  embed_tokens.weight[{i}][:4] = {v}（词元 {w!r} 的那一行）", i=i, w=word,
+        v=[round(v, 4) for v in row[:4].float().tolist()])
+one = torch.tensor(1.0, dtype=torch.bfloat16)
+up = (torch.nextafter(one, torch.tensor(2.0, dtype=torch.bfloat16)) - one).item()
+down = (one - torch.nextafter(one, torch.tensor(0.0, dtype=torch.bfloat16))).item()
+say("  bf16 keeps fp32's range (largest {mx:.2e}), with 8 significant bits (about {d:.1f} decimal digits)",
+    "  bf16 保留了 fp32 的范围（最大 {mx:.2e}），有效位 8 个二进制位（约 {d:.1f} 位十进制）",
+    mx=torch.finfo(torch.bfloat16).max, d=8 * math.log10(2))
+say("  gap above 1: {u:g} (2^{a}); below 1: {d:g} (2^{b})", "  1 之上的间隔：{u:g}（2^{a}）；1 之下：{d:g}（2^{b}）",
+    u=up, a=int(math.log2(up)), d=down, b=int(math.log2(down)))
+for v in (1.001, 257.0, 0.001):
+    say("  {v!r:>6} stored in bf16 becomes {b!r}", "  {v!r:>6} 存成 bf16 后变成 {b!r}", v=v, b=torch.tensor(v).bfloat16().item())
+
+# %% [markdown]
+# ## How to explain it / 怎么讲给别人听
+# A checkpoint is a config (the shapes) plus named tensors (the numbers). safetensors is the
+# simplest possible container: a length, a JSON table of contents, raw bytes; so a loader can
+# map it and read only what it touches. Qwen3.5-0.8B is 0.75 B language-model parameters in
+# bf16, a third of them in the embedding table, in 24 layers, three linear-attention layers for
+# every full-attention one.
+#
+# 检查点 = 配置（形状）+ 有名字的张量（数值）。safetensors 是最简单的容器：一个长度、一张 JSON 目录、
+# 原始字节；所以加载器可以把它映射进内存，只读用到的部分。Qwen3.5-0.8B 的语言模型有 0.75 B 个 bf16
+# 参数，三分之一在嵌入表里，共 24 层，每三层线性注意力接一层全注意力。
+#
+# ## Summary / 小结
+# - safetensors = 8-byte length + JSON header + raw bytes; `qwen.weights` reads it lazily.
+# - Group tensors by the loader's short names; the vision tower and the MTP head are not used.
+# - bf16 everywhere except two fp32 tensors per linear-attention layer; 8 significant bits.
+#
+# - safetensors = 8 字节长度 + JSON 文件头 + 原始字节；`qwen.weights` 按需读取。
+# - 按加载器的短名字给张量分组；视觉塔和多词元预测头不用。
+# - 除每个线性注意力层的两个 fp32 张量外都是 bf16；有效位 8 个二进制位。
+
+# %%
+say("\nExercises for this chapter: 201, 202. Try one: python practice/judge.py 201",
+    "\n本章练习：201、202。试一个：python practice/judge.py 201")

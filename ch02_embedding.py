@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Chapter 2 · From text to vectors and back / 第 2 章 · 从文字到向量，再回到文字
 #
-# Text becomes pieces, pieces become byte-level symbols, BPE merges them into tokens, each
+# Text becomes pieces, pieces become byte-level symbols, BPE merges them into tokens, and each
 # token id picks one row of the embedding table. At the other end of the model the same table
 # turns a vector back into one score per token: logit = h . E.
 #
@@ -13,139 +13,197 @@
 # %%
 import torch
 
-from qwen.cli import chapter, count, pad, size
+from qwen.cli import chapter, count, pad, say, section, size
 from qwen.embedding import Embedding, logits, row_norms
 from qwen.lang import tr
-from qwen.tokenizer import Tokenizer, to_symbols
-from qwen.weights import Config, load, load_weights
+from qwen.tokenizer import to_symbols
+from qwen.weights import load
 
 ch = chapter("Chapter 2: from text to vectors and back", "第 2 章：从文字到向量，再回到文字",
              options={"--text": dict(default="Hello! 毕老师！1 + 1 = 2", help=("the text to tokenize", "要切分的文字"))})
-args, path, cfg, W = ch.args, ch.path, ch.cfg, ch.W
-tok = Tokenizer.load(path)
-N_BPE = min(tok.special.values()) if tok.special else tok.vocab_size     # ids below this are BPE tokens
+cfg, W, tok = ch.cfg, ch.W, ch.tokenizer
+ROWS = cfg.vocab_size                                        # rows of the embedding table
+N_BPE = (min(tok.special.values()) if tok.special else tok.vocab_size) if tok else ROWS   # ids below: BPE tokens
 
 
-def title(en, zh):
-    print("\n" + tr(en, zh))
-    print("-" * 78)
+def name(i):
+    return repr(tok.readable(i)) if tok else f"#{i}"
 
 
 # %% [markdown]
 # ## 1. Text -> pieces -> byte-level symbols -> tokens / 文字 -> 片段 -> 字节级符号 -> 词元
+# A split rule (a regular expression) cuts the text into pieces: words with their leading
+# space, single digits, runs of punctuation. Each UTF-8 byte of a piece is written as one
+# printable symbol (a space is `Ġ`, a newline `Ċ`); a character takes 1 to 4 bytes (a Chinese
+# character in the Basic Multilingual Plane 3, one beyond it, such as 𠀀, 4). BPE then merges
+# symbols, pair by pair, in the order it learned. A token can end inside a character; it is
+# then shown as its bytes, like <e6 af>. Special tokens (`<|im_start|>` ...) are matched whole.
+#
+# 切分规则（一个正则表达式）先把文字切成片段：带前导空格的词、单个数字、连续的标点。片段的每个
+# UTF-8 字节写成一个可打印的符号（空格是 `Ġ`，换行是 `Ċ`）；一个字符占 1 到 4 个字节（基本多文种
+# 平面里的汉字占 3 个，平面之外的，比如 𠀀，占 4 个）。然后 BPE 按学到的顺序一对一对地合并符号。
+# 一个词元也可能停在字符中间，这时显示成它的字节，比如 <e6 af>。特殊词元（`<|im_start|>` 等）整体匹配。
 
 # %%
-title("1. From text to token ids", "1. 从文字到词元编号")
-print(tr("  text: {t!r}", "  文字：{t!r}", t=args.text))
-ids = tok.encode(args.text)
-print(tr("  {n} pieces after the split rule, {k} tokens after BPE:", "  按切分规则得到 {n} 个片段，BPE 之后是 {k} 个词元：",
-        n=len(tok.pieces(args.text)), k=len(ids)))
-print(tr("  {a:<16} {b:<22} {c}", "  {a:<16} {b:<22} {c}", a=tr("piece", "片段"), b=tr("byte-level symbols", "字节级符号"),
-        c=tr("tokens (id 'text')", "词元（编号 '文字'）")))
-for piece in tok.pieces(args.text):
-    piece_ids = tok.encode(piece)
-    symbols = piece if piece in tok.special else to_symbols(piece)
-    print(f"  {pad(repr(piece), 16)} {pad(repr(symbols), 22)} " + ", ".join(f"{i} {tok.readable(i)!r}" for i in piece_ids))
-print(tr("  Every UTF-8 byte is written as one printable symbol: a space is 'Ġ', a newline 'Ċ'; a Chinese\n"
-        "  character is 3 bytes, so 3 symbols. A token can also end inside a character: it is then\n"
-        "  shown as its bytes, like <e6 af>. Special tokens (<|im_start|> ...) are matched whole.",
-        "  每个 UTF-8 字节写成一个可打印的符号：空格是 'Ġ'，换行是 'Ċ'；一个汉字占 3 个字节，所以是 3 个符号。\n"
-        "  一个词元也可能停在字符中间：这时显示成它的字节，比如 <e6 af>。特殊词元（<|im_start|> 等）整体匹配。"))
-back = tok.decode(ids)
-print(tr("  decode(encode(text)) == text: {ok}", "  decode(encode(文字)) == 文字：{ok}", ok=back == args.text))
+section(1, "From text to token ids", "从文字到词元编号")
+if tok is None:
+    ids = list(range(min(8, ROWS)))
+    say("  (no tokenizer files in this folder: this section is skipped; the examples use ids {a}..{b})",
+        "  （这个文件夹里没有分词器文件：跳过本节；后面的例子用编号 {a}..{b}）", a=ids[0], b=ids[-1])
+else:
+    ids = tok.encode(ch.args.text)
+    say("  text: {t!r} -> {n} pieces -> {k} tokens", "  文字：{t!r} -> {n} 个片段 -> {k} 个词元",
+        t=ch.args.text, n=len(tok.pieces(ch.args.text)), k=len(ids))
+    say("  {a} {b} {c}", "  {a} {b} {c}", a=pad(tr("piece", "片段"), 16), b=pad(tr("byte-level symbols", "字节级符号"), 22),
+        c=tr("tokens (id 'text')", "词元（编号 '文字'）"))
+    for piece in tok.pieces(ch.args.text):
+        symbols = piece if piece in tok.special else to_symbols(piece)
+        say("  {p} {s} {t}", "  {p} {s} {t}", p=pad(repr(piece), 16), s=pad(repr(symbols), 22),
+            t=", ".join(f"{i} {tok.readable(i)!r}" for i in tok.encode(piece)))
+    say("  UTF-8 bytes: '毕' {a}, '𠀀' {b}", "  UTF-8 字节数：'毕' {a} 个，'𠀀' {b} 个",
+        a=len("毕".encode()), b=len("𠀀".encode()))
+    say("  decode(encode(text)) == text: {ok}", "  decode(encode(文字)) == 文字：{ok}", ok=tok.decode(ids) == ch.args.text)
+    if any(i >= ROWS for i in ids):
+        ids = [i for i in ids if i < ROWS]
+        say("  (ids beyond the table's {r} rows are left out below)", "  （超出嵌入表 {r} 行的编号下面不用）", r=ROWS)
 
 # %% [markdown]
 # ## 2. The embedding table / 嵌入表
+# Row i of a (vocab_size, hidden_size) table is the vector of token i: an embedding is a lookup.
+# The table has more rows than the tokenizer has ids: the extra rows belong to no token; the
+# table is rounded up to a multiple of 256 (a size matrix kernels handle well).
+#
+# (vocab_size, hidden_size) 表的第 i 行就是词元 i 的向量：嵌入就是查表。表的行数比分词器的编号多：
+# 多出的行不属于任何词元；表的大小被凑成 256 的倍数（矩阵运算喜欢这样的尺寸）。
 
 # %%
-title("2. The embedding table: one row per token id", "2. 嵌入表：每个词元编号一行")
-embed = load(Embedding(cfg.vocab_size, cfg.hidden_size), W, "embed_tokens.")   # no copy: rows load on use
+section(2, "The embedding table: one row per token id", "嵌入表：每个词元编号一行")
+embed = load(Embedding(ROWS, cfg.hidden_size, W.dtype("embed_tokens.weight")), W, "embed_tokens.")   # no copy
 E = embed.weight.detach()
 info = W.info("embed_tokens.weight")
-print(tr("  shape {s} ({v:,} rows x {d:,}), {dt}: {b} on disk; an fp32 copy would take {f}",
-        "  形状 {s}（{v:,} 行 x {d:,}），{dt}：磁盘上 {b}；转成 fp32 要 {f}",
-        s=list(E.shape), v=E.shape[0], d=E.shape[1], dt=info.dtype, b=size(info.nbytes), f=size(4 * info.numel)))
-print(tr("  {bpe:,} BPE tokens + {sp} special tokens = {n:,} ids; rows {a:,}..{z:,} ({pad}) belong to no token:\n"
-        "  padding that rounds the table up to a multiple of 256 for fast matrix kernels.",
-        "  {bpe:,} 个 BPE 词元 + {sp} 个特殊词元 = {n:,} 个编号；第 {a:,}..{z:,} 行（{pad} 行）不属于任何词元：\n"
-        "  它们是填充，把表凑成 256 的倍数，方便矩阵运算。", bpe=N_BPE, sp=len(tok.special), n=tok.vocab_size,
-        a=tok.vocab_size, z=cfg.vocab_size - 1, pad=cfg.vocab_size - tok.vocab_size))
-vectors = embed(torch.tensor(ids))                                   # (tokens,) -> (tokens, dim)
-print(tr("  embed({k} ids) -> shape {s}, dtype {dt}: each id picked its row. First token's row[:5] = {r}",
-        "  embed({k} 个编号) -> 形状 {s}，类型 {dt}：每个编号选出自己那一行。第一个词元的前 5 个数 = {r}",
-        k=len(ids), s=list(vectors.shape), dt=vectors.dtype, r=[round(v, 4) for v in vectors[0, :5].float().tolist()]))
+say("  shape {s}, {dt}: {b} on disk; in fp32 it would take {f}", "  形状 {s}，{dt}：磁盘上 {b}；换成 fp32 要 {f}",
+    s=list(E.shape), dt=info.dtype, b=size(info.nbytes), f=size(4 * info.numel))
+if tok:
+    say("  {bpe:,} BPE tokens + {sp} special tokens = {n:,} ids", "  {bpe:,} 个 BPE 词元 + {sp} 个特殊词元 = {n:,} 个编号",
+        bpe=N_BPE, sp=len(tok.special), n=tok.vocab_size)
+    if ROWS > tok.vocab_size:
+        say("  rows {a:,}..{z:,} ({k}) belong to no token; {r:,} = 256 x {m}",
+            "  第 {a:,}..{z:,} 行（{k} 行）不属于任何词元；{r:,} = 256 x {m}",
+            a=tok.vocab_size, z=ROWS - 1, k=ROWS - tok.vocab_size, r=ROWS, m=ROWS / 256)
+vectors = embed(torch.tensor(ids))                                   # (tokens,) -> (tokens, hidden)
+say("  embed({k} ids) -> shape {s}, {dt}", "  embed({k} 个编号) -> 形状 {s}，{dt}", k=len(ids), s=list(vectors.shape),
+    dt=vectors.dtype)
 
 # %% [markdown]
 # ## 3. How long are the rows? / 每一行有多长？
+# On trained weights, rare tokens get few gradient updates, so their rows stay near where they
+# started, and rows never used (padding, most special tokens) show what the starting point was.
+# The built-in tiny checkpoint's rows are random: its lengths mean nothing.
+#
+# 在训练过的权重上，罕见的词元很少得到梯度更新，它们的行停在初始值附近；从没用过的行（填充行、
+# 大部分特殊词元）显示了初始值的样子。内置小检查点的行是随机的：它的长度没有含义。
 
 # %%
-title("3. Row lengths |E[i]| (computed in fp32, a slice at a time)", "3. 每行的长度 |E[i]|（用 fp32 逐块计算）")
-norms = row_norms(E)                                                 # (vocab,)
-bpe_norms = norms[:N_BPE]
-q = torch.quantile(bpe_norms, torch.tensor([0.01, 0.5, 0.99]))
-print(tr("  BPE rows: median {m:.3f}, 1% {lo:.3f}, 99% {hi:.3f}", "  BPE 词元的行：中位数 {m:.3f}，1% 分位 {lo:.3f}，99% 分位 {hi:.3f}",
-        m=q[1].item(), lo=q[0].item(), hi=q[2].item()))
-for label, order in ((tr("longest", "最长"), True), (tr("shortest", "最短"), False)):
-    top = torch.topk(bpe_norms, 5, largest=order).indices.tolist()
-    print(f"  {label:<8} " + "; ".join(f"{tok.readable(i)!r} {bpe_norms[i]:.3f}" for i in top))
-sp = norms[N_BPE:tok.vocab_size]
-padding_rows = norms[tok.vocab_size:]
-print(tr("  special tokens' rows: mean length {s:.3f}; padding rows: mean {p:.3f}, max {pm:.3f}",
-        "  特殊词元的行：平均长度 {s:.3f}；填充行：平均 {p:.3f}，最大 {pm:.3f}",
-        s=sp.mean().item(), p=padding_rows.mean().item() if len(padding_rows) else float("nan"),
-        pm=padding_rows.max().item() if len(padding_rows) else float("nan")))
-print(tr("  Rare tokens get few gradient updates in training, so their rows stay near where they started;\n"
-        "  rows that are never used (padding, most special tokens) show what the starting point was.",
-        "  罕见的词元在训练中很少得到梯度更新，所以它们的行停在初始值附近；\n"
-        "  从没用过的行（填充行、大部分特殊词元）显示了初始值是什么样子。"))
+section(3, "Row lengths |E[i]| (fp32, a slice at a time)", "每行的长度 |E[i]|（fp32，逐块计算）")
+norms = row_norms(E)                                                 # (rows,)
+q = torch.quantile(norms[:N_BPE][:1_000_000].float(), torch.tensor([0.01, 0.5, 0.99]))
+say("  BPE rows: median {m:.3f}, 1% {lo:.3f}, 99% {hi:.3f}", "  BPE 词元的行：中位数 {m:.3f}，1% 分位 {lo:.3f}，99% 分位 {hi:.3f}",
+    m=q[1].item(), lo=q[0].item(), hi=q[2].item())
+for label, largest in ((tr("longest ", "最长"), True), (tr("shortest", "最短"), False)):
+    top = torch.topk(norms[:N_BPE], min(5, N_BPE), largest=largest).indices.tolist()
+    say("  {l} {r}", "  {l} {r}", l=pad(label, 8), r="; ".join(f"{name(i)} {norms[i]:.3f}" for i in top))
+if tok and ROWS > tok.vocab_size:
+    say("  special rows: mean {s:.3f}; padding rows: mean {p:.3f}", "  特殊词元的行：平均 {s:.3f}；填充行：平均 {p:.3f}",
+        s=norms[N_BPE:tok.vocab_size].mean().item(), p=norms[tok.vocab_size:].mean().item())
+if ch.tiny:
+    say("  (tiny checkpoint: random rows, so no token is longer for a reason)", "  （小检查点：行是随机的，长短没有原因）")
 
 # %% [markdown]
 # ## 4. Neighbours / 近邻
+# cosine(a, b) = a . b / (|a| |b|): the direction, without the length. On trained weights the
+# nearest rows are tokens used in similar contexts; nothing told the model which words are
+# alike. On the tiny checkpoint the neighbours are chance.
+#
+# cosine(a, b) = a . b / (|a| |b|)：只看方向，不看长度。在训练过的权重上，最近的行是在相似
+# 上下文中出现的词元；没有人告诉模型哪些词相近。在小检查点上，近邻只是巧合。
 
 # %%
-title("4. Nearest neighbours by cosine", "4. 按余弦相似度找最近的词元")
-words = [" king", " Paris", " running", "猫", "北京", " 2024"]
-queries = [w for w in words if len(tok.encode(w)) == 1]
-qids = [tok.encode(w)[0] for w in queries]
-scores = logits(E[qids], E)[:, :N_BPE]                               # (queries, vocab): h . E[i], fp32
-cos = scores / (norms[qids, None] * norms[None, :N_BPE])             # cosine = dot / both lengths
-for w, i, row in zip(queries, qids, cos):
-    others = [j for j in row.topk(6).indices.tolist() if j != i][:5]
-    print(f"  {pad(repr(w), 12)} -> " + ", ".join(f"{tok.readable(j)!r} {row[j]:.2f}" for j in others))
-print(tr("  Nothing told the model which words are alike: the table learned it from their contexts.",
-        "  没有人告诉模型哪些词相近：嵌入表是从上下文里学到的。"))
+section(4, "Nearest neighbours by cosine", "按余弦相似度找最近的词元")
+if tok:
+    words = [w for w in (" king", " Paris", " running", "猫", "北京", " 2024") if len(tok.encode(w)) == 1]
+    qids = [i for i in (tok.encode(w)[0] for w in words) if i < N_BPE]
+else:
+    qids = ids[:4]
+scores = logits(E[qids], E)[:, :N_BPE]                               # (queries, BPE rows): h . E[i], fp32
+cos = scores / (norms[qids, None] * norms[None, :N_BPE]).clamp_min(1e-12)   # dot / both lengths
+for i, row in zip(qids, cos):
+    others = [j for j in row.topk(min(6, N_BPE)).indices.tolist() if j != i][:5]
+    say("  {w} -> {n}", "  {w} -> {n}", w=pad(name(i), 12), n=", ".join(f"{name(j)} {row[j]:.2f}" for j in others))
+if ch.tiny:
+    say("  (tiny checkpoint: random rows; these neighbours mean nothing)", "  （小检查点：行是随机的，这些近邻没有含义）")
 
 # %% [markdown]
 # ## 5. Back to scores: logit = h . E / 变回分数：logit = h . E
+# With tied embeddings the output layer is this same table, so the score of token i for a final
+# vector h is h . E[i], and all scores at once are h @ E.T. A dot product rewards length as well
+# as direction: feed a row back in, and a longer row can outscore the row itself.
+#
+# 共享嵌入时，输出层就是这张表，所以最后的向量 h 对词元 i 的分数是 h . E[i]，一次算出全部分数
+# 就是 h @ E.T。点积既看方向也看长度：把某一行自己送进去，更长的行可能比它自己的分数还高。
 
 # %%
-title("5. The same table scores every token: logits = h @ E.T", "5. 同一张表给每个词元打分：logits = h @ E.T")
-print(tr("  tie_word_embeddings = {t}: the output layer is this table, so the score of token i is h . E[i].",
-        "  tie_word_embeddings = {t}：输出层就是这张表，所以词元 i 的分数是 h . E[i]。", t=cfg.tie_word_embeddings))
-for i, row in zip(qids[:4], scores):                                 # the logits from section 4
-    rank = int((row > row[i]).sum()) + 1
-    print(tr("  h = E[{i}] ({w!r}): its own logit {s:.2f} (= |E[i]|^2) ranks #{r} of {n:,}; the top is {top!r}",
-            "  h = E[{i}]（{w!r}）：它自己的 logit {s:.2f}（= |E[i]|^2）排第 {r} 名（共 {n:,} 个）；第一名是 {top!r}",
-            i=i, w=tok.readable(i), s=row[i].item(), r=rank, n=N_BPE, top=tok.readable(int(row.argmax()))))
-print(tr("  A dot product rewards length as well as direction: long rows can outscore the row itself.",
-        "  点积既看方向也看长度：更长的行可能比这一行自己的分数还高。"))
+section(5, "The same table scores every token: logits = h @ E.T", "同一张表给每个词元打分：logits = h @ E.T")
+say("  tie_word_embeddings = {t}{extra}", "  tie_word_embeddings = {t}{extra}", t=cfg.tie_word_embeddings,
+    extra="" if cfg.tie_word_embeddings else tr(" (this checkpoint has its own lm_head; we use E to show the idea)",
+                                                "（这个检查点有自己的 lm_head；这里用 E 来说明道理）"))
+for i, row in zip(qids[:4], scores):
+    say("  h = E[{i}] ({w}): own logit {s:.3f} (= |E[i]|^2), rank #{r} of {n:,}; top {top}",
+        "  h = E[{i}]（{w}）：自己的 logit {s:.3f}（= |E[i]|^2），排第 {r} 名（共 {n:,} 个）；第一名 {top}",
+        i=i, w=name(i), s=row[i].item(), r=int((row > row[i]).sum()) + 1, n=N_BPE, top=name(int(row.argmax())))
 
 # %% [markdown]
-# ## 6. Why the final norm's scale matters / 为什么最后的归一化的尺度很重要
+# ## 6. The size of h sets how sharp the prediction is / h 的大小决定预测有多确定
+# Multiply h by s and every logit is multiplied by s: softmax(s z) is softmax with temperature
+# 1/s. We keep one direction (a row, rescaled to RMS 1) and grow its size, from a nearly flat
+# distribution (entropy close to ln(vocab)) to a nearly certain one (entropy close to 0). Chapter 3
+# shows which size the final norm picks.
+#
+# 把 h 乘以 s，每个 logit 都乘以 s：softmax(s z) 就是温度为 1/s 的 softmax。我们固定一个方向
+# （某一行，缩放到均方根为 1），只改变大小：从几乎平坦的分布（熵接近 ln(词表大小)）到几乎确定的
+# 分布（熵接近 0）。第 3 章会看到最后的归一化选了多大。
 
 # %%
-title("6. The size of h sets how sharp the prediction is", "6. h 的大小决定预测有多确定")
-base = scores[0] / E[qids[0]].float().pow(2).mean().sqrt()            # logits of h = E[i] / RMS(E[i])
-for scale in (1.0, 2.0, 4.0, 8.0):                                   # logits grow linearly with h
-    probs = torch.softmax(scale * base, dim=-1)
-    print(tr("  RMS(h) = {s:<4g} top probability {p:.3f}, entropy {e:.2f} nats",
-            "  RMS(h) = {s:<4g} 最高概率 {p:.3f}，熵 {e:.2f} nats", s=scale, p=probs.max().item(),
-            e=-(probs * probs.clamp_min(1e-30).log()).sum().item()))
-print(tr("  The same direction, scaled up, gives a sharper distribution. RMSNorm sets RMS(h) to 1, and the\n"
-        "  final norm's learned scale (1 + w) then sets the temperature to fit this table's row lengths:\n"
-        "  chapter 3 measures it on the real weights.",
-        "  方向不变、只放大，分布就更尖锐。RMSNorm 把 RMS(h) 变成 1，最后的归一化学到的缩放 (1 + w)\n"
-        "  再按照这张表的行长调好“温度”：第 3 章会在真实权重上测量它。"))
-print(tr("  parameters in the table: {n}", "  嵌入表的参数量：{n}", n=count(E.numel())))
-print("\n" + tr("Exercises for this chapter: 203. Try one: python practice/judge.py 203",
-                "本章练习：203。试一个：python practice/judge.py 203"))
+section(6, "The size of h sets how sharp the prediction is", "h 的大小决定预测有多确定")
+base = scores[0] / E[qids[0]].float().pow(2).mean().sqrt()           # logits of h = E[i] / RMS(E[i]): RMS(h) = 1
+spread = base.std().item()                                           # how far apart the logits are at RMS 1
+say("  ln({n:,}) = {m:.2f} nats: the entropy of a flat distribution", "  ln({n:,}) = {m:.2f} nats：平坦分布的熵",
+    n=N_BPE, m=torch.log(torch.tensor(float(N_BPE))).item())
+for k in (0.1, 1, 3, 10, 30):                                        # sizes chosen so the logits' spread is k
+    s = k / spread
+    probs = torch.softmax(s * base, dim=-1)
+    say("  RMS(h) = {s:<8.3g} top probability {p:.3f}, entropy {e:.2f} nats",
+        "  RMS(h) = {s:<8.3g} 最高概率 {p:.3f}，熵 {e:.2f} nats", s=s, p=probs.max().item(),
+        e=torch.special.entr(probs).sum().item())
+say("  parameters in the table: {n}", "  嵌入表的参数量：{n}", n=count(E.numel()))
+
+# %% [markdown]
+# ## How to explain it / 怎么讲给别人听
+# Text is cut into pieces, written as bytes, and merged into tokens by BPE; a token id picks a
+# row of the embedding table. With tied embeddings the same table scores every token at the
+# end (logit = h . E[i]); the size of h sets how peaked the softmax is.
+#
+# 文字被切成片段、写成字节、由 BPE 合并成词元；词元编号选出嵌入表的一行。共享嵌入时，同一张表
+# 在最后给每个词元打分（logit = h . E[i]）；h 的大小决定 softmax 有多尖。
+#
+# ## Summary / 小结
+# - tokenizer: split rule, bytes -> symbols, BPE merges; special tokens matched whole.
+# - embedding: a row lookup; tied output: logits = h @ E.T, computed a slice of rows at a time.
+# - the length of h is a temperature: chapter 3's final norm sets it.
+#
+# - 分词器：切分规则、字节 -> 符号、BPE 合并；特殊词元整体匹配。
+# - 嵌入：按行查表；共享的输出层：logits = h @ E.T，逐块计算。
+# - h 的长度就是温度：由第 3 章最后的归一化决定。
+
+# %%
+say("\nExercises for this chapter: 203. Try one: python practice/judge.py 203",
+    "\n本章练习：203。试一个：python practice/judge.py 203")

@@ -3,372 +3,362 @@
 #
 # Every sublayer of Qwen3.5 reads its input through an RMSNorm. This chapter writes the three
 # normalizations the model uses (`qwen/norm.py`: zero-centred RMSNorm, gated RMSNorm, l2norm),
-# loads all of them from the real weights, and looks at what they do to the scale of a vector,
-# why the weight is stored as w - 1, and how RMSNorm relates to LayerNorm.
+# loads them from the checkpoint, and looks at what they do to the scale of a vector, why the
+# file stores `w` and the norm multiplies by `1 + w`, and how RMSNorm relates to LayerNorm.
 #
 # Qwen3.5 的每个子层都先让输入经过 RMSNorm。本章写出模型用到的三种归一化（`qwen/norm.py`：
-# 零中心的 RMSNorm、带门的 RMSNorm、L2 归一化），从真实权重加载它们，观察它们如何改变向量的尺度、
-# 为什么权重存成 w - 1，以及 RMSNorm 和 LayerNorm 的关系。
+# 零中心的 RMSNorm、带门的 RMSNorm、L2 归一化），从检查点加载它们，看它们如何改变向量的尺度、
+# 为什么文件里存 `w` 而归一化乘以 `1 + w`，以及均方根归一化与层归一化的关系。
 #
 # Run: `python ch03_norm.py [--model PATH] [--tiny] [--lang zh] [--plot]`
 
 # %%
-import time
-import warnings
+import os
 
 import torch
 import torch.nn.functional as F
 
-from qwen.cli import chapter
-from qwen.lang import get_lang, set_lang, tr
+from qwen.cli import chapter, pad, say, section
+from qwen.known import CH03
+from qwen.lang import tr
 from qwen.model import model_norms
 from qwen.norm import GatedRMSNorm, RMSNorm, l2norm
-from qwen.weights import Config, load, load_weights
+from qwen.weights import load
 
 ch = chapter("Chapter 3: three normalizations", "第 3 章：三种归一化", plot=True)
-args, path, cfg, W = ch.args, ch.path, ch.cfg, ch.W
-H, DV = cfg.hidden_size, cfg.linear_value_head_dim
-
-torch.manual_seed(0)                        # the course's inputs, drawn up front in a fixed order:
-x = torch.randn(2, 3, H) * 5                # 2 x 3 vectors of RMS about 5
-h = torch.randn(4, DV)                      # 4 head outputs for the gated norm
-g = torch.Generator().manual_seed(1)        # everything else random draws from its own generator
+cfg, W = ch.cfg, ch.W
+H, EPS = cfg.hidden_size, cfg.rms_norm_eps
+torch.manual_seed(0)
+x = torch.randn(2, 3, H) * 5                # 2 x 3 vectors of RMS about 5 (the same draw as the recorded run)
+g = torch.Generator().manual_seed(1)        # every other random draw
 
 
 def rms(t):
-    """Root mean square of each vector along the last dimension, computed in fp32."""
+    """Root mean square along the last dimension, in fp32: (...)."""
     return t.float().pow(2).mean(-1).sqrt()
 
 
 def first3(t):
-    return "[" + ", ".join(f"{v:.2f}" for v in rms(t).flatten()[:3].tolist()) + "]"
+    return [round(v, 2) for v in rms(t).flatten()[:3].tolist()]
 
 
-def title(en, zh):
-    print("\n" + tr(en, zh))
-    print("-" * 78)
+def real(en, zh, **fields):
+    """After a tiny-checkpoint figure: what Qwen3.5-0.8B shows (the original course's recorded run)."""
+    if ch.tiny:
+        say("  Qwen3.5-0.8B (recorded): " + en, "  Qwen3.5-0.8B（实测记录）：" + zh, **fields)
 
 
 # %% [markdown]
 # ## 1. What RMSNorm does / RMSNorm 做了什么
-# y = x / rms(x) * (1 + w), with rms(x) = sqrt(mean(x^2) + eps).
+# y = x / sqrt(mean(x^2) + eps) * (1 + w): divide each vector by its root mean square, then
+# scale each dimension. eps sits inside the root, as in the RMSNorm paper's code, LLaMA and
+# transformers; a popular article writes it outside, x / (RMS(x) + eps). The two differ only
+# for vectors whose RMS is near sqrt(eps) = 0.001.
+#
+# y = x / sqrt(mean(x^2) + eps) * (1 + w)：每个向量除以自己的均方根，再逐维缩放。eps 在根号里，
+# 与 RMSNorm 论文的代码、LLaMA 和 transformers 一致；一篇流传很广的文章把它写在根号外：
+# x / (RMS(x) + eps)。两者只在均方根接近 sqrt(eps) = 0.001 的向量上有区别。
 
 # %%
-title("1. RMSNorm rescales every vector to an RMS of 1", "1. RMSNorm 把每个向量缩放到均方根为 1")
-plain = RMSNorm(H, cfg.rms_norm_eps)        # weight 0 means a scale of exactly 1
-print(tr("  RMS of three input vectors:            {a}", "  三个输入向量的均方根：          {a}", a=first3(x)))
-print(tr("  after RMSNorm with w = 0 (scale 1):     {b}", "  经过 w = 0（比例为 1）的 RMSNorm： {b}", b=first3(plain(x))))
-print(tr("  The direction of each vector is kept; only its size changes:", "  每个向量的方向不变，只改变大小："))
-print(tr("  cosine(x, RMSNorm(x)) = {c:.6f}", "  cosine(x, RMSNorm(x)) = {c:.6f}",
-        c=F.cosine_similarity(x[0, 0], plain(x)[0, 0], dim=0).item()))
-
-# %% [markdown]
-# ## 2. By hand: [1, 2, 3, 4] / 手算一个例子：[1, 2, 3, 4]
-
-# %%
-title("2. The same thing by hand, on [1, 2, 3, 4]", "2. 用 [1, 2, 3, 4] 手算一遍")
+section(1, "RMSNorm rescales every vector to an RMS of 1", "RMSNorm 把每个向量缩放到均方根为 1")
+plain = RMSNorm(H, EPS)                     # w = 0: a scale of exactly 1
+say("  RMS before: {a}; after RMSNorm with w = 0: {b}", "  之前的均方根：{a}；经过 w = 0 的 RMSNorm 之后：{b}",
+    a=first3(x), b=first3(plain(x)))
+say("  cosine(x, RMSNorm(x)) = {c:.6f}: the direction is kept", "  cosine(x, RMSNorm(x)) = {c:.6f}：方向不变",
+    c=F.cosine_similarity(x[0, 0], plain(x)[0, 0], dim=0).item())
 v = torch.tensor([1.0, 2.0, 3.0, 4.0])
-sq = v * v
-ms = sq.mean()
-r = ms.sqrt()
-steps = [
-    (tr("squares", "平方"), sq.tolist()),
-    (tr("mean of the squares", "平方的均值"), round(ms.item(), 4)),
-    (tr("root: the RMS", "开根号：均方根"), round(r.item(), 4)),
-    (tr("divide by the RMS", "除以均方根"), [round(e, 4) for e in (v / r).tolist()]),
-    (tr("mean square afterwards", "之后的平方均值"), round((v / r).pow(2).mean().item(), 4)),
-]
-for i, (what, value) in enumerate(steps, 1):
-    print(f"  {i}. {what:<24} {value}")
-print(tr("  RMSNorm(4) with w = 0 gives {y}: the same, up to eps = {eps:g} inside the root.",
-        "  w = 0 的 RMSNorm(4) 给出 {y}：一样，只差根号里的 eps = {eps:g}。",
-        y=[round(e, 4) for e in RMSNorm(4, cfg.rms_norm_eps)(v).tolist()], eps=cfg.rms_norm_eps))
+say("  by hand, [1, 2, 3, 4]: mean of squares {m}, RMS {r:.4f}, x / RMS = {y}",
+    "  手算 [1, 2, 3, 4]：平方的均值 {m}，均方根 {r:.4f}，x / 均方根 = {y}",
+    m=v.pow(2).mean().item(), r=v.pow(2).mean().sqrt().item(), y=[round(e, 4) for e in (v / v.pow(2).mean().sqrt()).tolist()])
+say("  RMSNorm(4) gives {y}", "  RMSNorm(4) 给出 {y}", y=[round(e, 4) for e in RMSNorm(4, EPS)(v).tolist()])
+small = torch.full((4,), 1e-3)
+say("  a vector of RMS 0.001: eps inside the root -> RMS {a:.3f}; outside (the article's formula) -> {b:.3f}",
+    "  均方根为 0.001 的向量：eps 在根号里 -> 均方根 {a:.3f}；在根号外（文章的公式）-> {b:.3f}",
+    a=rms(RMSNorm(4, EPS)(small)).item(), b=rms(small / (rms(small) + EPS)).item())
 
 # %% [markdown]
-# ## 3. The real weights move the scale / 真实权重把尺度移到哪里
+# ## 2. The file stores w, the norm multiplies by 1 + w / 文件存 w，归一化乘以 1 + w
+# Zero-centred weights (Qwen3.5, and Gemma before it): a fresh norm stores 0, which means a
+# scale of 1. Two reasons. Weight decay pulls every stored value towards 0: here that pulls the
+# scale towards 1 (leave the vector alone), not towards 0 (erase it). And bf16 is fine near 0 and
+# coarse near 1: the gap between neighbours doubles at every power of two, so small learned
+# changes to a value near 1 are rounded away.
+#
+# 零中心的权重（Qwen3.5，之前的 Gemma 也这样）：新的归一化存 0，表示缩放为 1。两个原因：
+# 权重衰减把每个存储值往 0 拉，在这里就是把缩放往 1 拉（不改动向量），而不是往 0 拉（抹掉向量）；
+# 另外 bf16 在 0 附近精细、在 1 附近粗糙：每过一个 2 的幂，相邻数的间隔就翻倍，1 附近的小改动会被舍入掉。
 
 # %%
-title("3. The learned scales of the real model", "3. 真实模型学到的缩放")
-norm0 = load(RMSNorm(H, cfg.rms_norm_eps), W, "layers.0.input_layernorm.")
-final = load(RMSNorm(H, cfg.rms_norm_eps), W, "norm.")
-print(tr("  after layer 0's input norm: {a}    after the final norm: {b}",
-        "  经过第 0 层的输入归一化：{a}    经过最后的归一化：{b}", a=first3(norm0(x)), b=first3(final(x))))
-for key in ("layers.0.input_layernorm.weight", "norm.weight"):
-    w = W[key].float()                      # stored bf16, statistics in fp32
-    print(tr("  {key:<34} stored w: mean {m:+.3f}, range [{lo:+.2f}, {hi:+.2f}] -> scale 1 + w: mean {s:.3f}",
-            "  {key:<34} 存储的 w：均值 {m:+.3f}，范围 [{lo:+.2f}, {hi:+.2f}] -> 缩放 1 + w：均值 {s:.3f}",
-            key=key, m=w.mean().item(), lo=w.min().item(), hi=w.max().item(), s=(1 + w).mean().item()))
-N_BPE = min(cfg.vocab_size, 248044)        # ids from 248044 on are special tokens and padding rows (chapter 2)
-rows = torch.randint(0, N_BPE, (256,), generator=g)
-E_rows = W.rows("embed_tokens.weight", rows).float()   # 256 real rows, read one by one (512 KB)
-print(tr("  The final norm hands its output to logits = h . E (chapter 2), so it scales h up towards\n"
-        "  the size of the embedding rows: RMS of 256 sampled rows of E = {e:.4f}, |row| = {n:.3f}.",
-        "  最后的归一化把输出交给 logits = h . E（第 2 章），所以它把 h 放大到与嵌入表的行相称：\n"
-        "  随机抽 256 行 E，均方根 = {e:.4f}，长度 = {n:.3f}。", e=rms(E_rows).mean().item(),
-        n=E_rows.norm(dim=-1).mean().item()))
-
-# %% [markdown]
-# ## 4. Why the weight is stored as w - 1 / 为什么存 w - 1
-
-# %%
-title("4. bf16 is coarse near 1 and fine near 0: store w - 1", "4. bf16 在 1 附近粗、在 0 附近细：所以存 w - 1")
-fi = torch.finfo(torch.bfloat16)
+section(2, "Why the scale is stored as w, applied as 1 + w", "为什么缩放存成 w、用的时候乘 1 + w")
 for value in (1.0, 0.25, 0.001):
-    print(tr("  next to {v:<6g} the gap between bf16 numbers is {gap:.2e}", "  在 {v:<6g} 附近，相邻 bf16 数的间隔是 {gap:.2e}",
-            v=value, gap=value * fi.eps))
-print(tr("  1 + 0.001 stored in bf16 -> {a:.4f} (the update is lost); 0.001 stored in bf16 -> {b:.6f} (kept)",
-        "  把 1 + 0.001 存成 bf16 -> {a:.4f}（更新被吞掉）；把 0.001 存成 bf16 -> {b:.6f}（保留下来）",
-        a=torch.tensor(1.001).bfloat16().item(), b=torch.tensor(0.001).bfloat16().item()))
-w = W["layers.0.input_layernorm.weight"].float()
-as_scale = (1 + w).bfloat16().float() - 1           # what storing the scale itself would keep
-changed = (as_scale != w).float().mean().item()
-print(tr("  On the real layer-0 weights: storing 1 + w instead of w would change {c:.0%} of the values,\n"
-        "  by up to {m:.1e}.", "  在真实的第 0 层权重上：如果存 1 + w 而不是 w，{c:.0%} 的数值会改变，\n"
-        "  最大改变 {m:.1e}。", c=changed, m=(as_scale - w).abs().max().item()))
+    b = torch.tensor(value).bfloat16()
+    up = (torch.nextafter(b, torch.tensor(float("inf"), dtype=torch.bfloat16)) - b).float().item()
+    say("  next bf16 number above {v:g}: {gap:.3g} away", "  {v:g} 之上的下一个 bf16 数：相差 {gap:.3g}", v=b.item(), gap=up)
+say("  1 + 0.001 in bf16 -> {a:.4f} (the update is lost); 0.001 in bf16 -> {b:.6f} (kept)",
+    "  bf16 存 1 + 0.001 得到 {a:.4f}（更新被吞掉）；存 0.001 得到 {b:.6f}（保留下来）",
+    a=torch.tensor(1.001).bfloat16().item(), b=torch.tensor(0.001).bfloat16().item())
+w0 = W["layers.0.input_layernorm.weight"].float()
+as_scale = (1 + w0).bfloat16().float() - 1          # what storing the scale itself would keep of w
+say("  storing 1 + w instead of w would change {c:.0%} of layers.0.input_layernorm's values, by up to {m:.1e}",
+    "  如果存 1 + w 而不是 w，layers.0.input_layernorm 的数值会有 {c:.0%} 改变，最大改变 {m:.1e}",
+    c=(as_scale != w0).float().mean().item(), m=(as_scale - w0).abs().max().item())
 
 # %% [markdown]
-# ## 5. bf16 in, bf16 out, statistics in fp32 / bf16 进、bf16 出，统计量用 fp32
+# ## 3. The learned scales / 学到的缩放
+# Layer 0's input norm and the final norm, on the same inputs. The final norm feeds the logits
+# (chapter 2: logit = h . E[i]). Its scale does not bring h to the size of the table's rows (h
+# ends far larger than them); multiplying h by s multiplies every logit by s, so the final scale
+# sets the softmax's temperature (chapter 2, section 6), on top of what the small rows give.
+#
+# 第 0 层的输入归一化和最后的归一化，用同样的输入。最后的归一化的输出直接去算 logits（第 2 章：
+# logit = h . E[i]）。它的缩放并不是把 h 调到与嵌入表的行一样大（h 比行大得多）；h 乘以 s，每个
+# logit 就乘以 s，所以最后的缩放决定了 softmax 的温度（第 2 章第 6 节），在行本身很小的基础上再调整。
 
 # %%
-title("5. bf16 in, bf16 out; the statistics in fp32", "5. bf16 输入、bf16 输出；统计量在 fp32 中计算")
-xb = x.bfloat16()
+section(3, "The learned scales of this checkpoint", "这个检查点学到的缩放")
+norm0 = load(RMSNorm(H, EPS), W, "layers.0.input_layernorm.")
+final = load(RMSNorm(H, EPS), W, "norm.")
+say("  RMS after layers.0.input_layernorm: {a}; after the final norm: {b}",
+    "  经过 layers.0.input_layernorm 后的均方根：{a}；经过最后的归一化后：{b}", a=first3(norm0(x)), b=first3(final(x)))
+real("{a}; {b}", "{a}；{b}", a=CH03["after_layer0_input_norm"], b=CH03["after_final_norm"])
+for key, known in (("layers.0.input_layernorm.weight", CH03["layer0_w"]), ("norm.weight", CH03["final_w"])):
+    w = W[key].float()
+    say("  {k} stored w: mean {m:+.3f}, range [{lo:+.2f}, {hi:+.2f}]", "  {k} 存储的 w：均值 {m:+.3f}，范围 [{lo:+.2f}, {hi:+.2f}]",
+        k=pad(key, 32), m=w.mean().item(), lo=w.min().item(), hi=w.max().item())
+    real("{k} mean {m:+.3f}, range [{lo:+.2f}, {hi:+.2f}]", "{k} 均值 {m:+.3f}，范围 [{lo:+.2f}, {hi:+.2f}]",
+         k=key, m=known["mean"], lo=known["min"], hi=known["max"])
+rows = torch.randint(0, cfg.vocab_size, (512,), generator=g)
+E = W.rows("embed_tokens.weight", rows).float()                     # (512, H): 512 rows read from the file
+h1, hf = plain(x[0, 0]), final(x[0, 0])                              # the same vector, scale 1 and the final scale
+say("  RMS of 512 rows of E: {e:.3f}; RMS(h) after the final norm: {h:.2f}", "  E 的 512 行的均方根：{e:.3f}；最后的归一化之后 RMS(h)：{h:.2f}",
+    e=rms(E).mean().item(), h=rms(hf).item())
+say("  logits' spread over those rows: {a:.3f} with scale 1, {b:.3f} with the final scale ({r:.1f} times)",
+    "  这些行上 logits 的离散程度：缩放为 1 时 {a:.3f}，用最后的缩放时 {b:.3f}（{r:.1f} 倍）",
+    a=(E @ h1).std().item(), b=(E @ hf).std().item(), r=(E @ hf).std().item() / (E @ h1).std().item())
+real("the final scale 1 + w averages {s:.2f}; RMS(h) after it {h} (after a scale of 1: 1.00)",
+     "最后的缩放 1 + w 平均为 {s:.2f}；之后 RMS(h) 为 {h}（缩放为 1 时是 1.00）",
+     s=1 + CH03["final_w"]["mean"], h=CH03["after_final_norm"][0])
+
+# %% [markdown]
+# ## 4. Precision: bf16 in, bf16 out, statistics in fp32 / 精度：bf16 进、bf16 出，统计量升到 fp32
+# Squaring and averaging 1024 bf16 numbers in bf16 loses digits, so every implementation upcasts
+# to fp32 for the statistics. Where the result goes back to bf16 differs: Qwen3.5 (and our
+# `RMSNorm`) multiplies by 1 + w in fp32 and rounds once, at the end; LLaMA rounds the normalized
+# vector to the input dtype first, then multiplies by its weight. `F.rms_norm` with a bf16
+# `weight = 1 + w` rounds 1 + w itself. Exercise 204 checks the order.
+#
+# 在 bf16 里对 1024 个数求平方和平均会丢精度，所以所有实现都把统计量升到 fp32 计算。回到 bf16 的时机不同：
+# Qwen3.5（以及我们的 `RMSNorm`）在 fp32 里乘 1 + w，最后只舍入一次；LLaMA 先把归一化后的向量舍入到
+# 输入的类型，再乘权重。`F.rms_norm` 用 bf16 的 `weight = 1 + w` 时，1 + w 本身先被舍入。练习 204 检查这个顺序。
+
+# %%
+section(4, "bf16 in, bf16 out; the statistics upcast to fp32", "bf16 输入、bf16 输出；统计量升到 fp32")
+wq, xb = W["layers.0.input_layernorm.weight"], x.bfloat16()
 yb = norm0(xb)
-print(tr("  input {a} -> output {b}; the mean of squares and the root are computed in fp32,\n"
-        "  and the result is rounded to bf16 once, at the end.", "  输入 {a} -> 输出 {b}；平方均值和开根号都在 fp32 中计算，\n"
-        "  结果只在最后舍入一次到 bf16。", a=xb.dtype, b=yb.dtype))
-naive = xb * torch.rsqrt(xb.pow(2).mean(-1, keepdim=True) + cfg.rms_norm_eps) * (1 + W["layers.0.input_layernorm.weight"])
-xd = xb.double()                                     # float64 reference on the same bf16 inputs
-ref = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + cfg.rms_norm_eps) * (1 + W["layers.0.input_layernorm.weight"].double())
-err32, err16 = (yb.double() - ref).abs().max().item(), (naive.double() - ref).abs().max().item()
-print(tr("  max error against float64: statistics in fp32 {a:.1e}; everything in bf16 {b:.1e} ({r:.0f}x worse)",
-        "  与 float64 相比的最大误差：统计量用 fp32 {a:.1e}；全部用 bf16 {b:.1e}（差 {r:.0f} 倍）",
-        a=err32, b=err16, r=err16 / max(err32, 1e-30)))
+xd = xb.double()                                                     # float64 reference on the same bf16 inputs
+ref = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + EPS) * (1 + wq.double())
+all_bf16 = xb * torch.rsqrt(xb.pow(2).mean(-1, keepdim=True) + EPS) * (1 + wq.bfloat16())
+e32, e16 = (yb.double() - ref).abs().max().item(), (all_bf16.double() - ref).abs().max().item()
+say("  input {a} -> output {b}", "  输入 {a} -> 输出 {b}", a=xb.dtype, b=yb.dtype)
+say("  max error against float64: statistics in fp32 {a:.1e}; everything in bf16 {b:.1e} (ratio {r:.1f})",
+    "  与 float64 相比的最大误差：统计量用 fp32 {a:.1e}；全部用 bf16 {b:.1e}（比值 {r:.1f}）", a=e32, b=e16, r=e16 / max(e32, 1e-30))
+normed = (xb.float() * torch.rsqrt(xb.float().pow(2).mean(-1, keepdim=True) + EPS))
+llama = normed.bfloat16() * (1 + wq.float()).bfloat16()             # round first, then the weight, in bf16
+fused = F.rms_norm(xb, (H,), weight=(1 + wq).bfloat16(), eps=EPS)   # 1 + w rounded to bf16
+exact = F.rms_norm(xb.float(), (H,), weight=1 + wq.float(), eps=EPS).bfloat16()
+say("  outputs that differ from ours by a bf16 step: LLaMA's order {a:.0%}; F.rms_norm, bf16 1 + w {b:.0%}; "
+    "F.rms_norm in fp32, 1 + w.float() {c:.0%}",
+    "  与我们的结果差一个 bf16 间隔的输出：LLaMA 的顺序 {a:.0%}；F.rms_norm 用 bf16 的 1 + w {b:.0%}；"
+    "F.rms_norm 在 fp32 中、用 1 + w.float() {c:.0%}",
+    a=(llama != yb).float().mean().item(), b=(fused != yb).float().mean().item(), c=(exact != yb).float().mean().item())
 
 # %% [markdown]
-# ## 6. The one-line form: F.rms_norm / 一行的写法：F.rms_norm
+# ## 5. The gated RMSNorm / 带门的 RMSNorm
+# Linear attention's output (chapter 7) goes through y = x / rms(x) * w * silu(z), with the gate
+# z = in_proj_z(x) computed from the layer's input, one value per element. Here the stored w is
+# the scale itself (1 at init), one [head size] weight shared by all heads. A very negative gate
+# silences a head; a positive one passes it, amplified. transformers rounds the normalized value
+# to the input dtype before the weight; we round once at the end: bit-identical in fp32, within
+# 2 bf16 steps in bf16.
+#
+# 线性注意力的输出（第 7 章）要经过 y = x / rms(x) * w * silu(z)，门 z = in_proj_z(x) 由这一层的输入
+# 算出，每个元素一个值。这里存的 w 就是缩放本身（初始为 1），所有头共用一个 [头维度] 的权重。门很负时
+# 这个头几乎没有输出；门为正时输出通过并被放大。transformers 在乘权重之前先把归一化结果舍入到输入类型；
+# 我们只在最后舍入一次：fp32 下逐位相同，bf16 下相差不超过 2 个 bf16 间隔。
 
 # %%
-title("6. F.rms_norm: the same computation as one call", "6. F.rms_norm：一次调用完成同样的计算")
-wq = W["layers.0.input_layernorm.weight"]
-same32 = torch.equal(F.rms_norm(x, (H,), weight=1 + wq.float(), eps=cfg.rms_norm_eps), norm0(x))
-with warnings.catch_warnings():             # bf16 input with an fp32 weight: torch warns it cannot fuse
-    warnings.simplefilter("ignore")
-    y_bf16_w = F.rms_norm(xb, (H,), weight=1 + wq, eps=cfg.rms_norm_eps)          # 1 + w rounded to bf16
-    y_fp32_w = F.rms_norm(xb, (H,), weight=1 + wq.float(), eps=cfg.rms_norm_eps).bfloat16()
-off = (y_bf16_w != yb).float().mean().item()
-print(tr("  fp32: F.rms_norm(x, ({H},), weight=1 + w.float()) equals RMSNorm bit for bit: {s}",
-        "  fp32：F.rms_norm(x, ({H},), weight=1 + w.float()) 与 RMSNorm 逐位相同：{s}", H=H, s=same32))
-print(tr("  bf16 with weight = 1 + w (bf16): {o:.0%} of the outputs differ by one bf16 step, because\n"
-        "  1 + w is rounded to bf16 before it is used; weight = 1 + w.float() matches exactly: {s}",
-        "  bf16 且 weight = 1 + w（bf16）：{o:.0%} 的输出差一个 bf16 间隔，因为 1 + w 在使用前\n"
-        "  先被舍入成 bf16；weight = 1 + w.float() 则完全一致：{s}", o=off, s=torch.equal(y_fp32_w, yb)))
-
-# %% [markdown]
-# ## 7. The gated RMSNorm / 带门的 RMSNorm
-
-# %%
-title("7. Gated RMSNorm: normalize, then let a gate decide how much passes",
-      "7. 带门的 RMSNorm：先归一化，再由门决定放行多少")
-gated = load(GatedRMSNorm(DV, cfg.rms_norm_eps), W, "layers.0.linear_attn.norm.")
-print(tr("  weight: a plain scale (1 at init, not 1 + w), {dt}, mean {m:.3f}", "  权重：普通的缩放（初始为 1，不是 1 + w），{dt}，均值 {m:.3f}",
-        dt=W.dtype("layers.0.linear_attn.norm.weight"), m=gated.weight.float().mean().item()))
+section(5, "Gated RMSNorm: normalize, then a gate decides how much passes", "带门的 RMSNorm：先归一化，再由门决定放行多少")
+L0, DV = cfg.linear_attention_layers[0], cfg.linear_value_head_dim
+gated = load(GatedRMSNorm(DV, EPS), W, f"layers.{L0}.linear_attn.norm.")
+head = torch.randn(4, DV, generator=g)                               # 4 head outputs
+say("  layers.{l}.linear_attn.norm.weight: {dt}, mean {m:.3f}", "  layers.{l}.linear_attn.norm.weight：{dt}，均值 {m:.3f}",
+    l=L0, dt=W.dtype(f"layers.{L0}.linear_attn.norm.weight"), m=gated.weight.float().mean().item())
 for gate in (-6.0, 0.0, 6.0):
-    out = gated(h, torch.full_like(h, gate))
-    print(tr("  gate = {g:+.0f}: output RMS {r:.3f}   (silu({g:+.0f}) = {s:.3f})", "  门 = {g:+.0f}：输出的均方根 {r:.3f}（silu({g:+.0f}) = {s:.3f}）",
-            g=gate, r=rms(out).mean().item(), s=F.silu(torch.tensor(gate)).item()))
-print(tr("  A closed gate (very negative) silences a head; an open one passes it, amplified.\n"
-        "  transformers rounds the normalized value to the input dtype before the weight; we round once\n"
-        "  at the end. In fp32 the two agree bit for bit, in bf16 within 2 bf16 steps.",
-        "  门关上（很负）时这个头几乎没有输出；门打开时输出通过并被放大。\n"
-        "  transformers 在乘权重之前先把归一化结果舍入到输入的类型；我们只在最后舍入一次。\n"
-        "  fp32 下两者逐位相同，bf16 下相差不超过 2 个 bf16 间隔。"))
+    say("  gate = {z:+.0f}: output RMS {r:.3f} (silu = {s:.3f})", "  门 = {z:+.0f}：输出的均方根 {r:.3f}（silu = {s:.3f}）",
+        z=gate, r=rms(gated(head, torch.full_like(head, gate))).mean().item(), s=F.silu(torch.tensor(gate)).item())
+z = (x[0].to(W.dtype(f"layers.{L0}.linear_attn.in_proj_z.weight")) @ W[f"layers.{L0}.linear_attn.in_proj_z.weight"].T)  # (3, heads * DV)
+z = z.float().view(3, -1, DV)                                        # (tokens, value heads, DV)
+say("  z = in_proj_z(x): {n} tokens x {k} heads x {d}; silu(z) mean {s:.3f}", "  z = in_proj_z(x)：{n} 个词元 x {k} 个头 x {d}；silu(z) 的均值 {s:.3f}",
+    n=z.shape[0], k=z.shape[1], d=DV, s=F.silu(z).mean().item())
 
 # %% [markdown]
-# ## 8. l2norm / L2 归一化
+# ## 6. l2norm, and q_norm / k_norm / L2 归一化，以及 q_norm / k_norm
+# Linear attention (chapter 7) scales q and k to unit length in fp32: x * rsqrt(sum(x^2) + 1e-6),
+# eps added to the sum inside the root, so near-zero vectors shrink instead of blowing up. Full
+# attention (chapter 6) normalizes q and k with RMSNorms of size head_dim, per head (each
+# (token, head) vector on its own), before RoPE.
+#
+# 线性注意力（第 7 章）在 fp32 中把 q 和 k 缩放到单位长度：x * rsqrt(sum(x^2) + 1e-6)，eps 加在根号里的
+# 平方和上，所以接近 0 的向量只会被缩小、不会被放大。全注意力（第 6 章）用大小为 head_dim 的 RMSNorm
+# 按头归一化 q 和 k（每个 (词元, 头) 向量各自归一化），在 RoPE 之前。
 
 # %%
-title("8. l2norm: unit length, with eps added to the sum", "8. L2 归一化：缩放到单位长度，eps 加在平方和上")
-print(tr("  lengths after l2norm: {l}", "  L2 归一化之后的长度：{l}",
-        l=[round(e, 3) for e in l2norm(x).norm(dim=-1).flatten()[:3].tolist()]))
-tiny_vec = torch.full((128,), 1e-4)
-inside = l2norm(tiny_vec).norm().item()
-outside = (tiny_vec / (tiny_vec.norm() + 1e-6)).norm().item()
-print(tr("  eps inside the root, added to the sum: a vector of length {n:.1e} comes out with length {a:.4f};\n"
-        "  eps added to the length instead would give {b:.4f}. Near-zero vectors are shrunk, never blown\n"
-        "  up, and the zero vector stays 0, not NaN: {z}",
-        "  eps 加在根号里的平方和上：长度 {n:.1e} 的向量归一化后长度 {a:.4f}；\n"
-        "  若把 eps 加在长度上则得到 {b:.4f}。接近 0 的向量只会被缩小、不会被放大，\n"
-        "  零向量仍是 0，不是 NaN：{z}",
-        n=tiny_vec.norm().item(), a=inside, b=outside, z=l2norm(torch.zeros(4)).tolist()))
-print(tr("  Linear attention (chapter 7) applies it to q and k in fp32, then scales q by 1/sqrt({d}).",
-        "  线性注意力（第 7 章）在 fp32 中对 q 和 k 使用它，然后把 q 乘以 1/sqrt({d})。", d=cfg.linear_key_head_dim))
+section(6, "l2norm, and the per-head q/k norms", "L2 归一化，以及按头的 q/k 归一化")
+say("  lengths after l2norm: {l}", "  L2 归一化之后的长度：{l}", l=[round(e, 3) for e in l2norm(x).norm(dim=-1).flatten()[:3].tolist()])
+say("  a vector of length {n:.1e} -> length {a:.4f}; the zero vector -> {z}", "  长度 {n:.1e} 的向量 -> 长度 {a:.4f}；零向量 -> {z}",
+    n=torch.full((128,), 1e-4).norm().item(), a=l2norm(torch.full((128,), 1e-4)).norm().item(), z=l2norm(torch.zeros(3)).tolist())
+F0 = cfg.full_attention_layers[0]
+q_norm = load(RMSNorm(cfg.head_dim, EPS), W, f"layers.{F0}.self_attn.q_norm.")
+q = torch.randn(3, cfg.num_attention_heads, cfg.head_dim, generator=g) * torch.arange(1, cfg.num_attention_heads + 1)[:, None]
+say("  q (3 tokens, {k} heads, {d}): RMS per head {a} -> after q_norm {b}", "  q（3 个词元，{k} 个头，{d}）：每个头的均方根 {a} -> q_norm 之后 {b}",
+    k=cfg.num_attention_heads, d=cfg.head_dim, a=[round(v, 2) for v in rms(q)[0].tolist()],
+    b=[round(v, 2) for v in rms(q_norm(q))[0].tolist()])
+say("  layers.{l}.self_attn.q_norm: RMSNorm({d}), stored w mean {m:+.3f}", "  layers.{l}.self_attn.q_norm：RMSNorm({d})，存储的 w 均值 {m:+.3f}",
+    l=F0, d=cfg.head_dim, m=q_norm.weight.float().mean().item())
 
 # %% [markdown]
-# ## 9. LayerNorm and RMSNorm / LayerNorm 与 RMSNorm
-# LayerNorm subtracts the mean, then divides by the standard deviation; RMSNorm only divides by
-# the RMS. Since RMS^2 = sigma^2 + mu^2, the two agree when the mean is near 0.
+# ## 7. LayerNorm and RMSNorm / 层归一化与均方根归一化
+# LayerNorm subtracts the mean, divides by the standard deviation, then scales and adds a bias.
+# RMSNorm only divides by the RMS; since RMS^2 = sigma^2 + mu^2 the two agree when the mean is
+# near 0. Zhang and Sennrich (2019) proposed it on the hypothesis that re-centering is not what
+# makes LayerNorm work; LLaMA, Qwen, Gemma and Mistral use it. The textbook LayerNorm takes two
+# reductions (mean, then variance), RMSNorm one; one-pass kernels compute both sums in one go.
+# Fewer reductions is not speed by itself: on CPU, in this torch, LayerNorm is one fused kernel
+# while F.rms_norm runs as six separate ops (pow, mean, add, rsqrt, mul, mul; tests/test_norm.py
+# checks it); bench/bench_norm.py times them.
+#
+# 层归一化减去均值、除以标准差，再缩放并加偏置。均方根归一化只除以均方根；因为 RMS^2 = sigma^2 + mu^2，
+# 均值接近 0 时两者一致。Zhang 和 Sennrich（2019）提出它，假设层归一化有效的原因不在于重新中心化；
+# LLaMA、Qwen、Gemma、Mistral 都用它。教科书式的层归一化要两次归约（先均值，再方差），均方根归一化一次；
+# 单遍的内核可以一次算出两个和。归约少不等于更快：在 CPU 上、这个版本的 torch 里，层归一化是一个融合内核，
+# 而 F.rms_norm 拆成六个独立的运算（pow、mean、add、rsqrt、mul、mul；tests/test_norm.py 检查这一点）；
+# bench/bench_norm.py 测量耗时。
 
 # %%
-title("9. LayerNorm against RMSNorm: RMS^2 = sigma^2 + mu^2", "9. LayerNorm 与 RMSNorm：RMS^2 = sigma^2 + mu^2")
-mu, var, ms2 = E_rows.mean(-1), E_rows.var(-1, unbiased=False), E_rows.pow(2).mean(-1)
-print(tr("  on 256 real embedding rows: max |RMS^2 - (sigma^2 + mu^2)| = {d:.1e} (fp32 rounding); mean |mu| / RMS = {r:.3f}",
-        "  在 256 行真实嵌入上：max |RMS^2 - (sigma^2 + mu^2)| = {d:.1e}（fp32 舍入）；平均 |mu| / RMS = {r:.3f}",
-        d=(ms2 - (var + mu * mu)).abs().max().item(), r=(mu.abs() / ms2.sqrt()).mean().item()))
-for shift in (0.0, 3.0 * rms(E_rows).mean().item()):
-    rows_s = E_rows + shift
-    ln = F.layer_norm(rows_s, (H,), eps=cfg.rms_norm_eps)
-    rn = F.rms_norm(rows_s, (H,), eps=cfg.rms_norm_eps)
-    print(tr("  rows + {s:.3f}: cosine(LayerNorm, RMSNorm) = {c:.4f}, max difference {d:.3f}",
-            "  各行加上 {s:.3f}：cosine(LayerNorm, RMSNorm) = {c:.4f}，最大差 {d:.3f}",
-            s=shift, c=F.cosine_similarity(ln, rn, dim=-1).mean().item(), d=(ln - rn).abs().max().item()))
-print(tr("  With the mean near 0 the two are almost the same; shift every entry and RMSNorm keeps the\n"
-        "  shift while LayerNorm removes it. RMSNorm needs one reduction (mean of squares), LayerNorm two.",
-        "  均值接近 0 时两者几乎相同；把每个元素都平移后，RMSNorm 保留了平移，LayerNorm 把它去掉了。\n"
-        "  RMSNorm 只需一次归约（平方均值），LayerNorm 需要两次。"))
+section(7, "LayerNorm against RMSNorm: RMS^2 = sigma^2 + mu^2", "层归一化与均方根归一化：RMS^2 = sigma^2 + mu^2")
+mu, var, ms = E.mean(-1), E.var(-1, unbiased=False), E.pow(2).mean(-1)
+say("  512 rows of E: max |RMS^2 - (sigma^2 + mu^2)| = {d:.1e}; mean |mu| / RMS = {r:.3f}",
+    "  E 的 512 行：max |RMS^2 - (sigma^2 + mu^2)| = {d:.1e}；平均 |mu| / RMS = {r:.3f}",
+    d=(ms - (var + mu * mu)).abs().max().item(), r=(mu.abs() / ms.sqrt()).mean().item())
+for shift in (0.0, 3 * rms(E).mean().item()):
+    ln, rn = F.layer_norm(E + shift, (H,), eps=EPS), F.rms_norm(E + shift, (H,), eps=EPS)
+    say("  rows + {s:.3f}: cosine(LayerNorm, RMSNorm) = {c:.4f}", "  各行加上 {s:.3f}：cosine(LayerNorm, RMSNorm) = {c:.4f}",
+        s=shift, c=F.cosine_similarity(ln, rn, dim=-1).mean().item())
 
 # %% [markdown]
-# ## 10. Pre-Norm and Post-Norm / 前置归一化与后置归一化
+# ## 8. Pre-Norm and Post-Norm / 前置归一化与后置归一化
+# Qwen3.5 is Pre-Norm: x + f(norm(x)). The residual stream itself is never normalized, so the
+# input reaches the last layer unchanged inside the sum, and the stream grows; hence the final
+# norm after the last layer. Post-Norm, norm(x + f(x)), rescales the stream after every layer.
+# A toy stack of 24 random linear sublayers shows exactly these two facts. The usual training
+# argument (Pre-Norm trains stably without learning-rate warm-up; Xiong et al., 2020) is about
+# training, which this untrained toy does not show.
+#
+# Qwen3.5 用前置归一化：x + f(norm(x))。残差流本身从不被归一化，所以输入原样包含在求和里一直到最后一层，
+# 残差流也会变大；因此最后一层之后还要一个最终的归一化。后置归一化 norm(x + f(x)) 在每层之后都重新缩放残差流。
+# 一个由 24 个随机线性子层组成的玩具网络正好显示这两点。通常说的训练上的理由（前置归一化不需要学习率预热
+# 也能稳定训练；Xiong 等，2020）是关于训练的，这个没训练过的玩具显示不了。
 
 # %%
-title("10. Pre-Norm (Qwen3.5) against Post-Norm, on a toy 24-layer stack",
-      "10. 前置归一化（Qwen3.5 的做法）与后置归一化：一个 24 层的玩具网络")
-D, L = 256, 24
-blocks = [torch.randn(D, D, generator=g) / D ** 0.5 for _ in range(L)]   # stand-ins for sublayers
-norm_d = RMSNorm(D)
-
-
-def stack(x0, pre):
-    xs, z = [], x0
+section(8, "Pre-Norm (Qwen3.5) against Post-Norm, on a toy 24-layer stack", "前置归一化（Qwen3.5 的做法）与后置归一化：24 层的玩具网络")
+D = 256
+blocks = [torch.randn(D, D, generator=g) / D ** 0.5 for _ in range(24)]   # stand-ins for sublayers
+x0 = torch.randn(64, D, generator=g)
+for pre, label in ((True, ("Pre-Norm ", "前置归一化")), (False, ("Post-Norm", "后置归一化"))):
+    z, seen = x0, []
     for Wl in blocks:
-        z = z + norm_d(z) @ Wl if pre else norm_d(z + z @ Wl)   # Pre: x + f(norm(x)); Post: norm(x + f(x))
-        xs.append(z)
-    return xs
-
-
-x0 = torch.randn(8, D, generator=g, requires_grad=True)
-for pre, name in ((True, tr("Pre-Norm ", "前置归一化")), (False, tr("Post-Norm", "后置归一化"))):
-    xs = stack(x0, pre)
-    xs[-1].pow(2).mean().backward()
-    print(tr("  {n}: stream RMS at layers 1/12/24 = {a:.2f} / {b:.2f} / {c:.2f}; gradient at the input {gr:.2e}",
-            "  {n}：第 1/12/24 层残差流的均方根 = {a:.2f} / {b:.2f} / {c:.2f}；输入处的梯度 {gr:.2e}",
-            n=name, a=rms(xs[0]).mean().item(), b=rms(xs[11]).mean().item(), c=rms(xs[-1]).mean().item(),
-            gr=x0.grad.norm().item()))
-    x0.grad = None
-print(tr("  Pre-Norm leaves the residual stream itself untouched: it grows slowly and the gradient reaches\n"
-        "  the input through the plain additions. Post-Norm renormalizes the stream after every layer,\n"
-        "  so every gradient must pass through 24 norms. That is why deep models use Pre-Norm, and why\n"
-        "  Qwen3.5 needs a final norm after the last layer.",
-        "  前置归一化不改动残差流本身：它缓慢增长，梯度沿着加法直接回到输入。后置归一化每层之后都把\n"
-        "  残差流重新归一化，梯度必须穿过 24 个归一化。所以深层模型都用前置归一化，\n"
-        "  也因此 Qwen3.5 在最后一层之后还需要一个最终的归一化。"))
+        z = z + RMSNorm(D)(z) @ Wl if pre else RMSNorm(D)(z + z @ Wl)
+        seen.append((rms(z).mean().item(), F.cosine_similarity(z, x0, dim=-1).mean().item()))
+    say("  {n}: stream RMS after layers 1/12/24 = {a:.2f}/{b:.2f}/{c:.2f}; cosine with the input {d:.3f}/{e:.3f}/{f:.3f}",
+        "  {n}：第 1/12/24 层之后残差流的均方根 = {a:.2f}/{b:.2f}/{c:.2f}；与输入的余弦 {d:.3f}/{e:.3f}/{f:.3f}",
+        n=tr(*label),
+        a=seen[0][0], b=seen[11][0], c=seen[23][0], d=seen[0][1], e=seen[11][1], f=seen[23][1])
 
 # %% [markdown]
-# ## 11. Speed on this CPU / 在这台 CPU 上的速度
+# ## 9. Every normalization of the model / 模型里所有的归一化
+# `qwen.model.model_norms` walks the config: two RMSNorms per layer plus the final one, a q_norm
+# and a k_norm in each full-attention layer, a gated RMSNorm in each linear-attention layer:
+# 49 + 12 + 18 = 79 in Qwen3.5-0.8B's language model. The multi-token-prediction head and the
+# vision tower (LayerNorms) ship more, which the course does not use. `--plot` draws the scales.
+#
+# `qwen.model.model_norms` 按配置逐层构建：每层两个 RMSNorm 加最后一个，每个全注意力层一个 q_norm 和
+# 一个 k_norm，每个线性注意力层一个带门的 RMSNorm：Qwen3.5-0.8B 的语言模型里 49 + 12 + 18 = 79 个。
+# 多词元预测头和视觉塔（层归一化）里还有更多，课程不用。`--plot` 把缩放画出来。
 
 # %%
-title("11. Speed on this CPU (fp32, shape (4, 512, {H}))".format(H=H), "11. 在这台 CPU 上的速度（fp32，形状 (4, 512, {H})）".format(H=H))
-xs_ = torch.randn(4, 512, H, generator=g)
-layer_norm = torch.nn.LayerNorm(H, eps=cfg.rms_norm_eps)
-candidates = {"F.rms_norm": lambda t: F.rms_norm(t, (H,), weight=1 + norm0.weight.float(), eps=cfg.rms_norm_eps),
-              "RMSNorm (qwen/norm.py)": norm0, "nn.LayerNorm": layer_norm}
+section(9, "Every normalization in the model, built from the config", "根据配置构建模型里所有的归一化")
+norms = model_norms(cfg, W)                 # {prefix: module}, each loaded strictly from its own weight
+qk = sum("self_attn" in k for k in norms)
+gated_n = sum(isinstance(m, GatedRMSNorm) for m in norms.values())
+say("  language model: {a} residual-stream RMSNorms + {b} q/k RMSNorms + {c} gated RMSNorms = {n}",
+    "  语言模型：残差流上 {a} 个 RMSNorm + {b} 个 q/k RMSNorm + {c} 个带门的 RMSNorm = {n} 个",
+    a=len(norms) - qk - gated_n, b=qk, c=gated_n, n=len(norms))
+unused = [n for n in W.all_names if n.startswith(("mtp.", "model.visual.")) and "norm" in n and n.endswith(".weight")]
+say("  not used: {k} more norm weights in the MTP head and the vision tower", "  不用的：多词元预测头和视觉塔里还有 {k} 个归一化权重", k=len(unused))
+say("  1 + w per layer, mean (input_layernorm / post_attention_layernorm):", "  每层的 1 + w 均值（input_layernorm / post_attention_layernorm）：")
+scale = {k: 1 + m.weight.detach().float() for k, m in norms.items()}
+pairs = [f"{i}: {scale[f'layers.{i}.input_layernorm'].mean():.2f}/{scale[f'layers.{i}.post_attention_layernorm'].mean():.2f}"
+         for i in range(cfg.num_hidden_layers)]
+for start in range(0, len(pairs), 6):
+    say("  {p}", "  {p}", p="   ".join(pairs[start:start + 6]))
 
-
-def best_time(fn, reps=10):
-    with torch.no_grad():
-        fn(xs_)
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn(xs_)
-            times.append(time.perf_counter() - t0)
-    return min(times)
-
-
-timings = {name: best_time(fn) for name, fn in candidates.items()}
-base = timings["F.rms_norm"]
-for name, secs in timings.items():
-    print(tr("  {n:<24} {ms:7.2f} ms   {r:.2f}x F.rms_norm", "  {n:<24} {ms:7.2f} ms   是 F.rms_norm 的 {r:.2f} 倍",
-            n=name, ms=secs * 1e3, r=secs / base))
-if timings["nn.LayerNorm"] < timings["RMSNorm (qwen/norm.py)"]:
-    print(tr("  One reduction fewer does not make RMSNorm faster by itself: here LayerNorm runs as one fused\n"
-            "  kernel, while RMSNorm runs as several passes over memory. The savings reported for RMSNorm\n"
-            "  come from fused kernels, as on GPUs.",
-            "  少一次归约并不会自动让 RMSNorm 更快：这里 LayerNorm 是一个融合的内核，而 RMSNorm 要在内存上\n"
-            "  走好几遍。RMSNorm 的加速来自融合的内核（比如 GPU 上的）。"))
-print(tr("  (best of 10 runs; bench/bench_norm.py measures this properly)", "  （10 次中最快的一次；严格的测量见 bench/bench_norm.py）"))
+if ch.args.plot and (plt := ch.pyplot()):
+    warn = ch.label(" (tiny checkpoint: made-up numbers)", "（小检查点：数值是编造的）") if ch.tiny else ""
+    fig, axes = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
+    for ax, kind in zip(axes, ("input_layernorm", "post_attention_layernorm")):
+        ax.boxplot([scale[f"layers.{i}.{kind}"].numpy() for i in range(cfg.num_hidden_layers)],
+                   positions=range(cfg.num_hidden_layers), showfliers=False)
+        ax.axhline(1.0, color="gray", lw=0.8, ls="--")
+        ax.set_ylabel(f"1 + w\n({kind})", fontsize=9)
+    axes[-1].set_xlabel(ch.label("layer", "层"))
+    fig.suptitle(ch.label("Effective RMSNorm scale 1 + w per layer", "每层 RMSNorm 的有效缩放 1 + w") + warn)
+    fig.tight_layout()
+    out = ch.args.out
+    os.makedirs(out, exist_ok=True)
+    fig.savefig(f"{out}/ch03_layer_scales.png", dpi=110)
+    s_final = scale["norm"].numpy()
+    fig2, ax2 = plt.subplots(figsize=(7, 3.5))
+    ax2.hist(s_final, bins=max(5, min(60, int(len(s_final) ** 0.5))))
+    ax2.set_title(ch.label("Final norm: the scale 1 + w of each dimension", "最后的归一化：每一维的缩放 1 + w") + warn)
+    ax2.set_xlabel("1 + w")
+    ax2.set_ylabel(ch.label("dimensions", "维数"))
+    fig2.tight_layout()
+    fig2.savefig(f"{out}/ch03_final_norm.png", dpi=110)
+    say("  wrote {a} and {b}", "  已写出 {a} 和 {b}", a=f"{out}/ch03_layer_scales.png", b=f"{out}/ch03_final_norm.png")
 
 # %% [markdown]
-# ## 12. Every normalization of the model / 模型里所有的归一化
+# ## How to explain it / 怎么讲给别人听
+# RMSNorm divides each vector by its root mean square and scales each dimension: LayerNorm
+# without the mean and the bias. Two engineering details: the statistics are upcast to fp32, and
+# Qwen3.5 (like Gemma) stores w and multiplies by 1 + w, so that weight decay pulls towards a
+# scale of 1 and bf16 keeps small changes. Pre-Norm keeps the residual stream a plain sum, so a
+# final norm sets its size before the logits.
+#
+# 均方根归一化把每个向量除以它的均方根，再逐维缩放：就是去掉均值和偏置的层归一化。两个工程细节：统计量
+# 升到 fp32 计算；Qwen3.5（和 Gemma 一样）存 w、乘 1 + w，这样权重衰减把缩放拉向 1，bf16 也能留住小改动。
+# 前置归一化让残差流保持为简单的求和，所以最后要一个归一化在算 logits 之前确定它的大小。
+#
+# ## Summary / 小结
+# - RMSNorm: y = x / sqrt(mean(x^2) + eps) * (1 + w); GatedRMSNorm: y = x / rms(x) * w * silu(z);
+#   l2norm: x * rsqrt(sum(x^2) + eps).
+# - fp32 statistics, one cast at the end; the order of the cast and the weight changes bf16 results.
+# - 79 norms in the language model: 49 on the residual stream, 12 per-head q/k, 18 gated.
+#
+# - 均方根归一化：y = x / sqrt(mean(x^2) + eps) * (1 + w)；带门的：y = x / rms(x) * w * silu(z)；
+#   L2 归一化：x * rsqrt(sum(x^2) + eps)。
+# - 统计量升到 fp32，最后舍入一次；舍入与乘权重的先后会改变 bf16 的结果。
+# - 语言模型里 79 个归一化：残差流上 49 个，按头的 q/k 12 个，带门的 18 个。
 
 # %%
-title("12. Every normalization in the model, built from the config", "12. 根据配置构建模型里所有的归一化")
-norms = model_norms(cfg, W)                 # walks cfg.layer_types, loads each one strictly
-residual = [k for k, m in norms.items() if isinstance(m, RMSNorm) and "self_attn" not in k]
-qk = [k for k in norms if "self_attn" in k]
-gated_all = [k for k, m in norms.items() if isinstance(m, GatedRMSNorm)]
-print(tr("  {a} RMSNorms on the residual stream ({L} layers x 2 + the final one), {b} per-head q/k RMSNorms\n"
-        "  ({f} full-attention layers x 2), {c} gated RMSNorms ({l} linear-attention layers): {n} in all,\n"
-        "  each loaded strictly from its own weight.",
-        "  残差流上 {a} 个 RMSNorm（{L} 层 x 2 + 最后一个），按头的 q/k RMSNorm {b} 个（{f} 个全注意力层 x 2），\n"
-        "  带门的 RMSNorm {c} 个（{l} 个线性注意力层）：共 {n} 个，每个都严格地从自己的权重加载。",
-        a=len(residual), L=cfg.num_hidden_layers, b=len(qk), f=len(cfg.full_attention_layers), c=len(gated_all),
-        l=len(cfg.linear_attention_layers), n=len(norms)))
-
-# %% [markdown]
-# ## 13. The learned scales, layer by layer / 逐层看学到的缩放
-
-# %%
-title("13. The effective scale 1 + w, layer by layer", "13. 逐层的有效缩放 1 + w")
-print(tr("  layer  input_layernorm: mean [min, max]      post_attention_layernorm: mean [min, max]",
-        "  层     input_layernorm：均值 [最小, 最大]      post_attention_layernorm：均值 [最小, 最大]"))
-scales = {}
-for i in range(cfg.num_hidden_layers):
-    cells = []
-    for name in ("input_layernorm", "post_attention_layernorm"):
-        s = 1 + norms[f"layers.{i}.{name}"].weight.detach().float()
-        scales[(i, name)] = s
-        cells.append(f"{s.mean():6.3f} [{s.min():+6.2f}, {s.max():+6.2f}]")
-    print(f"  {i:>5}  {cells[0]:<37}  {cells[1]}")
-s_final = 1 + norms["norm"].weight.detach().float()
-print(tr("  final  {m:6.3f} [{lo:+6.2f}, {hi:+6.2f}]", "  最后   {m:6.3f} [{lo:+6.2f}, {hi:+6.2f}]",
-        m=s_final.mean().item(), lo=s_final.min().item(), hi=s_final.max().item()))
-
-if args.plot:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(tr("  --plot needs matplotlib: pip install -e .[plot] (the table above has the same numbers)",
-                "  --plot 需要 matplotlib：pip install -e .[plot]（上面的表格是同样的数据）"))
-    else:
-        from pathlib import Path
-        from matplotlib import font_manager
-        cjk = [f.name for f in font_manager.fontManager.ttflist
-               if any(k in f.name for k in ("CJK", "SimHei", "YaHei", "PingFang", "WenQuanYi", "Heiti"))]
-        if cjk:
-            plt.rcParams["font.sans-serif"] = cjk[:1] + plt.rcParams["font.sans-serif"]
-        elif get_lang() == "zh":
-            set_lang("en")                  # no Chinese font: English labels beat empty boxes
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        fig, axes = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
-        for ax, name in zip(axes, ("input_layernorm", "post_attention_layernorm")):
-            ax.boxplot([scales[(i, name)].numpy() for i in range(cfg.num_hidden_layers)],
-                       positions=range(cfg.num_hidden_layers), showfliers=False)
-            ax.axhline(1.0, color="gray", lw=0.8, ls="--")
-            ax.set_ylabel(f"1 + w\n({name})", fontsize=9)
-        axes[-1].set_xlabel(tr("layer", "层"))
-        fig.suptitle(tr("Effective RMSNorm scale per layer", "每层 RMSNorm 的有效缩放")
-                     + (tr(" (tiny checkpoint: made-up numbers)", "（小检查点：数值是编造的）") if "transformer_by_hand_tiny" in cfg.raw else ""))
-        fig.tight_layout()
-        fig.savefig(out / "ch03_layer_scales.png", dpi=110)
-        fig2, ax2 = plt.subplots(figsize=(7, 3.5))
-        ax2.hist(s_final.numpy(), bins=60)
-        ax2.set_xlabel(tr("final norm: 1 + w", "最后的归一化：1 + w"))
-        fig2.tight_layout()
-        fig2.savefig(out / "ch03_final_norm.png", dpi=110)
-        set_lang(args.lang)
-        print(tr("  wrote {a} and {b}", "  已写出 {a} 和 {b}", a=out / "ch03_layer_scales.png", b=out / "ch03_final_norm.png"))
-print("\n" + tr("Exercises for this chapter: 204, 205, 206. Try one: python practice/judge.py 204",
-                "本章练习：204, 205, 206。试一个：python practice/judge.py 204"))
+say("\nExercises for this chapter: 204, 205, 206. Try one: python practice/judge.py 204",
+    "\n本章练习：204、205、206。试一个：python practice/judge.py 204")

@@ -3,7 +3,7 @@
     python main.py               every chapter in order, on the real Qwen3.5-0.8B if it can be
                                  found or downloaded, else on the built-in tiny checkpoint
     python main.py 3             chapter 3 only
-    python main.py download      fetch the model (1.75 GB) into the Hugging Face cache
+    python main.py download      fetch the model (1.77 GB) into the Hugging Face cache
     options: --tiny  --model PATH  --lang en|zh  --debug
     (or the environment: QWEN_TINY=1, QWEN_MODEL=PATH, QWEN_LANG=zh)
 """
@@ -23,9 +23,14 @@ def chapters():
 
 
 def download(args):
-    from qwen.weights import DEFAULT_REPO, find_model
+    from qwen.cli import not_found
+    from qwen.weights import DEFAULT_REPO, ModelNotFound, find_model
 
-    path = find_model(args.model or DEFAULT_REPO)        # says what it downloads, with progress bars
+    repo = args.model or DEFAULT_REPO
+    try:
+        path = find_model(repo)                           # says what it downloads, with progress bars
+    except ModelNotFound:
+        raise not_found(repo, download=True) from None
     print(tr("Model ready in {path}\nNext: python main.py", "模型已就绪：{path}\n下一步：python main.py", path=path))
 
 
@@ -45,7 +50,7 @@ def run_chapters(args, numbers):
         runpy.run_path(str(script), run_name="__main__")
     print("\n" + tr("Done: chapter(s) {ns} on {path}{tiny}.\nPractice: python practice/judge.py",
                    "完成：第 {ns} 章，模型 {path}{tiny}。\n练习：python practice/judge.py",
-                   ns=", ".join(map(str, numbers)), path=path,
+                   ns=tr(", ", "、").join(map(str, numbers)), path=path,
                    tiny=tr(" (the built-in tiny checkpoint: made-up numbers)", "（内置小检查点：数值是编造的）")
                    if is_tiny(cfg) else ""))
 

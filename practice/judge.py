@@ -5,55 +5,82 @@
     python practice/judge.py --all        grade every exercise
     python practice/judge.py 204 --file my_try.py    grade that file instead
     python practice/judge.py 204 --watch  regrade every time the file is saved
-    python practice/judge.py 204 --hint   the next hint;  --solution  the reference (after passing)
+    python practice/judge.py 204 --hint   your first failing case, then the next hint
+    python practice/judge.py 204 --solution   the reference (after passing)
     python practice/judge.py 204 --reset  restore the starter (your version is backed up)
-    python practice/judge.py --verify     prove the checks: references pass, starters and known
-                                          wrong solutions fail
+    python practice/judge.py --verify     prove the checks: references and equivalent forms pass,
+                                          starters are unfinished, each known mistake is named
     --json for tools, --lang en|zh, --tiny / --model PATH for the tensors to grade on.
+    In a notebook: from practice import check; check(204, rms_norm, gated_rms_norm)
 
-Your code runs in its own process with a time and a memory limit; the judge never changes your
-file (except --reset, which keeps a backup). Exit code: 0 all graded passed, 1 a failure, 2 a
-usage error. Progress is kept outside the code ($QWEN_PROGRESS, default
+Your functions run in a forked process with a time and a memory limit, and send back plain
+data; the judge computes the expected values itself and compares. It never changes your file
+(except --reset, which keeps a backup). Exit code: 0 all graded passed, 1 a failure, 2 a usage
+error, 130 stopped with Ctrl-C. Progress is kept outside the code ($QWEN_PROGRESS, default
 ~/.local/share/transformer-by-hand/progress.json), so it survives upgrades.
+Limits: $QWEN_JUDGE_TIMEOUT seconds per exercise (default 20), $QWEN_JUDGE_MEMORY GB (default 3).
 """
-import concurrent.futures
 import hashlib
 import json
+import math
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-from practice._judge.exercises import BY_ID, EXERCISES  # noqa: E402
+from practice._judge import grading, progress  # noqa: E402
+from practice._judge.report import case_line, first_failing, report_lines, summary_line  # noqa: E402
+from practice._judge.exercises import BY_ID, EXERCISES, JUDGE, text  # noqa: E402
 from qwen.cli import pad, parser, report, setup  # noqa: E402
-from qwen.lang import QwenError, T, get_lang, set_lang  # noqa: E402
+from qwen.lang import QwenError, T, set_lang  # noqa: E402
 
-JUDGE = HERE / "_judge"
 WORK = Path(os.environ.get("QWEN_PRACTICE_DIR") or HERE)        # where the learner's files live
-TIME_LIMIT = float(os.environ.get("QWEN_JUDGE_TIMEOUT", 20))   # seconds per exercise
 
 
 class UsageError(Exception):
-    """Wrong arguments: exit code 2."""
+    """Wrong arguments or settings: exit code 2."""
+
+
+def _limit(var, default, low, high, unit_en, unit_zh):
+    raw = os.environ.get(var)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or not low <= value <= high:
+        raise UsageError(T("{v}={r!r} is not a number of {u} between {a:g} and {b:g}: fix or unset it",
+                           "{v}={r!r} 不是 {a:g} 到 {b:g} 之间的{u}数：请改正或删除它",
+                           v=var, r=raw, u=T(unit_en, unit_zh), a=low, b=high))
+    return value
+
+
+def time_limit():
+    return _limit("QWEN_JUDGE_TIMEOUT", 20.0, 1, 3600, "seconds", "秒")
+
+
+def memory_limit():
+    return int(_limit("QWEN_JUDGE_MEMORY", grading.MEMORY / 2**30, 0.05, 1024, "GB", " GB ") * 2**30)
 
 
 # ------------------------------------------------------------------------------------------ files
 
-def learner_file(ex):
+def learner_file(ex, quiet=False):
     """practice/2xx_name.py, created from the starter the first time it is needed."""
     path = WORK / ex.filename
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(JUDGE / "starters" / ex.filename, path)
-        print(T("Created {f} from the starter: open it and fill in the functions.",
-                "已根据起始文件创建 {f}：打开它，把函数写完。", f=shown(path)))
+        shutil.copyfile(ex.starter, path)
+        if not quiet:
+            print(T("Created {f} from the starter: open it and fill in the functions.",
+                    "已根据起始文件创建 {f}：打开它，把函数写完。", f=shown(path)))
     return path
 
 
@@ -65,262 +92,169 @@ def shown(path):
         return str(path)
 
 
-
-def progress_file():
-    base = os.environ.get("QWEN_PROGRESS")
-    if base:
-        return Path(base)
-    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(data) / "transformer-by-hand" / "progress.json"
-
-
-def load_progress():
-    try:
-        return json.loads(progress_file().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
-def save_progress(progress):
-    file = progress_file()
-    file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(progress, indent=1, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, file)
-
-
 def digest(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    except OSError:
+        return ""
 
 
 # ------------------------------------------------------------------------------------------ grading
 
 def model_for_checks(args):
-    """The tensors to grade on: --tiny, --model, else the real model if on disk (no download), else tiny."""
+    """The tensors to grade on: --tiny, --model / $QWEN_MODEL (asked for: no fallback), else the real
+    model if on disk (no download), else tiny. A broken model is one line about the model."""
     from qwen.tiny import tiny_model_path
     from qwen.weights import ModelNotFound, find_model
     if args.tiny:
         return tiny_model_path()
-    if args.model:
-        return find_model(args.model)
     try:
-        return find_model(download=False)
-    except ModelNotFound:
-        return tiny_model_path()
+        if args.model or os.environ.get("QWEN_MODEL"):
+            return find_model(args.model, download=False)
+        try:
+            return find_model(download=False)
+        except ModelNotFound:
+            return tiny_model_path()
+    except QwenError as e:
+        raise grading.ModelProblem(T("the model to grade on: {e}", "用来评测的模型：{e}", e=e)) from e
 
 
-def memory_limit(model):
-    """3 GB plus the size of the weights (they are mapped into the process)."""
-    weights = sum(p.stat().st_size for p in Path(model).glob("*.safetensors"))
-    return 3 * 2**30 + weights
-
-
-_forkserver = None
-
-
-def _processes():
-    """A fork server with torch already imported: each grading forks from it in milliseconds
-    instead of paying `import torch` again. None where fork servers do not exist (Windows)."""
-    global _forkserver
-    if _forkserver is None:
-        import multiprocessing
-        if "forkserver" in multiprocessing.get_all_start_methods():
-            _forkserver = multiprocessing.get_context("forkserver")
-            _forkserver.set_forkserver_preload(["torch", "practice._judge.runner", "practice._judge.exercises",
-                                                "practice._judge.compare", "qwen.norm", "qwen.weights"])
-        else:
-            _forkserver = False
-    return _forkserver or None
-
-
-def grade(ex, file, model):
-    """Grade one file in a separate process with a time limit; return the runner's result dict."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "result.json"
-        job = (ex.id, str(file), str(out), get_lang(), str(model), str(memory_limit(model)))
-        ctx = _processes()
-        if ctx:
-            from practice._judge import runner
-            proc = ctx.Process(target=runner.main, args=job, daemon=True)
-            proc.start()
-            proc.join(TIME_LIMIT)
-            timed_out = proc.is_alive()
-            if timed_out:
-                proc.kill()
-                proc.join()
-            code, last = proc.exitcode, ""
-        else:
-            cmd = [sys.executable, str(JUDGE / "runner.py"), *job]
-            try:
-                p = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=TIME_LIMIT,
-                                   env={**os.environ, "OMP_NUM_THREADS": "1"})
-                timed_out, code, last = False, p.returncode, (p.stderr.strip().splitlines() or [""])[-1]
-            except subprocess.TimeoutExpired:
-                timed_out, code, last = True, None, ""
-        try:                                                     # written even if a stray thread hung on
-            return json.loads(out.read_text(encoding="utf-8"))
-        except (OSError, ValueError):                            # not written, or cut short
-            pass
-        if timed_out:
-            return _error(ex, file, "timeout", T("did not finish within {s:.0f} s (an endless loop?)",
-                                                  "{s:.0f} 秒内没有结束（死循环？）", s=TIME_LIMIT))
-        if code is not None and code < 0:
-            return _error(ex, file, "killed", T("your code was killed by signal {n} (out of memory?)",
-                                                 "你的代码被信号 {n} 终止（内存不够？）", n=-code))
-        return _error(ex, file, "crash", T("the grader stopped (exit code {c}) {m}", "评测器中途停止（退出码 {c}）{m}",
-                                           c=code, m=last))
-
-
-def _error(ex, file, kind, message):
-    return {"exercise": ex.id, "file": str(file), "status": "error", "cases": [],
-            "error": {"kind": kind, "message": message}, "printed": 0}
-
-
-def summary_line(result):
-    """One line: the verdict, or the first problem."""
-    if result["status"] == "pass":
-        return T("passed all {n} cases", "全部 {n} 个用例通过", n=len(result["cases"]))
-    if result["error"]:
-        return result["error"]["message"]
-    bad = [c for c in result["cases"] if not c["ok"]]
-    todo = sum(c["todo"] for c in bad)
-    if todo == len(bad):
-        return T("not finished: {n} case(s) still raise NotImplementedError", "还没完成：{n} 个用例仍然抛出 NotImplementedError",
-                 n=todo)
-    first = next(c for c in bad if not c["todo"])
-    return f"{first['function']}: {first['name']}: {first['message']}"
+def grade(ex, file, model, **kw):
+    return grading.grade(ex, model, file=file, time_limit=time_limit(), memory=memory_limit(), **kw)
 
 
 def print_report(ex, result, verbose=True):
-    mark = {"pass": "✓", "fail": "✗", "todo": "·", "error": "✗"}[result["status"]]
-    print(f"{mark} {ex.id} {T(*ex.title)}: {summary_line(result)}")
-    if not verbose or result["error"]:
-        return
-    shown = set()
-    for c in result["cases"]:
-        tick = "✓" if c["ok"] else ("·" if c["todo"] else "✗")
-        print(f"    {tick} {c['function']}: {c['name']}")
-        if c["ok"] or c["todo"] or c["function"] in shown:
-            continue
-        shown.add(c["function"])                                 # full detail for the first failure of each
-        d = c["detail"]
-        print(f"        {c['message']}")
-        print(T("        input: {i}", "        输入：{i}", i=", ".join(d.get("inputs", []))))
-        if "expected" in d:
-            print(T("        expected {e}, got {g}", "        期望 {e}，得到 {g}", e=d["expected"], g=d["got"]))
-        if "max_abs" in d:
-            print(T("        max |difference| {a:.3g}, max relative {r:.3g}; {w:.1%} of values within tolerance ({t})",
-                    "        最大绝对差 {a:.3g}，最大相对差 {r:.3g}；{w:.1%} 的数值在容差内（{t}）",
-                    a=d["max_abs"], r=d["max_rel"], w=d["within"], t=d["tolerance"]))
-        if d.get("first_index") is not None and "expected_value" in d:
-            print(T("        first mismatch at index {i}: expected {e}, got {g}",
-                    "        第一个不一致的位置 {i}：期望 {e}，得到 {g}", i=d["first_index"], e=d["expected_value"],
-                    g=d["got_value"]))
-    if result.get("printed"):
-        print(T("    note: your code printed {n} line(s); the judge ignores them",
-                "    提示：你的代码打印了 {n} 行；评测器会忽略它们", n=result["printed"]))
+    for line in report_lines(ex, result, verbose):
+        print(line)
 
 
-def record(progress, ex, result, file):
-    entry = progress.setdefault(ex.id, {})
-    entry["status"] = result["status"]
-    entry["graded_at"] = time.strftime("%Y-%m-%d %H:%M:%S")
-    entry["file_digest"] = digest(file)
-    if result["status"] == "pass":
-        entry["passed"] = True
+def record(ex, result, file):
+    stamp, fdigest = time.strftime("%Y-%m-%d %H:%M:%S"), digest(file)
+
+    def change(p):
+        entry = p.setdefault(ex.id, {})
+        entry.update(status=result["status"], graded_at=stamp, file_digest=fdigest)
+        if result["status"] == "pass":
+            entry["passed"] = True
+    return change
 
 
 # ------------------------------------------------------------------------------------------ commands
 
-def cmd_list(progress, as_json):
+def next_unsolved(state):
+    return next((ex for ex in EXERCISES if not state.get(ex.id, {}).get("passed")), None)
+
+
+def cmd_list(as_json):
+    state = progress.load()
     rows = []
     for ex in EXERCISES:
-        entry = progress.get(ex.id, {})
+        entry = state.get(ex.id, {})
         path = WORK / ex.filename
         status = entry.get("status", "new")
         if entry.get("file_digest") and path.exists() and digest(path) != entry["file_digest"]:
             status += "*"                                        # edited since it was last graded
-        rows.append({"id": ex.id, "title": T(*ex.title), "difficulty": ex.difficulty, "needs_torch": ex.needs_torch,
+        rows.append({"id": ex.id, "title": text(ex.title), "difficulty": ex.difficulty, "needs_torch": ex.needs_torch,
                      "status": status, "passed": bool(entry.get("passed")), "file": shown(path),
                      "hints_seen": entry.get("hints", 0)})
     done = sum(r["passed"] for r in rows)
+    nxt = next_unsolved(state)
     if as_json:
-        print(json.dumps({"exercises": rows, "passed": done, "total": len(rows)}, ensure_ascii=False, indent=1))
+        print(json.dumps({"exercises": rows, "passed": done, "total": len(rows), "next": nxt.id if nxt else None},
+                         ensure_ascii=False, indent=1))
         return 0
     width = 24
-    bar = "█" * round(width * done / len(rows)) + "░" * (width - round(width * done / len(rows)))
-    print(T("Practice: chapters 1 to 3   [{bar}] {d}/{n} passed", "练习：第 1 到 3 章   [{bar}] 已通过 {d}/{n}",
-            bar=bar, d=done, n=len(rows)))
+    filled = round(width * done / len(rows))
+    print(T("Practice   [{bar}] {d}/{n} passed", "练习   [{bar}] 已通过 {d}/{n}", bar="█" * filled + "░" * (width - filled),
+            d=done, n=len(rows)))
     names = {"new": T("not started", "未开始"), "todo": T("in progress", "进行中"), "fail": T("failing", "未通过"),
              "error": T("error", "出错"), "pass": T("passed", "已通过")}
+    levels = {"easy": T("easy", "简单"), "medium": T("medium", "中等"), "hard": T("hard", "困难")}
     for r in rows:
         star = r["status"].endswith("*")
-        label = names[r["status"].rstrip("*")] + (T(" (edited)", "（已修改）") if star else "")
+        label = names.get(r["status"].rstrip("*"), r["status"]) + (T(" (edited)", "（已修改）") if star else "")
+        if r["passed"] and not r["status"].startswith("pass"):
+            label += T(", passed before", "，曾经通过")
         torch_mark = "PyTorch" if r["needs_torch"] else "       "
-        level = T("easy", "简单") if r["difficulty"] == "easy" else T("medium", "中等")
-        print(f"  {'✓' if r['passed'] else ' '} {r['id']}  {pad(r['title'], 52)} {pad(level, 7)} {torch_mark}  {label}")
-    print(T("Grade one: python practice/judge.py 204   (your file: practice/204_rmsnorm.py)",
-            "评测一个：python practice/judge.py 204   （你的文件：practice/204_rmsnorm.py）"))
+        print(f"  {'✓' if r['passed'] else ' '} {r['id']}  {pad(r['title'], 52)} {pad(levels.get(r['difficulty'], r['difficulty']), 7)}"
+              f" {torch_mark}  {label}")
+    if nxt:
+        print(T("Grade one: python practice/judge.py {id}   (your file: {f})",
+                "评测一个：python practice/judge.py {id}   （你的文件：{f}）", id=nxt.id, f=shown(WORK / nxt.filename)))
+    else:
+        print(T("All passed. Regrade any: python practice/judge.py --all", "全部通过。可以重新评测：python practice/judge.py --all"))
     return 0
 
 
-def cmd_grade(exercises, args, progress):
+def cmd_grade(exercises, args, quiet_create=False):
     model = model_for_checks(args)
-    files = {ex.id: Path(args.file).resolve() if args.file else learner_file(ex) for ex in exercises}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:    # two processes at a time
-        results = list(pool.map(lambda ex: grade(ex, files[ex.id], model), exercises))
-    for ex, result in zip(exercises, results):
+    results = []
+    for ex in exercises:
+        file = Path(args.file).resolve() if args.file else learner_file(ex, quiet=args.json)
+        result = grade(ex, file, model)
+        results.append(result)
+        if not args.json:                                        # the report first, then the progress
+            print_report(ex, result, verbose=len(exercises) == 1 or result["status"] != "pass")
+            sys.stdout.flush()
         if not args.file:
-            record(progress, ex, result, files[ex.id])
-    if not args.file:
-        save_progress(progress)
+            progress.update(record(ex, result, file))
     if args.json:
         print(json.dumps(results, ensure_ascii=False, indent=1))
-    else:
-        for ex, result in zip(exercises, results):
-            print_report(ex, result, verbose=len(exercises) == 1 or result["status"] != "pass")
-        if "tiny" in str(model):
-            print(T("(graded on the built-in tiny checkpoint; with the real model on disk the same checks use its tensors)",
-                    "（用内置小检查点评测；磁盘上有真实模型时，同样的检查会使用它的张量）"))
+    elif "tiny" in str(model):
+        print(T("(graded on the built-in tiny checkpoint; with the real model on disk the same checks use its tensors)",
+                "（用内置小检查点评测；磁盘上有真实模型时，同样的检查会使用它的张量）"))
     return 0 if all(r["status"] == "pass" for r in results) else 1
 
 
-def cmd_watch(ex, args, progress):
+def cmd_watch(ex, args):
     path = Path(args.file).resolve() if args.file else learner_file(ex)
     print(T("Watching {f} by polling every 0.5 s (Ctrl-C to stop).", "每 0.5 秒检查一次 {f} 是否改动（Ctrl-C 停止）。",
             f=path), flush=True)
     seen = None
-    try:
-        while True:
-            stamp = path.stat().st_mtime_ns if path.exists() else None
-            if stamp != seen:
-                seen = stamp
-                print("\n" + time.strftime("%H:%M:%S"))
-                cmd_grade([ex], args, progress)
-                sys.stdout.flush()
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        return 0
+    while True:
+        stamp = path.stat().st_mtime_ns if path.exists() else None
+        if stamp != seen:
+            seen = stamp
+            print("\n" + time.strftime("%H:%M:%S"))
+            cmd_grade([ex], args)                                # progress re-read under the lock at each save
+            sys.stdout.flush()
+        time.sleep(0.5)
 
 
-def cmd_hint(ex, progress):
-    entry = progress.setdefault(ex.id, {})
-    level = min(entry.get("hints", 0) + 1, len(ex.hints))
-    entry["hints"] = level
-    save_progress(progress)
+def cmd_hint(ex, args):
+    """The first failing case (what it tests, what to look at), then the next hint of the statement."""
+    file = Path(args.file).resolve() if args.file else learner_file(ex)
+    result = grade(ex, file, model_for_checks(args))
+    first = None if result["status"] == "pass" else first_failing(result)
+    if result["error"]:
+        print(T("Your file: {m}", "你的文件：{m}", m=result["error"]["message"]))
+    elif result["status"] == "pass":
+        print(T("Your file passes every case; the hints below are for reference.", "你的文件已通过所有用例；下面的提示仅供参考。"))
+    elif first and not first["todo"]:
+        print(T("First failing case: {c}", "第一个未通过的用例：{c}", c=case_line(first)))
+        if first.get("about"):
+            print(T("  It tests: {a}", "  它检查的是：{a}", a=first["about"]))
+    elif first:
+        print(T("Start with {f}: the first case is {n} ({a}).", "从 {f} 开始：第一个用例是 {n}（{a}）。", f=first["function"],
+                n=first["name"], a=first.get("about") or ""))
+
+    def change(p):
+        entry = p.setdefault(ex.id, {})
+        entry["hints"] = min(entry.get("hints", 0) + 1, len(ex.hints))
+    level = progress.update(change).get(ex.id, {}).get("hints", 1)
     for i in range(level):
-        print(T("Hint {i}/{n}: {h}", "提示 {i}/{n}：{h}", i=i + 1, n=len(ex.hints), h=T(*ex.hints[i])))
+        print(T("Hint {i}/{n}: {h}", "提示 {i}/{n}：{h}", i=i + 1, n=len(ex.hints), h=text(ex.hints[i])))
     if level == len(ex.hints):
         print(T("(that was the last hint)", "（这是最后一条提示）"))
     return 0
 
 
-def cmd_solution(ex, progress):
-    if not progress.get(ex.id, {}).get("passed"):
+def cmd_solution(ex):
+    if not progress.load().get(ex.id, {}).get("passed"):
         raise UsageError(T("The reference solution of {id} is shown after you pass it: python practice/judge.py {id}"
                            " (try --hint).", "{id} 的参考答案要在你通过之后才能看：python practice/judge.py {id}（可以试试 --hint）。",
                            id=ex.id))
-    print((JUDGE / "solutions" / f"s{ex.id}.py").read_text(encoding="utf-8"))
+    print(ex.solution.read_text(encoding="utf-8"))
     return 0
 
 
@@ -335,31 +269,52 @@ def cmd_reset(ex):
         shutil.copyfile(path, backup)
         print(T("Your version is saved as {b}.", "你的版本已备份为 {b}。", b=shown(backup)))
     path.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(JUDGE / "starters" / ex.filename, path)
+    shutil.copyfile(ex.starter, path)
+
+    def change(p):
+        entry = p.setdefault(ex.id, {})
+        entry.update(status="new", file_digest=digest(path))    # "not started" again; a past pass is kept
+    progress.update(change)
     print(T("{f} is the starter again.", "{f} 已恢复成起始文件。", f=shown(path)))
     return 0
 
 
 def cmd_verify(args):
-    """Every reference passes; every starter fails; every known-wrong solution fails as expected."""
-    set_lang("en")                                               # the expected messages are the English ones
+    """References and equivalent forms pass with no diagnosis on any case; starters are unfinished;
+    each known-wrong file fails with the diagnosis named for it; every diagnosis is proven by one."""
+    set_lang("en")
     model = model_for_checks(args)
-    jobs = []
-    for ex in EXERCISES:
-        jobs.append((ex, JUDGE / "solutions" / f"s{ex.id}.py", "pass", None))
-        jobs.append((ex, JUDGE / "starters" / ex.filename, "todo", None))
-        jobs += [(ex, JUDGE / "wrong" / name, "fail", expect) for name, expect in ex.wrong]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda job: grade(job[0], job[1], model), jobs))
-    problems = 0
-    for (ex, file, want, expect), result in zip(jobs, results):
-        line = summary_line(result)
-        ok = (result["status"] == "pass") if want == "pass" else (result["status"] != "pass")
-        ok = ok and (want != "todo" or result["status"] == "todo")
-        ok = ok and (expect is None or expect in line)
+    problems = checks = 0
+
+    def line(ok, ex, file, status, message):
+        nonlocal problems, checks
+        checks += 1
         problems += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {ex.id} {file.parent.name}/{file.name:<26} {result['status']:<5} {line}")
-    print(T("verify: {n} checks, {p} problem(s)", "verify：{n} 项检查，{p} 个问题", n=len(jobs), p=problems))
+        print(f"{'ok  ' if ok else 'FAIL'} {ex.id} {file.parent.name}/{file.name:<28} {status:<5} {message}")
+
+    for ex in EXERCISES:
+        for ref in [ex.solution] + ex.equivalents():
+            r = grade(ex, ref, model, explain_all=True)
+            fired = sorted({c["diagnosis"]["name"] for c in r["cases"] if c.get("diagnosis")})
+            line(r["status"] == "pass" and not fired, ex, ref, r["status"],
+                 summary_line(r) + (f"; diagnoses fired on it: {fired}" if fired else ""))
+        r = grade(ex, ex.starter, model)
+        line(r["status"] == "todo", ex, ex.starter, r["status"], summary_line(r))
+        proven = set()
+        for name, want in ex.wrong.items():
+            file = JUDGE / "wrong" / name
+            r = grade(ex, file, model)
+            fired = {c["diagnosis"]["name"] for c in r["cases"] if c.get("diagnosis")}
+            wants = (want,) if isinstance(want, str) else tuple(want or ())
+            proven |= fired & set(wants)
+            ok = r["status"] != "pass" and all(w in fired for w in wants)
+            line(ok, ex, file, r["status"], summary_line(r) + ("" if ok else f"  [wanted {list(wants)}, fired {sorted(fired)}]"))
+        for d in ex.diagnoses:
+            if d.name not in proven:
+                checks += 1
+                problems += 1
+                print(f"FAIL {ex.id} diagnosis {d.name!r} is proven by no file in wrong/")
+    print(T("verify: {n} checks, {p} problem(s)", "verify：{n} 项检查，{p} 个问题", n=checks, p=problems))
     return 0 if problems == 0 else 1
 
 
@@ -370,7 +325,8 @@ def main(argv=None):
     p.add_argument("--all", action="store_true", help=T("grade every exercise", "评测所有练习"))
     p.add_argument("--file", help=T("grade this file instead of practice/2xx_*.py", "评测这个文件，而不是 practice/2xx_*.py"))
     p.add_argument("--watch", action="store_true", help=T("regrade on every save", "每次保存后重新评测"))
-    p.add_argument("--hint", action="store_true", help=T("show the next hint", "显示下一条提示"))
+    p.add_argument("--hint", action="store_true", help=T("your first failing case, then the next hint",
+                                                         "你的第一个未通过的用例，以及下一条提示"))
     p.add_argument("--solution", action="store_true", help=T("show the reference solution (after passing)",
                                                              "显示参考答案（通过之后）"))
     p.add_argument("--reset", action="store_true", help=T("restore the starter (keeps a backup)", "恢复起始文件（会备份）"))
@@ -386,17 +342,26 @@ def main(argv=None):
     except UsageError as e:
         print(T("judge: ", "评测器：") + str(e), file=sys.stderr)
         return 2
+    except grading.ModelProblem as e:
+        if args.debug:
+            raise
+        print(T("judge: ", "评测器：") + str(e), file=sys.stderr)
+        return 2
     except QwenError as e:
         if args.debug:
             raise
         report(e)
         return 1
+    except KeyboardInterrupt:                                    # the sandbox was ended on the way out
+        print(T("\nStopped.", "\n已停止。"), file=sys.stderr)
+        return 130
 
 
 def run(args):
+    time_limit()                                                 # bad limits: one line before anything else
+    memory_limit()
     if args.verify:
         return cmd_verify(args)
-    progress = load_progress()
     actions = [a for a in ("all", "watch", "hint", "solution", "reset") if getattr(args, a)]
     if len(actions) > 1:
         raise UsageError(T("use one of --{a} at a time", "一次只能用 --{a} 中的一个", a=", --".join(actions)))
@@ -404,12 +369,12 @@ def run(args):
         if actions or args.file:
             raise UsageError(T("say which exercise, e.g. python practice/judge.py 204 --{a}",
                                "请指明练习编号，例如 python practice/judge.py 204 --{a}", a=(actions or ["file"])[0]))
-        return cmd_list(progress, args.json)
+        return cmd_list(args.json)
     if args.all:
         if args.exercise or args.file:
             raise UsageError(T("--all grades every exercise: leave out the number and --file",
                                "--all 会评测所有练习：不要再给编号或 --file"))
-        return cmd_grade(EXERCISES, args, progress)
+        return cmd_grade(EXERCISES, args)
     ex = BY_ID.get(args.exercise)
     if ex is None:
         raise UsageError(T("there is no exercise {e}; the exercises are {ids}", "没有练习 {e}；现有的练习是 {ids}",
@@ -417,14 +382,14 @@ def run(args):
     if args.file and not Path(args.file).is_file():
         raise UsageError(T("--file {f}: no such file", "--file {f}：文件不存在", f=args.file))
     if args.hint:
-        return cmd_hint(ex, progress)
+        return cmd_hint(ex, args)
     if args.solution:
-        return cmd_solution(ex, progress)
+        return cmd_solution(ex)
     if args.reset:
         return cmd_reset(ex)
     if args.watch:
-        return cmd_watch(ex, args, progress)
-    return cmd_grade([ex], args, progress)
+        return cmd_watch(ex, args)
+    return cmd_grade([ex], args)
 
 
 if __name__ == "__main__":

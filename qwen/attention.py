@@ -40,8 +40,7 @@ import math
 import torch
 import torch.nn as nn
 
-from qwen.lang import QwenError
-from qwen.norm import RMSNorm
+from qwen.norm import RMSNorm, ShapeError
 from qwen.rope import apply_rope
 
 
@@ -93,14 +92,15 @@ class Attention(nn.Module):
 def _check_inputs(attn, x, cos):
     hidden = attn.q_proj.in_features
     if x.dim() != 3 or x.shape[-1] != hidden:
-        raise QwenError("Attention expects x of shape (batch, seq, {hidden}), got {shape}.",
-                        "Attention 需要形状为 (batch, seq, {hidden}) 的 x，实际是 {shape}。",
-                        hidden=hidden, shape=list(x.shape))
+        shape = list(x.shape)
+        raise ShapeError(f"Attention expects x of shape (batch, seq, {hidden}), got {shape}.",
+                         f"Attention 需要形状为 (batch, seq, {hidden}) 的 x，实际是 {shape}。")
     if cos.shape[-2] != x.shape[1]:
-        raise QwenError("cos/sin hold {n} positions but x has {t} tokens: pass the positions of the new "
-                        "tokens only (with a cache, past + 0 .. past + {t} - 1).",
-                        "cos/sin 有 {n} 个位置，但 x 有 {t} 个词元：只传新词元的位置"
-                        "（有缓存时是 past + 0 .. past + {t} - 1）。", n=cos.shape[-2], t=x.shape[1])
+        n, t = cos.shape[-2], x.shape[1]
+        raise ShapeError(f"cos/sin hold {n} positions but x has {t} tokens: pass the positions of the new "
+                         f"tokens only (with a cache, past + 0 .. past + {t} - 1).",
+                         f"cos/sin 有 {n} 个位置，但 x 有 {t} 个词元：只传新词元的位置"
+                         f"（有缓存时是 past + 0 .. past + {t} - 1）。")
 
 
 def causal_attention(q, k, v, scale, past=0, block=128):

@@ -72,13 +72,17 @@ def setup(p, argv=None):
 
 def report(exc):
     """Print a learner error as one line (the traceback only with --debug)."""
-    print(tr("Error: ", "错误：") + str(exc), file=sys.stderr)
-    print(tr("(run again with --debug to see the full traceback)", "（加 --debug 重新运行可看到完整调用栈）"),
-          file=sys.stderr)
+    text = getattr(exc, get_lang(), None) if hasattr(exc, "en") and hasattr(exc, "zh") else None
+    text = text or str(exc)
+    print(tr("Error: ", "错误：") + text, file=sys.stderr)
+    if "\n" not in text:                                         # a message with its own "Next:" line is enough
+        print(tr("(run again with --debug to see the full traceback)", "（加 --debug 重新运行可看到完整调用栈）"),
+              file=sys.stderr)
 
 
 def _excepthook(kind, exc, tb):
-    if issubclass(kind, QwenError) and not _debug:
+    bilingual = isinstance(exc, QwenError) or hasattr(exc, "en") and hasattr(exc, "zh")   # e.g. qwen.norm.ShapeError
+    if bilingual and not _debug:
         report(exc)
     elif issubclass(kind, KeyboardInterrupt) and not _debug:
         print(tr("\nStopped.", "\n已停止。"), file=sys.stderr)
@@ -87,20 +91,53 @@ def _excepthook(kind, exc, tb):
 
 
 def model_path(args, quiet=False):
-    """The checkpoint to use: --tiny, --model, $QWEN_MODEL, the cache or a download, else tiny."""
+    """The checkpoint to use: --tiny or $QWEN_TINY, --model, $QWEN_MODEL, the cache or a download, else tiny."""
     from qwen.tiny import tiny_model_path
-    from qwen.weights import ModelNotFound, find_model
+    from qwen.weights import DEFAULT_REPO, ModelNotFound, find_model
 
     if args.tiny or _env_flag("QWEN_TINY"):
         return tiny_model_path()
-    if args.model or os.environ.get("QWEN_MODEL"):
-        return find_model(args.model)                     # asked for by name: no silent fallback
+    name = args.model or os.environ.get("QWEN_MODEL")
+    if name and not os.path.exists(os.path.expanduser(name)) and not _repo_id(name):
+        origin = tr("--model", "--model") if args.model else "$QWEN_MODEL"
+        raise QwenError("{path} does not exist (from {origin}). Check the spelling, or leave it out to use the "
+                        "downloaded model.", "{path} 不存在（来自 {origin}）。请检查拼写，或者不指定它，使用下载的模型。",
+                        path=name, origin=origin)
     try:
-        return find_model()
-    except ModelNotFound as e:
+        return find_model(args.model)
+    except ModelNotFound:
+        if name:
+            raise not_found(name, download=False) from None        # asked for by name: no silent fallback
         if not quiet:
-            print(str(e) + "\n")
+            print(str(not_found(DEFAULT_REPO, download=False)) + "\n" +
+                  tr("Using the built-in tiny checkpoint for now.", "现在先用内置的小检查点。") + "\n")
         return tiny_model_path()
+
+
+def _repo_id(value):
+    import re
+    return re.fullmatch(r"[\w.-]+/[\w.-]+", value) is not None and not value.startswith(".")
+
+
+def not_found(repo, download):
+    """The model is neither on disk nor downloadable now: one line, then one line of what to do."""
+    from huggingface_hub import constants
+    from qwen.weights import DEFAULT_REPO, ModelNotFound
+
+    offline = _env_flag("HF_HUB_OFFLINE") or bool(getattr(constants, "HF_HUB_OFFLINE", False))
+    get = "python main.py download" + ("" if repo == DEFAULT_REPO else f" --model {repo}")
+    why_en = "HF_HUB_OFFLINE is set, so nothing was downloaded" if offline else f"{constants.ENDPOINT} could not be reached"
+    why_zh = "设置了 HF_HUB_OFFLINE，所以没有下载" if offline else f"无法连接 {constants.ENDPOINT}"
+    if offline:
+        next_en = "unset HF_HUB_OFFLINE" + ("" if download else f" and run {get}") + ", or use a folder you have: --model PATH (or --tiny)"
+        next_zh = "取消 HF_HUB_OFFLINE" + ("" if download else f" 再运行 {get}") + "，或者用已有的文件夹：--model PATH（或 --tiny）"
+    else:
+        next_en = f"check the connection, or use a mirror: HF_ENDPOINT=<mirror URL> {get}; or --model PATH (or --tiny)"
+        next_zh = f"检查网络，或通过镜像：HF_ENDPOINT=<镜像地址> {get}；或者 --model PATH（或 --tiny）"
+    cache = constants.HF_HUB_CACHE
+    return ModelNotFound(f"Could not find {repo}: it is not in the Hugging Face cache ({cache}) and {why_en}.\n"
+                         f"  Next: {next_en}",
+                         f"找不到 {repo}：Hugging Face 缓存（{cache}）里没有，而且{why_zh}。\n  下一步：{next_zh}")
 
 
 _banner_shown = False
@@ -133,11 +170,12 @@ def size(nbytes):
         nbytes /= 1000
 
 
-def pad(text, width):
-    """Left-justify for the terminal, where CJK characters take two columns."""
+def pad(text, width, right=False):
+    """Justify for the terminal, where CJK characters take two columns (left, or right=True)."""
     import unicodedata
-    used = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-    return text + " " * max(0, width - used)
+    text = str(text)
+    fill = " " * max(0, width - sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text))
+    return fill + text if right else text + fill
 
 
 def count(n):

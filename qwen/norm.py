@@ -3,14 +3,16 @@
 Why normalize: every layer adds its output to the residual stream, so the stream's scale
 would drift from layer to layer. RMSNorm rescales each vector to a root mean square of 1
 before a sublayer reads it, then applies a learned per-dimension scale. Unlike LayerNorm it
-does not subtract the mean and has no bias: one reduction instead of two.
+does not subtract the mean and has no bias (the textbook LayerNorm takes two reductions, mean
+then variance; RMSNorm one, the mean of squares).
 
-Why "zero-centred": Qwen3.5 stores the scale as w - 1 and applies 1 + w. A fresh layer then
-holds zeros ("scale 1"), and small learned changes survive bf16 storage: next to 1.0 the
-gap between bf16 numbers is 2^-7 = 0.0078, next to 0 it is far finer.
+Why "zero-centred": the file stores `w` and the norm multiplies by the scale `1 + w`. A fresh
+layer holds zeros (scale 1); weight decay pulls w towards 0, that is the scale towards 1, not
+towards 0; and small learned changes survive bf16 storage: just above 1.0 the gap between bf16
+numbers is 2^-7 = 0.0078, next to 0 it is far finer. Gemma does the same.
 
 Precision: statistics are computed in fp32 whatever the input dtype, and the result is cast
-back to the input dtype once, at the end. l2norm is the exception: it runs in the dtype it is
+back to the input dtype once, at the end, after the weight (LLaMA casts before the weight). l2norm is the exception: it runs in the dtype it is
 given, as in the model, which only ever calls it on fp32 tensors.
 
 Values are not checked (that would cost a pass over the data). A NaN anywhere in a vector
@@ -22,16 +24,24 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from qwen.lang import QwenError
+
+
+class ShapeError(ValueError):
+    """A wrong input shape. Carries the message in English and Chinese (`en`, `zh`); str() is the
+    English one, and qwen.cli prints the learner's language. (This module depends on torch only.)"""
+
+    def __init__(self, en, zh):
+        self.en, self.zh = en, zh
+        super().__init__(en)
 
 
 class RMSNorm(nn.Module):
-    """y = x / rms(x) * (1 + w); w is stored zero-centred (0 means a scale of 1)."""
+    """y = x / rms(x) * (1 + w): the file stores w (zero-centred), the scale applied is 1 + w."""
 
     def __init__(self, dim, eps=1e-6):
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.zeros(dim))                   # w - 1, zeros at init
+        self.weight = nn.Parameter(torch.zeros(dim))                   # w: 0 at init, scale 1 + w
 
     def forward(self, x):
         _check_last_dim(self, x)
@@ -44,7 +54,9 @@ class RMSNorm(nn.Module):
 
 
 class GatedRMSNorm(nn.Module):
-    """y = x / rms(x) * w * silu(gate): linear attention's output norm. w is a plain scale (1 at init)."""
+    """y = x / rms(x) * w * silu(gate): linear attention's output norm, gate = in_proj_z(x).
+
+    Here the stored w is the scale itself (1 at init, not 1 + w)."""
 
     def __init__(self, dim, eps=1e-6):
         super().__init__()
@@ -54,10 +66,10 @@ class GatedRMSNorm(nn.Module):
     def forward(self, x, gate):
         _check_last_dim(self, x)
         if gate.shape != x.shape:
-            raise QwenError("GatedRMSNorm: the gate has shape {g} but x has shape {x}; they must match "
-                            "(one gate value per element).",
-                            "GatedRMSNorm：门的形状是 {g}，x 的形状是 {x}；两者必须相同（每个元素一个门值）。",
-                            g=list(gate.shape), x=list(x.shape))
+            g, s = list(gate.shape), list(x.shape)
+            raise ShapeError(f"GatedRMSNorm: the gate has shape {g} but x has shape {s}; they must match "
+                             "(one gate value per element).",
+                             f"GatedRMSNorm：门的形状是 {g}，x 的形状是 {s}；两者必须相同（每个元素一个门值）。")
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return (self.weight.float() * h * F.silu(gate.float())).to(x.dtype)
@@ -73,8 +85,7 @@ def l2norm(x, dim=-1, eps=1e-6):
 
 def _check_last_dim(norm, x):
     if x.shape[-1:] != norm.weight.shape:
-        raise QwenError("{name}({d}) normalizes vectors of length {d}, but the input has shape {shape} "
-                        "(last dimension {got}).",
-                        "{name}({d}) 归一化长度为 {d} 的向量，但输入的形状是 {shape}（最后一维是 {got}）。",
-                        name=type(norm).__name__, d=norm.weight.shape[0], shape=list(x.shape),
-                        got=x.shape[-1] if x.dim() else "-")
+        name, d, shape, got = type(norm).__name__, norm.weight.shape[0], list(x.shape), x.shape[-1] if x.dim() else "-"
+        raise ShapeError(f"{name}({d}) normalizes vectors of length {d}, but the input has shape {shape} "
+                         f"(last dimension {got}).",
+                         f"{name}({d}) 归一化长度为 {d} 的向量，但输入的形状是 {shape}（最后一维是 {got}）。")

@@ -1,90 +1,182 @@
-"""The chapter scripts and main.py, run end to end as a learner would (offline, tiny checkpoint)."""
+"""The chapter scripts and main.py, run end to end as a learner would (offline).
+
+Each whole-course run is one process (main.py runs every chapter in it), shared by the tests of
+its output, so the suite stays fast.
+"""
 import ast
 import re
+import unicodedata
+
+import pytest
+import torch
 
 from conftest import ROOT
+from helpers import write_transformers_checkpoint
 
 BANNER = "BUILT-IN TINY CHECKPOINT"
 
 
-def test_ch01_on_the_tiny_checkpoint(run_script, tiny_path):
-    r = run_script("ch01_weights.py", "--model", tiny_path)
+def width(text):
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def section_of(out, title):
+    """The lines of one section: from its title to the next blank line."""
+    start = out.index(title)
+    return out[start:out.index("\n\n", start)].splitlines()
+
+
+@pytest.fixture(scope="module")
+def course_en(tiny_path):
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "main.py", "--lang", "en"], cwd=ROOT, capture_output=True,   # offline:
+                       text=True, encoding="utf-8", timeout=120)                                   # falls back to tiny
     assert r.returncode == 0, r.stderr
-    out = r.stdout
-    assert out.count(BANNER) == 1                                    # once, at the top
-    assert "header length n = " in out and "-> same" in out           # hand-read header == library
-    assert "model.safetensors-00001-of-00001.safetensors" in out
-    assert "L L L F L L L F" in out
+    return r.stdout
+
+
+@pytest.fixture(scope="module")
+def course_zh(tiny_path):
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "main.py", "--tiny", "--lang", "zh"], cwd=ROOT, capture_output=True,
+                       text=True, encoding="utf-8", timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+# ---------------------------------------------------------------- the tiny checkpoint, in English
+
+def test_falls_back_to_the_tiny_checkpoint_with_one_banner(course_en):
+    assert "Could not find Qwen/Qwen3.5-0.8B" in course_en and "Using the built-in tiny checkpoint" in course_en
+    assert course_en.count(BANNER) == 1 and course_en.index(BANNER) < course_en.index("# ch01_weights.py")
+    assert "Done: chapter(s) 1, 2, 3" in course_en and "(the built-in tiny checkpoint: made-up numbers)" in course_en
+
+
+def test_ch01(course_en):
+    out = course_en
+    assert "header length n = " in out and "-> same" in out            # hand-read header == library
+    assert "model.safetensors-00001-of-00001.safetensors" in out and "L L L F L L L F" in out
     assert "F32     12 tensors   linear_attn.A_log, linear_attn.norm.weight" in out
-    assert "The language model the course builds: 108 tensors" in out
+    assert "the language model the course builds: 108 tensors" in out
+    assert "head_dim                         16   per head, set on its own (hidden_size / heads = 8)" in out
+    assert "L = linear attention: 6 layers" in out and "F = full attention: 2 layers (3, 7)" in out
+    assert "embed_tokens.weight[9419][:4]" in out and "(the row of the token 'Hello')" in out
+    assert "about 2.4 decimal digits" in out and "gap above 1: 0.0078125 (2^-7); below 1: 0.00390625 (2^-8)" in out
     assert "1.001 stored in bf16 becomes 1.0" in out
+    # Qwen3.5-0.8B's figures, from its published inventory, labelled
+    assert "Qwen3.5-0.8B: 13 files, 1.8 GB; the weights: model.safetensors-00001-of-00001.safetensors (1.7 GB)" in out
+    assert "Qwen3.5-0.8B: 488 entries, n = 59,840 bytes (5 of them padding)" in out
+    table = section_of(out, "  Qwen3.5-0.8B (its published inventory):")
+    assert any(re.match(r"\s+norms \(chapter 3\)\s+79\s", line) for line in table)
+    assert any(re.match(r"\s+vision tower \(not used\)\s+153\s", line) for line in table)
 
 
-def test_ch01_in_chinese(run_script, tiny_path):
-    r = run_script("ch01_weights.py", "--model", tiny_path, "--lang", "zh")
-    assert r.returncode == 0, r.stderr
-    assert "内置小检查点" in r.stdout and "手工读取 safetensors 文件头" in r.stdout
-    assert "Reading a safetensors header" not in r.stdout
-
-
-def test_main_falls_back_to_the_tiny_checkpoint_with_a_banner(run_script):
-    r = run_script("main.py")                                        # offline, nothing cached
-    assert r.returncode == 0, r.stderr
-    assert "Could not find Qwen/Qwen3.5-0.8B" in r.stdout and BANNER in r.stdout
-    assert "# ch01_weights.py" in r.stdout and "Done: chapter(s) 1" in r.stdout
-
-
-def test_main_runs_one_chapter_and_rejects_unknown_ones(run_script):
-    r = run_script("main.py", "1", "--tiny", "--lang", "zh")
-    assert r.returncode == 0 and "内置小检查点" in r.stdout and "Could not find" not in r.stdout
-    r = run_script("main.py", "99", "--tiny")
-    assert r.returncode == 2 and "unknown chapter '99'" in r.stderr and "Traceback" not in r.stderr
-
-
-def test_chapter_scripts_are_jupytext_percent_notebooks():
-    for script in sorted(ROOT.glob("ch[0-9][0-9]_*.py")):
-        text = script.read_text(encoding="utf-8")
-        assert text.startswith("# %% [markdown]"), script.name
-        cells = re.split(r"^# %%.*$", text, flags=re.M)
-        assert len(cells) >= 6, script.name
-        ast.parse(text)
-
-
-def test_ch03_on_the_tiny_checkpoint(run_script, tiny_path, tmp_path):
-    r = run_script("ch03_norm.py", "--model", tiny_path, "--plot", "--out", tmp_path)
-    assert r.returncode == 0, r.stderr
-    out = r.stdout
-    assert out.count(BANNER) == 1
-    assert "after RMSNorm with w = 0 (scale 1):     [1.00, 1.00, 1.00]" in out
-    assert "4. divide by the RMS        [0.3651, 0.7303, 1.0954, 1.4606]" in out
-    assert "bit for bit: True" in out and "matches exactly: True" in out
-    assert "gate = +0: output RMS 0.000" in out
-    assert "lengths after l2norm: [1.0, 1.0, 1.0]" in out
-    assert "17 RMSNorms on the residual stream (8 layers x 2 + the final one), 4 per-head q/k" in out
-    assert "6 gated RMSNorms (6 linear-attention layers): 27 in all" in out
-    try:
-        import matplotlib  # noqa: F401
-        assert (tmp_path / "ch03_layer_scales.png").stat().st_size > 10_000
-        assert (tmp_path / "ch03_final_norm.png").is_file()
-    except ImportError:
-        assert "--plot needs matplotlib" in out
-
-
-def test_ch03_in_chinese(run_script, tiny_path):
-    r = run_script("ch03_norm.py", "--model", tiny_path, "--lang", "zh")
-    assert r.returncode == 0, r.stderr
-    assert "带门的 RMSNorm" in r.stdout and "前置归一化" in r.stdout and "Pre-Norm leaves" not in r.stdout
-
-
-def test_ch02_on_the_tiny_checkpoint(run_script, tiny_path):
-    r = run_script("ch02_embedding.py", "--model", tiny_path)
-    assert r.returncode == 0, r.stderr
-    out = r.stdout
-    assert out.count(BANNER) == 1
+def test_ch02(course_en):
+    out = course_en
     assert "9419 'Hello'" in out and "97169 '毕'" in out and "decode(encode(text)) == text: True" in out
+    assert "UTF-8 bytes: '毕' 3, '𠀀' 4" in out
     assert "248,044 BPE tokens + 33 special tokens = 248,077 ids" in out and "(243) belong to no token" in out
     assert "embed(13 ids) -> shape [13, 16]" in out
-    assert "ranks #" in out and "top probability" in out
+    assert "(tiny checkpoint: random rows; these neighbours mean nothing)" in out
+    assert "learned it from their contexts" not in out
+    sharp = [(float(p), float(e)) for p, e in re.findall(r"top probability ([\d.]+), entropy (-?[\d.]+) nats", out)]
+    assert len(sharp) == 5 and sharp[0][0] < 0.01 < sharp[-1][0] and sharp[0][1] > 12 > 2 > sharp[-1][1]
+    assert all(e >= 0 for _, e in sharp) and "entropy -0.00" not in out
+
+
+def test_ch03(course_en):
+    out = course_en
+    assert "after RMSNorm with w = 0: [1.0, 1.0, 1.0]" in out
+    assert "x / RMS = [0.3651, 0.7303, 1.0954, 1.4606]" in out and "RMSNorm(4) gives [0.3651, 0.7303, 1.0954, 1.4606]" in out
+    assert "eps inside the root -> RMS 0.707; outside (the article's formula) -> 0.999" in out
+    assert "next bf16 number above 0.000999451: 7.63e-06 away" in out                 # 2^-17, not 0.001 * 2^-7
+    assert "next bf16 number above 1: 0.00781 away" in out
+    assert "Qwen3.5-0.8B (recorded): norm.weight mean +3.309, range [-0.78, +5.31]" in out
+    assert "scale h up" not in out and "The learned scales of the real model" not in out
+    assert "F.rms_norm in fp32, 1 + w.float() 0%" in out
+    assert "gate = +0: output RMS 0.000" in out and "lengths after l2norm: [1.0, 1.0, 1.0]" in out
+    pre = re.search(r"Pre-Norm : stream RMS after layers 1/12/24 = ([\d.]+)/([\d.]+)/([\d.]+); "
+                    r"cosine with the input ([\d.]+)/([\d.]+)/([\d.]+)", out)
+    post = re.search(r"Post-Norm: stream RMS after layers 1/12/24 = 1.00/1.00/1.00; cosine with the input "
+                     r"[\d.]+/(-?[\d.]+)/(-?[\d.]+)", out)
+    assert pre and post and float(pre[3]) > 3 * float(pre[1]) and float(pre[6]) > 0.1 > abs(float(post[2]))
+    assert "17 residual-stream RMSNorms + 4 q/k RMSNorms + 6 gated RMSNorms = 27" in out
+    assert "not used: 5 more norm weights" in out
+
+
+def test_no_real_over_made_up_numbers(course_en):
+    for line in course_en.splitlines():
+        if re.search(r"\breal\b", line, re.I):
+            assert "Qwen3.5-0.8B" in line or "For the real model" in line or "real Qwen3.5 file format" in line \
+                or "follow the real rules" in line, line
+
+
+def test_plurals(course_en):
+    assert not re.search(r"\b1 (layers|tensors|files)\b", course_en) and "(1x worse)" not in course_en
+
+
+# ---------------------------------------------------------------- Chinese
+
+def test_chinese_output(course_zh):
+    out = course_zh
+    assert out.count("内置小检查点") == 2 and "手工读取 safetensors 文件头" in out          # banner + the "Done" line
+    assert "Reading a safetensors header" not in out and "Pre-Norm" not in out
+    for term in ("层归一化", "均方根归一化", "升到 fp32", "前置归一化", "带门的 RMSNorm"):
+        assert term in out, term
+
+
+def test_chinese_punctuation(course_zh):
+    cjk = r"[\u4e00-\u9fff]"
+    bad = [line for line in course_zh.splitlines()
+           if re.search(cjk + r"[,;:!?(]|[,;:!?)]" + cjk + r"|" + cjk + r"\s\(", line)]
+    assert not bad, bad[:5]
+
+
+def test_tables_align_by_display_width(course_zh):
+    ch01 = section_of(course_zh, "4. 张量清单")[2:-1]                # the header and group rows
+    assert len(ch01) >= 5 and len({width(line) for line in ch01[:7]}) == 1, ch01
+    ch02 = section_of(course_zh, "1. 从文字到词元编号")[3:9]          # header + rows: where the tokens column starts
+    starts = {width(line[:re.search(r" (\d+ '|词元（)", line).start() + 1]) for line in ch02}
+    assert len(starts) == 1, ch02
+
+
+# ---------------------------------------------------------------- other checkpoints
+
+@pytest.mark.parametrize("layout, dtype, tied", [("text", torch.float32, False), ("multimodal", torch.float32, False),
+                                                 ("text", torch.bfloat16, True)])
+def test_every_chapter_runs_on_checkpoints_written_by_transformers(tmp_path, run_script, layout, dtype, tied):
+    big = tied                                                        # the bf16 tied one: real vocabulary + tokenizer
+    extra = None if big else {"model.rotary_emb.inv_freq": torch.ones(4),          # buffers some exports keep,
+                              "model.layers.9.mlp.up_proj.weight": torch.ones(2, 2)}  # and a layer beyond the config
+    folder = write_transformers_checkpoint(tmp_path / "ckpt", layout, dtype, tied, vocab_size=248320 if big else 512,
+                                           extra=extra, tokenizer=big)
+    r = run_script("main.py", "--model", folder)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert "Done: chapter(s) 1, 2, 3" in r.stdout and BANNER not in r.stdout
+    if big:
+        assert "embed_tokens.weight[9419][:4]" in r.stdout and "9419 'Hello'" in r.stdout
+        assert "tie_word_embeddings = True" in r.stdout
+    else:
+        assert "other (not used)                            2" in r.stdout
+        assert "(no tokenizer files in this folder: the example token row is skipped)" in r.stdout
+        assert "(no tokenizer files in this folder: this section is skipped" in r.stdout
+    if layout == "multimodal":
+        assert "vision tower (not used)" in r.stdout
+
+
+# ---------------------------------------------------------------- single chapters, options, notebooks
+
+def test_ch03_plot(run_script, tiny_path, tmp_path):
+    r = run_script("ch03_norm.py", "--model", tiny_path, "--plot", "--out", tmp_path, "--lang", "zh")
+    assert r.returncode == 0, r.stderr
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "--plot 需要 matplotlib" in r.stdout
+        return
+    assert (tmp_path / "ch03_layer_scales.png").stat().st_size > 10_000 and (tmp_path / "ch03_final_norm.png").is_file()
 
 
 def test_ch02_with_own_text_and_special_tokens(run_script, tiny_path):
@@ -99,39 +191,72 @@ def test_ch02_lone_surrogate_is_one_clear_line(run_script, tiny_path):
     assert r.returncode == 1 and "Traceback" not in r.stderr and "lone surrogate U+DC80 at position 1" in r.stderr
 
 
-NOTEBOOK_RUN = r"""
-import sys, types, jupytext
+def test_main_rejects_unknown_chapters_and_download_offline_says_what_to_do(run_script):
+    r = run_script("main.py", "99", "--tiny")
+    assert r.returncode == 2 and "unknown chapter '99'" in r.stderr and "Traceback" not in r.stderr
+    r = run_script("main.py", "download")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 2 and "HF_HUB_OFFLINE is set" in lines[0]
+    assert "python main.py download" not in r.stderr and "--model PATH" in lines[1]
+    r = run_script("main.py", "download", "--model", "Qwen/Qwen3.5-2B", env={"HF_HUB_OFFLINE": "0"})
+    assert r.returncode == 1 and "HF_ENDPOINT=<mirror URL> python main.py download --model Qwen/Qwen3.5-2B" in r.stderr
+
+
+def test_bad_model_path_in_chinese_names_its_origin(run_script):
+    r = run_script("main.py", "1", "--model", "/no/such/folder", "--lang", "zh")
+    assert r.returncode == 1 and "（来自 --model）" in r.stderr and "argument" not in r.stderr
+    r = run_script("main.py", "1", env={"QWEN_MODEL": "/no/such/folder"})
+    assert r.returncode == 1 and "(from $QWEN_MODEL)" in r.stderr and "(-)" not in r.stderr
+
+
+def test_chapter_scripts_are_jupytext_percent_notebooks():
+    for script in sorted(ROOT.glob("ch[0-9][0-9]_*.py")):
+        text = script.read_text(encoding="utf-8")
+        assert text.startswith("# %% [markdown]"), script.name
+        cells = re.split(r"^# %%.*$", text, flags=re.M)
+        assert len(cells) >= 6, script.name
+        assert "How to explain it" in text and "Summary / 小结" in text, script.name
+        ast.parse(text)
+
+
+def test_chapters_do_not_repeat_setup_code():
+    for script in sorted(ROOT.glob("ch0[1-3]_*.py")):
+        text = script.read_text(encoding="utf-8")
+        assert text.count("chapter(") == 1 and "setup(" not in text and "load_weights(" not in text, script.name
+        assert not re.search(r"\bT\(", text), script.name
+
+
+NOTEBOOKS = r"""
+import sys, types, warnings, jupytext
+warnings.simplefilter("default")
 sys.modules.setdefault("ipykernel", types.ModuleType("ipykernel"))   # as inside Jupyter
 sys.argv = ["ipykernel_launcher.py", "-f", "/tmp/kernel-1234.json"]
-nb = jupytext.read({script!r})
-namespace = {{"__name__": "__main__"}}
-for cell in nb.cells:
-    if cell.cell_type == "code":
-        exec(compile(cell.source, "cell", "exec"), namespace)
-print("CELLS", sum(c.cell_type == "code" for c in nb.cells), sum(c.cell_type == "markdown" for c in nb.cells))
+for script in {scripts!r}:
+    nb = jupytext.read(script)
+    namespace = {{"__name__": "__main__"}}
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            exec(compile(cell.source, "cell", "exec"), namespace)
+    print("CELLS", sum(c.cell_type == "code" for c in nb.cells), sum(c.cell_type == "markdown" for c in nb.cells))
 """
 
 
 def test_chapters_open_and_run_as_notebooks(run_script, tiny_path):
-    """Each chapter read by jupytext as a notebook, its code cells run in order, as Jupyter would."""
-    import pytest
+    """Each chapter read by jupytext as a notebook, its code cells run in order, as Jupyter would;
+    the tiny checkpoint and the language chosen by environment variables, not flags."""
     pytest.importorskip("jupytext")
-    for script in sorted(ROOT.glob("ch[0-9][0-9]_*.py")):
-        r = run_script("-c", NOTEBOOK_RUN.format(script=str(script)), env={"QWEN_MODEL": str(tiny_path)})
-        assert r.returncode == 0, (script.name, r.stderr[-2000:])
-        cells = r.stdout.rsplit("CELLS", 1)[1].split()
-        assert int(cells[0]) >= 5 and int(cells[1]) >= 5 and BANNER in r.stdout, script.name
+    scripts = [str(s) for s in sorted(ROOT.glob("ch[0-9][0-9]_*.py"))]
+    r = run_script("-c", NOTEBOOKS.format(scripts=scripts), env={"QWEN_TINY": "1", "QWEN_LANG": "zh"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Warning" not in r.stderr, r.stderr[-2000:]
+    counts = re.findall(r"CELLS (\d+) (\d+)", r.stdout)
+    assert len(counts) == len(scripts) and all(int(c) >= 5 and int(m) >= 5 for c, m in counts)
+    assert r.stdout.count("内置小检查点") == 1 and "第 3 章：三种归一化" in r.stdout
 
 
 def test_help_is_in_the_chosen_language(run_script):
     r = run_script("main.py", "--help", "--lang", "zh")
-    assert r.returncode == 0 and "章节号" in r.stdout
-
-
-def test_main_prints_the_banner_once_per_run(run_script):
-    r = run_script("main.py", "--tiny")
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.count(BANNER) == 1 and "(the built-in tiny checkpoint: made-up numbers)" in r.stdout
+    assert r.returncode == 0 and "章节号" in r.stdout and "QWEN_TINY=1" in r.stdout
 
 
 def test_chapter_api_reads_the_environment(tiny_path, monkeypatch, capsys):
@@ -155,3 +280,84 @@ def test_chapter_api_reads_the_environment(tiny_path, monkeypatch, capsys):
     monkeypatch.delenv("QWEN_TINY")
     monkeypatch.setenv("QWEN_MODEL", str(tiny_path))
     assert cli.chapter("c", "c", argv=[]).tiny
+
+
+# ---------------------------------------------------------------- chapters 4-6 (in the whole-course runs)
+
+def _number(pattern, text):
+    m = re.search(pattern, text)
+    assert m, pattern
+    return float(m.group(1))
+
+
+def _chapter(out, script):
+    """One chapter's output from a whole-course run."""
+    start = out.index("# " + script)
+    end = out.find("\n# ch", start + 1)
+    return out[start:end if end > 0 else None]
+
+
+def test_ch04(course_en):
+    out = _chapter(course_en, "ch04_rope.py")
+    assert "rotary_dim 4: 2 pairs rotate, 12 of 16 entries carry no position" in out
+    assert "Qwen3.5-0.8B (from its config): 32 pairs rotate, 192 of 256 entries carry no position; " \
+           "slowest pair: a turn every 37,969,062 tokens" in out
+    assert "context 262,144 tokens: 10 of 32 pairs turn less than once across it" in out
+    assert "entries 4.. unchanged: True" in out
+    assert _number(r"m - n = 3 each time: spread ([0-9.e+-]+)", out) < 1e-5          # only m - n matters
+    assert "three equal streams): max |mrope - plain| = 0.0e+00" in out
+    assert "off by 8.0 rad (1.27 turns)" in out and "say nothing about Qwen3.5" in out
+
+
+def test_ch05(course_en):
+    import json
+    import math
+
+    from conftest import MANIFEST
+    from qwen.cli import count
+    from qwen.tiny import language_model_shapes
+    from qwen.weights import Config
+
+    out = _chapter(course_en, "ch05_mlp.py")
+    assert "x [11, 16] -> gate(x), up(x) [11, 48] -> silu(gate) * up [11, 48] -> down [11, 16]" in out
+    assert "by hand == MLP module, bit for bit: True" in out
+    assert "smallest silu on a fine grid: -0.2785 at z = -1.278" in out
+    real = Config.from_dict(json.loads(MANIFEST.read_text(encoding="utf-8"))["config"])   # from the shape rules
+    total = sum(math.prod(s) for s, _ in language_model_shapes(real).values())
+    assert f"per layer 11.0 M; 24 layers: 264.2 M; language model: {count(total)}; MLPs: 35.1%" in out
+    assert "these shares describe random matrices, not Qwen3.5" in out
+    assert _number(r"bf16 takes ([0-9.]+)x the fp32 time", out) > 0
+
+
+def test_ch06(course_en):
+    out = _chapter(course_en, "ch06_attention.py")
+    assert "layers.3.self_attn.q_proj.weight  [64, 16]" in out
+    assert "q_proj rows = heads (2) x 16 x 2 (query, then gate) = 64" in out
+    assert "262,144 tokens:    3.2 GB with kv heads: 2;   12.9 GB if each of the 8 query heads" in out
+    assert "weights above the diagonal: all 0" in out and "the first token can only read itself: weight 1.000" in out
+    assert "by hand == Attention module: max |difference| 0.0e+00" in out
+    assert _number(r"vs softmax\(\.\.\.\) @ v by hand: max \|difference\| ([0-9.e+-]+)", out) < 1e-5
+    assert _number(r"vs the full run: max \|difference\| ([0-9.e+-]+)", out) < 1e-5
+    assert "this pattern means nothing" in out
+
+
+def test_ch04_to_ch06_in_chinese(course_zh):
+    out = course_zh
+    for text in ("第 4 章：旋转位置编码", "第 5 章：SwiGLU MLP", "第 6 章：带输出门的全注意力", "手算 == MLP 模块，逐位相同：True",
+                 "分组查询注意力", "键值缓存", "因果掩码", "rotary_dim 4：2 对旋转，16 个数里有 12 个不带位置"):
+        assert text in out, text
+
+
+def test_ch04_and_ch06_plots(run_script, tiny_path, tmp_path):
+    code = ("import runpy, sys\n"
+            "for s in ['ch04_rope.py', 'ch06_attention.py']:\n"
+            f"    sys.argv = [s, '--tiny', '--plot', '--out', {str(tmp_path)!r}]\n"
+            "    runpy.run_path(s, run_name='__main__')\n")
+    r = run_script("-c", code)
+    assert r.returncode == 0, r.stderr[-2000:]
+    try:
+        import matplotlib  # noqa: F401
+        assert (tmp_path / "ch04_rope.png").stat().st_size > 10_000
+        assert (tmp_path / "ch06_attention.png").stat().st_size > 10_000
+    except ImportError:
+        assert "--plot needs matplotlib" in r.stdout

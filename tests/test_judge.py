@@ -1,40 +1,58 @@
-"""practice/judge.py: the checks can pass and fail, and every kind of learner mistake is one clear line."""
-import concurrent.futures
+"""practice/judge.py: the checks can pass and fail, every kind of learner mistake is one clear line,
+known mistakes are named, and the commands (list, grade, hint, solution, reset, watch) work."""
 import json
 import os
+import queue
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
 from conftest import ROOT
 
+SOLUTIONS = ROOT / "practice" / "_judge" / "solutions"
+
 
 @pytest.fixture
-def judge_env(tmp_path, monkeypatch):
-    """The learner's folder and progress file in a temp dir: tests never touch the real practice/."""
-    env = {"QWEN_PRACTICE_DIR": str(tmp_path / "work"), "QWEN_PROGRESS": str(tmp_path / "progress.json")}
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    return env
-
-
-@pytest.fixture(scope="module")
-def judge_module():
+def judge(tmp_path, monkeypatch):
+    """practice.judge with the learner's folder and progress file in a temp dir (never the real ones)."""
     import practice.judge as judge
+    monkeypatch.setenv("QWEN_PRACTICE_DIR", str(tmp_path / "work"))
+    monkeypatch.setenv("QWEN_PROGRESS", str(tmp_path / "progress.json"))
+    monkeypatch.setenv("QWEN_JUDGE_TIMEOUT", "10")
+    monkeypatch.setattr(judge, "WORK", tmp_path / "work")
     return judge
 
 
-def run_judge(run_script, env, *args):
-    return run_script("practice/judge.py", *args, env=env)
+def main(judge, capsys, *args):
+    """judge.main in this process (fast); returns (exit code, stdout, stderr)."""
+    code = judge.main([str(a) for a in args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
 
 
-def test_verify_proves_the_checks(run_script, judge_env, tiny_path):
-    r = run_judge(run_script, judge_env, "--verify", "--model", tiny_path)
+def test_verify_proves_the_checks(run_script, tmp_path, tiny_path):
+    env = {"QWEN_PROGRESS": str(tmp_path / "p.json"), "QWEN_PRACTICE_DIR": str(tmp_path / "w")}
+    r = run_script("practice/judge.py", "--verify", "--model", tiny_path, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = [line for line in r.stdout.splitlines() if line.startswith(("ok", "FAIL"))]
-    assert len(lines) >= 6 * 2 + 12 and all(line.startswith("ok") for line in lines)
-    assert "0 problem(s)" in r.stdout
-    for wrong in ("no_one_plus", "no_fp32", "eps_outside", "sigmoid_gate", "mean_not_sum", "unbiased_var"):
-        assert wrong in r.stdout
+    assert all(line.startswith("ok") for line in lines) and "0 problem(s)" in r.stdout
+    assert sum("equivalent/" in line for line in lines) >= 6                 # equivalent forms pass
+    assert sum("wrong/" in line for line in lines) >= 23
+    for named in ("the `1 +` is missing", "1 + w was computed in bf16", "gate was applied before the norm",
+                  "mean was taken over the wrong dimension", "mean was subtracted first", "standard deviation",
+                  "divided by n - 1", "F.normalize", "unbiased variance"):
+        assert named in r.stdout, named
+
+
+def _grade_body(judge, tmp_path, ex_id, body, name="mine.py"):
+    f = tmp_path / name
+    f.write_text(body, encoding="utf-8") if isinstance(body, str) else f.write_bytes(body)
+    from practice._judge.exercises import BY_ID
+    from qwen.tiny import tiny_model_path
+    return judge.grade(BY_ID[ex_id], f, tiny_model_path())
 
 
 MISTAKES = {  # file body for exercise 205 (l2norm) -> what the one-line report must say
@@ -47,88 +65,105 @@ MISTAKES = {  # file body for exercise 205 (l2norm) -> what the one-line report 
                  "modified its input #1 in place"),
     "exit_at_import": ("import sys\nsys.exit(0)\n", "calls sys.exit()"),
     "exit_in_function": ("import sys\ndef l2norm(x, eps=1e-6):\n    sys.exit(3)\n", "called sys.exit()"),
+    "os_exit": ("import os\ndef l2norm(x, eps=1e-6):\n    os._exit(0)\n", "your code ended the process (os._exit(0))"),
     "exception": ("def l2norm(x, eps=1e-6):\n    y = x * 2\n    return y / undefined_name\n",
                   "NameError: name 'undefined_name' is not defined (line 3 of your file)"),
-    "endless_loop": ("def l2norm(x, eps=1e-6):\n    while True:\n        pass\n", "did not finish within"),
-    "huge_allocation": ("import torch\ndef l2norm(x, eps=1e-6):\n    return torch.empty(10**11)\n",
-                        "more memory than the"),
+    "huge_allocation": ("import torch\ndef l2norm(x, eps=1e-6):\n    return torch.empty(10**11)\n", "more memory than the"),
     "killed": ("import os\nos.kill(os.getpid(), 9)\n", "killed by signal 9"),
+    "kills_its_parent": ("import os\ndef l2norm(x, eps=1e-6):\n    os.kill(os.getppid(), 9)\n    return x\n",
+                         "ended the judge's helper process"),
+    "meta": ("import torch\ndef l2norm(x, eps=1e-6):\n    return x.to('meta')\n", "meta device"),
+    "sparse": ("def l2norm(x, eps=1e-6):\n    return x.reshape(-1, x.shape[-1]).to_sparse()\n", "sparse tensor"),
+    "subclass": ("import torch\nclass Mine(torch.Tensor):\n    pass\ndef l2norm(x, eps=1e-6):\n    return x.as_subclass(Mine)\n",
+                 "tensor subclass (Mine)"),
+    "bad_str": ("class Odd(Exception):\n    def __str__(self):\n        raise RuntimeError('no')\n"
+                "def l2norm(x, eps=1e-6):\n    raise Odd()\n", "Odd (its message could not be read)"),
+    "object": ("def l2norm(x, eps=1e-6):\n    return object()\n", "returned a object, which the judge cannot read"),
 }
 
 
-def test_each_mistake_is_reported_in_one_line(judge_module, tmp_path, tiny_path, monkeypatch):
-    monkeypatch.setattr(judge_module, "TIME_LIMIT", 10)
-    ex = judge_module.BY_ID["205"]
-    files = {}
-    for name, (body, _) in MISTAKES.items():
-        files[name] = tmp_path / f"{name}.py"
-        files[name].write_text(body, encoding="utf-8")
-    before = {n: f.read_bytes() for n, f in files.items()}
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        results = dict(zip(files, pool.map(lambda n: judge_module.grade(ex, files[n], tiny_path), files)))
-    for name, (_, expected) in MISTAKES.items():
-        line = judge_module.summary_line(results[name])
-        assert results[name]["status"] in ("fail", "error"), name
+def test_each_mistake_is_reported_in_one_line(judge, tmp_path):
+    for name, (body, expected) in MISTAKES.items():
+        before = body
+        result = _grade_body(judge, tmp_path, "205", body, f"{name}.py")
+        line = judge.summary_line(result)
+        assert result["status"] in ("fail", "error"), name
         assert expected in line and "\n" not in line, (name, line)
-    assert {n: f.read_bytes() for n, f in files.items()} == before            # never changes the file
+        assert (tmp_path / f"{name}.py").read_text(encoding="utf-8") == before          # never changes the file
 
 
-def test_printing_is_a_note_not_a_failure(judge_module, tmp_path, tiny_path, capsys):
-    ex = judge_module.BY_ID["205"]
-    f = tmp_path / "printing.py"
-    f.write_text((ROOT / "practice/_judge/solutions/s205.py").read_text(encoding="utf-8").replace(
-        "    return x *", "    print('debugging', x.shape)\n    return x *"), encoding="utf-8")
-    result = judge_module.grade(ex, f, tiny_path)
+def test_endless_loop_hits_the_time_limit(judge, tmp_path, monkeypatch):
+    monkeypatch.setenv("QWEN_JUDGE_TIMEOUT", "2")
+    start = time.monotonic()
+    result = _grade_body(judge, tmp_path, "205", "def l2norm(x, eps=1e-6):\n    while True:\n        pass\n")
+    assert "did not finish within 2 s" in judge.summary_line(result) and time.monotonic() - start < 8
+
+
+def test_printing_is_a_note_not_a_failure(judge, tmp_path, capsys):
+    body = (SOLUTIONS / "s205.py").read_text(encoding="utf-8").replace(
+        "    return x *", "    print('debugging', x.shape)\n    return x *")
+    result = _grade_body(judge, tmp_path, "205", body)
     assert result["status"] == "pass" and result["printed"] == 8
-    judge_module.print_report(ex, result)
-    assert "printed 8 line(s)" in capsys.readouterr().out
+    judge.print_report(judge.BY_ID["205"], result)
+    out = capsys.readouterr().out
+    assert "printed 8 line(s)" in out and "debugging" not in out
 
 
-def test_failure_report_gives_shapes_dtypes_differences_and_tolerance(run_script, judge_env, tiny_path):
-    r = run_judge(run_script, judge_env, "204", "--file", ROOT / "practice/_judge/wrong/204_no_one_plus.py",
-                  "--model", tiny_path)
-    assert r.returncode == 1
-    out = r.stdout
+def test_failure_report_gives_numbers_once_and_one_line_per_failing_case(judge, capsys, tiny_path):
+    code, out, _ = main(judge, capsys, "204", "--file", ROOT / "practice/_judge/wrong/204_no_one_plus.py",
+                        "--model", tiny_path)
+    assert code == 1
     for part in ("input: [2, 3, 16] float32, [16] bfloat16, float", "expected [2, 3, 16] float32, got [2, 3, 16] float32",
-                 "max |difference|", "max relative", "of values within tolerance (atol=1e-05, rtol=1e-05)",
-                 "first mismatch at index [0, 0, 0]: expected"):
+                 "max |difference|", "of values within tolerance (atol=1e-05, rtol=1e-05)",
+                 "first mismatch at index [0, 0, 0]: expected", "→ looks like the `1 +` is missing"):
         assert part in out, part
+    failing = [line for line in out.splitlines() if line.startswith("    ✗")]
+    assert len(failing) >= 7 and all(": values differ" in line for line in failing)     # every failing case: its reason
+    assert out.count("max |difference|") == 1 and out.count("`1 +` is missing") == 2   # summary + once below
 
 
-def test_list_grade_hint_solution_reset_and_progress(run_script, judge_env, tiny_path, tmp_path):
-    r = run_judge(run_script, judge_env, "--model", tiny_path)
-    assert r.returncode == 0 and "0/6 passed" in r.stdout and "not started" in r.stdout
-    r = run_judge(run_script, judge_env, "205", "--model", tiny_path)          # creates the starter, grades it
+def test_list_grade_hint_solution_reset_and_progress(judge, capsys, tiny_path, tmp_path):
+    code, out, _ = main(judge, capsys, "--model", tiny_path)
+    assert code == 0 and "0/9 passed" in out and "not started" in out
+    assert "Grade one: python practice/judge.py 201" in out                   # the next unsolved exercise
+    code, out, _ = main(judge, capsys, "205", "--model", tiny_path)             # creates the starter, grades it
     mine = tmp_path / "work" / "205_l2norm.py"
-    assert r.returncode == 1 and mine.is_file() and "not finished" in r.stdout
-    r = run_judge(run_script, judge_env, "205", "--solution")
-    assert r.returncode == 2 and "after you pass it" in r.stderr
-    for level in (1, 2):
-        r = run_judge(run_script, judge_env, "205", "--hint", "--lang", "zh")
-        assert r.returncode == 0 and f"提示 {level}/3" in r.stdout
-    mine.write_text((ROOT / "practice/_judge/solutions/s205.py").read_text(encoding="utf-8"), encoding="utf-8")
-    r = run_judge(run_script, judge_env, "205", "--model", tiny_path)
-    assert r.returncode == 0 and "passed all 8 cases" in r.stdout
-    r = run_judge(run_script, judge_env, "205", "--solution")
-    assert r.returncode == 0 and "rsqrt" in r.stdout
-    r = run_judge(run_script, judge_env, "--json")
-    listing = json.loads(r.stdout)
+    assert code == 1 and mine.is_file() and "not finished" in out
+    code, _, err = main(judge, capsys, "205", "--solution")
+    assert code == 2 and "after you pass it" in err
+    mine.write_text("import torch\ndef l2norm(x, eps=1e-6):\n    return x / ((x * x).sum(-1, keepdim=True).sqrt() + eps)\n",
+                    encoding="utf-8")
+    code, out, _ = main(judge, capsys, "205", "--hint", "--model", tiny_path)
+    assert code == 0 and "First failing case: l2norm: small vectors" in out and "It tests:" in out
+    assert "eps was added to the length" in out and "Hint 1/3" in out
+    code, out, _ = main(judge, capsys, "205", "--hint", "--lang", "zh", "--model", tiny_path)
+    assert code == 0 and "提示 2/3" in out and "第一个未通过的用例" in out
+    mine.write_text((SOLUTIONS / "s205.py").read_text(encoding="utf-8"), encoding="utf-8")
+    code, out, _ = main(judge, capsys, "205", "--model", tiny_path, "--lang", "en")
+    assert code == 0 and "passed all 8 cases" in out
+    code, out, _ = main(judge, capsys, "205", "--solution")
+    assert code == 0 and "rsqrt" in out
+    code, out, _ = main(judge, capsys, "--json")
+    listing = json.loads(out)
     row = next(e for e in listing["exercises"] if e["id"] == "205")
-    assert listing["passed"] == 1 and row["passed"] and row["hints_seen"] == 2
+    assert listing["passed"] == 1 and row["passed"] and row["hints_seen"] == 2 and listing["next"] == "201"
     solved = mine.read_text(encoding="utf-8")
-    r = run_judge(run_script, judge_env, "205", "--reset")
+    code, out, _ = main(judge, capsys, "205", "--reset")
     backups = list((tmp_path / "work" / ".backup").glob("205_l2norm.*.py"))
-    assert r.returncode == 0 and len(backups) == 1 and backups[0].read_text(encoding="utf-8") == solved
+    assert code == 0 and len(backups) == 1 and backups[0].read_text(encoding="utf-8") == solved
     assert "NotImplementedError" in mine.read_text(encoding="utf-8")
+    code, out, _ = main(judge, capsys)
+    row = next(line for line in out.splitlines() if " 205 " in line)
+    assert "(edited)" not in row and "not started, passed before" in row     # after --reset: not "passed (edited)"
     progress = json.loads((tmp_path / "progress.json").read_text(encoding="utf-8"))
     assert progress["205"]["passed"] is True                                  # kept outside the code
 
 
-def test_all_and_json(run_script, judge_env, tiny_path):
-    r = run_judge(run_script, judge_env, "--all", "--json", "--model", tiny_path)
-    assert r.returncode == 1
-    results = json.loads(r.stdout[r.stdout.index("["):])
-    assert [x["exercise"] for x in results] == ["201", "202", "203", "204", "205", "206"]
+def test_all_and_json(judge, capsys, tiny_path):
+    code, out, _ = main(judge, capsys, "--all", "--json", "--model", tiny_path)
+    assert code == 1
+    results = json.loads(out)
+    assert [x["exercise"] for x in results] == ["201", "202", "203", "204", "205", "206", "207", "208", "209"]
     assert all(x["status"] == "todo" for x in results)
 
 
@@ -139,28 +174,32 @@ def test_all_and_json(run_script, judge_env, tiny_path):
     (["--hint"], "say which exercise"),
     (["--all", "204"], "--all grades every exercise"),
 ])
-def test_usage_errors_exit_2(run_script, judge_env, args, message):
-    r = run_judge(run_script, judge_env, *args)
-    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+def test_usage_errors_exit_2(judge, capsys, args, message):
+    code, _, err = main(judge, capsys, *args)
+    assert code == 2 and message in err and "Traceback" not in err
 
 
-def test_unknown_option_is_a_usage_error(run_script, judge_env):
-    assert run_judge(run_script, judge_env, "--frobnicate").returncode == 2
+def test_unknown_option_is_a_usage_error(judge, capsys):
+    assert main(judge, capsys, "--frobnicate")[0] == 2
 
 
-def test_watch_regrades_on_save_and_says_it_polls(judge_env, tiny_path, tmp_path):
-    import subprocess
-    import sys
-    import time
+def test_watch_regrades_on_save_and_keeps_what_others_recorded(tiny_path, tmp_path):
+    env = {**os.environ, "QWEN_PRACTICE_DIR": str(tmp_path / "work"), "QWEN_PROGRESS": str(tmp_path / "progress.json"),
+           "PYTHONIOENCODING": "utf-8"}
     mine = tmp_path / "work" / "205_l2norm.py"
     proc = subprocess.Popen([sys.executable, "practice/judge.py", "205", "--watch", "--model", str(tiny_path)],
-                            cwd=ROOT, env={**os.environ, **judge_env}, stdout=subprocess.PIPE, text=True)
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf-8")
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
     seen = []
 
-    def wait_for(text, timeout=60):
-        end = time.time() + timeout
-        while time.time() < end:
-            line = proc.stdout.readline()
+    def wait_for(text, timeout=40):                  # never a blocking read: the test cannot hang
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                line = lines.get(timeout=0.5)
+            except queue.Empty:
+                continue
             seen.append(line)
             if text in line:
                 return
@@ -168,9 +207,15 @@ def test_watch_regrades_on_save_and_says_it_polls(judge_env, tiny_path, tmp_path
     try:
         wait_for("polling every 0.5 s")
         wait_for("not finished")
-        time.sleep(0.1)
-        mine.write_text((ROOT / "practice/_judge/solutions/s205.py").read_text(encoding="utf-8"), encoding="utf-8")
+        time.sleep(0.3)
+        other = json.loads((tmp_path / "progress.json").read_text(encoding="utf-8"))
+        other["204"] = {"status": "pass", "passed": True}                     # another command records 204 meanwhile
+        (tmp_path / "progress.json").write_text(json.dumps(other), encoding="utf-8")
+        mine.write_text((SOLUTIONS / "s205.py").read_text(encoding="utf-8"), encoding="utf-8")
         wait_for("passed all 8 cases")
+        time.sleep(1.0)
+        saved = json.loads((tmp_path / "progress.json").read_text(encoding="utf-8"))
+        assert saved["205"]["passed"] and saved["204"]["passed"]              # re-read before saving
     finally:
         proc.terminate()
         proc.wait(10)

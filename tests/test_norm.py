@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from conftest import MANIFEST
 from qwen.lang import QwenError
 from qwen.model import model_norms
-from qwen.norm import GatedRMSNorm, RMSNorm, l2norm
+from qwen.norm import GatedRMSNorm, RMSNorm, ShapeError, l2norm
 from qwen.tiny import write_checkpoint
 from qwen.weights import Config, load, load_weights
 
@@ -135,14 +135,14 @@ def test_f_rms_norm_is_the_same_computation():
 # ---------------------------------------------------------------- bad input
 
 def test_wrong_last_dimension_is_a_clear_error():
-    with pytest.raises(QwenError, match=r"RMSNorm\(1024\) normalizes vectors of length 1024.*\[2, 512\]"):
+    with pytest.raises(ShapeError, match=r"RMSNorm\(1024\) normalizes vectors of length 1024.*\[2, 512\]"):
         RMSNorm(1024)(torch.zeros(2, 512))
-    with pytest.raises(QwenError, match=r"GatedRMSNorm\(128\)"):
+    with pytest.raises(ShapeError, match=r"GatedRMSNorm\(128\)"):
         GatedRMSNorm(128)(torch.zeros(2, 64), torch.zeros(2, 64))
 
 
 def test_gate_shape_must_match():
-    with pytest.raises(QwenError, match=r"gate has shape \[4, 1\] but x has shape \[4, 128\]"):
+    with pytest.raises(ShapeError, match=r"gate has shape \[4, 1\] but x has shape \[4, 128\]"):
         GatedRMSNorm(128)(torch.zeros(4, 128), torch.zeros(4, 1))
 
 

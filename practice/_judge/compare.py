@@ -1,14 +1,23 @@
-"""Comparing a learner's result with the expected one, and saying exactly how they differ."""
+"""Comparing a learner's result with the expected one, in the judge's process, and saying how they differ.
+
+The values compared here were decoded by the judge from plain data (wire.py): fresh tensors
+and built-in numbers, strings, lists and dicts. Nothing the learner's code defined or patched
+runs here.
+"""
+import dataclasses
 import math
 
 import torch
 
+from practice._judge.exercises import DEFAULT_TOL, Tol
 from qwen.lang import T
 
-# (atol, rtol) per output dtype; low-precision outputs must also match exactly almost everywhere
-TOLERANCE = {torch.float64: (1e-9, 1e-9), torch.float32: (1e-5, 1e-5),
-             torch.bfloat16: (1e-6, 2 ** -7), torch.float16: (1e-6, 2 ** -10)}
-EXACT_SHARE = {torch.bfloat16: 0.99, torch.float16: 0.99}
+
+@dataclasses.dataclass
+class Raised:
+    """What a learner function did instead of returning: kind is todo/exception/memory/exit/unsupported."""
+    kind: str
+    message: str
 
 
 class Mismatch(Exception):
@@ -22,8 +31,38 @@ class Mismatch(Exception):
 
 def describe(t):
     if isinstance(t, torch.Tensor):
-        return f"{list(t.shape)} {str(t.dtype).replace('torch.', '')}"
+        return f"{list(t.shape)} {dtype_name(t.dtype)}"
     return type(t).__name__
+
+
+def dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+def tolerance_for(expected, tol=None):
+    if tol is not None:
+        return tol
+    if isinstance(expected, torch.Tensor):
+        return DEFAULT_TOL.get(dtype_name(expected.dtype), Tol(1e-5, 1e-5))
+    return Tol(1e-9, 1e-9)
+
+
+def _ordered(t):
+    """bf16/fp16 bit patterns as integers that count representable steps (-0 and +0 coincide)."""
+    i = t.contiguous().view(torch.int16).to(torch.int32)
+    return torch.where(i < 0, -32768 - i, i)
+
+
+def close(expected, got, tol=None):
+    """True when `got` matches `expected` within tolerance (no report): for diagnoses."""
+    try:
+        if isinstance(expected, torch.Tensor):
+            check_tensor(expected, got, tol)
+        else:
+            check_value(expected, got)
+        return True
+    except Mismatch:
+        return False
 
 
 def check_tensor(expected, got, tol=None):
@@ -36,44 +75,59 @@ def check_tensor(expected, got, tol=None):
                          got=list(got.shape), exp=list(expected.shape)), expected=describe(expected), got=describe(got))
     if got.dtype != expected.dtype:
         raise Mismatch(T("dtype {got}, expected {exp}", "数据类型是 {got}，应当是 {exp}",
-                         got=got.dtype, exp=expected.dtype), expected=describe(expected), got=describe(got))
-    g, e = got.detach().double(), expected.detach().double()
-    if (torch.isnan(g) & ~torch.isnan(e)).any() or (torch.isinf(g) & ~torch.isinf(e)).any():
-        bad = (torch.isnan(g) & ~torch.isnan(e)) | (torch.isinf(g) & ~torch.isinf(e))
-        index = _first(bad)
+                         got=dtype_name(got.dtype), exp=dtype_name(expected.dtype)),
+                       expected=describe(expected), got=describe(got))
+    tol = tolerance_for(expected, tol)
+    if not expected.is_floating_point():
+        if torch.equal(got, expected):
+            return
+        index = _first(got != expected)
+        raise Mismatch(T("values differ", "数值不同"), expected=describe(expected), got=describe(got), first_index=index,
+                       expected_value=_value(expected, index), got_value=_value(got, index), within=
+                       (got == expected).double().mean().item(), tolerance=T("exact", "完全相同"))
+    g, e = got.double(), expected.double()
+    nan_g, nan_e = torch.isnan(g), torch.isnan(e)
+    bad_special = (nan_g & ~nan_e) | (torch.isinf(g) & ~torch.isinf(e))
+    if bad_special.any():
+        index = _first(bad_special)
         raise Mismatch(T("NaN or inf in your output at index {i} (expected {e})",
                          "你的输出在下标 {i} 处是 NaN 或 inf（应当是 {e}）", i=index, e=_value(e, index)),
                        expected=describe(expected), got=describe(got), first_index=index)
-    atol, rtol = tol or TOLERANCE.get(expected.dtype, (1e-5, 1e-5))
     finite = torch.isfinite(e)
+    same = (g == e) | (nan_g & nan_e)
     diff = torch.where(finite, (g - e).abs(), torch.zeros_like(g))
-    same_special = ~finite & ((g == e) | (torch.isnan(g) & torch.isnan(e)))
-    ok = (diff <= atol + rtol * e.abs()) & finite | same_special
-    exact = ((g == e) | (torch.isnan(g) & torch.isnan(e))).double().mean().item() if g.numel() else 1.0
-    need_exact = EXACT_SHARE.get(expected.dtype, 0.0)
-    if ok.all() and exact >= need_exact:
+    if tol.ulps is not None and expected.dtype in (torch.bfloat16, torch.float16):
+        steps = (_ordered(got) - _ordered(expected)).abs()
+        ok = (steps <= tol.ulps) & finite | same
+    else:
+        ok = (diff <= tol.atol + tol.rtol * e.abs()) & finite | same
+    exact = same.double().mean().item() if g.numel() else 1.0
+    if ok.all() and exact >= tol.exact_share:
         return
     rel = diff / e.abs().clamp_min(1e-30)
-    index = _first(~ok) if not ok.all() else _first(g != e)
-    detail = dict(expected=describe(expected), got=describe(got), max_abs=diff.max().item(),
+    index = _first(~ok) if not ok.all() else _first(~same)
+    detail = dict(expected=describe(expected), got=describe(got), max_abs=diff.max().item() if diff.numel() else 0.0,
                   max_rel=rel[finite].max().item() if finite.any() else 0.0, first_index=index,
                   expected_value=_value(e, index), got_value=_value(g, index),
-                  within=ok.double().mean().item(), tolerance=f"atol={atol:g}, rtol={rtol:g}")
+                  within=ok.double().mean().item(), tolerance=tol.text(dtype_name(expected.dtype)))
     if ok.all():
-        raise Mismatch(T("only {p:.1%} of the values equal the expected ones exactly; at least {n:.0%} must "
-                         "(round once, at the end, from fp32)",
-                         "只有 {p:.1%} 的数值与期望值完全相同；至少要 {n:.0%}（从 fp32 只在最后舍入一次）",
-                         p=exact, n=need_exact), exact=exact, **detail)
+        raise Mismatch(T("only {p:.1%} of the values equal the expected ones bit for bit; at least {n:.0%} must "
+                         "(compute in fp32, round once at the end)",
+                         "只有 {p:.1%} 的数值与期望值逐位相同；至少要 {n:.0%}（在 fp32 中计算，最后只舍入一次）",
+                         p=exact, n=tol.exact_share), exact=exact, **detail)
     raise Mismatch(T("values differ", "数值不同"), **detail)
 
 
 def check_value(expected, got, name="value", rel=1e-9):
-    """Plain Python values (ints, strings, dicts, lists)."""
-    if isinstance(expected, float):
-        if not isinstance(got, (int, float)) or not math.isclose(got, expected, rel_tol=rel, abs_tol=rel):
-            raise Mismatch(T("{n}: got {g!r}, expected {e!r}", "{n}：得到 {g!r}，应当是 {e!r}", n=name, g=got, e=expected))
+    """Plain Python values (ints, floats, strings, dicts, lists, tuples), as decoded by the judge."""
+    if isinstance(expected, torch.Tensor):
+        return check_tensor(expected, got)
+    if type(expected) is float:
+        if type(got) not in (int, float) or not math.isclose(got, expected, rel_tol=rel, abs_tol=rel):
+            raise Mismatch(T("{n}: got {g}, expected {e}", "{n}：得到 {g}，应当是 {e}", n=name, g=_short(got),
+                             e=_short(expected)))
         return
-    if type(got) is not type(expected) and not (isinstance(expected, int) and isinstance(got, int)):
+    if type(got) is not type(expected):
         raise Mismatch(T("{n}: returned a {g}, expected a {e}", "{n}：返回了 {g}，应当是 {e}",
                          n=name, g=type(got).__name__, e=type(expected).__name__))
     if isinstance(expected, dict):
@@ -85,12 +139,20 @@ def check_value(expected, got, name="value", rel=1e-9):
         for k in expected:
             check_value(expected[k], got[k], f"{name}[{k!r}]")
         return
-    if isinstance(expected, (list, tuple)) and len(expected) == len(got):
+    if isinstance(expected, (list, tuple)):
+        if len(expected) != len(got):
+            raise Mismatch(T("{n}: {g} items, expected {e}", "{n}：有 {g} 项，应当是 {e} 项", n=name, g=len(got), e=len(expected)))
         for i, (a, b) in enumerate(zip(expected, got)):
             check_value(a, b, f"{name}[{i}]")
         return
     if got != expected:
-        raise Mismatch(T("{n}: got {g!r}, expected {e!r}", "{n}：得到 {g!r}，应当是 {e!r}", n=name, g=got, e=expected))
+        raise Mismatch(T("{n}: got {g}, expected {e}", "{n}：得到 {g}，应当是 {e}", n=name, g=_short(got),
+                         e=_short(expected)))
+
+
+def _short(v):
+    r = repr(v)
+    return r if len(r) <= 80 else r[:77] + "..."
 
 
 def _first(mask):
@@ -102,4 +164,4 @@ def _first(mask):
 
 def _value(t, index):
     v = t[tuple(index)].item() if index or t.dim() == 0 else float("nan")
-    return float(f"{v:.6g}")
+    return float(f"{v:.6g}") if isinstance(v, float) else v

@@ -1,0 +1,212 @@
+"""Grading one exercise, in the judge's process: fork the sandbox, build the cases, send their
+inputs, compare what comes back with the expected values computed here, name known mistakes.
+
+Used by practice/judge.py (the learner's file) and practice.check (functions from a notebook).
+"""
+import tempfile
+from pathlib import Path
+
+from practice._judge import runner, sandbox, wire
+from practice._judge.compare import Mismatch, Raised, check_tensor, check_value, close, describe
+from practice._judge.exercises import Context, text
+from qwen.lang import T, get_lang
+
+MEMORY = 3 * 2**30                                 # what a solution may add to the sandbox's memory
+_contexts = {}
+
+
+class ModelProblem(Exception):
+    """The model to grade on could not be read: the learner's code is not at fault (one line)."""
+
+
+def context(model, scratch):
+    """The model's tensors for the cases (cached per model path), with this grading's scratch folder."""
+    key = str(model)
+    if key not in _contexts:
+        try:
+            _contexts[key] = Context(model, scratch)
+        except Exception as e:                                     # noqa: BLE001 - any way a checkpoint can be broken
+            raise ModelProblem(T("the model at {p} could not be read ({e}): check --model / QWEN_MODEL, or use --tiny",
+                                 "无法读取 {p} 处的模型（{e}）：请检查 --model / QWEN_MODEL，或使用 --tiny",
+                                 p=model, e=str(e).splitlines()[0] if str(e) else type(e).__name__)) from e
+    ctx = _contexts[key]
+    ctx.scratch = Path(scratch)
+    return ctx
+
+
+def source_problem(file):
+    """One line when the file cannot be read as Python reads it (encoding, NUL byte, syntax), else None."""
+    try:
+        data = Path(file).read_bytes()
+    except OSError as e:
+        return "read", T("cannot read {f}: {e}", "无法读取 {f}：{e}", f=file, e=e.strerror or e)
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "encoding", T("the file is saved as UTF-16; Python reads source files as UTF-8: save it as UTF-8",
+                             "文件是以 UTF-16 保存的；Python 按 UTF-8 读取源文件：请另存为 UTF-8")
+    try:
+        compile(data, str(file), "exec", dont_inherit=True)
+    except SyntaxError as e:
+        msg = str(e.msg or "")
+        if "null bytes" in msg:
+            return _nul(data)
+        if e.lineno is None or "unicode error" in msg or "Non-UTF-8" in msg or "codec" in msg or "encoding" in msg:
+            line = e.lineno or _bad_utf8_line(data)
+            return "encoding", T("line {n} cannot be decoded ({m}): save the file as UTF-8, or declare its encoding "
+                                 "on the first line: # -*- coding: latin-1 -*-",
+                                 "第 {n} 行无法解码（{m}）：请把文件存为 UTF-8，或在第一行声明编码：# -*- coding: latin-1 -*-",
+                                 n=line, m=msg.splitlines()[0][:120])
+        return "syntax", T("syntax error on line {n}: {m}", "第 {n} 行有语法错误：{m}", n=e.lineno, m=msg)
+    except ValueError as e:
+        if "null bytes" in str(e):
+            return _nul(data)
+        return "syntax", str(e)
+    return None
+
+
+def _nul(data):
+    line = data[:data.index(b"\0")].count(b"\n") + 1 if b"\0" in data else "?"
+    return "encoding", T("the file contains a NUL byte (line {n}): not a text file, or saved as UTF-16? Save it as UTF-8",
+                         "文件里有 NUL 字节（第 {n} 行）：不是文本文件，或者存成了 UTF-16？请另存为 UTF-8", n=line)
+
+
+def _bad_utf8_line(data):
+    for n, line in enumerate(data.split(b"\n"), 1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            return n
+    return "?"
+
+
+def error_result(ex, file, kind, message):
+    return {"exercise": ex.id, "file": str(file), "status": "error", "cases": [], "error": {"kind": kind, "message": message},
+            "printed": 0, "note": None}
+
+
+def grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMORY, explain_all=False):
+    """Grade `file` (a path) or `functions` ({name: function}, notebook) for exercise `ex` on `model`.
+    Returns a plain result dict. explain_all: run diagnoses on every case, passing or not (--verify)."""
+    label = str(file) if file else "<notebook>"
+    if not sandbox.available():
+        return error_result(ex, label, "platform", T(
+            "grading needs os.fork (Linux, macOS, WSL); this Python has none", "评测需要 os.fork（Linux、macOS、WSL）；这个 Python 没有"))
+    if file:
+        problem = source_problem(file)
+        if problem:
+            return error_result(ex, label, *problem)
+    job = {"exercise": ex.id, "functions": ex.functions, "file": str(file) if file else None,
+           "found": functions or {}, "lang": get_lang(), "memory": memory}
+    box = sandbox.Sandbox(runner.child_main(job), memory, time_limit).start()   # forked before any expected value exists
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            cases = ex.cases(context(model, scratch))
+            blobs, encoded = [], []
+            for c in cases:
+                value, more = wire.encode(tuple(c.args), keep_layout=True)
+                encoded.append({"function": c.function, "args": _rebase(value, len(blobs))})
+                blobs += more
+            got, state = {}, {"fatal": None, "printed": 0, "done": False, "note": None}
+
+            def on_frame(header, frame_blobs):
+                kind = header.get("kind")
+                if kind == "started":
+                    state["note"] = header.get("note") if isinstance(header.get("note"), str) else None
+                elif kind == "case" and type(header.get("i")) is int and 0 <= header["i"] < len(cases):
+                    raised = header.get("raised")
+                    if isinstance(raised, dict):
+                        got[header["i"]] = Raised(str(raised.get("kind", "exception")), str(raised.get("message", ""))[:400])
+                    else:
+                        got[header["i"]] = wire.decode(header.get("value"), frame_blobs)
+                elif kind == "fatal" and isinstance(header.get("error"), dict):
+                    state["fatal"] = {"kind": str(header["error"].get("kind")), "message": str(header["error"].get("message"))[:400]}
+                    return True
+                elif kind == "done":
+                    state["done"] = True
+                    state["printed"] = header.get("printed") if type(header.get("printed")) is int else 0
+                    return True
+                return False
+
+            if box.spid is None:
+                ending = box.ending()
+                return error_result(ex, label, *ending)
+            box.send({"kind": "inputs", "cases": encoded}, blobs)
+            box.collect(on_frame)
+            if not box.guard_alive():                            # it killed its parent: that is the verdict
+                return error_result(ex, label, *box.ending())
+            box.kill()                                            # stray threads and children end with the grading
+            result = {"exercise": ex.id, "file": label, "status": "error", "cases": [], "error": state["fatal"],
+                      "printed": state["printed"], "note": state["note"]}
+            if state["fatal"]:
+                return result
+            stopped = None if state["done"] else box.ending()
+            for i, case in enumerate(cases):
+                result["cases"].append(_judge_case(ex, case, got.get(i), i, stopped, explain_all))
+                if i not in got and stopped:
+                    stopped = ("after", T("not run (the grading stopped at an earlier case)", "未运行（评测在前面的用例中止了）"))
+            if stopped and not got:
+                result["error"] = {"kind": box.ending()[0], "message": box.ending()[1]}
+                return result
+            oks = [c["ok"] for c in result["cases"]]
+            result["status"] = "pass" if all(oks) else (
+                "todo" if all(c["ok"] or c["todo"] for c in result["cases"]) else "fail")
+            return result
+    finally:
+        box.close()
+
+
+def _rebase(value, offset):
+    """Tensor indices in an encoded value, shifted by the number of blobs before it."""
+    if isinstance(value, dict):
+        if "T" in value:
+            return {**value, "T": value["T"] + offset}
+        return {k: _rebase(v, offset) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rebase(v, offset) for v in value]
+    return value
+
+
+def _judge_case(ex, case, got, index, stopped, explain_all):
+    entry = {"function": case.function, "name": text(case.name), "ok": False, "todo": False, "message": "",
+             "diagnosis": None, "about": text(case.about) if case.about else None,
+             "detail": {"inputs": [describe(a) for a in case.args]}}
+    if got is None:
+        entry["message"] = stopped[1] if stopped else T("no result came back", "没有收到结果")
+        entry["stopped"] = True
+        return entry
+    if isinstance(got, Raised):
+        entry["todo"] = got.kind == "todo"
+        entry["message"] = got.message
+    else:
+        try:
+            if case.check is not None:
+                case.check(got)
+            elif hasattr(case.expected, "dtype") and hasattr(case.expected, "shape"):
+                check_tensor(case.expected, got, case.tol)
+            else:
+                check_value(case.expected, got, case.function)
+            entry["ok"] = True
+        except Mismatch as m:
+            entry["message"] = m.summary
+            entry["detail"].update(m.detail)
+    if not entry["ok"] and not entry["todo"] or explain_all:
+        entry["diagnosis"] = diagnose(ex, case, got)
+    return entry
+
+
+def diagnose(ex, case, got):
+    """The first known mistake whose signature the result matches: {"name", "says"}, or None."""
+    for d in ex.diagnoses:
+        if d.function != case.function:
+            continue
+        try:
+            if d.test is not None:
+                fired = bool(d.test(case, got))
+            else:
+                fired = not isinstance(got, Raised) and close(d.mistake(*case.args), got, d.tol or case.tol)
+            if fired and not isinstance(got, Raised) and case.expected is not None:
+                fired = not close(case.expected, got, case.tol)          # never on a right answer
+        except Exception:                                          # noqa: BLE001 - a diagnosis never breaks grading
+            fired = False
+        if fired:
+            return {"name": d.name, "says": text(d.says)}
+    return None

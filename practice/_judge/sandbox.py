@@ -1,0 +1,364 @@
+"""The sandbox: a forked process that runs the learner's functions, with a time and a memory limit.
+
+    judge (or notebook kernel) ── fork ──> guard ── fork ──> sandbox (own session: setsid)
+
+The sandbox is forked before the judge computes any expected value, so they are not in its
+memory. It receives the inputs and sends back plain data over a socket (wire.py). The guard only
+waits for it and reports its pid and exit status, so a solution that kills its parent
+(`os.kill(os.getppid(), 9)`) kills the guard, not the judge, and gets a one-line verdict.
+
+Limits (what the solution adds, not what torch reserved at import: a CUDA build maps gigabytes
+of address space it never touches):
+  - memory: RLIMIT_AS = the sandbox's address space when it starts + the limit, per process; and
+    the judge polls the whole session (the sandbox and every process it starts) and ends it when
+    their resident memory beyond the sandbox's starting size adds up to more than the limit;
+  - processes: at most MAX_PROCESSES in the session;
+  - time: the judge waits at most the time limit for the results.
+When the grading ends the whole session is killed, stray threads and children included. Where a
+limit cannot be set (no /proc, no RLIMIT_AS), the judge says so in one line and grades without it.
+"""
+import io
+import os
+import select
+import signal
+import socket
+import sys
+import tempfile
+import time
+
+from practice._judge import wire
+
+MAX_PROCESSES = 64
+POLL = 0.05                                        # seconds between watchdog checks
+
+
+def available():
+    return hasattr(os, "fork") and hasattr(os, "setsid")
+
+
+def _statm(pid):
+    """(address space, resident) in bytes from /proc, or None."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            size, rss = f.read().split()[:2]
+        page = os.sysconf("SC_PAGE_SIZE")
+        return int(size) * page, int(rss) * page
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def set_limits(extra):
+    """Cap this process's address space at its current size + extra. Returns None, or a one-line note."""
+    from qwen.lang import T
+    try:
+        import resource
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ImportError, ValueError, OSError):
+        return T("no memory limit on this system (no resource module): graded without one",
+                 "这个系统上没有内存限制（没有 resource 模块）：不设内存限制地评测")
+    now = _statm("self")
+    if now is None:
+        return T("the memory limit needs /proc (Linux): graded without it", "内存限制需要 /proc（Linux）：不设内存限制地评测")
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        want = now[0] + extra
+        if hard != resource.RLIM_INFINITY and want > hard:
+            want = hard
+        resource.setrlimit(resource.RLIMIT_AS, (want, hard))
+    except (ValueError, OSError) as e:
+        return T("could not set the memory limit ({e}): graded without it", "无法设置内存限制（{e}）：不设内存限制地评测", e=e)
+    return None
+
+
+class Sandbox:
+    """One sandboxed run: start() forks; send() the inputs; collect() the frames and the verdict."""
+
+    def __init__(self, child_main, memory, time_limit):
+        self.child_main = child_main               # fn(sock, capture_file, note) in the sandbox
+        self.memory = memory
+        self.time_limit = time_limit
+        self.gpid = self.spid = None
+        self.members = set()
+        self.base_rss = 0
+        self.verdict = None                         # (kind, message) when the judge ended it
+        self.status = None                          # the sandbox's wait status, from the guard
+        self.guard_died = False
+        self.note = None
+
+    # ------------------------------------------------------------------ the forked side
+
+    def start(self):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        parent, child = socket.socketpair()
+        r_st, w_st = os.pipe()
+        gpid = os.fork()
+        if gpid == 0:                                              # the guard
+            try:
+                parent.close()
+                os.close(r_st)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                spid = os.fork()
+                if spid == 0:
+                    os.close(w_st)
+                    self._sandbox(child)                           # never returns
+                child.close()
+                os.write(w_st, f"{spid}\n".encode())
+                while True:
+                    try:
+                        _, status = os.waitpid(spid, 0)
+                        break
+                    except InterruptedError:
+                        continue
+                os.write(w_st, f"{status}\n".encode())
+            except BaseException:                                  # noqa: BLE001 - the guard never raises
+                pass
+            finally:
+                os._exit(0)
+        child.close()
+        os.close(w_st)
+        self.gpid, self.sock, self.r_st = gpid, parent, r_st
+        self._st_buf = b""
+        line = self._status_line(timeout=10)                       # the sandbox's pid
+        if line is not None:
+            self.spid = int(line)
+            self.members = {self.spid}
+            start = _statm(self.spid)
+            self.base_rss = start[1] if start else 0
+        return self
+
+    def _sandbox(self, sock):
+        code = 70
+        try:
+            os.setsid()                                            # its own session and process group
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            if hasattr(signal, "SIGPIPE"):
+                signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            capture = tempfile.TemporaryFile()
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            os.dup2(capture.fileno(), 1)                           # prints, C-level output, stray threads
+            os.dup2(capture.fileno(), 2)
+            sys.stdin = open(0, encoding="utf-8", closefd=False)
+            sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
+            sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
+            from practice._judge import progress
+            progress.disable()
+            note = set_limits(self.memory)
+            self.child_main(sock, capture, note)
+            code = 0
+        except BaseException:                                      # noqa: BLE001
+            code = 70
+        finally:
+            os._exit(code)
+
+    # ------------------------------------------------------------------ the judge's side
+
+    def _status_line(self, timeout):
+        end = time.monotonic() + timeout
+        while b"\n" not in self._st_buf:
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([self.r_st], [], [], left)
+            if not ready:
+                return None
+            data = os.read(self.r_st, 64)
+            if not data:
+                self.guard_died = True
+                return None
+            self._st_buf += data
+        line, _, self._st_buf = self._st_buf.partition(b"\n")
+        return line.decode()
+
+    def send(self, header, blobs):
+        """The inputs. False when the sandbox is already gone."""
+        try:
+            self.sock.settimeout(max(self.time_limit, 5))
+            self.sock.sendall(wire.pack(header, blobs), *([socket.MSG_NOSIGNAL] if hasattr(socket, "MSG_NOSIGNAL") else []))
+            self.sock.setblocking(False)
+            return True
+        except OSError:
+            return False
+
+    def collect(self, on_frame):
+        """Read frames until `done`, the sandbox's end, the time limit or a limit broken. on_frame(header, blobs)
+        returns True at the last frame."""
+        from qwen.lang import T
+        reader = wire.Reader()
+        deadline = time.monotonic() + self.time_limit
+        next_check = time.monotonic() + POLL
+        sock_open = True
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                self.verdict = ("timeout", T("did not finish within {s:g} s (an endless loop?)", "{s:g} 秒内没有结束（死循环？）",
+                                             s=self.time_limit))
+                return
+            waits = [self.r_st] + ([self.sock] if sock_open else [])
+            ready, _, _ = select.select(waits, [], [], min(POLL, deadline - now))
+            if self.sock in ready:
+                try:
+                    data = self.sock.recv(1 << 20)
+                except (BlockingIOError, InterruptedError):
+                    data = None
+                except OSError:
+                    data = b""
+                if data == b"":
+                    sock_open = False
+                elif data:
+                    try:
+                        for header, blobs in reader.feed(data):
+                            if on_frame(header, blobs):
+                                return
+                    except ValueError:
+                        self.verdict = ("garbled", T("the judge could not read what your code sent back (did it write to the "
+                                                     "judge's socket?)", "评测器读不懂你的代码传回的数据（它是否写了评测器的套接字？）"))
+                        return
+            if self.r_st in ready and self.status is None:
+                line = self._status_line(timeout=0.5)
+                if line is not None:
+                    self.status = int(line)
+            if (self.status is not None or self.guard_died) and not sock_open:
+                return                                             # ended, everything it sent is read
+            if (self.status is not None or self.guard_died) and sock_open and not ready:
+                return                                             # ended; a child of it holds the socket
+            if time.monotonic() >= next_check:
+                next_check = time.monotonic() + POLL
+                if self._over_limits():
+                    return
+
+    def guard_alive(self):
+        """False when the guard died (its end of the status pipe closed without a status)."""
+        if self.status is None and not self.guard_died:
+            ready, _, _ = select.select([self.r_st], [], [], 0.05)
+            if ready:
+                line = self._status_line(timeout=0.05)
+                if line is not None:
+                    self.status = int(line)
+        return not self.guard_died
+
+    def _scan(self):
+        """The sandbox's session and every descendant: {pid: rss bytes}; None without /proc."""
+        if not os.path.isdir("/proc/self"):
+            return None
+        procs = {}
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    raw = f.read()
+                rest = raw[raw.rindex(b")") + 2:].split()
+                if rest[0] in (b"Z", b"X"):                        # already dead (a zombie nobody reaped)
+                    continue
+                procs[int(name)] = (int(rest[1]), int(rest[3]), int(rest[21]))   # ppid, session, rss pages
+            except (OSError, ValueError, IndexError):
+                continue
+        members = {p for p, (_, sid, _) in procs.items() if sid == self.spid} | (self.members & procs.keys())
+        grew = True
+        while grew:
+            kids = {p for p, (ppid, _, _) in procs.items() if ppid in members} - members
+            grew = bool(kids)
+            members |= kids
+        self.members |= members
+        page = os.sysconf("SC_PAGE_SIZE")
+        return {p: procs[p][2] * page for p in members}
+
+    def _over_limits(self):
+        from qwen.lang import T
+        group = self._scan()
+        if not group:
+            return False
+        if len(group) > MAX_PROCESSES:
+            self.verdict = ("processes", T("your code started more than {n} processes", "你的代码启动了超过 {n} 个进程",
+                                           n=MAX_PROCESSES))
+            self.kill()
+            return True
+        added = sum(max(0, rss - self.base_rss) for rss in group.values())
+        if added > self.memory:
+            self.verdict = ("memory", T("used more than the {gb:g} GB of memory allowed (with the processes it started)",
+                                        "使用的内存超过了允许的 {gb:g} GB（包括它启动的进程）", gb=round(self.memory / 2**30, 2)))
+            self.kill()
+            return True
+        return False
+
+    def kill(self):
+        """End the sandbox's session, every process it started, and the guard."""
+        if self.spid:
+            for _ in range(40):                                    # until none of them runs (2 s at most)
+                for pid in list(self.members):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                try:
+                    os.killpg(self.spid, signal.SIGKILL)
+                except OSError:
+                    pass
+                left = self._scan()
+                if not left:
+                    break
+                time.sleep(0.05)
+        if self.gpid:
+            try:
+                os.kill(self.gpid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def close(self):
+        self.kill()
+        if self.gpid:
+            try:
+                os.waitpid(self.gpid, 0)
+            except OSError:
+                pass
+            self.gpid = None
+        for closer in (self.sock.close, lambda: os.close(self.r_st)):
+            try:
+                closer()
+            except OSError:
+                pass
+
+    def ending(self):
+        """How the sandbox ended when it did not say `done`: (kind, message)."""
+        from qwen.lang import T
+        if self.verdict:
+            return self.verdict
+        if self.guard_died or (self.status is None and self.spid is None):
+            return ("guard", T("your code ended the judge's helper process (it killed its parent process): that stops the "
+                               "grading", "你的代码结束了评测器的辅助进程（它杀死了父进程）：评测因此中止"))
+        if self.status is None:
+            return ("crash", T("your code's process stopped without a result", "你的代码所在的进程没有给出结果就停止了"))
+        if os.WIFSIGNALED(self.status):
+            n = os.WTERMSIG(self.status)
+            name = signal.Signals(n).name if n in signal.Signals._value2member_map_ else str(n)
+            if n == signal.SIGKILL:
+                return ("killed", T("your code was killed by signal {n} ({s}; out of memory?)",
+                                    "你的代码被信号 {n}（{s}）终止（内存不够？）", n=n, s=name))
+            return ("killed", T("your code was killed by signal {n} ({s})", "你的代码被信号 {n}（{s}）终止", n=n, s=name))
+        code = os.WEXITSTATUS(self.status) if os.WIFEXITED(self.status) else self.status
+        return ("exit", T("your code ended the process (os._exit({c})): return a value instead",
+                          "你的代码结束了进程（os._exit({c})）：请返回一个值", c=code))
+
+
+def read_frame(sock, reader=None):
+    """The sandbox's side: one whole frame from the judge (blocking)."""
+    reader = reader or wire.Reader()
+    while True:
+        data = sock.recv(1 << 20)
+        if not data:
+            raise EOFError("the judge went away")
+        frames = reader.feed(data)
+        if frames:
+            return frames[0]
+
+
+def count_printed(capture):
+    try:
+        capture.flush()
+        capture.seek(0)
+        text = io.TextIOWrapper(capture, encoding="utf-8", errors="replace").read()
+        return len([line for line in text.splitlines() if line.strip()])
+    except (OSError, ValueError):
+        return 0

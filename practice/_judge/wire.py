@@ -1,0 +1,194 @@
+"""Plain data between the judge and the sandbox: never pickle.
+
+A message is one frame: 8 bytes of total length, 4 bytes of JSON length, the JSON, then the raw
+bytes of every tensor in it. Values are JSON numbers, strings, booleans and null, and tagged
+objects: {"L": [...]} list, {"U": [...]} tuple, {"D": [[key, value], ...]} dict,
+{"T": i, "dtype", "shape"} tensor i's bytes (inputs also carry "stride" and "core", so a
+non-contiguous or expanded input arrives with the same layout).
+
+The judge decodes what the sandbox sends into fresh built-in objects and plain tensors:
+whatever the learner's code defines or patches, only data crosses.
+"""
+import json
+import struct
+
+DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
+MAX_FRAME = 1 << 30                                   # 1 GiB: results larger than that are refused
+MAX_DEPTH = 40
+
+
+class Unsupported(Exception):
+    """A value that cannot be sent as plain data; the message says what it was (one line)."""
+
+
+def _tensor_type():
+    import torch
+    return torch.Tensor
+
+
+def encode(value, keep_layout=False):
+    """value -> (json-able structure, [bytes]). Raises Unsupported for anything else."""
+    blobs = []
+    return _enc(value, blobs, keep_layout, 0), blobs
+
+
+def _enc(v, blobs, keep_layout, depth):
+    from qwen.lang import T
+    if depth > MAX_DEPTH:
+        raise Unsupported(T("a value nested more than {n} levels deep", "嵌套超过 {n} 层的值", n=MAX_DEPTH))
+    if v is None or type(v) in (bool, str):
+        return v
+    if isinstance(v, bool):
+        return bool(v)
+    if isinstance(v, int):
+        return int.__int__(v)                                   # the number itself, whatever the subclass says
+    if isinstance(v, float):
+        return float.__float__(v)
+    if isinstance(v, str):
+        return str.__str__(v)
+    Tensor = _tensor_type()
+    if isinstance(v, Tensor):
+        return _enc_tensor(v, blobs, keep_layout)
+    if isinstance(v, (list, tuple)):
+        items = [_enc(x, blobs, keep_layout, depth + 1) for x in (list.__iter__(v) if isinstance(v, list) else tuple.__iter__(v))]
+        return {"L": items} if isinstance(v, list) else {"U": items}
+    if isinstance(v, dict):
+        return {"D": [[_enc(k, blobs, keep_layout, depth + 1), _enc(x, blobs, keep_layout, depth + 1)]
+                      for k, x in dict.items(v)]}
+    module = type(v).__module__ or ""
+    if module == "numpy" and hasattr(v, "item") and getattr(v, "shape", None) == ():
+        return _enc(v.item(), blobs, keep_layout, depth + 1)    # a numpy scalar: its number
+    if module == "numpy":
+        raise Unsupported(T("a numpy array: return a torch tensor (torch.from_numpy)",
+                            "numpy 数组：请返回 torch 张量（torch.from_numpy）"))
+    raise Unsupported(T("a {t}, which the judge cannot read: return tensors, numbers, strings, lists or dicts",
+                        "{t}，评测器读不了：请返回张量、数字、字符串、列表或字典", t=_type_name(v)))
+
+
+def _type_name(v):
+    try:
+        name = type.__dict__["__name__"].__get__(type(v))
+        return str.__str__(name) if isinstance(name, str) else "object"
+    except Exception:                                           # noqa: BLE001
+        return "object"
+
+
+def _enc_tensor(t, blobs, keep_layout):
+    import torch
+    from qwen.lang import T
+    if type(t) not in (torch.Tensor, torch.nn.Parameter):
+        raise Unsupported(T("a tensor subclass ({t}): return a plain torch.Tensor", "张量的子类（{t}）：请返回普通的 torch.Tensor",
+                            t=_type_name(t)))
+    if t.layout != torch.strided:
+        raise Unsupported(T("a sparse tensor ({l}): return a dense one (.to_dense())", "稀疏张量（{l}）：请返回稠密张量（.to_dense()）",
+                            l=str(t.layout).replace("torch.", "")))
+    if t.device.type == "meta":
+        raise Unsupported(T("a tensor on the meta device (it has a shape but no values)", "meta 设备上的张量（只有形状，没有数值）"))
+    dtype = str(t.dtype).replace("torch.", "")
+    if dtype not in DTYPES:
+        raise Unsupported(T("a tensor of dtype {d}, which the judge does not read", "类型为 {d} 的张量，评测器读不了", d=dtype))
+    t = t.detach().cpu()                                         # a Parameter's detach() is a plain tensor
+    entry = {"T": len(blobs), "dtype": dtype, "shape": list(t.shape)}
+    if keep_layout and not t.is_contiguous() and t.numel():
+        stride = list(t.stride())
+        index = tuple(slice(0, 1) if s == 0 else slice(None) for s in stride)
+        core = t[index]                                          # expanded dims kept at size 1
+        entry.update(stride=stride, core=list(core.shape))
+        t = core
+    blobs.append(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return entry
+
+
+def decode(obj, blobs, depth=0):
+    """The judge's side: a structure from `encode` -> fresh built-in values and plain tensors.
+    Raises ValueError on anything malformed."""
+    if depth > MAX_DEPTH + 2:
+        raise ValueError("nested too deeply")
+    if obj is None or type(obj) in (bool, int, float, str):
+        return obj
+    if type(obj) is not dict or len(obj) == 0:
+        raise ValueError(f"unexpected {type(obj).__name__}")
+    if "L" in obj and len(obj) == 1 and type(obj["L"]) is list:
+        return [decode(x, blobs, depth + 1) for x in obj["L"]]
+    if "U" in obj and len(obj) == 1 and type(obj["U"]) is list:
+        return tuple(decode(x, blobs, depth + 1) for x in obj["U"])
+    if "D" in obj and len(obj) == 1 and type(obj["D"]) is list:
+        out = {}
+        for pair in obj["D"]:
+            if type(pair) is not list or len(pair) != 2:
+                raise ValueError("bad dict entry")
+            key = decode(pair[0], blobs, depth + 1)
+            if not isinstance(key, (str, int, float, bool, tuple, type(None))):
+                raise ValueError("unhashable key")
+            out[key] = decode(pair[1], blobs, depth + 1)
+        return out
+    if "T" in obj:
+        return _dec_tensor(obj, blobs)
+    raise ValueError("unknown tag")
+
+
+def _dec_tensor(obj, blobs):
+    import torch
+    i, dtype, shape = obj.get("T"), obj.get("dtype"), obj.get("shape")
+    if type(i) is not int or not 0 <= i < len(blobs) or dtype not in DTYPES or type(shape) is not list \
+            or not all(type(n) is int and n >= 0 for n in shape):
+        raise ValueError("bad tensor entry")
+    dt = getattr(torch, dtype)
+    core = obj.get("core", shape)
+    if type(core) is not list or len(core) != len(shape) or not all(type(n) is int and n >= 0 for n in core):
+        raise ValueError("bad tensor layout")
+    size = 1
+    for n in core:
+        size *= n
+    raw = blobs[i]
+    item = torch.empty((), dtype=dt).element_size()
+    if len(raw) != size * item:
+        raise ValueError("tensor bytes do not match its shape")
+    flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dt) if raw else torch.empty(0, dtype=dt)
+    values = flat.reshape(core)
+    if "stride" not in obj:
+        return values.clone()
+    stride = obj["stride"]
+    if type(stride) is not list or len(stride) != len(shape) or not all(type(s) is int and s >= 0 for s in stride):
+        raise ValueError("bad stride")
+    extent = 1 + sum((n - 1) * s for n, s in zip(core, stride))
+    buf = torch.empty(extent, dtype=dt)
+    buf.as_strided(core, stride).copy_(values)
+    return buf.as_strided(shape, stride)
+
+
+def pack(header, blobs):
+    """One frame: the header (a dict) as JSON plus the tensor bytes."""
+    head = json.dumps({**header, "blobs": [len(b) for b in blobs]}, ensure_ascii=True, allow_nan=True).encode()
+    body = b"".join(blobs)
+    return struct.pack("<QI", 4 + len(head) + len(body), len(head)) + head + body
+
+
+class Reader:
+    """Feeds bytes in, yields complete (header, blobs) frames; ValueError on anything malformed."""
+
+    def __init__(self):
+        self.buf = bytearray()
+
+    def feed(self, data):
+        self.buf += data
+        frames = []
+        while len(self.buf) >= 12:
+            total, hlen = struct.unpack_from("<QI", self.buf)
+            if total > MAX_FRAME or hlen > total - 4 + 0 or total < 4:
+                raise ValueError("frame too large or malformed")
+            if len(self.buf) < 8 + total:
+                break
+            frame = bytes(self.buf[8:8 + total])
+            del self.buf[:8 + total]
+            header = json.loads(frame[4:4 + hlen].decode("ascii"))
+            if type(header) is not dict or type(header.get("blobs")) is not list:
+                raise ValueError("bad frame header")
+            blobs, pos = [], 4 + hlen
+            for n in header["blobs"]:
+                if type(n) is not int or n < 0 or pos + n > len(frame):
+                    raise ValueError("bad blob sizes")
+                blobs.append(frame[pos:pos + n])
+                pos += n
+            frames.append((header, blobs))
+        return frames

@@ -1,0 +1,200 @@
+"""Gated DeltaNet: linear attention with a fixed-size memory that is corrected, not just added to.
+
+Why: full attention keeps every past key and value, so its memory grows with the text. 18 of
+Qwen3.5-0.8B's 24 layers keep instead one matrix per head, S (key_dim x value_dim), and update
+it token by token. Plain linear attention only adds v k^T to S, so old associations blur
+together. The delta rule treats S as a regression from keys to values: it first reads what S
+already predicts for the new key, k^T S, and writes only the error, scaled by beta in (0, 1):
+
+    S = S * exp(g)                       forget a little (g <= 0 is the log decay, per head)
+    S = S + k (beta * (v - k^T S))^T     correct the prediction for k towards v
+    o = S^T q                            read with the query
+
+After a write with beta = 1 and a unit-length k, reading k returns v exactly; that is why q and
+k are l2-normalized first. The gate exp(g) lets a head forget quickly (short memory) or keep
+almost everything (long memory).
+
+Two forms of the same rule, with one signature:
+- `delta_rule_recurrent`: token by token, as written above. It teaches, and one generated token
+  is exactly one step, but a prompt of n tokens costs n small sequential steps.
+- `delta_rule_chunked`: chunks of 64 tokens. Inside a chunk the corrections depend on each other
+  through a unit lower-triangular system, solved for all chunks at once (the WY / UT form); only
+  the hand-over of S from one chunk to the next is sequential: n / 64 steps of large matmuls.
+
+The layer (`GatedDeltaNet`): projections; a causal depthwise conv (kernel 4) and silu over q, k
+and v; l2norm of q and k and q scaled by 1/sqrt(key_dim); beta = sigmoid(b); the log decay
+g = -exp(A_log) * softplus(a + dt_bias); the rule; the gated RMSNorm with gate z; out_proj.
+
+Dtypes: the projections and the conv run in the weights' dtype; l2norm, beta, the decay and
+the rule run in fp32 (the state is always fp32); the rule's output is cast back to the input's
+dtype once, before the gated norm (which keeps its own fp32 statistics).
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from qwen.lang import QwenError
+from qwen.norm import GatedRMSNorm, l2norm
+
+
+def delta_rule_recurrent(q, k, v, g, beta, state=None):
+    """The gated delta rule, one token at a time (the form that teaches).
+
+    q, k (batch, heads, seq, dk); v (batch, heads, seq, dv); g, beta (batch, heads, seq);
+    state None (zeros) or (batch, heads, dk, dv). q is used as given (scale it beforehand).
+    Returns out (batch, heads, seq, dv) and the final state (batch, heads, dk, dv), both fp32.
+    """
+    q, k, v, g, beta = (t.float() for t in (q, k, v, g, beta))
+    B, H, T, dk = k.shape
+    S = k.new_zeros(B, H, dk, v.shape[-1]) if state is None else state.float()   # (B, H, dk, dv)
+    out = v.new_empty(v.shape)                                                   # (B, H, T, dv)
+    for t in range(T):
+        S = S * g[:, :, t, None, None].exp()                                     # forget
+        read = (k[:, :, t, None, :] @ S).squeeze(-2)                             # (B, H, dv): k^T S
+        error = beta[:, :, t, None] * (v[:, :, t] - read)                        # (B, H, dv)
+        S = S + k[:, :, t, :, None] * error[:, :, None, :]                       # + k error^T
+        out[:, :, t] = (q[:, :, t, None, :] @ S).squeeze(-2)                     # S^T q
+    return out, S
+
+
+def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
+    """The gated delta rule, 64 tokens at a time (the form that is fast for a prompt).
+
+    Same arguments and results as `delta_rule_recurrent`. Derivation, inside one chunk, with
+    c_t = g_1 + ... + g_t (the log decay from the chunk's start) and S0 the state it starts from:
+
+        S_t = exp(c_t) S0 + sum_{j<=t} exp(c_t - c_j) k_j u_j^T       (u_j: the j-th written error)
+        u_t = beta_t (v_t - exp(c_t) S0^T k_t - sum_{j<t} exp(c_t - c_j) (k_t . k_j) u_j)
+
+    so (I + A) U = beta V - beta exp(c) K S0 with A strictly lower triangular,
+    A_tj = beta_t exp(c_t - c_j) k_t . k_j. Its inverse does not depend on S0, so for all chunks
+    at once: (I + A)^-1 by one batched unit-triangular solve, U0 = (I + A)^-1 beta V and
+    W = (I + A)^-1 beta exp(c) K; then U = U0 - W S0. The loop over chunks only carries S0
+    forward with matmuls. (Solving against the identity, then two matmuls, measured faster on
+    CPU than solving against V and K directly.) The sequence is padded to a multiple of `chunk`
+    with tokens that change nothing (k = v = 0, beta = 0, g = 0).
+    """
+    q, k, v, g, beta = (t.float() for t in (q, k, v, g, beta))
+    B, H, T, dk = k.shape
+    dv = v.shape[-1]
+    pad = -T % chunk
+    n = (T + pad) // chunk
+    q, k, v = (F.pad(t, (0, 0, 0, pad)).reshape(B, H, n, chunk, -1) for t in (q, k, v))   # (B, H, n, C, d)
+    g, beta = (F.pad(t, (0, pad)).reshape(B, H, n, chunk) for t in (g, beta))             # (B, H, n, C)
+
+    c = g.cumsum(-1)                                                          # log decay since chunk start
+    future = torch.ones(chunk, chunk, dtype=torch.bool, device=k.device).triu(1)
+    decay = (c[..., :, None] - c[..., None, :]).masked_fill(future, -math.inf).exp()   # (B, H, n, C, C)
+
+    k_beta = k * beta[..., None]
+    A = (k_beta @ k.transpose(-1, -2)) * decay                                # (B, H, n, C, C); diag unused
+    eye = torch.eye(chunk, device=k.device).expand_as(A)
+    inverse = torch.linalg.solve_triangular(A, eye, upper=False, unitriangular=True)   # (I + A)^-1
+    U0 = inverse @ (v * beta[..., None])                                      # (B, H, n, C, dv)
+    W = inverse @ (k_beta * c.exp()[..., None])                               # (B, H, n, C, dk)
+
+    attn = (q @ k.transpose(-1, -2)) * decay                                  # (B, H, n, C, C), causal
+    q_start = q * c.exp()[..., None]                                          # reads the chunk's S0
+    k_end = (k * (c[..., -1:] - c).exp()[..., None]).transpose(-1, -2)        # (B, H, n, dk, C): decayed to end
+    chunk_decay = c[..., -1, None, None].exp()                                # (B, H, n, 1, 1)
+
+    S = k.new_zeros(B, H, dk, dv) if state is None else state.float()         # (B, H, dk, dv)
+    out = v.new_empty(B, H, n, chunk, dv)
+    for i in range(n):
+        U = U0[:, :, i] - W[:, :, i] @ S                                      # this chunk's written errors
+        out[:, :, i] = q_start[:, :, i] @ S + attn[:, :, i] @ U               # old state + this chunk
+        S = S * chunk_decay[:, :, i] + k_end[:, :, i] @ U
+    return out.reshape(B, H, n * chunk, dv)[:, :, :T], S
+
+
+class GatedDeltaNet(nn.Module):
+    """One linear-attention layer of Qwen3.5, with the checkpoint's parameter names.
+
+    forward(x (batch, seq, hidden), cache=None) -> (batch, seq, hidden). `cache` is any object
+    with attributes `conv` (None or the last kernel-1 conv inputs, (batch, conv_channels,
+    kernel-1)) and `state` (None or (batch, value_heads, dk, dv), fp32); they are read, then
+    replaced with the new ones. One token with a cache takes one recurrent step; longer inputs
+    use the chunked form (continuing from the cached state if there is one).
+    """
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.nk, self.nv = cfg.linear_num_key_heads, cfg.linear_num_value_heads
+        self.dk, self.dv = cfg.linear_key_head_dim, cfg.linear_value_head_dim
+        self.kernel = cfg.linear_conv_kernel_dim
+        if self.nv % self.nk:
+            raise QwenError("GatedDeltaNet: {nv} value heads cannot be shared evenly by {nk} key heads; "
+                            "linear_num_value_heads must be a multiple of linear_num_key_heads.",
+                            "GatedDeltaNet：{nk} 个键头无法平均分给 {nv} 个值头；"
+                            "linear_num_value_heads 必须是 linear_num_key_heads 的整数倍。",
+                            nv=self.nv, nk=self.nk)
+        H, key_dim, value_dim = cfg.hidden_size, self.nk * self.dk, self.nv * self.dv
+        self.conv_dim = 2 * key_dim + value_dim                                   # q, k, v share one conv
+        self.in_proj_qkv = nn.Linear(H, self.conv_dim, bias=False)
+        self.in_proj_z = nn.Linear(H, value_dim, bias=False)                      # the output gate
+        self.in_proj_b = nn.Linear(H, self.nv, bias=False)                        # beta, per value head
+        self.in_proj_a = nn.Linear(H, self.nv, bias=False)                        # decay input, per value head
+        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, self.kernel, groups=self.conv_dim, bias=False)
+        self.dt_bias = nn.Parameter(torch.ones(self.nv))
+        self.A_log = nn.Parameter(torch.linspace(1, 16, self.nv).log())           # decay rates 1..16 at init
+        self.norm = GatedRMSNorm(self.dv, cfg.rms_norm_eps)
+        self.out_proj = nn.Linear(value_dim, H, bias=False)
+
+    def forward(self, x, cache=None):
+        B, T, _ = x.shape
+        q, k, v, g, beta = self.rule_inputs(x, cache)                            # (B, nv, T, ...) fp32
+        state = None if cache is None else cache.state
+        rule = delta_rule_recurrent if T == 1 else delta_rule_chunked
+        out, state = rule(q, k, v, g, beta, state)                               # (B, nv, T, dv)
+        if cache is not None:
+            cache.state = state
+        z = self.in_proj_z(x).reshape(B, T, self.nv, self.dv)                    # the gate
+        out = self.norm(out.transpose(1, 2).to(x.dtype), z)                      # (B, T, nv, dv)
+        return self.out_proj(out.reshape(B, T, self.nv * self.dv))               # (B, T, hidden)
+
+    def rule_inputs(self, x, cache=None):
+        """Everything the delta rule reads, from x (batch, seq, hidden): q, k (batch, value_heads,
+        seq, dk), v (batch, value_heads, seq, dv), g and beta (batch, value_heads, seq); fp32
+        except v, which stays in x's dtype (the rule upcasts it)."""
+        B, T, _ = x.shape
+        qkv = self.causal_conv(self.in_proj_qkv(x), cache)                       # (B, T, conv_dim)
+        q, k, v = qkv.split([self.nk * self.dk, self.nk * self.dk, self.nv * self.dv], -1)
+        q = q.reshape(B, T, self.nk, self.dk).transpose(1, 2)                    # (B, nk, T, dk)
+        k = k.reshape(B, T, self.nk, self.dk).transpose(1, 2)
+        v = v.reshape(B, T, self.nv, self.dv).transpose(1, 2)                    # (B, nv, T, dv)
+        q = l2norm(q.float()) / math.sqrt(self.dk)                               # unit length, then scaled
+        k = l2norm(k.float())
+        if self.nv > self.nk:                                                    # each key head serves
+            q = q.repeat_interleave(self.nv // self.nk, dim=1)                   # nv/nk neighbouring
+            k = k.repeat_interleave(self.nv // self.nk, dim=1)                   # value heads: (B, nv, T, dk)
+        beta, g = self.beta_and_decay(x)                                         # (B, nv, T) each
+        return q, k, v, g, beta
+
+    def causal_conv(self, qkv, cache=None):
+        """Depthwise conv over time, each channel mixing its own last `kernel` inputs, then silu.
+
+        Causal: the window is padded on the left (zeros, or the cached inputs), never on the right.
+        """
+        x = qkv.transpose(1, 2)                                                  # (B, conv_dim, T)
+        past = None if cache is None else cache.conv
+        if past is None:
+            past = x.new_zeros(x.shape[0], x.shape[1], self.kernel - 1)
+        x = torch.cat([past.to(x.dtype), x], -1)                                 # (B, conv_dim, kernel-1+T)
+        if cache is not None:
+            cache.conv = x[:, :, x.shape[-1] - (self.kernel - 1):].clone()       # the next call's window
+        y = F.conv1d(x, self.conv1d.weight, groups=self.conv_dim)                 # (B, conv_dim, T)
+        return F.silu(y).transpose(1, 2)                                         # (B, T, conv_dim)
+
+    def beta_and_decay(self, x):
+        """beta = sigmoid(b) in (0, 1); log decay g = -exp(A_log) * softplus(a + dt_bias) < 0. fp32."""
+        b = self.in_proj_b(x).float()                                            # (B, T, nv)
+        a = self.in_proj_a(x).float()
+        beta = b.sigmoid()
+        g = -self.A_log.float().exp() * F.softplus(a + self.dt_bias.float())
+        return beta.transpose(1, 2), g.transpose(1, 2)                           # (B, nv, T)
+
+    def extra_repr(self):
+        return (f"key_heads={self.nk}, value_heads={self.nv}, dk={self.dk}, dv={self.dv}, "
+                f"kernel={self.kernel}")

@@ -1,0 +1,211 @@
+"""qwen/deltanet.py against transformers' Qwen3.5 Gated DeltaNet, on checkpoints transformers wrote.
+
+Fidelity is measured as max |ours - theirs| / max |theirs| (the error relative to the output's
+scale), in fp32, and must stay <= 1e-5.
+"""
+import types
+
+import pytest
+import torch
+
+from qwen.deltanet import GatedDeltaNet, delta_rule_chunked, delta_rule_recurrent
+from qwen.lang import QwenError
+from qwen.norm import l2norm
+from qwen.weights import Config, load, load_weights
+
+TOL = 1e-5
+PREFIX = "layers.0.linear_attn."
+
+
+def rel(a, b):
+    """max |a - b| relative to the scale of b."""
+    return ((a.double() - b.double()).abs().max() / b.double().abs().max()).item()
+
+
+def rule_inputs(B, H, T, dk, dv, seed=0):
+    """Inputs as the layer makes them: unit q and k (q scaled), log decays <= 0, beta in (0, 1)."""
+    gen = torch.Generator().manual_seed(seed)
+    q = l2norm(torch.randn(B, H, T, dk, generator=gen)) * dk ** -0.5
+    k = l2norm(torch.randn(B, H, T, dk, generator=gen))
+    v = torch.randn(B, H, T, dv, generator=gen)
+    g = -torch.rand(B, H, T, generator=gen) * torch.linspace(0.01, 2, H)[:, None]   # slow to fast heads
+    beta = torch.rand(B, H, T, generator=gen)
+    state = torch.randn(B, H, dk, dv, generator=gen)
+    return q, k, v, g, beta, state
+
+
+@pytest.fixture(scope="module")
+def hf():
+    return pytest.importorskip("transformers.models.qwen3_5.modeling_qwen3_5")
+
+
+# (key heads, value heads, dk, dv): equal heads, and more value heads than key heads
+SIZES = {"equal": (2, 2, 8, 8), "grouped": (2, 6, 8, 16)}
+
+
+@pytest.fixture(scope="module", params=list(SIZES))
+def written(request, tmp_path_factory, hf):
+    """A one-layer text model built and saved by transformers (fp32), with every parameter drawn
+    at random (seeded) so that no weight sits at its initial value. Returns (folder, their layer)."""
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+    nk, nv, dk, dv = SIZES[request.param]
+    config = Qwen3_5TextConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=1,
+        layer_types=["linear_attention"], num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+        linear_num_key_heads=nk, linear_num_value_heads=nv, linear_key_head_dim=dk,
+        linear_value_head_dim=dv, linear_conv_kernel_dim=4, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    model = Qwen3_5ForCausalLM(config).float().eval()
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            scale = {"A_log": 1.0, "dt_bias": 1.0, "conv1d.weight": 0.5, "norm.weight": 0.3}.get(
+                name.split("linear_attn.")[-1], 0.3)
+            p.copy_(torch.randn(p.shape, generator=gen) * scale + (1.0 if name.endswith("norm.weight") else 0.0))
+    folder = tmp_path_factory.mktemp(f"hf-{request.param}")
+    model.save_pretrained(folder)
+    return folder, model.model.layers[0].linear_attn
+
+
+def ours(folder):
+    return load(GatedDeltaNet(Config.load(folder)), load_weights(folder), PREFIX)
+
+
+def hidden(B, T, H=32, seed=2):
+    return torch.randn(B, T, H, generator=torch.Generator().manual_seed(seed))
+
+
+# ---------------------------------------------------------------- the layer, against transformers
+
+@pytest.mark.parametrize("T", [1, 7, 64, 150])
+def test_layer_matches_transformers(written, T):
+    folder, theirs = written
+    x = hidden(2, T)
+    with torch.no_grad():
+        assert rel(ours(folder)(x), theirs(x)) <= TOL
+
+
+def test_loading_is_strict_and_keeps_the_stored_tensors(written):
+    folder, theirs = written
+    W = load_weights(folder)
+    layer = ours(folder)
+    assert sorted(k for k, _ in layer.named_parameters()) == sorted(k[len(PREFIX):] for k in W.names_under(PREFIX))
+    assert torch.equal(layer.A_log.detach(), theirs.A_log.detach())
+    assert torch.equal(layer.conv1d.weight.detach(), theirs.conv1d.weight.detach())
+    with pytest.raises(QwenError, match=r"layers\.0\.linear_attn\.conv1d\.weight"):
+        cfg = Config.load(folder)
+        load(GatedDeltaNet(types.SimpleNamespace(**{**cfg.__dict__, "linear_conv_kernel_dim": 3})), W, PREFIX)
+
+
+def test_steps_match_transformers(written):
+    """The conv, beta and the decay, each against the reference's own lines."""
+    folder, theirs = written
+    layer, x = ours(folder), hidden(1, 9)
+    with torch.no_grad():
+        mixed = theirs.in_proj_qkv(x).transpose(1, 2)
+        ref = torch.nn.functional.silu(theirs.conv1d(mixed)[..., :9]).transpose(1, 2)
+        assert rel(layer.causal_conv(layer.in_proj_qkv(x)), ref) <= TOL
+        beta, g = layer.beta_and_decay(x)
+        ref_g = -theirs.A_log.float().exp() * torch.nn.functional.softplus(theirs.in_proj_a(x) + theirs.dt_bias)
+        assert rel(beta, theirs.in_proj_b(x).sigmoid().transpose(1, 2)) <= TOL
+        assert rel(g, ref_g.transpose(1, 2)) <= TOL and (g < 0).all()
+
+
+def test_cache_prefill_then_single_tokens_equals_the_full_sequence(written):
+    folder, theirs = written
+    layer, x = ours(folder), hidden(2, 75)
+    cache = types.SimpleNamespace(conv=None, state=None)
+    with torch.no_grad():
+        full = layer(x)
+        parts = [layer(x[:, :70], cache)]                        # chunked, stores window and state
+        assert cache.conv.shape == (2, layer.conv_dim, 3) and cache.state.dtype == torch.float32
+        assert cache.state.shape == (2, layer.nv, layer.dk, layer.dv)
+        for t in range(70, 75):
+            parts.append(layer(x[:, t:t + 1], cache))           # one recurrent step each
+        assert rel(torch.cat(parts, 1), full) <= TOL
+        assert rel(full, theirs(x)) <= TOL
+        cache2 = types.SimpleNamespace(conv=None, state=None)    # two prompts in a row: chunked from a state
+        two = torch.cat([layer(x[:, :2], cache2), layer(x[:, 2:], cache2)], 1)
+        assert rel(two, full) <= TOL and rel(cache2.state, cache.state) <= TOL
+
+
+def test_uneven_head_groups_are_a_clear_error(tiny_path):
+    cfg = Config.load(tiny_path)
+    bad = types.SimpleNamespace(**{**cfg.__dict__, "linear_num_key_heads": 4, "linear_num_value_heads": 6})
+    with pytest.raises(QwenError, match=r"6 value heads cannot be shared evenly by 4 key heads"):
+        GatedDeltaNet(bad)
+
+
+def test_tiny_checkpoint_in_bf16(tiny_path):
+    """The built-in checkpoint's layers load strictly (bf16, fp32 A_log and norm) and compute in
+    bf16 close to the same layer upcast to fp32."""
+    cfg, W = Config.load(tiny_path), load_weights(tiny_path)
+    for i in cfg.linear_attention_layers:
+        layer = load(GatedDeltaNet(cfg), W, f"layers.{i}.linear_attn.")
+        x = hidden(1, 20, cfg.hidden_size, seed=i)
+        with torch.no_grad():
+            y = layer(x.bfloat16())
+            y32 = layer.float()(x)
+        assert y.dtype == torch.bfloat16 and y.shape == x.shape
+        assert rel(y, y32) < 3e-2
+
+
+# ---------------------------------------------------------------- the two rules
+
+@pytest.mark.parametrize("T", [1, 5, 64, 100, 128, 150])
+@pytest.mark.parametrize("with_state", [False, True])
+def test_rules_match_transformers(hf, T, with_state):
+    q, k, v, g, beta, state = rule_inputs(2, 3, T, 16, 8)
+    state = state if with_state else None
+    t = lambda x: x.transpose(1, 2)                              # theirs: (batch, seq, heads, ...)
+    scaled_back = q * 16 ** 0.5                                  # they scale q themselves
+    ref_out, ref_state = hf.torch_recurrent_gated_delta_rule(
+        t(scaled_back), t(k), t(v), t(g), t(beta), initial_state=state, output_final_state=True)
+    chk_out, chk_state = hf.torch_chunk_gated_delta_rule(
+        t(scaled_back), t(k), t(v), t(g), t(beta), initial_state=state, output_final_state=True)
+    for rule, (ref_o, ref_s) in [(delta_rule_recurrent, (ref_out, ref_state)),
+                                 (delta_rule_chunked, (chk_out, chk_state))]:
+        out, final = rule(q, k, v, g, beta, state)
+        assert out.shape == (2, 3, T, 8) and final.shape == (2, 3, 16, 8)
+        assert rel(out, t(ref_o)) <= TOL and rel(final, ref_s) <= TOL
+
+
+@pytest.mark.parametrize("T, chunk", [(64, 64), (200, 64), (33, 64), (100, 16), (7, 4)])
+@pytest.mark.parametrize("with_state", [False, True])
+def test_recurrent_equals_chunked(T, chunk, with_state):
+    q, k, v, g, beta, state = rule_inputs(1, 4, T, 32, 16, seed=T)
+    state = state if with_state else None
+    out_r, s_r = delta_rule_recurrent(q, k, v, g, beta, state)
+    out_c, s_c = delta_rule_chunked(q, k, v, g, beta, state, chunk=chunk)
+    assert rel(out_c, out_r) <= TOL and rel(s_c, s_r) <= TOL
+
+
+def test_splitting_a_sequence_and_passing_the_state_changes_nothing():
+    q, k, v, g, beta, _ = rule_inputs(1, 2, 90, 16, 16, seed=3)
+    full, s_full = delta_rule_chunked(q, k, v, g, beta)
+    first, s = delta_rule_chunked(q[:, :, :50], k[:, :, :50], v[:, :, :50], g[:, :, :50], beta[:, :, :50])
+    rest, s = delta_rule_recurrent(q[:, :, 50:], k[:, :, 50:], v[:, :, 50:], g[:, :, 50:], beta[:, :, 50:], s)
+    assert rel(torch.cat([first, rest], 2), full) <= TOL and rel(s, s_full) <= TOL
+
+
+def test_the_rule_is_online_regression():
+    """Writing (k, v) with beta = 1 and no decay makes reading k return v, whatever S held;
+    beta = 0.5 moves the read value half way; a decay of g shrinks the old content by exp(g)."""
+    gen = torch.Generator().manual_seed(5)
+    k = l2norm(torch.randn(1, 1, 1, 8, generator=gen))
+    v = torch.randn(1, 1, 1, 4, generator=gen)
+    S0 = torch.randn(1, 1, 8, 4, generator=gen)
+    before = (k[0, 0] @ S0[0, 0])[0]
+    for b, expected in [(1.0, v[0, 0, 0]), (0.5, before + 0.5 * (v[0, 0, 0] - before))]:
+        read, _ = delta_rule_recurrent(k, k, v, torch.zeros(1, 1, 1), torch.full((1, 1, 1), b), S0)
+        torch.testing.assert_close(read[0, 0, 0], expected, rtol=1e-5, atol=1e-5)
+    _, S = delta_rule_recurrent(k, k, v, torch.full((1, 1, 1), -0.7), torch.zeros(1, 1, 1), S0)
+    torch.testing.assert_close(S, S0 * torch.tensor(-0.7).exp())
+
+
+def test_inputs_are_not_modified():
+    q, k, v, g, beta, state = rule_inputs(1, 2, 70, 8, 8)
+    before = [t.clone() for t in (q, k, v, g, beta, state)]
+    delta_rule_recurrent(q, k, v, g, beta, state), delta_rule_chunked(q, k, v, g, beta, state)
+    assert all(torch.equal(a, b) for a, b in zip(before, (q, k, v, g, beta, state)))
