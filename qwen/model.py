@@ -75,7 +75,8 @@ class Qwen35(nn.Module):
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         if not cfg.tie_word_embeddings:
             self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
-        self.rotary = RotaryEmbedding(cfg)                  # no weights: computed from the config
+        with torch.device("cpu"):                           # no weights: computed from the config, for
+            self.rotary = RotaryEmbedding(cfg)              # real even when the rest is built on "meta"
         self.path = None                                    # the checkpoint folder, set by load_model
 
     @property
@@ -188,7 +189,6 @@ def load_model(path, dtype=torch.float32):
     W = load_weights(path)
     with torch.device("meta"):                                                # shapes only
         model = Qwen35(cfg, dtype=dtype or torch.bfloat16)
-    model.rotary = RotaryEmbedding(cfg)                                       # its buffers, for real
     source = _Converted(W, dtype)
     parts = [("embed_tokens", model.embed_tokens)] + [(f"layers.{i}", layer) for i, layer in enumerate(model.layers)]
     parts += [("norm", model.norm)] + ([("lm_head", model.lm_head)] if not cfg.tie_word_embeddings else [])
