@@ -210,3 +210,12 @@ def test_chat_rebuilds_the_cache_when_the_template_rewrites_the_history(tok, tin
     assert "".join(chat.say("Hi")) == "Hello"
     assert "".join(chat.say("Go")) == "Bye" and chat.reused == 0
     assert model.calls[len(tok.encode("Hello")) + 1][1] == 0     # read from position 0 again
+
+
+def test_top_k_sampling_draws_from_the_renormalized_k_best():
+    logits = torch.tensor([0.0, 1.0, 2.0, -1.0])
+    g = torch.Generator().manual_seed(0)
+    counts = torch.bincount(torch.tensor([sample(logits, 1.0, top_k=2, generator=g) for _ in range(4000)]),
+                            minlength=4)
+    expected = torch.tensor([0.0, 1.0, 2.0]).exp()[1:] / torch.tensor([1.0, 2.0]).exp().sum() * 4000
+    assert counts[0] == counts[3] == 0 and ((counts[1:3] - expected).abs() < 5 * expected.sqrt()).all()
