@@ -32,6 +32,9 @@ try:
     }
     ok = report(rows, [("grading one exercise, wall (s)", rows["python practice/judge.py 204"][0], 3.0),
                        ("grading all exercises, wall (s)", rows["python practice/judge.py --all"][0], 15.0)])
+    torch_s, one_s = rows["python -c 'import torch'"][0], rows["python practice/judge.py 204"][0]
+    print(f"\nthe judge's own cost over `import torch` (side by side, this machine): {one_s - torch_s:+.2f} s for one "
+          f"exercise (x{one_s / torch_s:.2f}), {rows['python practice/judge.py --all'][0] - torch_s:+.2f} s for --all")
     sys.exit(0 if ok else 1)
 finally:
     shutil.rmtree(work, ignore_errors=True)

@@ -211,14 +211,17 @@ def cmd_watch(ex, args):
     print(T("Watching {f} by polling every 0.5 s (Ctrl-C to stop).", "每 0.5 秒检查一次 {f} 是否改动（Ctrl-C 停止）。",
             f=path), flush=True)
     seen = None
-    while True:
-        stamp = path.stat().st_mtime_ns if path.exists() else None
-        if stamp != seen:
-            seen = stamp
-            print("\n" + time.strftime("%H:%M:%S"))
-            cmd_grade([ex], args)                                # progress re-read under the lock at each save
-            sys.stdout.flush()
-        time.sleep(0.5)
+    try:
+        while True:
+            stamp = path.stat().st_mtime_ns if path.exists() else None
+            if stamp != seen:
+                seen = stamp
+                print("\n" + time.strftime("%H:%M:%S"))
+                cmd_grade([ex], args)                            # progress re-read under the lock at each save
+                sys.stdout.flush()
+            time.sleep(0.5)
+    except KeyboardInterrupt:                                    # the way to stop watching (the sandbox is ended)
+        return 0
 
 
 def cmd_hint(ex, args):

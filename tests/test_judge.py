@@ -78,7 +78,7 @@ MISTAKES = {  # file body for exercise 205 (l2norm) -> what the one-line report 
                  "tensor subclass (Mine)"),
     "bad_str": ("class Odd(Exception):\n    def __str__(self):\n        raise RuntimeError('no')\n"
                 "def l2norm(x, eps=1e-6):\n    raise Odd()\n", "Odd (its message could not be read)"),
-    "object": ("def l2norm(x, eps=1e-6):\n    return object()\n", "returned a object, which the judge cannot read"),
+    "object": ("def l2norm(x, eps=1e-6):\n    return object()\n", "returned a value of type object, which the judge cannot read"),
 }
 
 

@@ -62,3 +62,12 @@ def test_a_notebook_fails_then_passes_204(tmp_path, tiny_path):
     assert not any(o.get("output_type") == "error" for c in nb.cells for o in c.outputs)
     saved = json.loads((tmp_path / "progress.json").read_text(encoding="utf-8"))
     assert saved["204"]["passed"] is True
+
+
+def test_a_notebook_that_started_cuda_grades_in_a_fresh_process(monkeypatch):
+    import torch
+
+    from practice._judge import sandbox
+    assert sandbox.use_fork(notebook=True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)     # a forked child could not use CUDA
+    assert not sandbox.use_fork(notebook=True) and sandbox.use_fork(notebook=False)

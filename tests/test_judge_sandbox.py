@@ -293,3 +293,23 @@ def test_where_no_memory_limit_can_be_set_the_judge_says_so_and_grades(judge, ti
     judge.print_report(judge.BY_ID["205"], result, verbose=False)
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2 and "graded without it" in out[1]
+
+
+def test_without_fork_the_sandbox_is_a_fresh_process_with_the_same_guarantees(judge, tiny_path, tmp_path, monkeypatch,
+                                                                               capsys):
+    """Windows and macOS (or QWEN_JUDGE_SPAWN=1): a guard and a sandbox started as new Pythons; notebook
+    functions travel as source. Killing the parent kills the guard, not the judge."""
+    monkeypatch.setenv("QWEN_JUDGE_SPAWN", "1")
+    monkeypatch.setenv("QWEN_PROGRESS", str(tmp_path / "progress.json"))
+    r = grade(judge, tiny_path, tmp_path, "205", "import os\ndef l2norm(x, eps=1e-6):\n    os.kill(os.getppid(), 9)\n")
+    assert "ended the judge's helper process" in judge.summary_line(r)
+    cell = tmp_path / "cell.py"
+    cell.write_text("import torch\ndef l2norm(x, eps=1e-6):\n    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps)\n",
+                    encoding="utf-8")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("cell", cell)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    from practice import check
+    graded = check(205, module.l2norm, tiny=True)
+    assert graded.status == "fail" and "divided by the RMS" in capsys.readouterr().out

@@ -1,2 +1,10 @@
-"""The judge's own files: exercise definitions, checks, the sandboxed runner, reference and wrong
-solutions. Learners edit the files in practice/ (created from starters/); nothing here."""
+"""The judge's own files. Learners edit the files in practice/ (created from starters/); nothing here.
+
+    exercises/   the exercises, one file per group of chapters (how to add one: its __init__.py)
+    starters/ solutions/ wrong/ equivalent/   statements, references, known mistakes, other correct forms
+    grading.py   one grading, in the judge's process: cases, expected values, comparison, diagnoses
+    sandbox.py   the forked (or spawned) process that runs the learner's functions, with its limits
+    runner.py    what runs inside the sandbox;  wire.py  plain data between the two (never pickle)
+    compare.py   tolerances and how results differ;  report.py  the report in words
+    progress.py  the progress file;  notebook.py  practice.check for notebooks
+"""

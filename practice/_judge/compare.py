@@ -6,6 +6,7 @@ runs here.
 """
 import dataclasses
 import math
+import types
 
 import torch
 
@@ -56,10 +57,7 @@ def _ordered(t):
 def close(expected, got, tol=None):
     """True when `got` matches `expected` within tolerance (no report): for diagnoses."""
     try:
-        if isinstance(expected, torch.Tensor):
-            check_tensor(expected, got, tol)
-        else:
-            check_value(expected, got)
+        check_value(expected, got, tol=tol)
         return True
     except Mismatch:
         return False
@@ -118,10 +116,19 @@ def check_tensor(expected, got, tol=None):
     raise Mismatch(T("values differ", "数值不同"), **detail)
 
 
-def check_value(expected, got, name="value", rel=1e-9):
-    """Plain Python values (ints, floats, strings, dicts, lists, tuples), as decoded by the judge."""
+def check_value(expected, got, name="value", rel=1e-9, tol=None):
+    """Plain values (ints, floats, strings, dicts, lists, tuples, SimpleNamespace, tensors inside them),
+    as decoded by the judge. `tol` applies to every tensor inside."""
     if isinstance(expected, torch.Tensor):
-        return check_tensor(expected, got)
+        try:
+            return check_tensor(expected, got, tol)
+        except Mismatch as m:
+            raise Mismatch(f"{name}: {m.summary}" if name != "value" else m.summary, **m.detail) from None
+    if isinstance(expected, types.SimpleNamespace):
+        if not isinstance(got, types.SimpleNamespace):
+            raise Mismatch(T("{n}: returned a {g}, expected an object with attributes {a}", "{n}：返回了 {g}，应当是带属性 {a} 的对象",
+                             n=name, g=type(got).__name__, a=sorted(vars(expected))))
+        return check_value(vars(expected), vars(got), name, rel, tol)
     if type(expected) is float:
         if type(got) not in (int, float) or not math.isclose(got, expected, rel_tol=rel, abs_tol=rel):
             raise Mismatch(T("{n}: got {g}, expected {e}", "{n}：得到 {g}，应当是 {e}", n=name, g=_short(got),
@@ -137,13 +144,13 @@ def check_value(expected, got, name="value", rel=1e-9):
             raise Mismatch(T("{n}: missing keys {m}, unexpected keys {x}", "{n}：缺少键 {m}，多出键 {x}",
                              n=name, m=missing[:3], x=extra[:3]))
         for k in expected:
-            check_value(expected[k], got[k], f"{name}[{k!r}]")
+            check_value(expected[k], got[k], f"{name}[{k!r}]", rel, tol)
         return
     if isinstance(expected, (list, tuple)):
         if len(expected) != len(got):
             raise Mismatch(T("{n}: {g} items, expected {e}", "{n}：有 {g} 项，应当是 {e} 项", n=name, g=len(got), e=len(expected)))
         for i, (a, b) in enumerate(zip(expected, got)):
-            check_value(a, b, f"{name}[{i}]")
+            check_value(a, b, f"{name}[{i}]", rel, tol)
         return
     if got != expected:
         raise Mismatch(T("{n}: got {g}, expected {e}", "{n}：得到 {g}，应当是 {e}", n=name, g=_short(got),

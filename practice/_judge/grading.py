@@ -3,7 +3,9 @@ inputs, compare what comes back with the expected values computed here, name kno
 
 Used by practice/judge.py (the learner's file) and practice.check (functions from a notebook).
 """
+import inspect
 import tempfile
+import textwrap
 from pathlib import Path
 
 from practice._judge import runner, sandbox, wire
@@ -87,16 +89,24 @@ def grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMOR
     """Grade `file` (a path) or `functions` ({name: function}, notebook) for exercise `ex` on `model`.
     Returns a plain result dict. explain_all: run diagnoses on every case, passing or not (--verify)."""
     label = str(file) if file else "<notebook>"
-    if not sandbox.available():
-        return error_result(ex, label, "platform", T(
-            "grading needs os.fork (Linux, macOS, WSL); this Python has none", "评测需要 os.fork（Linux、macOS、WSL）；这个 Python 没有"))
     if file:
         problem = source_problem(file)
         if problem:
             return error_result(ex, label, *problem)
     job = {"exercise": ex.id, "functions": ex.functions, "file": str(file) if file else None,
            "found": functions or {}, "lang": get_lang(), "memory": memory}
-    box = sandbox.Sandbox(runner.child_main(job), memory, time_limit).start()   # forked before any expected value exists
+    if sandbox.use_fork(notebook=bool(functions)):                # forked before any expected value exists
+        box = sandbox.Sandbox(runner.child_main(job), memory, time_limit).start()
+    else:
+        if functions:
+            try:
+                job["sources"] = {n: textwrap.dedent(inspect.getsource(f)) for n, f in functions.items()}
+            except (OSError, TypeError) as e:
+                return error_result(ex, label, "source", T(
+                    "the source of your functions cannot be found ({e}); define them in a notebook cell or a file",
+                    "找不到你的函数的源代码（{e}）；请在 notebook 单元格或文件中定义它们", e=e))
+        job["found"] = {}
+        box = sandbox.Spawned(job, memory, time_limit).start()
     try:
         with tempfile.TemporaryDirectory() as scratch:
             cases = ex.cases(context(model, scratch))
@@ -183,7 +193,7 @@ def _judge_case(ex, case, got, index, stopped, explain_all):
             elif hasattr(case.expected, "dtype") and hasattr(case.expected, "shape"):
                 check_tensor(case.expected, got, case.tol)
             else:
-                check_value(case.expected, got, case.function)
+                check_value(case.expected, got, case.function, tol=case.tol)
             entry["ok"] = True
         except Mismatch as m:
             entry["message"] = m.summary

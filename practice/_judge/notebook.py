@@ -12,7 +12,7 @@ import time
 import types
 
 from practice._judge import grading, progress
-from practice._judge.exercises import BY_ID, text
+from practice._judge.exercises import BY_ID
 from practice._judge.report import report_lines
 from qwen.lang import QwenError, T, set_lang
 

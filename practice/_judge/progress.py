@@ -91,20 +91,19 @@ def load():
 
 @contextlib.contextmanager
 def _locked(file):
-    lock = None
+    """An exclusive lock on progress.json.lock: fcntl on POSIX, msvcrt on Windows."""
+    lock = open(file.with_name(file.name + ".lock"), "a+b")
     try:
-        import fcntl
-    except ImportError:                                            # Windows: the atomic rename still holds
-        fcntl = None
-    if fcntl is not None:
-        lock = open(file.with_name(file.name + ".lock"), "a+b")
-        fcntl.flock(lock, fcntl.LOCK_EX)
-    try:
+        try:
+            import fcntl
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except ImportError:
+            import msvcrt
+            lock.seek(0)
+            msvcrt.locking(lock.fileno(), msvcrt.LK_LOCK, 1)      # retries for about 10 s
         yield
     finally:
-        if lock is not None:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-            lock.close()
+        lock.close()                                               # closing releases the lock
 
 
 def disable():

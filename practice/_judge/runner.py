@@ -86,7 +86,7 @@ def child_main(job):
             sock.sendall(wire.pack(header, list(blobs)))
 
         header, blobs = sandbox.read_frame(sock)                 # the inputs, built by the judge after the fork
-        cases = [(c["function"], wire.decode(c["args"], blobs)) for c in header["cases"]]
+        cases = [(c["function"], wire.decode(c["args"], blobs, trusted=True)) for c in header["cases"]]
         send({"kind": "started", "note": note})
         file = job.get("file")
         try:
@@ -139,7 +139,7 @@ def child_main(job):
                 continue
             except BaseException:                                # noqa: BLE001 - a hostile object
                 send({"kind": "case", "i": i, "raised": {"kind": "unsupported", "message": T(
-                    "returned a {t}, which the judge cannot read", "返回了 {t}，评测器读不了", t=wire._type_name(got))}})
+                    "returned a value of type {t}, which the judge cannot read", "返回了 {t} 类型的值，评测器读不了", t=wire._type_name(got))}})
                 continue
             send({"kind": "case", "i": i, "value": value}, out)
         for stream in (sys.stdout, sys.stderr):

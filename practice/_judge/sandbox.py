@@ -25,6 +25,7 @@ import socket
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from practice._judge import wire
 
@@ -33,7 +34,10 @@ POLL = 0.05                                        # seconds between watchdog ch
 
 
 def available():
-    return hasattr(os, "fork") and hasattr(os, "setsid")
+    """Fork is used where it is safe with torch imported (Linux, WSL); elsewhere (Windows, macOS, or
+    QWEN_JUDGE_SPAWN=1) the sandbox is a fresh Python process: Spawned."""
+    return (hasattr(os, "fork") and hasattr(os, "setsid") and sys.platform.startswith("linux")
+            and os.environ.get("QWEN_JUDGE_SPAWN", "") in ("", "0"))
 
 
 def _statm(pid):
@@ -68,6 +72,33 @@ def set_limits(extra):
     except (ValueError, OSError) as e:
         return T("could not set the memory limit ({e}): graded without it", "无法设置内存限制（{e}）：不设内存限制地评测", e=e)
     return None
+
+
+def enter(memory):
+    """In the sandbox, before any learner code: output captured (prints, C-level output, stray
+    threads), no stdin, progress not writable, limits set. Returns (capture file, note or None)."""
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    capture = tempfile.TemporaryFile()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(capture.fileno(), 1)
+    os.dup2(capture.fileno(), 2)
+    sys.stdin = open(0, encoding="utf-8", closefd=False)
+    sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
+    sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
+    from practice._judge import progress
+    progress.disable()
+    return capture, set_limits(memory)
+
+
+def use_fork(notebook=False):
+    """Fork the sandbox from this process? Not where fork is unsafe or absent, and not from a notebook
+    whose process already started CUDA (a forked child cannot use CUDA then): Spawned instead."""
+    if not available():
+        return False
+    torch = sys.modules.get("torch")
+    return not (notebook and torch is not None and torch.cuda.is_initialized())
 
 
 class Sandbox:
@@ -132,19 +163,7 @@ class Sandbox:
         try:
             os.setsid()                                            # its own session and process group
             signal.signal(signal.SIGINT, signal.SIG_DFL)
-            if hasattr(signal, "SIGPIPE"):
-                signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-            capture = tempfile.TemporaryFile()
-            devnull = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(devnull, 0)
-            os.dup2(capture.fileno(), 1)                           # prints, C-level output, stray threads
-            os.dup2(capture.fileno(), 2)
-            sys.stdin = open(0, encoding="utf-8", closefd=False)
-            sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
-            sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
-            from practice._judge import progress
-            progress.disable()
-            note = set_limits(self.memory)
+            capture, note = enter(self.memory)
             self.child_main(sock, capture, note)
             code = 0
         except BaseException:                                      # noqa: BLE001
@@ -195,7 +214,7 @@ class Sandbox:
                 self.verdict = ("timeout", T("did not finish within {s:g} s (an endless loop?)", "{s:g} 秒内没有结束（死循环？）",
                                              s=self.time_limit))
                 return
-            waits = [self.r_st] + ([self.sock] if sock_open else [])
+            waits = self._waitables() + ([self.sock] if sock_open else [])
             ready, _, _ = select.select(waits, [], [], min(POLL, deadline - now))
             if self.sock in ready:
                 try:
@@ -215,10 +234,7 @@ class Sandbox:
                         self.verdict = ("garbled", T("the judge could not read what your code sent back (did it write to the "
                                                      "judge's socket?)", "评测器读不懂你的代码传回的数据（它是否写了评测器的套接字？）"))
                         return
-            if self.r_st in ready and self.status is None:
-                line = self._status_line(timeout=0.5)
-                if line is not None:
-                    self.status = int(line)
+            self._update_status(ready)
             if (self.status is not None or self.guard_died) and not sock_open:
                 return                                             # ended, everything it sent is read
             if (self.status is not None or self.guard_died) and sock_open and not ready:
@@ -227,6 +243,23 @@ class Sandbox:
                 next_check = time.monotonic() + POLL
                 if self._over_limits():
                     return
+
+    def _waitables(self):
+        return [self.r_st]
+
+    def _update_status(self, ready):
+        if self.r_st in ready and self.status is None:
+            line = self._status_line(timeout=0.5)
+            if line is not None:
+                self.status = int(line)
+
+    def _exit(self):
+        """("signal", n) or ("exit", code) from the status, or None."""
+        if self.status is None:
+            return None
+        if os.WIFSIGNALED(self.status):
+            return "signal", os.WTERMSIG(self.status)
+        return "exit", os.WEXITSTATUS(self.status) if os.WIFEXITED(self.status) else self.status
 
     def guard_alive(self):
         """False when the guard died (its end of the status pipe closed without a status)."""
@@ -287,15 +320,7 @@ class Sandbox:
         """End the sandbox's session, every process it started, and the guard."""
         if self.spid:
             for _ in range(40):                                    # until none of them runs (2 s at most)
-                for pid in list(self.members):
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
-                try:
-                    os.killpg(self.spid, signal.SIGKILL)
-                except OSError:
-                    pass
+                self._kill_group()
                 left = self._scan()
                 if not left:
                     break
@@ -305,6 +330,17 @@ class Sandbox:
                 os.kill(self.gpid, signal.SIGKILL)
             except OSError:
                 pass
+
+    def _kill_group(self):
+        for pid in list(self.members):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            os.killpg(self.spid, signal.SIGKILL)
+        except OSError:
+            pass
 
     def close(self):
         self.kill()
@@ -328,18 +364,145 @@ class Sandbox:
         if self.guard_died or (self.status is None and self.spid is None):
             return ("guard", T("your code ended the judge's helper process (it killed its parent process): that stops the "
                                "grading", "你的代码结束了评测器的辅助进程（它杀死了父进程）：评测因此中止"))
-        if self.status is None:
+        how = self._exit()
+        if how is None:
             return ("crash", T("your code's process stopped without a result", "你的代码所在的进程没有给出结果就停止了"))
-        if os.WIFSIGNALED(self.status):
-            n = os.WTERMSIG(self.status)
+        if how[0] == "signal":
+            n = how[1]
             name = signal.Signals(n).name if n in signal.Signals._value2member_map_ else str(n)
             if n == signal.SIGKILL:
                 return ("killed", T("your code was killed by signal {n} ({s}; out of memory?)",
                                     "你的代码被信号 {n}（{s}）终止（内存不够？）", n=n, s=name))
             return ("killed", T("your code was killed by signal {n} ({s})", "你的代码被信号 {n}（{s}）终止", n=n, s=name))
-        code = os.WEXITSTATUS(self.status) if os.WIFEXITED(self.status) else self.status
+        code = how[1]
         return ("exit", T("your code ended the process (os._exit({c})): return a value instead",
                           "你的代码结束了进程（os._exit({c})）：请返回一个值", c=code))
+
+
+class Spawned(Sandbox):
+    """The sandbox as fresh Python processes, where fork is not used (Windows, macOS, QWEN_JUDGE_SPAWN=1):
+
+        judge ── starts ──> guard (python -m practice._judge.spawned guard) ── starts ──> sandbox
+
+    The sandbox imports torch itself (not counted in the time limit), connects back over a localhost
+    socket and runs the same code as a forked one. The guard prints the sandbox's pid, then its exit
+    code, and is the process a solution can kill as its parent. Functions from a notebook travel
+    as their source text (inspect.getsource): the learner's own code, at the same trust."""
+
+    START_TIMEOUT = 120                                          # importing torch in a fresh process
+
+    def __init__(self, job, memory, time_limit):
+        super().__init__(None, memory, time_limit)
+        self.job = job
+        self.proc = None
+        self.lines = None
+
+    def start(self):
+        import json
+        import queue
+        import subprocess
+        import threading
+        root = str(Path(__file__).resolve().parents[2])
+        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        server.settimeout(self.START_TIMEOUT)
+        job = {**self.job, "port": server.getsockname()[1], "memory": self.memory}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+               "OMP_NUM_THREADS": "1"}
+        self._errors = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([sys.executable, "-m", "practice._judge.spawned", "guard"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self._errors, env=env)
+        self.lines = queue.Queue()
+        threading.Thread(target=lambda: [self.lines.put(x) for x in self.proc.stdout] + [self.lines.put(None)],
+                         daemon=True).start()
+        try:
+            self.proc.stdin.write(json.dumps(job).encode())
+            self.proc.stdin.close()
+            line = self._status_line(timeout=30)
+            self.spid = int(line) if line else None
+            if self.spid is None:
+                raise OSError("no sandbox")
+            self.members = {self.spid}
+            self.sock, _ = server.accept()
+            start = _statm(self.spid)
+            self.base_rss = start[1] if start else 0
+        except (OSError, ValueError):
+            self.sock = socket.socket()
+            self.spid = None
+        finally:
+            server.close()
+        return self
+
+    def _status_line(self, timeout):
+        import queue
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if line is None:
+            self.guard_died = True
+            return None
+        return line.decode().strip()
+
+    def _waitables(self):
+        return []
+
+    def _update_status(self, ready):
+        if self.status is None and not self.guard_died and not self.lines.empty():
+            line = self._status_line(timeout=0)
+            if line is not None:
+                self.status = int(line)
+
+    def _exit(self):
+        if self.status is None:
+            return None
+        return ("signal", -self.status) if self.status < 0 else ("exit", self.status)
+
+    def guard_alive(self):
+        if self.status is None and not self.guard_died:
+            line = self._status_line(timeout=0.1)
+            if line is not None:
+                self.status = int(line)
+        return not self.guard_died
+
+    def _kill_group(self):
+        if os.name == "posix":
+            super()._kill_group()
+        elif self.spid:
+            import subprocess
+            subprocess.run(["taskkill", "/F", "/T", "/PID", str(self.spid)], capture_output=True)
+
+    def kill(self):
+        super().kill()
+        if self.proc is not None:
+            try:
+                self.proc.kill()
+            except OSError:
+                pass
+
+    def close(self):
+        self.kill()
+        if self.proc is not None:
+            try:
+                self.proc.wait(5)
+            except Exception:                                     # noqa: BLE001
+                pass
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def ending(self):
+        from qwen.lang import T
+        if self.spid is None and not self.verdict:
+            try:
+                self._errors.seek(0)
+                last = (self._errors.read().decode("utf-8", "replace").strip().splitlines() or [""])[-1]
+            except (OSError, ValueError):
+                last = ""
+            return ("crash", T("the grading process did not start: {m}", "评测进程没有启动：{m}", m=last or "?"))
+        return super().ending()
 
 
 def read_frame(sock, reader=None):

@@ -9,8 +9,10 @@ non-contiguous or expanded input arrives with the same layout).
 The judge decodes what the sandbox sends into fresh built-in objects and plain tensors:
 whatever the learner's code defines or patches, only data crosses.
 """
+import dataclasses
 import json
 import struct
+import types
 
 DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
 MAX_FRAME = 1 << 30                                   # 1 GiB: results larger than that are refused
@@ -55,14 +57,20 @@ def _enc(v, blobs, keep_layout, depth):
     if isinstance(v, dict):
         return {"D": [[_enc(k, blobs, keep_layout, depth + 1), _enc(x, blobs, keep_layout, depth + 1)]
                       for k, x in dict.items(v)]}
+    if type(v) is types.SimpleNamespace:
+        return {"N": [[k, _enc(x, blobs, keep_layout, depth + 1)] for k, x in vars(v).items()]}
+    if keep_layout and dataclasses.is_dataclass(v) and not isinstance(v, type) and type(v).__module__.startswith("qwen."):
+        cls = type(v)                                           # judge -> sandbox only: the library's own config objects
+        return {"C": f"{cls.__module__}:{cls.__qualname__}",
+                "F": [[f.name, _enc(getattr(v, f.name), blobs, keep_layout, depth + 1)] for f in dataclasses.fields(v)]}
     module = type(v).__module__ or ""
     if module == "numpy" and hasattr(v, "item") and getattr(v, "shape", None) == ():
         return _enc(v.item(), blobs, keep_layout, depth + 1)    # a numpy scalar: its number
     if module == "numpy":
         raise Unsupported(T("a numpy array: return a torch tensor (torch.from_numpy)",
                             "numpy 数组：请返回 torch 张量（torch.from_numpy）"))
-    raise Unsupported(T("a {t}, which the judge cannot read: return tensors, numbers, strings, lists or dicts",
-                        "{t}，评测器读不了：请返回张量、数字、字符串、列表或字典", t=_type_name(v)))
+    raise Unsupported(T("a value of type {t}, which the judge cannot read: return tensors, numbers, strings, lists or dicts",
+                        "{t} 类型的值，评测器读不了：请返回张量、数字、字符串、列表或字典", t=_type_name(v)))
 
 
 def _type_name(v):
@@ -99,9 +107,10 @@ def _enc_tensor(t, blobs, keep_layout):
     return entry
 
 
-def decode(obj, blobs, depth=0):
-    """The judge's side: a structure from `encode` -> fresh built-in values and plain tensors.
-    Raises ValueError on anything malformed."""
+def decode(obj, blobs, depth=0, trusted=False):
+    """A structure from `encode` -> fresh built-in values, SimpleNamespaces and plain tensors. Raises
+    ValueError on anything malformed. trusted (the sandbox reading the judge's inputs): qwen's own
+    dataclasses are rebuilt too; the judge never rebuilds a class from what the sandbox sent."""
     if depth > MAX_DEPTH + 2:
         raise ValueError("nested too deeply")
     if obj is None or type(obj) in (bool, int, float, str):
@@ -109,19 +118,28 @@ def decode(obj, blobs, depth=0):
     if type(obj) is not dict or len(obj) == 0:
         raise ValueError(f"unexpected {type(obj).__name__}")
     if "L" in obj and len(obj) == 1 and type(obj["L"]) is list:
-        return [decode(x, blobs, depth + 1) for x in obj["L"]]
+        return [decode(x, blobs, depth + 1, trusted) for x in obj["L"]]
     if "U" in obj and len(obj) == 1 and type(obj["U"]) is list:
-        return tuple(decode(x, blobs, depth + 1) for x in obj["U"])
+        return tuple(decode(x, blobs, depth + 1, trusted) for x in obj["U"])
     if "D" in obj and len(obj) == 1 and type(obj["D"]) is list:
         out = {}
         for pair in obj["D"]:
             if type(pair) is not list or len(pair) != 2:
                 raise ValueError("bad dict entry")
-            key = decode(pair[0], blobs, depth + 1)
+            key = decode(pair[0], blobs, depth + 1, trusted)
             if not isinstance(key, (str, int, float, bool, tuple, type(None))):
                 raise ValueError("unhashable key")
-            out[key] = decode(pair[1], blobs, depth + 1)
+            out[key] = decode(pair[1], blobs, depth + 1, trusted)
         return out
+    if "N" in obj and len(obj) == 1 and type(obj["N"]) is list:
+        if not all(type(p) is list and len(p) == 2 and type(p[0]) is str for p in obj["N"]):
+            raise ValueError("bad namespace")
+        return types.SimpleNamespace(**{k: decode(v, blobs, depth + 1, trusted) for k, v in obj["N"]})
+    if trusted and "C" in obj and type(obj["C"]) is str and obj["C"].startswith("qwen."):
+        import importlib
+        module, _, name = obj["C"].partition(":")
+        cls = getattr(importlib.import_module(module), name)
+        return cls(**{k: decode(v, blobs, depth + 1, trusted) for k, v in obj["F"]})
     if "T" in obj:
         return _dec_tensor(obj, blobs)
     raise ValueError("unknown tag")

@@ -25,7 +25,12 @@ Add an exercise in 5 steps (say 207, `rope_rotate`, in chapters 4-6):
      starter is "not finished", each wrong file fails with the diagnosis you named, and no
      diagnosis fires on the reference's results. tests/test_judge.py runs --verify.
 
-Exercise ids are unique strings ("207"); a module may define any number of exercises.
+Case inputs may be tensors (their layout is kept: a transposed or expanded input arrives as
+such), numbers, strings, None, lists, tuples, dicts, types.SimpleNamespace (e.g. a layer cache)
+and qwen's own dataclasses (e.g. Config). Results may be the same, except dataclasses; a tuple or
+dict of tensors is compared tensor by tensor with the case's tolerance. Exercise ids are unique
+strings ("207"); a module may define any number of exercises; `wrong` maps a file to one
+diagnosis name or a tuple of them.
 """
 import dataclasses
 import importlib
