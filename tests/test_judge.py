@@ -163,7 +163,7 @@ def test_all_and_json(judge, capsys, tiny_path):
     code, out, _ = main(judge, capsys, "--all", "--json", "--model", tiny_path)
     assert code == 1
     results = json.loads(out)
-    assert [x["exercise"] for x in results] == ["201", "202", "203", "204", "205", "206", "207", "208", "209"]
+    assert [x["exercise"] for x in results] == ["201", "202", "203", "204", "205", "206", "207", "208", "209", "230", "231", "232"]
     assert all(x["status"] == "todo" for x in results)
 
 
