@@ -62,10 +62,17 @@ say("  output layer: {how}", "  输出层：{how}",
 
 # %%
 section(2, "The residual stream, layer by layer", "残差流，逐层观察")
-text = args.text or tr("The capital of France is", "法国的首都是")
-ids = tok.encode(text)
-say("  text: {t!r} -> {n} tokens: {p}", "  文本：{t!r} -> {n} 个词元：{p}", t=text, n=len(ids),
-    p=" | ".join(tok.readable(i) for i in ids))
+if tok is not None:
+    text = args.text or tr("The capital of France is", "法国的首都是")
+    ids = tok.encode(text)
+    readable = tok.readable
+    say("  text: {t!r} -> {n} tokens: {p}", "  文本：{t!r} -> {n} 个词元：{p}", t=text, n=len(ids),
+        p=" | ".join(readable(i) for i in ids))
+else:                                                             # a folder without tokenizer files
+    ids = [i % cfg.vocab_size for i in (11, 12, 13, 14, 15)]
+    readable = lambda i: f"#{i}"                                  # noqa: E731
+    say("  (no tokenizer files in this folder: token ids {ids} instead of a sentence)",
+        "  （这个文件夹里没有分词器文件：用词元编号 {ids} 代替句子）", ids=ids)
 stream = []
 logits = model(torch.tensor([ids]), keep=stream)                  # stream[0]: embedding, stream[i+1]: after layer i
 rms = [s[0].float().pow(2).mean(-1).sqrt() for s in stream]       # (tokens,) per point
@@ -105,7 +112,7 @@ for i, s in enumerate(stream):
     p = model.logits(model.norm(s[:, -1:]))[0, -1].softmax(-1)      # (vocab,)
     top = int(p.argmax())
     where = tr("embed", "嵌入") if i == 0 else str(i - 1)
-    print(f"  {where:>6}  {tok.readable(top)!r:<20} p = {p[top].item():.3g}")
+    print(f"  {where:>6}  {readable(top)!r:<20} p = {p[top].item():.3g}")
 if ch.tiny:
     say("  (made-up weights: these guesses are not interpreted)", "  （编造的权重：这些猜测不做解读）")
 
@@ -117,7 +124,7 @@ section(4, "The next token: top 5 after the last layer", "下一个词元：最�
 probs = logits[0, -1].softmax(-1)
 top = probs.topk(5)
 for p, i in zip(top.values.tolist(), top.indices.tolist()):
-    print(f"  {p:9.3g}  {tok.readable(i)!r}")
+    print(f"  {p:9.3g}  {readable(i)!r}")
 say("  check: the lens after the last layer is exactly these logits: max |difference| = {d:.1e}",
     "  核对：最后一层之后的 lens 就是这些 logits：最大差 = {d:.1e}",
     d=(model.logits(model.norm(stream[-1]))[0, -1] - logits[0, -1]).abs().max().item())
@@ -129,8 +136,8 @@ say("  check: the lens after the last layer is exactly these logits: max |differ
 
 # %%
 layer_index = cfg.full_attention_layers[0]
-section(5, f"The attention pattern of layer {layer_index} on the real stream",
-        f"第 {layer_index} 层在真实残差流上的注意力模式")
+section(5, f"The attention pattern of layer {layer_index} on the model's own stream",
+        f"第 {layer_index} 层在模型自己的残差流上的注意力模式")
 layer = model.layers[layer_index]
 attn = layer.self_attn
 h = layer.input_layernorm(stream[layer_index])                    # what the layer's attention reads
@@ -149,7 +156,7 @@ mine = attn.o_proj(((weights @ v).transpose(1, 2).reshape(1, T, H * D)) * gate.r
 say("  by hand = the module's output: max |difference| = {d:.1e}", "  手算 = 模块的输出：最大差 = {d:.1e}",
     d=(mine - attn(h, cos, sin)).abs().max().item())
 mean = weights[0].mean(0)                                         # (T, T), averaged over heads
-pieces = [tok.readable(i) for i in ids]
+pieces = [readable(i) for i in ids]
 say("  the last token {t!r} attends most to:", "  最后一个词元 {t!r} 最关注：", t=pieces[-1])
 for w, j in zip(*[x.tolist() for x in mean[-1].topk(min(3, T))]):
     print(f"    {w:6.3f}  #{j} {pieces[j]!r}")
@@ -195,7 +202,27 @@ else:
     say("  same next token: {same}", "  下一个词元相同：{same}", same=int(theirs[0, -1].argmax()) == int(logits[0, -1].argmax()))
 
 # %% [markdown]
-# Next: chapter 9 makes it talk, one token at a time, with a cache. / 下一章：让它逐词元地说话，并使用缓存。
+# ## How to explain it / 怎么讲给别人听
+# A decoder-only transformer is a residual stream that every layer reads through a norm and adds
+# to: x + mixer(norm(x)), then x + mlp(norm(x)). Qwen3.5 mixes tokens with full attention in one
+# layer of four and with Gated DeltaNet (a fixed-size, corrected memory) in the others; the final
+# norm and the tied embedding turn the last vector into a score for every token. Reading the
+# stream through that final step after each layer (the logit lens) shows where a guess forms.
+#
+# 只有解码器的 Transformer 就是一条残差流：每一层先通过归一化读它，再往上加：x + mixer(norm(x))，
+# 然后 x + mlp(norm(x))。Qwen3.5 每四层里有一层用全注意力混合词元，其余用 Gated DeltaNet（固定大小、
+# 会被修正的记忆）；最后的归一化和共享的嵌入表把最后一个向量变成每个词元的分数。在每层之后都用这最后一步
+# 去读残差流（logit lens），就能看到猜测是在哪里形成的。
+#
+# ## Summary / 小结
+# - Qwen35 = embedding, 24 DecoderLayers (Pre-Norm), final RMSNorm, output tied to the embedding.
+# - load_model: built on "meta", each tensor read once and converted once, strictly, no vision/MTP.
+# - Our logits equal transformers' to float rounding (printed above; tests/test_model.py checks 1e-4).
+#
+# - Qwen35 = 嵌入、24 个解码层（Pre-Norm）、最后的 RMSNorm、与嵌入表共享的输出层。
+# - load_model：先在 "meta" 上搭建，每个张量只读一次、只转换一次，严格加载，不读视觉塔和 MTP。
+# - 我们的 logits 与 transformers 的只差浮点舍入（上面打印了；tests/test_model.py 检查 1e-4）。
 
 # %%
-say("\nNext: python ch09_generate.py", "\n下一章：python ch09_generate.py")
+say("\nExercise for this chapter: 230. Next: python ch09_generate.py",
+    "\n本章练习：230。下一章：python ch09_generate.py")

@@ -124,7 +124,7 @@ def test_failure_report_gives_numbers_once_and_one_line_per_failing_case(judge, 
 
 def test_list_grade_hint_solution_reset_and_progress(judge, capsys, tiny_path, tmp_path):
     code, out, _ = main(judge, capsys, "--model", tiny_path)
-    assert code == 0 and "0/9 passed" in out and "not started" in out
+    assert code == 0 and "0/12 passed" in out and "not started" in out
     assert "Grade one: python practice/judge.py 201" in out                   # the next unsolved exercise
     code, out, _ = main(judge, capsys, "205", "--model", tiny_path)             # creates the starter, grades it
     mine = tmp_path / "work" / "205_l2norm.py"
