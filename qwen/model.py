@@ -18,7 +18,8 @@ the delta rule run in fp32 inside the modules; logits are returned in fp32.
 
 Loading: `load_model(path)` builds the model on the "meta" device (shapes only, no memory),
 then fills it key by key with the strict `load()`: each tensor is read from its file once, with
-plain reads a slice at a time, and converted once, straight into its final buffer. Vision and
+plain reads a slice at a time, and converted once, straight into its final buffer (a tensor
+already in the compute dtype is mapped from the file instead: no copy at all). Vision and
 multi-token-prediction tensors are never read; a language-model tensor the model does not use
 is an error.
 """
@@ -151,15 +152,14 @@ class _Converted:
         self.read.add(name)
         stored = info.torch_dtype
         dtype = stored if self.dtype is None or not stored.is_floating_point else self.dtype
+        if stored == dtype:                                                   # nothing to convert: the
+            return self.W[name]                                               # file's pages, mapped, no copy
         out = torch.empty(info.shape, dtype=dtype)
         if info.numel == 0:
             return out
         flat = out.view(-1)
         with open(info.file, "rb", buffering=0) as f:
             f.seek(info.offset)
-            if stored == dtype:                                               # straight into place
-                _read_exactly(f, flat.view(torch.uint8).numpy(), info)
-                return out
             raw = self._buffer.numpy()                                        # one buffer, reused
             step = len(raw) // DTYPES[info.dtype][1]
             for start in range(0, info.numel, step):
