@@ -51,6 +51,9 @@ say("  {n} parameters in fp32: {b}, loaded in {s:.1f} s", "  {n} 个参数，fp3
 pattern = " ".join("F" if layer.kind == "full_attention" else "L" for layer in model.layers)
 say("  layers (L = Gated DeltaNet, F = full attention): {p}", "  各层（L = Gated DeltaNet，F = 全注意力）：{p}",
     p=pattern)
+if model.unused:
+    say("  tensors in the folder the model has no place for (not read): {names}",
+        "  文件夹里模型用不到的张量（没有读取）：{names}", names=", ".join(model.unused))
 say("  output layer: {how}", "  输出层：{how}",
     how=tr("the embedding table itself (tied)", "就是嵌入表本身（共享权重）") if cfg.tie_word_embeddings
     else tr("its own lm_head.weight", "独立的 lm_head.weight"))

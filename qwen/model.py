@@ -20,8 +20,9 @@ Loading: `load_model(path)` builds the model on the "meta" device (shapes only, 
 then fills it key by key with the strict `load()`: each tensor is read from its file once, with
 plain reads a slice at a time, and converted once, straight into its final buffer (a tensor
 already in the compute dtype is mapped from the file instead: no copy at all). Vision and
-multi-token-prediction tensors are never read; a language-model tensor the model does not use
-is an error.
+multi-token-prediction tensors are never read; language-model tensors the model has no place for
+(a rotary buffer some exports keep, a layer beyond the config) are not read either, and listed in
+`model.unused`.
 """
 from pathlib import Path
 
@@ -79,6 +80,7 @@ class Qwen35(nn.Module):
         with torch.device("cpu"):                           # no weights: computed from the config, for
             self.rotary = RotaryEmbedding(cfg)              # real even when the rest is built on "meta"
         self.path = None                                    # the checkpoint folder, set by load_model
+        self.unused = []                                    # checkpoint tensors it has no place for
 
     @property
     def output_weight(self):
@@ -194,12 +196,7 @@ def load_model(path, dtype=torch.float32):
     parts += [("norm", model.norm)] + ([("lm_head", model.lm_head)] if not cfg.tie_word_embeddings else [])
     for prefix, module in parts:
         load(module, source, prefix + ".")
-    unused = sorted(set(W) - source.read)
-    if unused:
-        raise QwenError("{file}: {name} is not used by a model with this config ({n} tensor(s) left over). "
-                        "Do config.json and the weights belong together?",
-                        "{file}：按这个配置构建的模型用不到 {name}（共 {n} 个多余的张量）。config.json 和权重是一套吗？",
-                        file=cfg.source, name=unused[0], n=len(unused))
+    model.unused = sorted(set(W) - source.read)             # e.g. a rotary buffer some exports keep: never read
     for name, t in [*model.named_parameters(), *model.named_buffers()]:
         if t.is_meta:
             raise QwenError("{name} was not loaded.", "{name} 没有被加载。", name=name)
