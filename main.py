@@ -4,6 +4,7 @@
                                  found or downloaded, else on the built-in tiny checkpoint
     python main.py 3             chapter 3 only
     python main.py download      fetch the model (1.77 GB) into the Hugging Face cache
+    python main.py chat          talk with the model (/reset clears it, Ctrl-C leaves)
     options: --tiny  --model PATH  --lang en|zh  --debug
     (or the environment: QWEN_TINY=1, QWEN_MODEL=PATH, QWEN_LANG=zh)
 """
@@ -47,6 +48,8 @@ def run_chapters(args, numbers):
         script = found[n]
         print("\n" + "#" * 78 + "\n# " + script.name + "\n" + "#" * 78)
         sys.argv = [str(script), "--model", str(path), "--lang", get_lang()] + (["--debug"] if args.debug else [])
+        if n == 9:                                       # a short reply when every chapter runs
+            sys.argv += ["--max-new-tokens", str(args.max_new_tokens or 24)]
         runpy.run_path(str(script), run_name="__main__")
     print("\n" + tr("Done: chapter(s) {ns} on {path}{tiny}.\nPractice: python practice/judge.py",
                    "完成：第 {ns} 章，模型 {path}{tiny}。\n练习：python practice/judge.py",
@@ -59,12 +62,21 @@ def main(argv=None):
     p = parser("Transformer by Hand: rebuild Qwen3.5 one part at a time, on its real weights.",
                "手搓 Transformer：在真实权重上，一个部件一个部件地重建 Qwen3.5。")
     p.add_argument("what", nargs="?", default="all",
-                   help=tr("a chapter number, 'download', or nothing for every chapter",
-                          "章节号、download，或留空运行所有章节"))
+                   help=tr("a chapter number, 'download', 'chat', or nothing for every chapter",
+                          "章节号、download、chat，或留空运行所有章节"))
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help=tr("longest reply in chat and chapter 9 (default 512 / 24)",
+                           "chat 和第 9 章回复的最大词元数（默认 512 / 24）"))
     args = setup(p, argv)
     found = chapters()
     if args.what == "download":
         return download(args)
+    if args.what == "chat":
+        from qwen.chat import chat_loop
+        from qwen.weights import Config
+        path = model_path(args)
+        banner(Config.load(path))
+        return chat_loop(path, max_new_tokens=args.max_new_tokens or 512)
     if args.what == "all":
         return run_chapters(args, sorted(found))
     if args.what.isdigit() and int(args.what) in found:

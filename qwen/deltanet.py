@@ -141,7 +141,9 @@ class GatedDeltaNet(nn.Module):
         self.in_proj_a = nn.Linear(H, self.nv, bias=False)                        # decay input, per value head
         self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, self.kernel, groups=self.conv_dim, bias=False)
         self.dt_bias = nn.Parameter(torch.ones(self.nv))
-        self.A_log = nn.Parameter(torch.linspace(1, 16, self.nv).log())           # decay rates 1..16 at init
+        # decay rates 1..16 at init; made on the CPU even when the model is built on "meta" (a linspace
+        # there imports torch's symbolic-shape machinery: +72 MB for 16 numbers)
+        self.A_log = nn.Parameter(torch.linspace(1, 16, self.nv, device="cpu").log())
         self.norm = GatedRMSNorm(self.dv, cfg.rms_norm_eps)
         self.out_proj = nn.Linear(value_dim, H, bias=False)
 
@@ -187,7 +189,11 @@ class GatedDeltaNet(nn.Module):
         x = torch.cat([past.to(x.dtype), x], -1)                                 # (B, conv_dim, kernel-1+T)
         if cache is not None:
             cache.conv = x[:, :, x.shape[-1] - (self.kernel - 1):].clone()       # the next call's window
-        y = F.conv1d(x, self.conv1d.weight, groups=self.conv_dim)                 # (B, conv_dim, T)
+        if x.shape[-1] == self.kernel:                                           # one new token (decoding):
+            w = self.conv1d.weight[:, 0]                                         # a dot product per channel,
+            y = (x.float() * w.float()).sum(-1, keepdim=True).to(x.dtype)        # cheaper than a conv call
+        else:
+            y = F.conv1d(x, self.conv1d.weight, groups=self.conv_dim)             # (B, conv_dim, T)
         return F.silu(y).transpose(1, 2)                                         # (B, T, conv_dim)
 
     def beta_and_decay(self, x):

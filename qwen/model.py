@@ -1,9 +1,208 @@
-"""The whole model, assembled from the parts of the chapters (grows with chapters 8-9).
+"""The whole model, assembled from the parts of the chapters.
 
-For now: every normalization of the language model, built by walking the config.
+Qwen3.5 is a stack of decoder layers over a residual stream:
+
+    x = embed_tokens[ids]                                   (batch, seq, hidden)
+    for each layer:                                         Pre-Norm: normalize what a sublayer reads,
+        x = x + mixer(input_layernorm(x))                   never the stream itself
+        x = x + mlp(post_attention_layernorm(x))
+    logits = norm(x) @ E.T                                  (batch, seq, vocab)
+
+The mixer is full attention (chapter 6) in every fourth layer and Gated DeltaNet, linear
+attention (chapter 7), in the others, as `cfg.layer_types` says. The output layer is the
+embedding table itself when `tie_word_embeddings` (0.8B), else its own `lm_head.weight`.
+
+Dtypes: the weights are converted once, at load time, to the compute dtype (fp32 by default,
+or bf16: half the memory); matmuls run in that dtype; norm statistics, softmax, the decay and
+the delta rule run in fp32 inside the modules; logits are returned in fp32.
+
+Loading: `load_model(path)` builds the model on the "meta" device (shapes only, no memory),
+then fills it key by key with the strict `load()`: each tensor is read from its file once, with
+plain reads a slice at a time, and converted once, straight into its final buffer (a tensor
+already in the compute dtype is mapped from the file instead: no copy at all). Vision and
+multi-token-prediction tensors are never read; language-model tensors the model has no place for
+(a rotary buffer some exports keep, a layer beyond the config) are not read either, and listed in
+`model.unused`.
 """
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from qwen.attention import Attention
+from qwen.deltanet import GatedDeltaNet
+from qwen.embedding import Embedding
+from qwen.generate import Cache
+from qwen.lang import QwenError
+from qwen.mlp import MLP
 from qwen.norm import GatedRMSNorm, RMSNorm
-from qwen.weights import load
+from qwen.rope import RotaryEmbedding
+from qwen.weights import DTYPES, Config, load, load_weights
+
+
+class DecoderLayer(nn.Module):
+    """One layer: x + mixer(norm(x)), then x + mlp(norm(x)). The mixer is attention or Gated DeltaNet."""
+
+    def __init__(self, cfg, index):
+        super().__init__()
+        self.kind = cfg.layer_types[index]                  # "full_attention" or "linear_attention"
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        if self.kind == "full_attention":
+            self.self_attn = Attention(cfg)
+        else:
+            self.linear_attn = GatedDeltaNet(cfg)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size)
+
+    def mix(self, h, cos, sin, cache=None):
+        """The token mixer on an already normalized input: the only place tokens see each other."""
+        if self.kind == "full_attention":
+            return self.self_attn(h, cos, sin, cache=cache)
+        return self.linear_attn(h, cache=cache)
+
+    def forward(self, x, cos, sin, cache=None):
+        x = x + self.mix(self.input_layernorm(x), cos, sin, cache)             # (batch, seq, hidden)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Qwen35(nn.Module):
+    """The language model: ids (batch, seq) -> logits (batch, seq, vocab) in fp32."""
+
+    def __init__(self, cfg, dtype=torch.float32):
+        super().__init__()
+        self.cfg = cfg
+        self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size, dtype=dtype)
+        self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        if not cfg.tie_word_embeddings:
+            self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        with torch.device("cpu"):                           # no weights: computed from the config, for
+            self.rotary = RotaryEmbedding(cfg)              # real even when the rest is built on "meta"
+        self.path = None                                    # the checkpoint folder, set by load_model
+        self.unused = []                                    # checkpoint tensors it has no place for
+
+    @property
+    def output_weight(self):
+        """(vocab, hidden): the embedding table when tied, else lm_head.weight."""
+        return self.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight
+
+    def new_cache(self):
+        return Cache(len(self.layers))
+
+    def logits(self, h):
+        """Final hidden states (..., hidden), already normalized -> scores (..., vocab) in fp32."""
+        return F.linear(h, self.output_weight).float()
+
+    def forward(self, ids, cache=None, last=False, keep=None):
+        """ids (batch, seq) or (seq,). With a cache, positions continue from cache.length and
+        every layer continues from what it kept. last=True: logits of the last position only
+        (batch, 1, vocab), what generation needs. keep, a list, receives the residual stream
+        after the embedding and after every layer (for the logit lens)."""
+        device = self.embed_tokens.weight.device
+        ids = torch.as_tensor(ids, device=device)
+        if ids.dim() == 1:
+            ids = ids[None]                                                   # (1, seq)
+        seq = ids.shape[1]
+        past = 0 if cache is None else cache.length
+        cos, sin = self.rotary(torch.arange(past, past + seq, device=device))   # (seq, rotary_dim) each
+        x = self.embed_tokens(ids)                                            # (batch, seq, hidden)
+        if keep is not None:
+            keep.append(x)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, None if cache is None else cache[i])
+            if keep is not None:
+                keep.append(x)
+        if cache is not None:
+            cache.length += seq
+        if last:
+            x = x[:, -1:]                                                     # (batch, 1, hidden)
+        return self.logits(self.norm(x))                                      # (batch, seq, vocab)
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------
+
+READ_BYTES = 1 << 24                                   # converted 16 MB at a time
+
+
+class _Converted:
+    """A view of the lazy weights for `load()`: each tensor read with plain file reads and converted
+    to one dtype as it is read (no mapping of the file, no second copy). Records what was read."""
+
+    def __init__(self, W, dtype):
+        self.W, self.dtype, self.read = W, dtype, set()
+        self._buffer = torch.empty(READ_BYTES, dtype=torch.uint8)
+
+    def __contains__(self, name):
+        return name in self.W
+
+    def shape(self, name):
+        return self.W.shape(name)
+
+    def names_under(self, prefix):
+        return self.W.names_under(prefix)
+
+    def _unknown(self, name):
+        return self.W._unknown(name)
+
+    def __getitem__(self, name):
+        info = self.W.info(name)
+        if name in self.read:
+            raise QwenError("{name} was asked for twice while loading.", "加载时 {name} 被读取了两次。", name=name)
+        self.read.add(name)
+        stored = info.torch_dtype
+        dtype = stored if self.dtype is None or not stored.is_floating_point else self.dtype
+        if stored == dtype:                                                   # nothing to convert: the
+            return self.W[name]                                               # file's pages, mapped, no copy
+        out = torch.empty(info.shape, dtype=dtype)
+        if info.numel == 0:
+            return out
+        flat = out.view(-1)
+        with open(info.file, "rb", buffering=0) as f:
+            f.seek(info.offset)
+            raw = self._buffer.numpy()                                        # one buffer, reused
+            step = len(raw) // DTYPES[info.dtype][1]
+            for start in range(0, info.numel, step):
+                n = min(step, info.numel - start)
+                _read_exactly(f, raw[:n * DTYPES[info.dtype][1]], info)
+                flat[start:start + n] = self._buffer[:len(raw)].view(stored)[:n]   # the one conversion
+        return out
+
+
+def _read_exactly(f, array, info):
+    view, done = memoryview(array), 0
+    while done < len(view):
+        got = f.readinto(view[done:])
+        if not got:
+            raise QwenError("{file} ended while reading {name}: the file is truncated. Download it again.",
+                            "读取 {name} 时 {file} 提前结束：文件被截断了。请重新下载。",
+                            file=info.file, name=info.name)
+        done += got
+
+
+def load_model(path, dtype=torch.float32):
+    """Build Qwen3.5 from a checkpoint folder's config and fill it, strictly, from its weights.
+
+    dtype: the compute dtype every floating-point tensor is converted to (None: keep each as stored)."""
+    path = Path(path).expanduser()
+    cfg = Config.load(path)
+    W = load_weights(path)
+    with torch.device("meta"):                                                # shapes only
+        model = Qwen35(cfg, dtype=dtype or torch.bfloat16)
+    source = _Converted(W, dtype)
+    parts = [("embed_tokens", model.embed_tokens)] + [(f"layers.{i}", layer) for i, layer in enumerate(model.layers)]
+    parts += [("norm", model.norm)] + ([("lm_head", model.lm_head)] if not cfg.tie_word_embeddings else [])
+    for prefix, module in parts:
+        load(module, source, prefix + ".")
+    model.unused = sorted(set(W) - source.read)             # e.g. a rotary buffer some exports keep: never read
+    for name, t in [*model.named_parameters(), *model.named_buffers()]:
+        if t.is_meta:
+            raise QwenError("{name} was not loaded.", "{name} 没有被加载。", name=name)
+    model.requires_grad_(False)
+    model.path = path
+    return model.eval()
 
 
 def model_norms(cfg, W):

@@ -25,7 +25,7 @@ from qwen.lang import QwenError
 from qwen.config import Config, language_model_shapes  # noqa: F401  (tests import it from here)
 from qwen.weights import INDEX_NAME
 
-TINY_VERSION = 1
+TINY_VERSION = 2
 REAL_SHARD_NAME = "model.safetensors-00001-of-00001.safetensors"
 MARKER = "transformer_by_hand_tiny"         # top-level config key: "this is not Qwen3.5"
 SPECIAL_TOKENS = [
@@ -38,6 +38,50 @@ SPECIAL_TOKENS = [
     "<tts_text_bos_single>", "<|audio_pad|>",
 ]
 FIRST_SPECIAL_ID = 248044
+
+# chat_template.jinja in Qwen3.5's format (ChatML turns, a <think> block opening each reply),
+# written for the course. Reasoning is kept only in assistant turns after the last user message;
+# the reply opens with "<think>\n" unless enable_thinking is false, then with an empty block.
+CHAT_TEMPLATE = """\
+{%- if not messages %}
+    {{- raise_exception('No messages to render.') }}
+{%- endif %}
+{%- set ns = namespace(last_user=-1) %}
+{%- for message in messages %}
+    {%- if message.role == 'user' %}
+        {%- set ns.last_user = loop.index0 %}
+    {%- endif %}
+{%- endfor %}
+{%- for message in messages %}
+    {%- set content = message.content if message.content is string else '' %}
+    {%- if message.role == 'system' or message.role == 'user' %}
+        {{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' }}
+    {%- elif message.role == 'assistant' %}
+        {%- set reasoning = '' %}
+        {%- if message.reasoning_content is string %}
+            {%- set reasoning = message.reasoning_content %}
+        {%- elif '</think>' in content %}
+            {%- set reasoning = content.split('</think>')[0].split('<think>')[-1] %}
+            {%- set content = content.split('</think>')[-1].lstrip('\\n') %}
+        {%- endif %}
+        {%- if loop.index0 > ns.last_user %}
+            {{- '<|im_start|>assistant\\n<think>\\n' + reasoning.strip('\\n') + '\\n</think>\\n\\n' + content + '<|im_end|>\\n' }}
+        {%- else %}
+            {{- '<|im_start|>assistant\\n' + content + '<|im_end|>\\n' }}
+        {%- endif %}
+    {%- else %}
+        {{- raise_exception('Unknown role: ' + message.role) }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\\n\\n</think>\\n\\n' }}
+    {%- else %}
+        {{- '<think>\\n' }}
+    {%- endif %}
+{%- endif %}
+"""
 
 # The real text_config's keys in the real order, with small numbers. The vocabulary keeps the
 # real size so that real token ids (chapter 2) index real-sized rows.
@@ -182,10 +226,12 @@ def write_tiny(folder, layout="multimodal", shards=1, index=True):
 
 
 def write_tokenizer_files(folder):
-    """tokenizer.json (the real vocabulary) and tokenizer_config.json, as the Hub's folder has them."""
+    """tokenizer.json (the real vocabulary), tokenizer_config.json and chat_template.jinja, as the
+    Hub's folder has them."""
     folder = Path(folder)
     shutil.copyfile(tokenizer_json_path(), folder / "tokenizer.json")
     _write_tokenizer_config(folder)
+    (folder / "chat_template.jinja").write_text(CHAT_TEMPLATE, encoding="utf-8")
     return folder
 
 

@@ -446,3 +446,38 @@ def test_ch07_sentence_ids_are_the_tokenizers(tiny_path):
     consts = {t.targets[0].id: _ast.literal_eval(t.value) for t in tree.body
               if isinstance(t, _ast.Assign) and getattr(t.targets[0], "id", None) in ("TEXT", "IDS")}
     assert Tokenizer.load(tiny_path).encode(consts["TEXT"]) == consts["IDS"]
+
+
+def test_ch08_on_the_tiny_checkpoint(run_script, tiny_path):
+    r = run_script("ch08_model.py", "--model", tiny_path)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert BANNER in out and "layers (L = Gated DeltaNet, F = full attention): L L L F L L L F" in out
+    assert "the embedding table itself (tied)" in out
+    assert "exactly these logits: max |difference| = 0.0e+00" in out
+    assert re.search(r"by hand = the module's output: max \|difference\| = \d\.\de-(0[7-9]|1\d)|= 0\.0e\+00", out)
+    m = re.search(r"largest \|ours - transformers\| over 5 x 248,320 logits: (\S+)", out)
+    assert m and float(m.group(1)) < 1e-4 and "same next token: True" in out
+    assert "(made-up weights: these guesses are not interpreted)" in out
+
+
+def test_ch09_on_the_tiny_checkpoint(run_script, tiny_path):
+    r = run_script("ch09_generate.py", "--model", tiny_path, "--max-new-tokens", "8", "--lang", "zh")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "内置小检查点" in out and "编造的词元" in out
+    assert "<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n" in out        # the template's empty think block
+    assert "回复 8 个词元" in out
+    m = re.search(r"带缓存的解码 = 全部重新读一遍：最后一步 logits 的最大差 = (\S+)", out)
+    assert m and float(m.group(1)) < 1e-5
+    assert "相同种子，相同文本：True" in out and "流式文本中的替换字符：0" in out
+
+
+def test_main_chat_on_the_tiny_checkpoint():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "main.py", "chat", "--tiny", "--max-new-tokens", "4"], cwd=ROOT,
+                       input="hello\n/reset\n你好\n", capture_output=True, text=True, encoding="utf-8", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert BANNER in r.stdout and "(conversation and cache cleared)" in r.stdout and r.stdout.rstrip().endswith("Bye.")
+    assert r.stderr.count("[4 tokens") == 2 and "Traceback" not in r.stderr

@@ -38,3 +38,23 @@ def test_chapter_1_on_the_real_model(run_script):
     r = run_script("ch01_weights.py", "--model", REAL_MODEL)
     assert r.returncode == 0, r.stderr
     assert "320 tensors, 752,393,024 parameters" in r.stdout and "BUILT-IN TINY" not in r.stdout
+
+
+@torch.inference_mode()
+def test_the_real_model_replies_in_fluent_text_in_the_prompts_language():
+    """Greedy replies to fixed prompts: they end with <|im_end|>, decode without replacement
+    characters, hold no special token, and are written in the prompt's language."""
+    import re
+    from qwen.generate import generate
+    from qwen.model import load_model
+    from qwen.tokenizer import Tokenizer
+    model, tok = load_model(REAL_MODEL, dtype=torch.bfloat16), Tokenizer.load(REAL_MODEL)
+    special = set(tok.special)
+    for prompt, script in (("What is the capital of France? Answer in one sentence.", r"[A-Za-z]"),
+                           ("法国的首都是哪里？请用一句话回答。", r"[\u4e00-\u9fff]")):
+        stats, ids = {}, []
+        reply = "".join(generate(model, tok, prompt, max_new_tokens=64, stats=stats, ids_out=ids))
+        assert stats["stopped"] and ids[-1] == tok.special["<|im_end|>"], reply
+        assert "\ufffd" not in reply and not any(s in reply for s in special), reply
+        assert len(re.findall(script, reply)) >= 0.5 * len(re.sub(r"\W", "", reply)) > 0, reply
+        assert "Paris" in reply or "巴黎" in reply, reply

@@ -1,0 +1,251 @@
+"""Benchmark of chapters 8-9: the whole model against transformers' Qwen3.5, on a full-size checkpoint.
+
+The checkpoint has the real 0.8B inventory (488 tensors, real names, shapes, dtypes) with
+random values (bench/common.py). For each compute dtype (fp32, bf16), each side runs in its own
+fresh process, with the same thread count, and reports:
+
+  load -> first token   load_model / from_pretrained, then the first token of a 16-token prompt
+  prefill               a 512-token prompt, to its first new token: tokens per second
+  decode                the 64 tokens after it, one at a time with the cache: tokens per second
+  peak RSS              of the whole process (the kernel's ru_maxrss)
+
+Each side runs `--repeat` times, alternated with the other, and its best time counts (the
+machine may be shared; the fastest run is the least disturbed one). Both sides generate greedily, with no stop token, through their own generation loop (ours:
+qwen.generate.generate_ids; transformers: generate() with its DynamicCache, timed by a streamer).
+Then, in fp32: logits of a 32-token input and 32 greedy tokens, ours against transformers';
+and our decode time per token at 256, 1024 and 4096 tokens of context.
+
+    python bench/bench_model.py [--keep DIR] [--threads N] [--dtypes fp32,bf16] [--skip-context]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import ENV, ROOT, full_checkpoint  # noqa: E402
+
+PROMPT, NEW, SHORT = 512, 64, 16
+
+
+# --------------------------------------------------------------------------------------------- children
+
+def _ids(n, seed):
+    import torch
+    return torch.randint(0, 248000, (1, n), generator=torch.Generator().manual_seed(seed))
+
+
+def child_ours(path, dtype_name, out):
+    import torch
+    from qwen.generate import generate_ids
+    from qwen.model import load_model
+
+    dtype = getattr(torch, dtype_name)
+    start = time.perf_counter()
+    model = load_model(path, dtype=dtype)
+    next(generate_ids(model, _ids(SHORT, 1)[0].tolist(), max_new_tokens=1))
+    first = time.perf_counter() - start
+    stats = {}
+    cache = model.new_cache()
+    tokens = list(generate_ids(model, _ids(PROMPT, 2)[0].tolist(), max_new_tokens=NEW + 1, cache=cache, stats=stats))
+    weights = sum(p.nbytes for p in model.parameters())
+    out.write_text(json.dumps(dict(first_token_s=first, prefill_s=stats["prefill_s"], decode_s=stats["decode_s"],
+                                   weights=weights, cache=cache.nbytes, logits=model.cfg.vocab_size * 4,
+                                   tokens=tokens)))
+
+
+def child_hf(path, dtype_name, out):
+    import torch
+    import transformers
+    from transformers.generation.streamers import BaseStreamer
+
+    transformers.logging.set_verbosity_error()
+
+    class Clock(BaseStreamer):
+        def __init__(self):
+            self.times = []
+
+        def put(self, value):
+            self.times.append(time.perf_counter())
+
+        def end(self):
+            pass
+
+    dtype = getattr(torch, dtype_name)
+    greedy = dict(do_sample=False, eos_token_id=None, pad_token_id=0)
+    start = time.perf_counter()
+    model = transformers.Qwen3_5ForCausalLM.from_pretrained(path, dtype=dtype).eval()
+    with torch.inference_mode():
+        model.generate(_ids(SHORT, 1), max_new_tokens=1, **greedy)
+        first = time.perf_counter() - start
+        clock = Clock()
+        begin = time.perf_counter()
+        new = model.generate(_ids(PROMPT, 2), max_new_tokens=NEW + 1, min_new_tokens=NEW + 1, streamer=clock, **greedy)
+    times = clock.times[1:]                                   # put() #0 is the prompt itself
+    weights = sum(p.nbytes for p in model.parameters())
+    out.write_text(json.dumps(dict(first_token_s=first, prefill_s=times[0] - begin, decode_s=times[-1] - times[0],
+                                   weights=weights, tokens=new[0, PROMPT:].tolist())))
+
+
+def child_fidelity(path, out):
+    """fp32: logits over 32 tokens and 32 greedy tokens, ours against transformers', in one process."""
+    import torch
+    import transformers
+    from qwen.generate import generate_ids
+    from qwen.model import load_model
+
+    transformers.logging.set_verbosity_error()
+    ids = _ids(32, 3)
+    with torch.inference_mode():
+        ref_model = transformers.Qwen3_5ForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+        ref = ref_model(input_ids=ids).logits.float()
+        ref_greedy = ref_model.generate(ids, max_new_tokens=32, min_new_tokens=32, do_sample=False,
+                                        eos_token_id=None, pad_token_id=0)[0, 32:].tolist()
+        del ref_model
+        ours = load_model(path)
+        diff = (ours(ids) - ref).abs().max().item()
+        greedy = list(generate_ids(ours, ids[0].tolist(), max_new_tokens=32))
+    out.write_text(json.dumps(dict(max_abs_diff=diff, logit_scale=ref.abs().max().item(),
+                                   greedy_equal=greedy == ref_greedy, greedy_tokens=len(greedy))))
+
+
+def child_context(path, out):
+    """Our decode time per token with 256 / 1024 / 4096 tokens already in the cache (fp32).
+
+    The cache is filled with random keys, values, conv windows and states of the right sizes:
+    a decode step's cost depends on those sizes, not on the values."""
+    import torch
+    from qwen.model import load_model
+
+    model = load_model(path)
+    cfg = model.cfg
+    conv = 2 * cfg.linear_num_key_heads * cfg.linear_key_head_dim + cfg.linear_num_value_heads * cfg.linear_value_head_dim
+    rows = {}
+    with torch.inference_mode():
+        for n in (256, 1024, 4096):
+            cache = model.new_cache()
+            for layer, c in zip(model.layers, cache.layers):
+                if layer.kind == "full_attention":
+                    c.k = torch.randn(1, cfg.num_key_value_heads, n, cfg.head_dim)
+                    c.v = torch.randn(1, cfg.num_key_value_heads, n, cfg.head_dim)
+                else:
+                    c.conv = torch.randn(1, conv, cfg.linear_conv_kernel_dim - 1)
+                    c.state = torch.randn(1, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
+                                          cfg.linear_value_head_dim) * 0.01
+            cache.length = n
+            token = torch.tensor([[100]])
+            model(token, cache=cache, last=True)                 # warm-up step
+            steps, start = 16, time.perf_counter()
+            for _ in range(steps):
+                model(token, cache=cache, last=True)
+            rows[n] = dict(ms=(time.perf_counter() - start) / steps * 1000, cache=cache.nbytes)
+    out.write_text(json.dumps(rows))
+
+
+# --------------------------------------------------------------------------------------------- parent
+
+def run_child(kind, path, dtype, threads):
+    """Run one measurement in a fresh process; its JSON result and its peak RSS in MB."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "result.json"
+        argv = [sys.executable, __file__, "--child", kind, "--path", str(path), "--dtype", dtype,
+                "--out", str(out), "--threads", str(threads)]
+        p = subprocess.Popen(argv, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(p.pid, 0)
+        err = p.stderr.read().decode()
+        p.stderr.close()
+        if status != 0:
+            raise SystemExit(f"{kind} {dtype} failed:\n{err[-3000:]}")
+        return json.loads(out.read_text()), usage.ru_maxrss / 1024
+
+
+def best_of(runs):
+    """The fastest of repeated runs for each time (the least disturbed by other processes), the largest RSS."""
+    best = dict(runs[0][0])
+    for key in ("first_token_s", "prefill_s", "decode_s"):
+        best[key] = min(r[key] for r, _ in runs)
+    return best, max(rss for _, rss in runs)
+
+
+def compare(path, dtype, threads, repeat):
+    runs = {"ours": [], "hf": []}
+    for _ in range(repeat):                                   # alternated, so both see the same machine
+        for kind in runs:
+            runs[kind].append(run_child(kind, path, dtype, threads))
+    (ours, ours_rss), (hf, hf_rss) = best_of(runs["ours"]), best_of(runs["hf"])
+    print(f"\n== {dtype}, {threads} threads: prefill {PROMPT} tokens, decode {NEW} tokens (best of {repeat}) ==")
+    print(f"{'':34}{'ours':>12}{'transformers':>14}{'ratio':>9}")
+    rows = [("load -> first token (s)", ours["first_token_s"], hf["first_token_s"], hf["first_token_s"] / ours["first_token_s"]),
+            ("prefill (tokens/s)", PROMPT / ours["prefill_s"], PROMPT / hf["prefill_s"],
+             hf["prefill_s"] / ours["prefill_s"]),
+            ("decode (tokens/s)", NEW / ours["decode_s"], NEW / hf["decode_s"], hf["decode_s"] / ours["decode_s"]),
+            ("peak RSS (MB)", ours_rss, hf_rss, hf_rss / ours_rss)]
+    for name, a, b, r in rows:
+        print(f"{name:34}{a:>12.2f}{b:>14.2f}{r:>8.2f}x")
+    budget = (ours["weights"] + ours["cache"] + ours["logits"]) / 2**20
+    print(f"weights {ours['weights'] / 2**20:.0f} MB + cache {ours['cache'] / 2**20:.1f} MB + logits "
+          f"{ours['logits'] / 2**20:.1f} MB = {budget:.0f} MB; peak RSS / that = {ours_rss / budget:.3f}")
+    same = sum(a == b for a, b in zip(ours["tokens"], hf["tokens"]))
+    print(f"greedy tokens identical to transformers': {same} of {len(hf['tokens'])}")
+    return [(f"{dtype}: prefill speed vs transformers (x, higher is better)", rows[1][3], 1.0, ">="),
+            (f"{dtype}: decode speed vs transformers (x, higher is better)", rows[2][3], 1.0, ">="),
+            (f"{dtype}: load->first token, transformers / ours", rows[0][3], 1.0, ">="),
+            (f"{dtype}: peak RSS / (weights + cache + logits)", ours_rss / budget, 1.15, "<=")]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--keep", help="write (or reuse) the full-size checkpoint here")
+    p.add_argument("--threads", type=int, default=0, help="torch threads for both sides (default: torch's)")
+    p.add_argument("--dtypes", default="float32,bfloat16")
+    p.add_argument("--repeat", type=int, default=2, help="runs per side, alternated; the best time counts")
+    p.add_argument("--skip-context", action="store_true")
+    p.add_argument("--skip-fidelity", action="store_true")
+    p.add_argument("--child"), p.add_argument("--path"), p.add_argument("--dtype"), p.add_argument("--out")
+    args = p.parse_args()
+    if args.child:
+        import torch
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        out = Path(args.out)
+        {"ours": lambda: child_ours(args.path, args.dtype, out), "hf": lambda: child_hf(args.path, args.dtype, out),
+         "fidelity": lambda: child_fidelity(args.path, out), "context": lambda: child_context(args.path, out)}[args.child]()
+        return
+
+    threads = args.threads or int(subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                                                 capture_output=True, text=True, env=ENV).stdout)
+    path = full_checkpoint(args.keep)
+    targets = []
+    for dtype in args.dtypes.split(","):
+        targets += compare(path, dtype, threads, args.repeat)
+    if not args.skip_fidelity:
+        fid, _ = run_child("fidelity", path, "float32", threads)
+        print(f"\n== fidelity on the full-size checkpoint (fp32) ==\nlogits over 32 tokens: max |ours - transformers| = "
+              f"{fid['max_abs_diff']:.2e} (largest logit {fid['logit_scale']:.2f}); 32 greedy tokens identical: "
+              f"{fid['greedy_equal']}")
+        targets += [("fp32 logits: max abs difference to transformers", fid["max_abs_diff"], 1e-4, "<="),
+                    ("fp32 greedy 32 tokens identical (1 = yes)", float(fid["greedy_equal"]), 1.0, ">=")]
+    if not args.skip_context:
+        ctx, _ = run_child("context", path, "float32", threads)
+        print("\n== our decode time per token by context (fp32; cache filled to that length) ==")
+        print(f"{'context':>8}{'ms/token':>10}{'cache MB':>10}")
+        for n, row in ctx.items():
+            print(f"{n:>8}{row['ms']:>10.1f}{row['cache'] / 2**20:>10.1f}")
+    print()
+    ok = True
+    for text, value, limit, sense in targets:
+        passed = value >= limit if sense == ">=" else value <= limit
+        ok &= passed
+        print(f"{'PASS' if passed else 'FAIL'}  {text:<58} {value:>10.3g}  (target {sense} {limit})")
+    if not args.keep:
+        import shutil
+        shutil.rmtree(path, ignore_errors=True)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+# %% [markdown]
+# # Chapter 9 · It talks: generation with a cache / 第 9 章 · 让它说话：带缓存的生成
+#
+# A language model gives scores for the next token only. To write a reply we pick a token, append
+# it, and ask again, until it says it is done (`<|im_end|>`). `qwen/generate.py` does this with a
+# cache: the prompt is read once (prefill), then every new token costs one small step (decode),
+# because each layer keeps what it needs to continue: keys and values in the 6 full-attention
+# layers, a 3-token conv window and a fixed 16 x 128 x 128 state in the 18 Gated DeltaNet layers.
+# The prompt is written with the checkpoint's own chat template (`chat_template.jinja`).
+#
+# 语言模型只给出下一个词元的分数。要写出回复，就选一个词元、接到后面、再问一次，直到它表示结束
+# （`<|im_end|>`）。`qwen/generate.py` 用缓存来做：提示只读一遍（预填充），之后每个新词元只需一小步
+# （解码），因为每一层都保存了继续所需的东西：6 个全注意力层保存键和值，18 个 Gated DeltaNet 层
+# 保存 3 个词元的卷积窗口和固定大小的 16 x 128 x 128 状态。提示用检查点自带的对话模板写成。
+#
+# Run: `python ch09_generate.py [--prompt "..."] [--max-new-tokens N] [--device cpu|cuda|mps] [--tiny] [--lang zh]`
+
+# %%
+import time
+
+import torch
+
+from qwen.cli import chapter, say, section, size
+from qwen.generate import ChatTemplate, TextStream, generate, kv_cache_bytes, prompt_ids, stop_ids
+from qwen.lang import QwenError, tr
+from qwen.model import load_model
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else []) + \
+          (["mps"] if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available() else [])
+ch = chapter("Chapter 9: generation with a cache", "第 9 章：带缓存的生成", options={
+    "--prompt": dict(default=None, help=("the message to send (default: a short bilingual one)",
+                                         "要发送的消息（默认：一句简短的中英双语消息）")),
+    "--max-new-tokens": dict(type=int, default=64, help=("longest reply, in tokens", "回复的最大词元数")),
+    "--device": dict(default="cpu", choices=DEVICES, help=("where to compute", "在哪里计算")),
+    "--dtype": dict(default="float32", choices=["float32", "bfloat16"], help=("compute dtype", "计算精度")),
+    "--think": dict(action="store_true", help=("let the model reason in <think> first", "让模型先在 <think> 中推理"))})
+args, path, cfg, tok = ch.args, ch.path, ch.cfg, ch.tokenizer
+torch.set_grad_enabled(False)
+if args.max_new_tokens < 1:
+    raise QwenError("--max-new-tokens must be at least 1.", "--max-new-tokens 至少为 1。")
+model = load_model(path, dtype=getattr(torch, args.dtype)).to(args.device)
+ready = tok is not None and (path / "chat_template.jinja").is_file()
+if not ready:
+    say("  (no tokenizer or chat template in this folder: this chapter needs both; it stops here)",
+        "  （这个文件夹里没有分词器或对话模板：本章两者都需要，到此为止）")
+template = ChatTemplate.load(path) if ready else None
+if ch.tiny:
+    say("  The tiny checkpoint's weights are random: it generates made-up tokens, not language.",
+        "  小检查点的权重是随机的：它生成的是编造的词元，不是语言。")
+
+# %% [markdown]
+# ## 1. The chat template / 对话模板
+# The model was trained on conversations written as `<|im_start|>role\n...<|im_end|>`. The reply
+# opens with a `<think>` block: left open, the model reasons first; closed at once
+# (`enable_thinking=False`, our default), it answers directly.
+
+# %%
+if ready:
+    section(1, "The prompt, written by the chat template", "由对话模板写出的提示")
+    prompt = args.prompt or "Say hello in English and in Chinese, in one short sentence. 用一句话打招呼。"
+    messages = [{"role": "user", "content": prompt}]
+    ids = prompt_ids(tok, messages, template=template, enable_thinking=args.think)
+    say("  {text!r}", "  {text!r}", text=template.render(messages, enable_thinking=args.think))
+    say("  {n} tokens; the reply ends at {stops}", "  共 {n} 个词元；回复在 {stops} 处结束", n=len(ids),
+        stops=" / ".join(tok.id_to_piece(i) for i in sorted(stop_ids(tok))))
+
+# %% [markdown]
+# ## 2. A greedy reply, streamed / 贪心解码，流式输出
+# Greedy decoding takes the most likely token every time: the same prompt always gives the same reply.
+
+# %%
+if ready:
+    section(2, "A greedy reply, printed as it is generated", "贪心回复，边生成边打印")
+    stats, reply_ids = {}, []
+    print("  ", end="", flush=True)
+    reply = []
+    for piece in generate(model, tok, ids, max_new_tokens=args.max_new_tokens, stats=stats, ids_out=reply_ids):
+        reply.append(piece)
+        print(piece.replace("\n", "\n  "), end="", flush=True)
+    print()
+    say("  prompt {p} tokens: prefill {a:.1f} tokens/s; reply {n} tokens: decode {b:.1f} tokens/s ({why})",
+        "  提示 {p} 个词元：预填充 {a:.1f} 词元/秒；回复 {n} 个词元：解码 {b:.1f} 词元/秒（{why}）",
+        p=stats["prompt_tokens"], a=stats["prompt_tokens"] / stats["prefill_s"], n=stats["new_tokens"],
+        b=max(stats["new_tokens"] - 1, 1) / max(stats["decode_s"], 1e-9),
+        why=tr("stopped at the end token", "遇到结束词元而停止") if stats["stopped"]
+        else tr("stopped at --max-new-tokens", "达到 --max-new-tokens 而停止"))
+    if ch.tiny:
+        say("  (random weights: the reply above is made-up tokens)", "  （随机权重：上面的回复是编造的词元）")
+
+# %% [markdown]
+# ## 3. What the cache holds / 缓存里有什么
+# Full attention must keep every past key and value; Gated DeltaNet keeps a fixed-size state.
+# Qwen3.5 puts full attention in only 6 of 24 layers, so its cache grows 4x slower than a model
+# with full attention everywhere.
+
+# %%
+if ready:
+    section(3, "The cache after this reply", "这次回复之后的缓存")
+    cache = model.new_cache()
+    read = ids + reply_ids[:-1]                                        # the last token was sampled, never read
+    last_cached = model(torch.tensor([read[:len(ids)]]), cache=cache, last=True)
+    for t in read[len(ids):]:
+        last_cached = model(torch.tensor([[t]]), cache=cache, last=True)
+    full_layers, linear_layers = cfg.full_attention_layers, cfg.linear_attention_layers
+    kv = sum(cache[i].nbytes for i in full_layers)
+    fixed = sum(cache[i].nbytes for i in linear_layers)
+    itemsize = model.embed_tokens.weight.element_size()
+    say("  {n} tokens read: keys/values of {a} attention layers {kv}, conv windows + states of {b} linear layers {fx}",
+        "  已读 {n} 个词元：{a} 个注意力层的键/值 {kv}，{b} 个线性层的卷积窗口 + 状态 {fx}",
+        n=cache.length, a=len(full_layers), kv=size(kv), b=len(linear_layers), fx=size(fixed))
+    for tokens in (cache.length, 32768):
+        ours = kv_cache_bytes(cfg, tokens, itemsize, layers=len(full_layers)) + fixed
+        say("  at {t:>6} tokens: this cache {a:>9}; keys/values in all {n} layers would be {b:>9}",
+            "  {t:>6} 个词元时：这个缓存 {a:>9}；若全部 {n} 层都存键/值则需 {b:>9}",
+            t=tokens, a=size(ours), n=cfg.num_hidden_layers, b=size(kv_cache_bytes(cfg, tokens, itemsize)))
+    recomputed = model(torch.tensor([read]))[:, -1:]
+    say("  cached decoding = reading everything again: max |difference| of the last logits = {d:.1e}",
+        "  带缓存的解码 = 全部重新读一遍：最后一步 logits 的最大差 = {d:.1e}",
+        d=(last_cached - recomputed).abs().max().item())
+
+# %% [markdown]
+# ## 4. Sampling / 采样
+# Sampling divides the logits by a temperature, keeps the top-k tokens, then the smallest set
+# whose probabilities reach top-p (the token that crosses top-p stays), and draws one. A seed
+# makes the draw repeatable. (Qwen suggests temperature 0.7, top-p 0.8, top-k 20 without thinking.)
+
+# %%
+if ready:
+    section(4, "Sampled against greedy", "采样与贪心的对比")
+    settings = dict(temperature=0.7, top_k=20, top_p=0.8, max_new_tokens=min(args.max_new_tokens, 16))
+    sampled = [("".join(generate(model, tok, ids, seed=seed, **settings))) for seed in (0, 0, 1)]
+    greedy = "".join(reply)
+    for seed, text in zip((0, 0, 1), sampled):
+        say("  seed {s}: {t!r}", "  种子 {s}：{t!r}", s=seed, t=text)
+    say("  same seed, same text: {a}; seed 0 vs seed 1 differ: {b}; seed 0 vs greedy differ: {c}",
+        "  相同种子，相同文本：{a}；种子 0 与种子 1 不同：{b}；种子 0 与贪心不同：{c}",
+        a=sampled[0] == sampled[1], b=sampled[0] != sampled[2], c=not greedy.startswith(sampled[0]))
+
+# %% [markdown]
+# ## 5. Text that spans tokens / 跨词元的字符
+# Tokens are bytes. A Chinese character is 3 UTF-8 bytes and one token may hold only part of it;
+# printing each token's bytes on their own would show "�". The stream keeps the unfinished bytes
+# until the next token completes the character.
+
+# %%
+if ready:
+    section(5, "Characters split across tokens", "被拆到多个词元里的字符")
+    stream = TextStream(tok)
+    split = sum(1 for t in reply_ids if t not in stop_ids(tok) and stream.push(t) == "")
+    say("  {s} of the reply's {n} tokens ended inside a character and waited for the next; "
+        "replacement characters in the streamed text: {r}",
+        "  回复的 {n} 个词元中有 {s} 个停在字符中间，等待下一个词元；流式文本中的替换字符：{r}",
+        s=split, n=len(reply_ids), r=greedy.count("\ufffd"))
+
+# %% [markdown]
+# ## How to explain it / 怎么讲给别人听
+# Generation is a loop: read the prompt once, then repeatedly pick a token from the last logits and
+# feed it back. The cache makes each new token cheap: attention layers keep every key and value
+# (growing), Gated DeltaNet layers keep a fixed-size state (not growing), so Qwen3.5's cache grows
+# in 6 layers instead of 24. Greedy picks the maximum; sampling trades repeatability for variety,
+# and a seed brings repeatability back.
+#
+# 生成就是一个循环：提示只读一遍，然后反复从最后的 logits 里选一个词元、再喂回去。缓存让每个新词元都
+# 很便宜：注意力层保存所有的键和值（不断增长），Gated DeltaNet 层保存固定大小的状态（不增长），所以
+# Qwen3.5 的缓存只在 6 层里增长，而不是 24 层。贪心解码取最大值；采样用可重复性换多样性，种子又把可重复性找回来。
+#
+# ## Summary / 小结
+# - generate(model, tok, prompt): chat template, prefill once, decode one token at a time, stop at <|im_end|>.
+# - Cache: k, v for full attention; conv window + fp32 state for Gated DeltaNet; cached = recomputed.
+# - Sampling: temperature, top-k, top-p (the token that crosses p is kept), a seed for repeatability.
+#
+# - generate(model, tok, prompt)：对话模板，预填充一次，逐个词元解码，遇到 <|im_end|> 停止。
+# - 缓存：全注意力层存 k、v；Gated DeltaNet 层存卷积窗口和 fp32 状态；带缓存 = 重新计算。
+# - 采样：温度、top-k、top-p（越过 p 的词元保留），用种子保证可重复。
+
+# %%
+say("\nExercises for this chapter: 231, 232. Chat with it: python main.py chat",
+    "\n本章练习：231、232。和它对话：python main.py chat")

@@ -1,0 +1,337 @@
+"""Generation: a cache, sampling, stop tokens, the chat template, and text streamed as it comes.
+
+A language model predicts one token at a time. Running the whole sequence again for every new
+token would cost O(n) work per token for every layer; the cache keeps, per layer, exactly what
+that layer needs to continue:
+
+    full attention (6 of 24 layers in 0.8B)   k, v: (batch, kv_heads, seq, head_dim), grows by one
+                                              position per token
+    linear attention (18 of 24)                conv: the last kernel-1 conv inputs (a 3-token window)
+                                              state: (batch, heads, 128, 128) fp32, fixed size
+
+So the prompt is read once (prefill: many tokens at a time, the chunked delta rule), then each
+new token is one small step (decode: the recurrent rule, one key and value more per attention
+layer). The modules only read and write the four attributes of a `LayerCache`.
+
+Choosing the next token from the logits: greedy takes the largest; sampling divides the logits
+by a temperature, optionally keeps only the top-k tokens, then only the smallest set of tokens
+whose probabilities sum to at least top_p (the token that crosses top_p is kept), and draws one
+with a seeded generator, so a run can be repeated exactly.
+
+Text comes out as bytes: one token may hold half of a Chinese character. `TextStream` keeps the
+bytes of an unfinished character until the next token completes it, so streamed text never
+shows a replacement character that the whole reply would not have.
+
+The chat template (`chat_template.jinja`, next to the weights) is a jinja2 program that turns a
+list of messages into the prompt text the model was trained on; we run it as transformers does
+(a sandboxed jinja2 environment with trim_blocks and lstrip_blocks).
+"""
+import codecs
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from qwen.lang import QwenError
+
+STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
+TEMPLATE_NAME = "chat_template.jinja"
+
+
+# --------------------------------------------------------------------------------------------
+# The cache
+# --------------------------------------------------------------------------------------------
+
+class LayerCache:
+    """What one layer keeps between calls. Attention uses k, v; Gated DeltaNet uses conv, state."""
+
+    def __init__(self):
+        self.k = None                  # (batch, kv_heads, seq, head_dim), after k_norm and RoPE
+        self.v = None                  # (batch, kv_heads, seq, head_dim)
+        self.conv = None               # (batch, conv_channels, kernel - 1): the last conv inputs
+        self.state = None              # (batch, value_heads, key_head_dim, value_head_dim), fp32
+
+    @property
+    def nbytes(self):
+        return sum(t.nbytes for t in (self.k, self.v, self.conv, self.state) if t is not None)
+
+    def __repr__(self):
+        held = {n: tuple(t.shape) for n in ("k", "v", "conv", "state") if (t := getattr(self, n)) is not None}
+        return f"LayerCache({held})"
+
+
+class Cache:
+    """One LayerCache per layer, and how many positions the model has already read."""
+
+    def __init__(self, num_layers):
+        self.layers = [LayerCache() for _ in range(num_layers)]
+        self.length = 0                # tokens seen: the next token's position
+
+    def __getitem__(self, i):
+        return self.layers[i]
+
+    def __len__(self):
+        return len(self.layers)
+
+    @property
+    def nbytes(self):
+        return sum(layer.nbytes for layer in self.layers)
+
+    def __repr__(self):
+        return f"Cache({len(self.layers)} layers, {self.length} tokens, {self.nbytes:,} bytes)"
+
+
+def kv_cache_bytes(cfg, tokens, itemsize, layers=None):
+    """Bytes a key/value cache of `tokens` positions needs in `layers` layers (default: all of them)."""
+    layers = cfg.num_hidden_layers if layers is None else layers
+    return layers * 2 * cfg.num_key_value_heads * cfg.head_dim * tokens * itemsize
+
+
+# --------------------------------------------------------------------------------------------
+# Choosing the next token
+# --------------------------------------------------------------------------------------------
+
+def top_k_filter(logits, k):
+    """Keep the k largest logits (ties with the k-th kept too); the rest become -inf."""
+    if k <= 0 or k >= logits.shape[-1]:
+        return logits
+    kth = logits.topk(k, dim=-1).values[..., -1:]                          # (..., 1)
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def top_p_filter(logits, p):
+    """Keep the smallest set of most likely tokens whose probabilities sum to at least p.
+
+    Sorted by probability, a token is kept when the mass before it is still below p: so the token
+    that crosses p is kept, and the most likely token always is."""
+    if p >= 1.0:
+        return logits
+    ordered, order = logits.sort(dim=-1, descending=True)
+    probs = ordered.softmax(dim=-1)
+    before = probs.cumsum(dim=-1) - probs                                  # mass of the tokens ahead
+    ordered = ordered.masked_fill(before >= p, float("-inf"))
+    return torch.empty_like(logits).scatter_(-1, order, ordered)           # back to vocabulary order
+
+
+def sample(logits, temperature=0.0, top_k=0, top_p=1.0, generator=None):
+    """One token id from logits (vocab,): greedy when temperature is 0, else drawn after
+    temperature, top-k and top-p, in that order. With top-k, only the k largest logits are
+    sorted and drawn from (not the whole 248k vocabulary: that sort would cost more than the
+    draw)."""
+    logits = logits.float().cpu()
+    if temperature <= 0:
+        return int(logits.argmax(dim=-1))
+    z = logits / temperature
+    if 0 < top_k < z.shape[-1]:
+        z, ids = z.topk(top_k)                       # only the k best can be drawn: work on those
+    else:
+        ids = None
+    probs = top_p_filter(z, top_p).softmax(dim=-1)
+    token = int(torch.multinomial(probs, 1, generator=generator))
+    return token if ids is None else int(ids[token])
+
+
+def stop_ids(tok):
+    """The ids that end a reply: <|im_end|> (end of a chat turn) and <|endoftext|>."""
+    return {tok.special[t] for t in STOP_TOKENS if t in tok.special}
+
+
+# --------------------------------------------------------------------------------------------
+# Text out, as it comes
+# --------------------------------------------------------------------------------------------
+
+class TextStream:
+    """Token ids in, text out: bytes of a character split over tokens wait for the rest of it."""
+
+    def __init__(self, tok):
+        self.tok = tok
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, token_id):
+        """The text that this token completes ('' while a character is still unfinished)."""
+        return self._utf8.decode(self.tok.token_bytes(int(token_id)))
+
+    def flush(self):
+        """Whatever is left at the end (an unfinished character becomes U+FFFD)."""
+        return self._utf8.decode(b"", final=True)
+
+
+# --------------------------------------------------------------------------------------------
+# The chat template
+# --------------------------------------------------------------------------------------------
+
+class ChatTemplate:
+    """The checkpoint's chat template: messages -> prompt text.
+
+    `render(messages, add_generation_prompt=True, enable_thinking=False)`. Qwen3.5's template
+    opens the reply with `<think>\\n` (the model reasons first, then closes `</think>`), or, with
+    enable_thinking=False, with an empty block `<think>\\n\\n</think>\\n\\n` so that it answers at
+    once. Reasoning in earlier assistant turns is dropped from the history."""
+
+    def __init__(self, source, origin="chat template"):
+        from jinja2 import TemplateError
+        from jinja2.ext import loopcontrols
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        self.source = source
+        self.origin = origin
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+        env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, **kw: json.dumps(
+            x, ensure_ascii=ensure_ascii, indent=indent)
+        env.globals["raise_exception"] = _raise
+        env.globals["strftime_now"] = lambda fmt: time.strftime(fmt)
+        try:
+            self._template = env.from_string(source)
+        except TemplateError as e:
+            raise QwenError("{file} is not a valid jinja2 template: {why}. Download it again.",
+                            "{file} 不是有效的 jinja2 模板：{why}。请重新下载。", file=origin, why=e) from None
+
+    @classmethod
+    def load(cls, folder):
+        """From a model folder: chat_template.jinja, else the chat_template key of tokenizer_config.json."""
+        folder = Path(folder)
+        file = folder / TEMPLATE_NAME
+        if file.is_file():
+            return cls(file.read_text(encoding="utf-8"), str(file))
+        config = folder / "tokenizer_config.json"
+        if config.is_file():
+            text = json.loads(config.read_text(encoding="utf-8")).get("chat_template")
+            if isinstance(text, str):
+                return cls(text, str(config))
+        raise QwenError("{folder} has no chat_template.jinja, so the chat format is unknown. Download the "
+                        "model again (python main.py download), or pass chat=False for plain text.",
+                        "{folder} 里没有 chat_template.jinja，不知道对话格式。请重新下载模型"
+                        "（python main.py download），或用 chat=False 直接续写文本。", folder=folder)
+
+    def render(self, messages, add_generation_prompt=True, **options):
+        from jinja2 import TemplateError
+
+        for m in messages:
+            if not isinstance(m, dict) or "role" not in m or "content" not in m:
+                raise QwenError("Each chat message must be a dict with 'role' and 'content', got {m!r}.",
+                                "每条对话消息都必须是带 'role' 和 'content' 的 dict，实际是 {m!r}。", m=m)
+        try:
+            return self._template.render(messages=messages, add_generation_prompt=add_generation_prompt,
+                                         **options)
+        except TemplateError as e:
+            raise QwenError("The chat template ({file}) refused the messages: {why}",
+                            "对话模板（{file}）拒绝了这些消息：{why}", file=self.origin, why=e) from None
+
+
+def _raise(message):
+    from jinja2 import TemplateError
+    raise TemplateError(message)
+
+
+# --------------------------------------------------------------------------------------------
+# The generation loop
+# --------------------------------------------------------------------------------------------
+
+@torch.inference_mode()
+def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, top_p=1.0, seed=None,
+                 stop=(), cache=None, stats=None):
+    """Prompt ids in, new token ids out, one at a time (the stop token is yielded too, then it ends).
+
+    The prompt is read in one call (prefill); every new token is one more call of length 1 (decode).
+    Only the last position's logits are computed: the output layer (vocab x hidden) is the largest
+    matmul of a decode step. `stats`, a dict, receives token counts and seconds."""
+    cache = model.new_cache() if cache is None else cache
+    generator = torch.Generator().manual_seed(seed) if seed is not None else None
+    stop = set(stop)
+    ids = torch.as_tensor(ids, dtype=torch.long).reshape(1, -1)                # (1, prompt)
+    if ids.shape[1] == 0:
+        raise QwenError("The prompt is empty: give at least one token.", "提示为空：至少要有一个词元。")
+    stats = {} if stats is None else stats
+    stats.update(prompt_tokens=ids.shape[1], new_tokens=0, prefill_s=0.0, decode_s=0.0, stopped=False)
+    start = time.perf_counter()
+    logits = model(ids, cache=cache, last=True)[0, -1]                        # (vocab,)
+    stats["prefill_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    for n in range(max_new_tokens):
+        token = sample(logits, temperature, top_k, top_p, generator)
+        stats["new_tokens"] = n + 1
+        stats["decode_s"] = time.perf_counter() - start
+        stats["stopped"] = token in stop
+        yield token
+        if token in stop:
+            return
+        if n + 1 < max_new_tokens:
+            logits = model(torch.tensor([[token]]), cache=cache, last=True)[0, -1]
+            stats["decode_s"] = time.perf_counter() - start
+
+
+def prompt_ids(tok, prompt, *, chat=True, template=None, enable_thinking=False):
+    """Token ids for a prompt: a string (a user message when chat, else plain text to continue),
+    a list of chat messages, or a list of ids."""
+    if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(i, int) for i in prompt):
+        return list(prompt)
+    if isinstance(prompt, str) and not chat:
+        return tok.encode(prompt)
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+    if template is None:
+        raise QwenError("A chat prompt needs the checkpoint's chat template (template=ChatTemplate.load(path)).",
+                        "对话提示需要检查点的对话模板（template=ChatTemplate.load(path)）。")
+    return tok.encode(template.render(messages, add_generation_prompt=True, enable_thinking=enable_thinking))
+
+
+def generate(model, tok, prompt, *, max_new_tokens=128, temperature=0.0, top_k=0, top_p=1.0, seed=None,
+             chat=True, enable_thinking=False, template=None, cache=None, stats=None, ids_out=None):
+    """Yield the reply's text as it is generated.
+
+    prompt: a string (sent as a user message through the checkpoint's chat template when chat is
+    true; continued as plain text otherwise), a list of messages, or a list of token ids. The stop
+    token (<|im_end|> or <|endoftext|>) ends the reply and is not shown. `ids_out`, a list,
+    receives the new token ids; `stats` as in generate_ids."""
+    if chat and template is None and not (isinstance(prompt, (list, tuple)) and prompt
+                                          and all(isinstance(i, int) for i in prompt)):
+        template = ChatTemplate.load(model.path)
+    ids = prompt_ids(tok, prompt, chat=chat, template=template, enable_thinking=enable_thinking)
+    stop = stop_ids(tok)
+    stream = TextStream(tok)
+    for token in generate_ids(model, ids, max_new_tokens=max_new_tokens, temperature=temperature,
+                              top_k=top_k, top_p=top_p, seed=seed, stop=stop, cache=cache, stats=stats):
+        if ids_out is not None:
+            ids_out.append(token)
+        if token in stop:
+            break
+        text = stream.push(token)
+        if text:
+            yield text
+    rest = stream.flush()
+    if rest:
+        yield rest
+
+
+class Chat:
+    """A conversation with the model: the messages so far, and the cache of every token already read.
+
+    Each turn renders the whole conversation with the chat template. When the rendered ids start
+    with the ids the cache has read, only the rest is read (the cache continues); when they do not
+    (Qwen3.5's template drops the reasoning of earlier turns, so the history's text changes), the
+    cache is rebuilt from the start: a recurrent state cannot be rewound."""
+
+    def __init__(self, model, tok, template=None, enable_thinking=False, **sampling):
+        self.model, self.tok = model, tok
+        self.template = ChatTemplate.load(model.path) if template is None else template
+        self.enable_thinking, self.sampling = enable_thinking, sampling
+        self.reset()
+
+    def reset(self):
+        self.messages, self.cache, self.read, self.reused = [], self.model.new_cache(), [], 0
+
+    def say(self, text, max_new_tokens=512, stats=None):
+        """Send a user message; yield the reply's text as it comes."""
+        self.messages.append({"role": "user", "content": text})
+        ids = prompt_ids(self.tok, self.messages, template=self.template, enable_thinking=self.enable_thinking)
+        if self.read and ids[:len(self.read)] == self.read and len(ids) > len(self.read):
+            new, self.reused = ids[len(self.read):], len(self.read)          # continue the cache
+        else:
+            new, self.reused, self.cache = ids, 0, self.model.new_cache()      # read it all again
+        out, pieces = [], []
+        for piece in generate(self.model, self.tok, new, max_new_tokens=max_new_tokens, cache=self.cache,
+                              stats=stats, ids_out=out, chat=False, **self.sampling):
+            pieces.append(piece)
+            yield piece
+        self.read = ids + out[:-1]                   # the last token was sampled, never read
+        self.messages.append({"role": "assistant", "content": "".join(pieces)})

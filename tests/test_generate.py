@@ -1,0 +1,221 @@
+"""Generation pieces: cache bookkeeping, sampling (against transformers' warpers), stop tokens,
+the chat template (against transformers' apply_chat_template), UTF-8 streaming, the loop."""
+import pytest
+import torch
+
+from qwen.generate import (Cache, ChatTemplate, LayerCache, TextStream, generate, generate_ids, kv_cache_bytes,
+                           sample, stop_ids, top_k_filter, top_p_filter)
+from qwen.lang import QwenError
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_path):
+    from qwen.tokenizer import Tokenizer
+    return Tokenizer.load(tiny_path)
+
+
+def test_layer_cache_starts_empty_and_counts_its_bytes():
+    c = LayerCache()
+    assert (c.k, c.v, c.conv, c.state) == (None, None, None, None) and c.nbytes == 0
+    c.k = torch.zeros(1, 2, 5, 16)
+    c.state = torch.zeros(1, 4, 8, 8)
+    assert c.nbytes == (2 * 5 * 16 + 4 * 8 * 8) * 4
+    cache = Cache(3)
+    cache[1].v = torch.zeros(1, 2, 5, 16, dtype=torch.bfloat16)
+    assert len(cache) == 3 and cache.length == 0 and cache.nbytes == 2 * 5 * 16 * 2
+
+
+def test_kv_cache_bytes_for_the_real_shapes():
+    from types import SimpleNamespace
+    cfg = SimpleNamespace(num_hidden_layers=24, num_key_value_heads=2, head_dim=256)
+    assert kv_cache_bytes(cfg, 1024, 2) == 24 * 2 * 2 * 256 * 1024 * 2          # 50.3 MB in bf16
+    assert kv_cache_bytes(cfg, 1024, 2, layers=6) * 4 == kv_cache_bytes(cfg, 1024, 2)
+
+
+def test_top_p_keeps_the_token_that_crosses_p():
+    logits = torch.tensor([0.5, 0.3, 0.2]).log()
+    kept = lambda p: torch.isfinite(top_p_filter(logits, p)).nonzero().flatten().tolist()   # noqa: E731
+    assert kept(0.4) == [0]            # 0.5 already reaches 0.4
+    assert kept(0.6) == [0, 1]         # 0.5 < 0.6, 0.5 + 0.3 crosses it: the 0.3 token stays
+    assert kept(0.75) == [0, 1]
+    assert kept(0.9) == [0, 1, 2]
+    assert kept(1.0) == [0, 1, 2]
+
+
+def test_top_k_and_top_p_equal_transformers_warpers():
+    from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+    g = torch.Generator().manual_seed(0)
+    for trial in range(20):
+        logits = torch.randn(1, 500, generator=g) * (1 + trial % 4)
+        for p in (0.1, 0.5, 0.9, 0.99):
+            ours = torch.isfinite(top_p_filter(logits, p))
+            ref = torch.isfinite(TopPLogitsWarper(p)(None, logits.clone()))
+            assert torch.equal(ours, ref), (trial, p)
+        for k in (1, 5, 50):
+            assert torch.equal(top_k_filter(logits, k), TopKLogitsWarper(k)(None, logits.clone()))
+
+
+def test_sampling_is_greedy_at_zero_temperature_and_repeatable_with_a_seed():
+    logits = torch.tensor([1.0, 3.0, 2.0, 0.5])
+    assert sample(logits) == 1
+    draw = lambda seed: [sample(logits, 1.0, generator=g) for g in [torch.Generator().manual_seed(seed)]  # noqa: E731
+                         for _ in range(50)]
+    assert draw(7) == draw(7) and draw(7) != draw(8)
+    assert {sample(logits, 1.0, top_k=2, generator=torch.Generator().manual_seed(s)) for s in range(40)} == {1, 2}
+
+
+def test_sampled_frequencies_follow_the_softmax():
+    logits = torch.tensor([0.0, 1.0, 2.0])
+    g = torch.Generator().manual_seed(0)
+    counts = torch.bincount(torch.tensor([sample(logits, 1.0, generator=g) for _ in range(6000)]), minlength=3)
+    expected = logits.softmax(-1) * 6000
+    assert ((counts - expected).abs() < 5 * expected.sqrt()).all(), (counts, expected)   # within 5 sigma
+
+
+def test_stop_tokens(tok):
+    assert stop_ids(tok) == {248046, 248044}                           # <|im_end|>, <|endoftext|>
+
+
+def test_text_stream_waits_for_characters_split_across_tokens(tok):
+    text = "你好，世界！Grüße 😀 饕餮 ∑x"
+    ids = tok.encode(text)
+    stream = TextStream(tok)
+    pieces = [stream.push(i) for i in ids] + [stream.flush()]
+    assert "".join(pieces) == text and not any("\ufffd" in p for p in pieces)
+    assert any(not tok.token_bytes(i).decode("utf-8", "ignore") == tok.token_bytes(i).decode("utf-8", "replace")
+               for i in ids)                                           # some token really holds a partial character
+    assert "" in pieces[:-1]                                            # ... and the stream waited for the rest
+
+
+def test_text_stream_flushes_an_unfinished_character_as_a_replacement(tok):
+    stream = TextStream(tok)
+    head = [i for i in tok.encode("饕") if tok.token_bytes(i) != "饕".encode()]
+    partial = head[0] if head else tok.vocab["æ"]                        # one byte of a 3-byte character
+    assert stream.push(partial) == "" and stream.flush() == "\ufffd"
+
+
+# --------------------------------------------------------------------------------------------- template
+
+@pytest.fixture(scope="module")
+def hf_tok(tiny_path):
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(str(tiny_path))
+
+
+CONVERSATIONS = [
+    [{"role": "user", "content": "Hello!"}],
+    [{"role": "system", "content": "You are brief."}, {"role": "user", "content": "你好"}],
+    [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "<think>\nadd\n</think>\n\n4"},
+     {"role": "user", "content": "and 3+3?"}],
+    [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4", "reasoning_content": "easy"}],
+]
+
+
+@pytest.mark.parametrize("messages", CONVERSATIONS)
+@pytest.mark.parametrize("options", [{}, {"enable_thinking": True}, {"enable_thinking": False}])
+def test_chat_template_renders_as_transformers_does(tiny_path, hf_tok, messages, options):
+    ours = ChatTemplate.load(tiny_path).render(messages, add_generation_prompt=True, **options)
+    assert ours == hf_tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **options)
+    tail = "<think>\n\n</think>\n\n" if options.get("enable_thinking") is False else "<think>\n"
+    assert ours.endswith("<|im_start|>assistant\n" + tail)
+
+
+def test_chat_template_thinking_blocks(tiny_path):
+    t = ChatTemplate.load(tiny_path)
+    earlier = t.render(CONVERSATIONS[2], add_generation_prompt=False)
+    assert "add" not in earlier and "<|im_start|>assistant\n4<|im_end|>\n" in earlier   # old reasoning dropped
+    last = t.render(CONVERSATIONS[3], add_generation_prompt=False)
+    assert last.endswith("<|im_start|>assistant\n<think>\neasy\n</think>\n\n4<|im_end|>\n")
+    with pytest.raises(QwenError, match="refused"):
+        t.render([{"role": "robot", "content": "x"}])
+    with pytest.raises(QwenError, match="role"):
+        t.render([{"text": "x"}])
+
+
+def test_missing_template_is_one_clear_message(tmp_path):
+    with pytest.raises(QwenError, match="no chat_template.jinja"):
+        ChatTemplate.load(tmp_path)
+
+
+# --------------------------------------------------------------------------------------------- the loop
+
+class ScriptedModel:
+    """A stand-in model: its next token is the next id of a script, whatever the input. Records calls."""
+
+    def __init__(self, script, vocab=248320):
+        self.script, self.vocab, self.calls = list(script), vocab, []
+
+    def new_cache(self):
+        return Cache(2)
+
+    def __call__(self, ids, cache=None, last=False):
+        self.calls.append((ids.shape[1], cache.length, last))
+        cache.length += ids.shape[1]
+        logits = torch.zeros(1, 1, self.vocab)
+        logits[0, 0, self.script[len(self.calls) - 1]] = 1.0
+        return logits
+
+
+def test_generate_prefills_once_then_decodes_one_token_at_a_time(tok):
+    reply = "猫 sat. 😀"
+    script = tok.encode(reply) + [248046, 11, 12]
+    model = ScriptedModel(script)
+    stats, ids = {}, []
+    text = list(generate(model, tok, [1, 2, 3, 4, 5], max_new_tokens=50, stats=stats, ids_out=ids))
+    assert "".join(text) == reply and ids == script[:len(script) - 2]
+    n = len(ids)
+    assert model.calls == [(5, 0, True)] + [(1, 5 + i, True) for i in range(n - 1)]   # positions continue
+    assert stats["prompt_tokens"] == 5 and stats["new_tokens"] == n and stats["stopped"]
+
+
+def test_generate_stops_at_max_new_tokens_and_plain_text_prompts(tok):
+    model = ScriptedModel(tok.encode(" one two three four five six"))
+    out = "".join(generate(model, tok, "Count:", chat=False, max_new_tokens=3))
+    assert out == " one two three" and len(model.calls) == 3
+    assert list(generate_ids(ScriptedModel([7, 8]), [1], max_new_tokens=1)) == [7]
+
+
+def test_generate_applies_the_chat_template(tok, tiny_path):
+    model = ScriptedModel([248046])
+    model.path = tiny_path
+    assert list(generate(model, tok, "Hi", enable_thinking=False)) == []
+    expected = tok.encode("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    assert model.calls == [(len(expected), 0, True)]
+    with pytest.raises(QwenError, match="empty"):
+        list(generate_ids(model, [], max_new_tokens=1))
+
+
+def test_chat_continues_the_cache_when_the_history_is_unchanged(tok):
+    from qwen.generate import Chat
+    plain = ChatTemplate("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    reply = tok.encode("Fine, thanks.")
+    model = ScriptedModel(reply + [248046] + reply + [248046])
+    chat = Chat(model, tok, template=plain)
+    assert "".join(chat.say("Hi")) == "Fine, thanks." and chat.reused == 0
+    first = len(model.calls)
+    assert "".join(chat.say("And you?")) == "Fine, thanks."
+    assert chat.reused == len(tok.encode("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")) + len(reply)
+    assert model.calls[first][1] == chat.reused                  # the second turn starts where the cache stopped
+    assert [m["role"] for m in chat.messages] == ["user", "assistant"] * 2
+    chat.reset()
+    assert chat.messages == [] and chat.cache.length == 0
+
+
+def test_chat_rebuilds_the_cache_when_the_template_rewrites_the_history(tok, tiny_path):
+    from qwen.generate import Chat
+    model = ScriptedModel(tok.encode("Hello") + [248046] + tok.encode("Bye") + [248046])
+    model.path = tiny_path
+    chat = Chat(model, tok)                                      # Qwen3.5's format: old think blocks dropped
+    assert "".join(chat.say("Hi")) == "Hello"
+    assert "".join(chat.say("Go")) == "Bye" and chat.reused == 0
+    assert model.calls[len(tok.encode("Hello")) + 1][1] == 0     # read from position 0 again
+
+
+def test_top_k_sampling_draws_from_the_renormalized_k_best():
+    logits = torch.tensor([0.0, 1.0, 2.0, -1.0])
+    g = torch.Generator().manual_seed(0)
+    counts = torch.bincount(torch.tensor([sample(logits, 1.0, top_k=2, generator=g) for _ in range(4000)]),
+                            minlength=4)
+    expected = torch.tensor([0.0, 1.0, 2.0]).exp()[1:] / torch.tensor([1.0, 2.0]).exp().sum() * 4000
+    assert counts[0] == counts[3] == 0 and ((counts[1:3] - expected).abs() < 5 * expected.sqrt()).all()
