@@ -191,9 +191,30 @@ class Tokenizer:
             if special:
                 ids.append(self.special[chunk])
             else:
-                for m in self.pattern.finditer(self._normalize(chunk)):     # one piece at a time
-                    ids.extend(self._piece_ids(m.group()))
+                for piece in self._split(self._normalize(chunk)):          # one piece at a time
+                    ids.extend(self._piece_ids(piece))
         return ids
+
+    def _split(self, chunk):
+        """The pieces of a normalized chunk, one at a time. Qwen3.5's rule matches every character;
+        a rule from another tokenizer.json may not, and then the text between two matches is a
+        piece too (as in Hugging Face's Split), never dropped. A rule that backtracks without end
+        on some text ((a|aa)+$ on 'aaa...b') is stopped after a time limit far above the real one's."""
+        start = 0
+        try:
+            for m in self.pattern.finditer(chunk, timeout=2 + 10 * len(chunk) / 1e6):   # seconds
+                if m.start() > start:
+                    yield chunk[start:m.start()]
+                if m.end() > m.start():
+                    yield m.group()
+                start = m.end()
+        except TimeoutError:
+            raise QwenError("{src}: its split rule (pre_tokenizer regex) took too long on this text: it "
+                            "backtracks without end. Use Qwen3.5's tokenizer.json.",
+                            "{src}：它的切分规则（pre_tokenizer 正则表达式）在这段文本上耗时过长：回溯没有尽头。"
+                            "请使用 Qwen3.5 的 tokenizer.json。", src=self.source) from None
+        if start < len(chunk):
+            yield chunk[start:]
 
     def _normalize(self, chunk):
         # NFC uses the Unicode tables of the Python running it (unicodedata.unidata_version: 14.0.0
@@ -222,7 +243,7 @@ class Tokenizer:
     def pieces(self, text):
         """The regex pieces of a text (after NFC), special tokens kept whole: what BPE works on."""
         return [p for chunk, special in self.split_special(text)
-                for p in ([chunk] if special else self.pattern.findall(self._normalize(chunk)))]
+                for p in ([chunk] if special else self._split(self._normalize(chunk)))]
 
     def _piece_ids(self, piece):
         ids = self._cache.get(piece)

@@ -249,3 +249,25 @@ def test_a_long_run_of_combining_marks_is_linear_and_exact(tok):
     ids = tok.encode("a" + "\u0301\u0323" * 40_000)                         # Python's NFC alone: ~12 s here
     assert time.perf_counter() - start < 3
     assert tok.decode(ids) == "\u1ea1" + "\u0323" * 39_999 + "\u0301" * 40_000      # a + U+0323 compose: ạ
+
+
+def byte_vocab():
+    return {c: b for b, c in BYTE_TO_CHAR.items()}
+
+
+def test_text_between_the_split_rules_matches_is_kept():
+    """A tokenizer.json whose split rule does not match every character (here: letters only)
+    must not drop the rest silently; as in Hugging Face's Split ("Isolated"), it is a piece too."""
+    tok = Tokenizer(byte_vocab(), [], {}, pattern=r"\p{L}+")
+    assert tok.decode(tok.encode("a b, c!")) == "a b, c!"
+    assert tok.pieces("a b, c!") == ["a", " ", "b", ", ", "c", "!"]
+
+
+def test_a_catastrophic_split_rule_is_one_line_not_a_hang():
+    """(a|aa)+$ on 'aaa...ab' backtracks exponentially: matching stops after a time limit."""
+    import time
+    tok = Tokenizer(byte_vocab(), [], {}, pattern=r"(a|aa)+$", source="x/tokenizer.json")
+    start = time.perf_counter()
+    with pytest.raises(QwenError, match=r"x/tokenizer.json: its split rule .* took too long") as e:
+        tok.encode("a" * 60 + "b")
+    assert time.perf_counter() - start < 5 and "\n" not in str(e.value)
