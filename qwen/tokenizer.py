@@ -92,7 +92,7 @@ class Tokenizer:
 
     def __init__(self, vocab, merges, special, pattern=QWEN35_PATTERN, nfc=True, ignore_merges=False,
                  source="tokenizer"):
-        _check_vocab(vocab, merges, source)
+        _check_vocab(vocab, merges, special, source)
         self.vocab = vocab                                        # byte-level symbols -> id
         self.ranks = {pair: rank for rank, pair in enumerate(merges)}   # (left, right) -> rank
         self.special = special                                    # "<|im_start|>" -> 248045
@@ -145,9 +145,9 @@ class Tokenizer:
             raise _bad_file(file, "added_tokens: a list of {\"content\": text, \"id\": number}",
                             "added_tokens：由 {\"content\": 文字, \"id\": 编号} 组成的列表")
         special = {a["content"]: a["id"] for a in added}
-        normalizer = json.dumps(data.get("normalizer"))
         return cls(model.get("vocab"), merges, special, pattern=_split_pattern(data, file) or QWEN35_PATTERN,
-                   nfc='"NFC"' in normalizer, ignore_merges=bool(model.get("ignore_merges")), source=str(file))
+                   nfc=_is_nfc(data.get("normalizer"), file), ignore_merges=bool(model.get("ignore_merges")),
+                   source=str(file))
 
     @classmethod
     def from_vocab_and_merges(cls, folder):
@@ -472,12 +472,21 @@ MERGES_EN = "merges: pairs of symbols, as \"left right\" strings (merges.txt: on
 MERGES_ZH = "合并规则：成对的符号，写成 \"左 右\" 字符串（merges.txt 每行一个）或 [左, 右]"
 
 
-def _check_vocab(vocab, merges, source):
+def _check_vocab(vocab, merges, special, source):
     """The vocabulary maps symbols to whole-number ids and holds all 256 byte symbols (else some
-    text has no tokens); each merge is two symbols whose join is in the vocabulary."""
+    text has no tokens); each id belongs to one token only (else decoding it gives the other one);
+    each merge is two symbols whose join is in the vocabulary."""
     if not isinstance(vocab, dict) or set(map(type, vocab.values())) - {int} or min(vocab.values(), default=-1) < 0:
         raise _bad_file(source, "a vocabulary: an object of byte-level symbol -> id (a whole number)",
                         "一个词表：字节级符号 -> 编号（整数）的对象")
+    owner = {}
+    tokens = [*vocab.items(), *((to_symbols(text), i) for text, i in special.items())]
+    for symbols, i in tokens:                       # a special token may also be in the vocabulary, as itself
+        if owner.setdefault(i, symbols) != symbols:
+            raise QwenError("{src}: the id {i} belongs to two tokens, {a!r} and {b!r}; each token needs its "
+                            "own id. The file is damaged or not Qwen3.5's; download it again.",
+                            "{src}：编号 {i} 同时属于两个词元 {a!r} 和 {b!r}；每个词元需要自己的编号。"
+                            "文件损坏或不是 Qwen3.5 的；请重新下载。", src=source, i=i, a=owner[i], b=symbols)
     try:
         for left, right in merges:
             if left + right not in vocab:
@@ -505,6 +514,23 @@ def _compile(pattern, source):
         return regex.compile(pattern)
     except (regex.error, TypeError) as e:
         raise _bad_file(source, f"a valid split regex ({e})", f"合法的切分正则表达式（{e}）") from None
+
+
+def _is_nfc(normalizer, file):
+    """True for NFC (alone or in a Sequence), False for none; any other normalizer would change
+    the text in ways this file does not reproduce, so it is refused rather than ignored."""
+    if normalizer is None:
+        return False
+    sequence = isinstance(normalizer, dict) and normalizer.get("type") == "Sequence"
+    steps = normalizer.get("normalizers") if sequence else [normalizer]
+    for step in steps if isinstance(steps, list) else [steps]:
+        kind = step.get("type") if isinstance(step, dict) else step
+        if kind != "NFC":
+            raise QwenError("{file}: its normalizer {kind} is not supported; this course applies NFC or nothing "
+                            "(Qwen3.5's is NFC). Use Qwen3.5's tokenizer.json.",
+                            "{file}：它的规范化器 {kind} 不受支持；本课程只做 NFC 或不做规范化（Qwen3.5 用的是 NFC）。"
+                            "请使用 Qwen3.5 的 tokenizer.json。", file=file, kind=str(kind)[:40])
+    return bool(steps)
 
 
 def _is_byte_level(data):

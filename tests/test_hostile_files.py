@@ -225,6 +225,16 @@ CASES = {  # id: (break the folder, what to call on it (path relative to it), wo
     "tokenizer_bad_regex": (lambda d: tokenizer_json(d, {**bpe_json(), "pre_tokenizer": {"type": "Sequence",
         "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(("}}, {"type": "ByteLevel"}]}}),
         "tokenizer", "", "a valid split regex"),
+    "tokenizer_normalizer_nfkc": (lambda d: tokenizer_json(d, {**bpe_json(), "normalizer": {"type": "NFKC"}}),
+                                  "tokenizer", "", "normalizer NFKC is not supported"),
+    "tokenizer_normalizer_mentions_nfc": (lambda d: tokenizer_json(d, {**bpe_json(), "normalizer": {
+        "type": "Replace", "pattern": {"String": "NFC"}, "content": ""}}), "tokenizer", "",
+        "normalizer Replace is not supported"),
+    "tokenizer_vocab_ids_repeat": (lambda d: tokenizer_json(d, bpe_json(vocab={**bpe_json()["model"]["vocab"],
+                                                                               "zz": 90})),
+                                   "tokenizer", "", "the id 90 belongs to two tokens"),
+    "tokenizer_special_id_of_a_token": (lambda d: tokenizer_json(d, {**bpe_json(), "added_tokens": [
+        {"id": 97, "content": "<x>"}]}), "tokenizer", "", "the id 97 belongs to two tokens"),
     "merges_txt_bad_line": (lambda d: (vocab_and_merges(d), (d / "merges.txt").write_text("#version: 0.2\nab\n")),
                             "tokenizer", "", "merges: pairs"),
     "merges_txt_fifo": (lambda d: (vocab_and_merges(d), fifo(d / "merges.txt")), "tokenizer", "", "not a regular file"),
