@@ -149,14 +149,15 @@ def _check_entry(file, name, entry, data_size):
     try:
         dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
         assert isinstance(shape, list) and all(_is_count(d) for d in shape)
+        assert math.prod(max(d, 1) for d in shape) < 2**63      # torch's sizes and strides are int64, even when empty
         assert isinstance(offsets, list) and len(offsets) == 2 and all(_is_count(o) for o in offsets)
         assert isinstance(dtype, str) and offsets[0] <= offsets[1]
     except (KeyError, TypeError, AssertionError):
         shown = json.dumps(entry)
         shown = shown if len(shown) <= 120 else shown[:100] + "..."
         raise _broken(file, "the header entry for {name} is malformed: {entry} (it needs \"dtype\", "
-                      "\"shape\": whole numbers, \"data_offsets\": [begin, end] whole numbers)",
-                      "文件头里 {name} 的条目格式不对：{entry}（需要 \"dtype\"、\"shape\"：整数、"
+                      "\"shape\": whole numbers under 2^63 together, \"data_offsets\": [begin, end] whole numbers)",
+                      "文件头里 {name} 的条目格式不对：{entry}（需要 \"dtype\"、\"shape\"：乘积小于 2^63 的整数、"
                       "\"data_offsets\"：[起点, 终点] 整数）", name=name, entry=shown) from None
     if dtype not in DTYPES:
         raise QwenError("{file}: {name} has the unsupported dtype {dtype}; this course reads "

@@ -248,6 +248,10 @@ CASES = {  # id: (break the folder, what to call on it (path relative to it), wo
     "shape_bool": (lambda d: rewrite_header(d, entry("shape", [True, 16])), "weights", "", "malformed"),
     "entry_a_string": (lambda d: rewrite_header(d, lambda h: {**h, "model.language_model.norm.weight": "x"}),
                        "weights", "", "malformed"),
+    "shape_empty_but_past_int64": (lambda d: rewrite_header(d, lambda h: {**h, "model.language_model.z": {
+        "dtype": "BF16", "shape": [0, 2**64], "data_offsets": [0, 0]}}), "weights", "", "malformed"),
+    "shape_empty_but_strides_overflow": (lambda d: rewrite_header(d, lambda h: {**h, "model.language_model.z": {
+        "dtype": "BF16", "shape": [0, 2**62, 4], "data_offsets": [0, 0]}}), "weights", "", "malformed"),
     "offsets_aliased": (lambda d: rewrite_header(d, alias), "weights", "", "share bytes"),
     "offsets_overlap": (lambda d: rewrite_header(d, overlap), "weights", "", "share bytes"),
     "header_not_utf8": (lambda d: rewrite_header(d, lambda h: json.dumps(h).encode().replace(b"norm", b"n\xffm")),
