@@ -26,9 +26,10 @@ Public API, used by every chapter and by learners' notebooks:
 Each section below reads top to bottom as the happy path; what can be wrong with a file is
 checked in one place per section (`_check_*`), and every failure is one line naming the file.
 A mapped file that shrinks later would kill the process (a bus error) when its pages are read,
-so every access first checks that the file is still the one that was opened (same identity,
-same size): two `stat` calls, microseconds. Tensors handed out before the file changed cannot
-be protected that way; run again after a re-download.
+so every access first checks that the file is still the one that was opened (same inode, size
+and modification time; a file rewritten in place would otherwise be read silently): two `stat`
+calls, microseconds. Tensors handed out before the file changed cannot be protected that way;
+run again after a re-download.
 """
 import dataclasses
 import difflib
@@ -90,7 +91,7 @@ def read_header(file):
 
 
 def _read_header(file):
-    """read_header, plus the file's identity (device, inode, size) when it was read."""
+    """read_header, plus the file's identity (device, inode, size, modification time) when it was read."""
     file = Path(file)
     with open_file(file) as f:
         st = os.fstat(f.fileno())
@@ -106,7 +107,12 @@ def _read_header(file):
         dtype, shape, (begin, end) = _check_entry(file, name, entry, data_size)
         infos[name] = TensorInfo(name, dtype, shape, file, data_start + begin, end - begin)
     _check_no_overlap(file, infos.values())
-    return infos, metadata, (st.st_dev, st.st_ino, st.st_size)
+    return infos, metadata, _identity(st)
+
+
+def _identity(st):
+    """What tells a file apart from its replacement or its rewrite: device, inode, size, modification time."""
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 # What a header can get wrong, checked in the order the file is read.
@@ -229,7 +235,7 @@ class Weights(Mapping):
         self.folder = Path(folder)
         self._infos = infos                                      # full name -> TensorInfo
         self._short = {s: f for f in infos if (s := short_name(f)) is not None}
-        self._identities = identities or {}                      # file -> (device, inode, size) at opening
+        self._identities = identities or {}                      # file -> _identity() at opening
         self._maps = {}                                          # file -> (file descriptor, mmap), on first use
 
     def __getitem__(self, name):
@@ -323,18 +329,16 @@ class Weights(Mapping):
                 pass
 
     def _check_unchanged(self, file, fd):
-        """Reading mapped pages past a file's new end is a bus error, not an exception: so before
-        each access, the file must be the one opened (same device and inode) and as long as then."""
+        """Reading mapped pages past a file's new end is a bus error, not an exception, and pages
+        rewritten in place would be read silently: so before each access, the file under its name
+        and the one held open must both be the one opened then (device, inode, size, modification time)."""
         if file not in self._identities:
             return
-        dev, ino, size = self._identities[file]
-        now, there = os.fstat(fd), None
         try:
-            there = os.stat(file)
+            there = _identity(os.stat(file))
         except OSError:
-            pass
-        if now.st_size < size or there is None or (there.st_dev, there.st_ino) != (dev, ino) \
-                or (now.st_dev, now.st_ino) != (dev, ino):
+            there = None
+        if not _identity(os.fstat(fd)) == there == self._identities[file]:
             raise self._changed(file)
 
     def _changed(self, file):

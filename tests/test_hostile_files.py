@@ -384,6 +384,12 @@ def change_and_read(folder, how, results):
     info = W.info("big.weight")
     if how == "truncate":                          # a re-download rewriting the file in place
         os.truncate(info.file, info.offset)
+    elif how == "rewrite":                         # new bytes, same size, same file
+        before = os.stat(info.file).st_mtime_ns
+        with open(info.file, "r+b") as f:
+            f.seek(info.offset + info.nbytes - 2)
+            f.write(b"\x00\x40")                   # the last element: 1.0 -> 2.0
+        os.utime(info.file, ns=(before + 10**9, before + 10**9))   # as a download a second later would
     else:                                          # a re-download replacing it
         shutil.copyfile(info.file, folder / "new")
         os.replace(folder / "new", info.file)
@@ -398,10 +404,11 @@ def change_and_read(folder, how, results):
     results.put(out)
 
 
-@pytest.mark.parametrize("how", ["truncate", "replace"])
+@pytest.mark.parametrize("how", ["truncate", "replace", "rewrite"])
 def test_a_shard_changed_after_loading_is_one_line_not_a_bus_error(tmp_path, how):
     """Truncated in place (reading its mapped pages would be a bus error, killing the process
-    with no message) or replaced by a new file (the old data would be read silently)."""
+    with no message), replaced by a new file (the old data would be read silently), or rewritten
+    in place at the same size (the new data would be read silently)."""
     import multiprocessing
     t = {"model.language_model.norm.weight": torch.ones(16, dtype=torch.bfloat16),
          "model.language_model.big.weight": torch.ones(1 << 20, dtype=torch.bfloat16)}   # 2 MB: many pages
