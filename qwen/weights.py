@@ -253,7 +253,10 @@ class Weights(Mapping):
         pages (and on many systems much larger blocks) of the file into memory."""
         import torch
         info = self.info(name)
-        ids = [_row_id(i, name) for i in ids]
+        if not info.shape:
+            raise QwenError("{name} is a single number (shape []): it has no rows. Use W[{name!r}].",
+                            "{name} 是单个数（形状 []）：它没有行。请用 W[{name!r}]。", name=name)
+        ids = _row_ids(ids, name)
         bad = [i for i in ids if not 0 <= i < info.shape[0]]
         if bad:
             raise QwenError("Row {i} is outside {name} (rows 0..{top}).", "第 {i} 行超出了 {name} 的范围（行 0..{top}）。",
@@ -291,6 +294,9 @@ class Weights(Mapping):
 
     def info(self, name):
         """Shape, dtype, file and byte range of a tensor, without reading it."""
+        if not isinstance(name, str):
+            raise QwenError("Tensor names are strings, not {v!r} ({t}).", "张量名是字符串，而不是 {v!r}（{t}）。",
+                            v=name, t=type(name).__name__)
         full = self._short.get(name, name)
         if full not in self._infos:
             raise self._unknown(name)
@@ -352,6 +358,15 @@ class Weights(Mapping):
         return UnknownTensor("No tensor named {name!r} in {folder}.{hint}",
                              "{folder} 里没有名为 {name!r} 的张量。{hint_zh}",
                              name=name, folder=self.folder, hint=hint_en, hint_zh=hint_zh)
+
+
+def _row_ids(ids, name):
+    try:
+        return [_row_id(i, name) for i in ids]
+    except TypeError:                                            # not iterable: 3, None, a 0-d tensor
+        raise QwenError("Rows of {name} are picked by a list of whole numbers, not {v!r} ({t}).",
+                        "{name} 的行要用整数列表来选，而不是 {v!r}（{t}）。",
+                        name=name, v=ids, t=type(ids).__name__) from None
 
 
 def _row_id(i, name):

@@ -437,3 +437,23 @@ def test_a_script_prints_one_line_and_exits_1(tmp_path, run_script, case):
     first, *rest = r.stderr.splitlines()
     assert first.startswith("Error: ") and CASES[case][3] in first and str(folder) in first
     assert rest == ["(run again with --debug to see the full traceback)"]
+
+
+# ------------------------------------------------------------------------------ odd tensors, odd arguments
+
+def test_rows_of_a_single_number_and_names_that_are_not_strings(tmp_path):
+    """A 0-d tensor has no rows; W[5], W.rows(name, 3): one line each, not a TypeError."""
+    from qwen.lang import QwenError
+    from qwen.weights import load_weights
+    t = {"model.language_model.norm.weight": torch.ones(16, dtype=torch.bfloat16),
+         "model.language_model.scale": torch.tensor(2.0, dtype=torch.bfloat16)}
+    W = load_weights(write_checkpoint(tmp_path, t, tiny_config()))
+    assert W["scale"].item() == 2.0 and W.rows("norm.weight", torch.tensor([1, 2])).shape == (2,)
+    for call, words in ((lambda: W.rows("scale", [0]), "scale is a single number (shape []): it has no rows"),
+                        (lambda: W.rows("norm.weight", 3), "a list of whole numbers, not 3 (int)"),
+                        (lambda: W.rows("norm.weight", torch.tensor(3)), "a list of whole numbers, not tensor(3)"),
+                        (lambda: W[5], "Tensor names are strings, not 5 (int)"),
+                        (lambda: W.rows(None, [0]), "Tensor names are strings, not None (NoneType)")):
+        with pytest.raises(QwenError) as e:
+            call()
+        assert words in str(e.value) and "\n" not in str(e.value), str(e.value)
