@@ -42,7 +42,7 @@ from pathlib import Path
 import regex
 
 from qwen.lang import QwenError
-from qwen.files import kind_of, read_json
+from qwen.files import kind_of, read_json, read_small
 
 # Qwen3.5's split rule: contractions; a letter run (with marks) and the one character before it;
 # single digits; a punctuation run with its newlines; newline runs; whitespace runs.
@@ -432,9 +432,7 @@ def _in_canonical_order(m):
 
 def read_json_lines(file):
     """The lines of a text file of the checkpoint (merges.txt), through the same checks as JSON."""
-    from qwen.files import MAX_JSON_BYTES, open_file
-    with open_file(file) as f:
-        raw = f.read(MAX_JSON_BYTES + 1)
+    raw = read_small(file)
     try:
         return raw.decode("utf-8").splitlines()
     except UnicodeDecodeError as e:

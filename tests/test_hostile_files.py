@@ -141,6 +141,13 @@ def sparse_header_length(folder, n=3_000_000_000):
         f.truncate(n + 1000)
 
 
+def sparse(file, size):
+    """A file that long, all zero bytes, using no disk space."""
+    file.unlink(missing_ok=True)
+    with open(file, "wb") as f:
+        f.truncate(size)
+
+
 def index_with(folder, change):
     edit_json(folder / INDEX_NAME, change)
 
@@ -235,6 +242,10 @@ CASES = {  # id: (break the folder, what to call on it (path relative to it), wo
                                    "tokenizer", "", "the id 90 belongs to two tokens"),
     "tokenizer_special_id_of_a_token": (lambda d: tokenizer_json(d, {**bpe_json(), "added_tokens": [
         {"id": 97, "content": "<x>"}]}), "tokenizer", "", "the id 97 belongs to two tokens"),
+    "tokenizer_json_60_MB": (lambda d: sparse(d / "tokenizer.json", 60_000_000), "tokenizer", "",
+                             "is 60,000,000 bytes"),          # the real one: 12.8 MB; 90 MB took 1.6 GB to parse
+    "merges_txt_150_MB": (lambda d: (vocab_and_merges(d), sparse(d / "merges.txt", 150_000_000)), "tokenizer", "",
+                          "is 150,000,000 bytes"),              # was cut at 100 MB silently
     "merges_txt_bad_line": (lambda d: (vocab_and_merges(d), (d / "merges.txt").write_text("#version: 0.2\nab\n")),
                             "tokenizer", "", "merges: pairs"),
     "merges_txt_fifo": (lambda d: (vocab_and_merges(d), fifo(d / "merges.txt")), "tokenizer", "", "not a regular file"),
