@@ -361,6 +361,10 @@ class Tokenizer:
 
     def token_bytes(self, i):
         """The raw bytes of one token (special tokens: their text)."""
+        [i] = _token_ids([i], "token_bytes()")
+        return self._bytes(i)
+
+    def _bytes(self, i):
         if i in self.id_to_special:
             return self.id_to_special[i].encode("utf-8")
         if i not in self.id_to_symbols:
@@ -369,10 +373,11 @@ class Tokenizer:
 
     def decode(self, ids):
         """Token ids -> text. Bytes that do not form whole UTF-8 characters become U+FFFD."""
-        return b"".join(self.token_bytes(i) for i in _token_ids(ids)).decode("utf-8", errors="replace")
+        return b"".join(map(self._bytes, _token_ids(ids))).decode("utf-8", errors="replace")
 
     def id_to_piece(self, i):
         """The token as stored in the vocabulary, e.g. 'ĠHello' (special tokens as written)."""
+        [i] = _token_ids([i], "id_to_piece()")
         if i in self.id_to_special:
             return self.id_to_special[i]
         if i not in self.id_to_symbols:
@@ -380,6 +385,9 @@ class Tokenizer:
         return self.id_to_symbols[i]
 
     def piece_to_id(self, piece):
+        if not isinstance(piece, str):
+            raise QwenError("piece_to_id() takes a str, not {t}.", "piece_to_id() 需要 str，而不是 {t}。",
+                            t=type(piece).__name__)
         if piece in self.special:
             return self.special[piece]
         if piece not in self.vocab:
@@ -440,21 +448,25 @@ def read_json_lines(file):
                         "UTF-8 文本（第 {pos:,} 字节不是）".format(pos=e.start)) from None
 
 
-def _token_ids(ids):
+def _token_ids(ids, caller="decode()"):
     """The ids as ints: whole numbers only (numpy and torch integers too), never bool, float or str."""
-    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+    try:
+        items = iter(ids) if not isinstance(ids, (str, bytes)) else None
+    except TypeError:                                             # 5, None, a 0-d tensor
+        items = None
+    if items is None:
         raise QwenError("decode() takes a list of token ids, not {t}.", "decode() 需要词元编号的列表，而不是 {t}。",
                         t=type(ids).__name__)
     out = []
-    for k, i in enumerate(ids):
+    for k, i in enumerate(items):
         try:
             if isinstance(i, bool):
                 raise TypeError
             out.append(operator.index(i))
         except TypeError:
-            raise QwenError("decode() takes whole-number token ids; item {k} is {v!r} ({t}).",
-                            "decode() 需要整数的词元编号；第 {k} 项是 {v!r}（{t}）。",
-                            k=k, v=i, t=type(i).__name__) from None
+            raise QwenError("{caller} takes whole-number token ids; item {k} is {v!r} ({t}).",
+                            "{caller} 需要整数的词元编号；第 {k} 项是 {v!r}（{t}）。",
+                            caller=caller, k=k, v=i, t=type(i).__name__) from None
     return out
 
 

@@ -271,3 +271,15 @@ def test_a_catastrophic_split_rule_is_one_line_not_a_hang():
     with pytest.raises(QwenError, match=r"x/tokenizer.json: its split rule .* took too long") as e:
         tok.encode("a" * 60 + "b")
     assert time.perf_counter() - start < 5 and "\n" not in str(e.value)
+
+
+def test_odd_arguments_are_one_line(tok):
+    """A 0-d tensor to decode(), a list to piece_to_id(), a float to id_to_piece(): not a TypeError."""
+    import torch
+    for call, words in ((lambda: tok.decode(torch.tensor(5)), "decode() takes a list of token ids, not Tensor"),
+                        (lambda: tok.piece_to_id([1]), "piece_to_id() takes a str, not list"),
+                        (lambda: tok.id_to_piece(1.5), "id_to_piece() takes whole-number token ids; item 0 is 1.5"),
+                        (lambda: tok.readable("a"), "token_bytes() takes whole-number token ids; item 0 is 'a'")):
+        with pytest.raises(QwenError) as e:
+            call()
+        assert words in str(e.value) and "\n" not in str(e.value), str(e.value)
