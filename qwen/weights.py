@@ -445,13 +445,23 @@ def weight_files(folder):
                     "或给出存放权重的文件夹。", folder=folder)
 
 
+FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")
+
+
 def check_config(cfg, infos):
     """The config's numbers against the tensors' shapes, before any module is built from them:
     a config that does not belong to these weights is caught here, not by an allocation of
-    the wrong size (or a shape error deep inside a chapter)."""
+    the wrong size (or a shape error deep inside a chapter). The model's weights must also be
+    floating point: integers read as weights would give numbers that mean nothing."""
     expected = language_model_shapes(cfg)
     for full, info in infos.items():
         want = expected.get(short_name(full))
+        if want is not None and info.dtype not in FLOAT_DTYPES:
+            raise QwenError("{file}: {name} is stored as {dtype}, but a model's weights are floating-point "
+                            "numbers ({floats}; Qwen3.5's are BF16, a few F32). Download the model again.",
+                            "{file}：{name} 存成了 {dtype}，但模型权重应是浮点数（{floats}；Qwen3.5 用 BF16，"
+                            "少数为 F32）。请重新下载模型。", file=info.file, name=full, dtype=info.dtype,
+                            floats=", ".join(FLOAT_DTYPES))
         if want is not None and tuple(want[0]) != info.shape:
             raise QwenError("{config} and the weights disagree: by the config, {name} has shape {want}, "
                             "but {file} stores {got}. They belong to different models; download them "
