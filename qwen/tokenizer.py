@@ -482,6 +482,9 @@ MERGES_EN = "merges: pairs of symbols, as \"left right\" strings (merges.txt: on
 MERGES_ZH = "合并规则：成对的符号，写成 \"左 右\" 字符串（merges.txt 每行一个）或 [左, 右]"
 
 
+MAX_SPECIAL_TOKENS = 4096
+
+
 def _check_vocab(vocab, merges, special, source):
     """The vocabulary maps symbols to whole-number ids and holds all 256 byte symbols (else some
     text has no tokens); each id belongs to one token only (else decoding it gives the other one);
@@ -489,6 +492,10 @@ def _check_vocab(vocab, merges, special, source):
     if not isinstance(vocab, dict) or set(map(type, vocab.values())) - {int} or min(vocab.values(), default=-1) < 0:
         raise _bad_file(source, "a vocabulary: an object of byte-level symbol -> id (a whole number)",
                         "一个词表：字节级符号 -> 编号（整数）的对象")
+    if len(special) > MAX_SPECIAL_TOKENS:           # they are matched by one regex alternation: slow beyond a few thousand
+        raise _bad_file(source, "at most {top:,} special tokens (it has {n:,}; Qwen3.5 has 33)".format(
+                        top=MAX_SPECIAL_TOKENS, n=len(special)),
+                        "最多 {top:,} 个特殊词元（它有 {n:,} 个；Qwen3.5 有 33 个）".format(top=MAX_SPECIAL_TOKENS, n=len(special)))
     owner = {}
     tokens = [*vocab.items(), *((to_symbols(text), i) for text, i in special.items())]
     for symbols, i in tokens:                       # a special token may also be in the vocabulary, as itself

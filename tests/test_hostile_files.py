@@ -242,6 +242,9 @@ CASES = {  # id: (break the folder, what to call on it (path relative to it), wo
                                    "tokenizer", "", "the id 90 belongs to two tokens"),
     "tokenizer_special_id_of_a_token": (lambda d: tokenizer_json(d, {**bpe_json(), "added_tokens": [
         {"id": 97, "content": "<x>"}]}), "tokenizer", "", "the id 97 belongs to two tokens"),
+    "tokenizer_300k_special_tokens": (lambda d: tokenizer_json(d, {**bpe_json(), "added_tokens": [
+        {"id": 1000 + i, "content": f"<|t{i}|>"} for i in range(300_000)]}), "tokenizer", "",
+        "at most 4,096 special tokens (it has 300,000"),    # a 12 MB file: 36 s, 1 GB to load, encode() crawled
     "tokenizer_json_60_MB": (lambda d: sparse(d / "tokenizer.json", 60_000_000), "tokenizer", "",
                              "is 60,000,000 bytes"),          # the real one: 12.8 MB; 90 MB took 1.6 GB to parse
     "merges_txt_150_MB": (lambda d: (vocab_and_merges(d), sparse(d / "merges.txt", 150_000_000)), "tokenizer", "",
