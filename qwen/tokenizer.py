@@ -41,8 +41,9 @@ from pathlib import Path
 
 import regex
 
-from qwen.lang import QwenError
+from qwen.config import Config
 from qwen.files import kind_of, read_json, read_small
+from qwen.lang import QwenError
 
 # Qwen3.5's split rule: contractions; a letter run (with marks) and the one character before it;
 # single digits; a punctuation run with its newlines; newline runs; whitespace runs.
@@ -115,13 +116,27 @@ class Tokenizer:
         """From a model folder: tokenizer.json if present, else vocab.json + merges.txt."""
         folder = Path(model_path).expanduser()
         if kind_of(folder / "tokenizer.json") is not None:
-            return cls.from_tokenizer_json(folder / "tokenizer.json")
+            return cls.from_tokenizer_json(folder / "tokenizer.json")._check_fits(folder)
         if kind_of(folder / "vocab.json") is not None or kind_of(folder / "merges.txt") is not None:
-            return cls.from_vocab_and_merges(folder)
+            return cls.from_vocab_and_merges(folder)._check_fits(folder)
         raise QwenError("{folder} has no tokenizer.json (nor vocab.json + merges.txt). Download the model "
                         "again (python main.py download), or use --tiny.",
                         "{folder} 里没有 tokenizer.json（也没有 vocab.json + merges.txt）。请重新下载模型"
                         "（python main.py download），或使用 --tiny。", folder=folder)
+
+    def _check_fits(self, folder):
+        """Every id must have a row in the embedding table, whose size config.json gives (when the
+        folder has one): else the tokenizer and the weights belong to different models."""
+        if kind_of(folder / "config.json") == "file":
+            rows = Config.load(folder).vocab_size
+            if self.vocab_size > rows:
+                raise QwenError("{src} has token ids up to {top:,}, but config.json's vocab_size is {rows:,}: the "
+                                "embedding table has no row for them. The tokenizer and the weights belong to "
+                                "different models; download them together again.",
+                                "{src} 的词元编号最大到 {top:,}，但 config.json 的 vocab_size 是 {rows:,}：嵌入表里"
+                                "没有它们的行。分词器和权重属于不同的模型；请一起重新下载。",
+                                src=self.source, top=self.vocab_size - 1, rows=rows)
+        return self
 
     @classmethod
     def from_tokenizer_json(cls, file):
@@ -483,6 +498,7 @@ MERGES_ZH = "合并规则：成对的符号，写成 \"左 右\" 字符串（mer
 
 
 MAX_SPECIAL_TOKENS = 4096
+MAX_TOKEN_ID = Config.RANGES["vocab_size"] - 1
 
 
 def _check_vocab(vocab, merges, special, source):
@@ -499,6 +515,11 @@ def _check_vocab(vocab, merges, special, source):
     owner = {}
     tokens = [*vocab.items(), *((to_symbols(text), i) for text, i in special.items())]
     for symbols, i in tokens:                       # a special token may also be in the vocabulary, as itself
+        if i > MAX_TOKEN_ID:
+            raise _bad_file(source, "ids from 0 to {top:,} (as config.json's vocab_size; {s!r} has {i:,})".format(
+                            top=MAX_TOKEN_ID, s=symbols[:40], i=i),
+                            "0 到 {top:,} 的编号（同 config.json 的 vocab_size；{s!r} 的编号是 {i:,}）".format(
+                            top=MAX_TOKEN_ID, s=symbols[:40], i=i))
         if owner.setdefault(i, symbols) != symbols:
             raise QwenError("{src}: the id {i} belongs to two tokens, {a!r} and {b!r}; each token needs its "
                             "own id. The file is damaged or not Qwen3.5's; download it again.",

@@ -170,6 +170,10 @@ def vocab_and_merges(folder):
     (folder / "merges.txt").write_text("#version: 0.2\n", encoding="utf-8")
 
 
+def no_config(folder):
+    (folder / "config.json").unlink()
+
+
 def no_index(folder):
     (folder / INDEX_NAME).unlink()
 
@@ -245,6 +249,11 @@ CASES = {  # id: (break the folder, what to call on it (path relative to it), wo
     "tokenizer_300k_special_tokens": (lambda d: tokenizer_json(d, {**bpe_json(), "added_tokens": [
         {"id": 1000 + i, "content": f"<|t{i}|>"} for i in range(300_000)]}), "tokenizer", "",
         "at most 4,096 special tokens (it has 300,000"),    # a 12 MB file: 36 s, 1 GB to load, encode() crawled
+    "tokenizer_ids_past_the_embedding": (lambda d: tokenizer_json(d, {**bpe_json(), "added_tokens": [
+        {"id": 300_000, "content": "<x>"}]}), "tokenizer", "",
+        "has token ids up to 300,000, but config.json's vocab_size is 248,320"),   # ch02 printed "300,001 ids"
+    "tokenizer_id_past_2_to_the_24": (lambda d: (no_config(d), tokenizer_json(d, bpe_json(
+        vocab={**bpe_json()["model"]["vocab"], "zz": 10**30}))), "tokenizer", "", "ids from 0 to 16,777,215"),
     "tokenizer_json_60_MB": (lambda d: sparse(d / "tokenizer.json", 60_000_000), "tokenizer", "",
                              "is 60,000,000 bytes"),          # the real one: 12.8 MB; 90 MB took 1.6 GB to parse
     "merges_txt_150_MB": (lambda d: (vocab_and_merges(d), sparse(d / "merges.txt", 150_000_000)), "tokenizer", "",
