@@ -483,10 +483,10 @@ def _check_single_file(path):
 
 def _check_index(index, body):
     weight_map = body.get("weight_map") if isinstance(body, dict) else None
-    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+    if not isinstance(weight_map, dict) or not weight_map or not all(isinstance(v, str) for v in weight_map.values()):
         raise QwenError("{file} is not a valid index: it needs a \"weight_map\" object of tensor name -> "
-                        "file name (strings). Download it again.",
-                        "{file} 不是有效的索引文件：需要 \"weight_map\" 对象，内容是 张量名 -> 文件名"
+                        "file name (strings), not empty. Download it again.",
+                        "{file} 不是有效的索引文件：需要非空的 \"weight_map\" 对象，内容是 张量名 -> 文件名"
                         "（字符串）。请重新下载。", file=index)
     outside = [v for v in weight_map.values() if Path(v).name != v or v in ("", ".", "..")]
     if outside:

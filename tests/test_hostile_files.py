@@ -187,6 +187,8 @@ CASES = {  # id: (break the folder, what to call on it (path relative to it), wo
                           "weights", "", "file name (strings)"),
     "index_names_outside": (lambda d: index_with(d, lambda b: {**b, "weight_map": {"x": "../../etc/passwd"}}),
                             "weights", "", "not a file name in the model folder"),
+    "index_empty": (lambda d: index_with(d, lambda b: {**b, "weight_map": {}}), "weights", "",
+                    "needs a \"weight_map\" object"),   # loaded as a checkpoint with no tensors at all
     "index_a_list": (lambda d: (d / INDEX_NAME).write_text("[1, 2]"), "weights", "", "\"weight_map\" object"),
     "config_a_list": (lambda d: (d / "config.json").write_text("[1]"), "config", "", "should hold a JSON object"),
     "layer_types_lists": (lambda d: edit_text_config(d, layer_types=[["full_attention"]] * 8), "config", "",
