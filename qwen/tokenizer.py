@@ -566,7 +566,7 @@ def _is_nfc(normalizer, file):
         if kind != "NFC":
             raise QwenError("{file}: its normalizer {kind} is not supported; this course applies NFC or nothing "
                             "(Qwen3.5's is NFC). Use Qwen3.5's tokenizer.json.",
-                            "{file}：它的规范化器 {kind} 不受支持；本课程只做 NFC 或不做规范化（Qwen3.5 用的是 NFC）。"
+                            "{file}：它的归一化器（normalizer）{kind} 不受支持；本课程只做 NFC 或不做归一化（Qwen3.5 用的是 NFC）。"
                             "请使用 Qwen3.5 的 tokenizer.json。", file=file, kind=str(kind)[:40])
     return bool(steps)
 
