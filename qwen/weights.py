@@ -26,9 +26,10 @@ Public API, used by every chapter and by learners' notebooks:
 Each section below reads top to bottom as the happy path; what can be wrong with a file is
 checked in one place per section (`_check_*`), and every failure is one line naming the file.
 A mapped file that shrinks later would kill the process (a bus error) when its pages are read,
-so every access first checks that the file is still the one that was opened (same identity,
-same size): two `stat` calls, microseconds. Tensors handed out before the file changed cannot
-be protected that way; run again after a re-download.
+so every access first checks that the file is still the one that was opened (same inode, size
+and modification time; a file rewritten in place would otherwise be read silently): two `stat`
+calls, microseconds. Tensors handed out before the file changed cannot be protected that way;
+run again after a re-download.
 """
 import dataclasses
 import difflib
@@ -90,7 +91,7 @@ def read_header(file):
 
 
 def _read_header(file):
-    """read_header, plus the file's identity (device, inode, size) when it was read."""
+    """read_header, plus the file's identity (device, inode, size, modification time) when it was read."""
     file = Path(file)
     with open_file(file) as f:
         st = os.fstat(f.fileno())
@@ -106,7 +107,12 @@ def _read_header(file):
         dtype, shape, (begin, end) = _check_entry(file, name, entry, data_size)
         infos[name] = TensorInfo(name, dtype, shape, file, data_start + begin, end - begin)
     _check_no_overlap(file, infos.values())
-    return infos, metadata, (st.st_dev, st.st_ino, st.st_size)
+    return infos, metadata, _identity(st)
+
+
+def _identity(st):
+    """What tells a file apart from its replacement or its rewrite: device, inode, size, modification time."""
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 # What a header can get wrong, checked in the order the file is read.
@@ -149,14 +155,15 @@ def _check_entry(file, name, entry, data_size):
     try:
         dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
         assert isinstance(shape, list) and all(_is_count(d) for d in shape)
+        assert math.prod(max(d, 1) for d in shape) < 2**63      # torch's sizes and strides are int64, even when empty
         assert isinstance(offsets, list) and len(offsets) == 2 and all(_is_count(o) for o in offsets)
         assert isinstance(dtype, str) and offsets[0] <= offsets[1]
     except (KeyError, TypeError, AssertionError):
         shown = json.dumps(entry)
         shown = shown if len(shown) <= 120 else shown[:100] + "..."
         raise _broken(file, "the header entry for {name} is malformed: {entry} (it needs \"dtype\", "
-                      "\"shape\": whole numbers, \"data_offsets\": [begin, end] whole numbers)",
-                      "文件头里 {name} 的条目格式不对：{entry}（需要 \"dtype\"、\"shape\"：整数、"
+                      "\"shape\": whole numbers under 2^63 together, \"data_offsets\": [begin, end] whole numbers)",
+                      "文件头里 {name} 的条目格式不对：{entry}（需要 \"dtype\"、\"shape\"：乘积小于 2^63 的整数、"
                       "\"data_offsets\"：[起点, 终点] 整数）", name=name, entry=shown) from None
     if dtype not in DTYPES:
         raise QwenError("{file}: {name} has the unsupported dtype {dtype}; this course reads "
@@ -228,7 +235,7 @@ class Weights(Mapping):
         self.folder = Path(folder)
         self._infos = infos                                      # full name -> TensorInfo
         self._short = {s: f for f in infos if (s := short_name(f)) is not None}
-        self._identities = identities or {}                      # file -> (device, inode, size) at opening
+        self._identities = identities or {}                      # file -> _identity() at opening
         self._maps = {}                                          # file -> (file descriptor, mmap), on first use
 
     def __getitem__(self, name):
@@ -246,7 +253,10 @@ class Weights(Mapping):
         pages (and on many systems much larger blocks) of the file into memory."""
         import torch
         info = self.info(name)
-        ids = [_row_id(i, name) for i in ids]
+        if not info.shape:
+            raise QwenError("{name} is a single number (shape []): it has no rows. Use W[{name!r}].",
+                            "{name} 是单个数（形状 []）：它没有行。请用 W[{name!r}]。", name=name)
+        ids = _row_ids(ids, name)
         bad = [i for i in ids if not 0 <= i < info.shape[0]]
         if bad:
             raise QwenError("Row {i} is outside {name} (rows 0..{top}).", "第 {i} 行超出了 {name} 的范围（行 0..{top}）。",
@@ -284,6 +294,9 @@ class Weights(Mapping):
 
     def info(self, name):
         """Shape, dtype, file and byte range of a tensor, without reading it."""
+        if not isinstance(name, str):
+            raise QwenError("Tensor names are strings, not {v!r} ({t}).", "张量名是字符串，而不是 {v!r}（{t}）。",
+                            v=name, t=type(name).__name__)
         full = self._short.get(name, name)
         if full not in self._infos:
             raise self._unknown(name)
@@ -322,18 +335,16 @@ class Weights(Mapping):
                 pass
 
     def _check_unchanged(self, file, fd):
-        """Reading mapped pages past a file's new end is a bus error, not an exception: so before
-        each access, the file must be the one opened (same device and inode) and as long as then."""
+        """Reading mapped pages past a file's new end is a bus error, not an exception, and pages
+        rewritten in place would be read silently: so before each access, the file under its name
+        and the one held open must both be the one opened then (device, inode, size, modification time)."""
         if file not in self._identities:
             return
-        dev, ino, size = self._identities[file]
-        now, there = os.fstat(fd), None
         try:
-            there = os.stat(file)
+            there = _identity(os.stat(file))
         except OSError:
-            pass
-        if now.st_size < size or there is None or (there.st_dev, there.st_ino) != (dev, ino) \
-                or (now.st_dev, now.st_ino) != (dev, ino):
+            there = None
+        if not _identity(os.fstat(fd)) == there == self._identities[file]:
             raise self._changed(file)
 
     def _changed(self, file):
@@ -347,6 +358,15 @@ class Weights(Mapping):
         return UnknownTensor("No tensor named {name!r} in {folder}.{hint}",
                              "{folder} 里没有名为 {name!r} 的张量。{hint_zh}",
                              name=name, folder=self.folder, hint=hint_en, hint_zh=hint_zh)
+
+
+def _row_ids(ids, name):
+    try:
+        return [_row_id(i, name) for i in ids]
+    except TypeError:                                            # not iterable: 3, None, a 0-d tensor
+        raise QwenError("Rows of {name} are picked by a list of whole numbers, not {v!r} ({t}).",
+                        "{name} 的行要用整数列表来选，而不是 {v!r}（{t}）。",
+                        name=name, v=ids, t=type(ids).__name__) from None
 
 
 def _row_id(i, name):
@@ -425,13 +445,23 @@ def weight_files(folder):
                     "或给出存放权重的文件夹。", folder=folder)
 
 
+FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")
+
+
 def check_config(cfg, infos):
     """The config's numbers against the tensors' shapes, before any module is built from them:
     a config that does not belong to these weights is caught here, not by an allocation of
-    the wrong size (or a shape error deep inside a chapter)."""
+    the wrong size (or a shape error deep inside a chapter). The model's weights must also be
+    floating point: integers read as weights would give numbers that mean nothing."""
     expected = language_model_shapes(cfg)
     for full, info in infos.items():
         want = expected.get(short_name(full))
+        if want is not None and info.dtype not in FLOAT_DTYPES:
+            raise QwenError("{file}: {name} is stored as {dtype}, but a model's weights are floating-point "
+                            "numbers ({floats}; Qwen3.5's are BF16, a few F32). Download the model again.",
+                            "{file}：{name} 存成了 {dtype}，但模型权重应是浮点数（{floats}；Qwen3.5 用 BF16，"
+                            "少数为 F32）。请重新下载模型。", file=info.file, name=full, dtype=info.dtype,
+                            floats=", ".join(FLOAT_DTYPES))
         if want is not None and tuple(want[0]) != info.shape:
             raise QwenError("{config} and the weights disagree: by the config, {name} has shape {want}, "
                             "but {file} stores {got}. They belong to different models; download them "
@@ -453,10 +483,10 @@ def _check_single_file(path):
 
 def _check_index(index, body):
     weight_map = body.get("weight_map") if isinstance(body, dict) else None
-    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+    if not isinstance(weight_map, dict) or not weight_map or not all(isinstance(v, str) for v in weight_map.values()):
         raise QwenError("{file} is not a valid index: it needs a \"weight_map\" object of tensor name -> "
-                        "file name (strings). Download it again.",
-                        "{file} 不是有效的索引文件：需要 \"weight_map\" 对象，内容是 张量名 -> 文件名"
+                        "file name (strings), not empty. Download it again.",
+                        "{file} 不是有效的索引文件：需要非空的 \"weight_map\" 对象，内容是 张量名 -> 文件名"
                         "（字符串）。请重新下载。", file=index)
     outside = [v for v in weight_map.values() if Path(v).name != v or v in ("", ".", "..")]
     if outside:

@@ -141,6 +141,13 @@ def sparse_header_length(folder, n=3_000_000_000):
         f.truncate(n + 1000)
 
 
+def sparse(file, size):
+    """A file that long, all zero bytes, using no disk space."""
+    file.unlink(missing_ok=True)
+    with open(file, "wb") as f:
+        f.truncate(size)
+
+
 def index_with(folder, change):
     edit_json(folder / INDEX_NAME, change)
 
@@ -163,6 +170,10 @@ def vocab_and_merges(folder):
     (folder / "merges.txt").write_text("#version: 0.2\n", encoding="utf-8")
 
 
+def no_config(folder):
+    (folder / "config.json").unlink()
+
+
 def no_index(folder):
     (folder / INDEX_NAME).unlink()
 
@@ -176,6 +187,8 @@ CASES = {  # id: (break the folder, what to call on it (path relative to it), wo
                           "weights", "", "file name (strings)"),
     "index_names_outside": (lambda d: index_with(d, lambda b: {**b, "weight_map": {"x": "../../etc/passwd"}}),
                             "weights", "", "not a file name in the model folder"),
+    "index_empty": (lambda d: index_with(d, lambda b: {**b, "weight_map": {}}), "weights", "",
+                    "needs a \"weight_map\" object"),   # loaded as a checkpoint with no tensors at all
     "index_a_list": (lambda d: (d / INDEX_NAME).write_text("[1, 2]"), "weights", "", "\"weight_map\" object"),
     "config_a_list": (lambda d: (d / "config.json").write_text("[1]"), "config", "", "should hold a JSON object"),
     "layer_types_lists": (lambda d: edit_text_config(d, layer_types=[["full_attention"]] * 8), "config", "",
@@ -225,6 +238,28 @@ CASES = {  # id: (break the folder, what to call on it (path relative to it), wo
     "tokenizer_bad_regex": (lambda d: tokenizer_json(d, {**bpe_json(), "pre_tokenizer": {"type": "Sequence",
         "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(("}}, {"type": "ByteLevel"}]}}),
         "tokenizer", "", "a valid split regex"),
+    "tokenizer_normalizer_nfkc": (lambda d: tokenizer_json(d, {**bpe_json(), "normalizer": {"type": "NFKC"}}),
+                                  "tokenizer", "", "normalizer NFKC is not supported"),
+    "tokenizer_normalizer_mentions_nfc": (lambda d: tokenizer_json(d, {**bpe_json(), "normalizer": {
+        "type": "Replace", "pattern": {"String": "NFC"}, "content": ""}}), "tokenizer", "",
+        "normalizer Replace is not supported"),
+    "tokenizer_vocab_ids_repeat": (lambda d: tokenizer_json(d, bpe_json(vocab={**bpe_json()["model"]["vocab"],
+                                                                               "zz": 90})),
+                                   "tokenizer", "", "the id 90 belongs to two tokens"),
+    "tokenizer_special_id_of_a_token": (lambda d: tokenizer_json(d, {**bpe_json(), "added_tokens": [
+        {"id": 97, "content": "<x>"}]}), "tokenizer", "", "the id 97 belongs to two tokens"),
+    "tokenizer_300k_special_tokens": (lambda d: tokenizer_json(d, {**bpe_json(), "added_tokens": [
+        {"id": 1000 + i, "content": f"<|t{i}|>"} for i in range(300_000)]}), "tokenizer", "",
+        "at most 4,096 special tokens (it has 300,000"),    # a 12 MB file: 36 s, 1 GB to load, encode() crawled
+    "tokenizer_ids_past_the_embedding": (lambda d: tokenizer_json(d, {**bpe_json(), "added_tokens": [
+        {"id": 300_000, "content": "<x>"}]}), "tokenizer", "",
+        "has token ids up to 300,000, but config.json's vocab_size is 248,320"),   # ch02 printed "300,001 ids"
+    "tokenizer_id_past_2_to_the_24": (lambda d: (no_config(d), tokenizer_json(d, bpe_json(
+        vocab={**bpe_json()["model"]["vocab"], "zz": 10**30}))), "tokenizer", "", "ids from 0 to 16,777,215"),
+    "tokenizer_json_60_MB": (lambda d: sparse(d / "tokenizer.json", 60_000_000), "tokenizer", "",
+                             "is 60,000,000 bytes"),          # the real one: 12.8 MB; 90 MB took 1.6 GB to parse
+    "merges_txt_150_MB": (lambda d: (vocab_and_merges(d), sparse(d / "merges.txt", 150_000_000)), "tokenizer", "",
+                          "is 150,000,000 bytes"),              # was cut at 100 MB silently
     "merges_txt_bad_line": (lambda d: (vocab_and_merges(d), (d / "merges.txt").write_text("#version: 0.2\nab\n")),
                             "tokenizer", "", "merges: pairs"),
     "merges_txt_fifo": (lambda d: (vocab_and_merges(d), fifo(d / "merges.txt")), "tokenizer", "", "not a regular file"),
@@ -238,6 +273,12 @@ CASES = {  # id: (break the folder, what to call on it (path relative to it), wo
     "shape_bool": (lambda d: rewrite_header(d, entry("shape", [True, 16])), "weights", "", "malformed"),
     "entry_a_string": (lambda d: rewrite_header(d, lambda h: {**h, "model.language_model.norm.weight": "x"}),
                        "weights", "", "malformed"),
+    "shape_empty_but_past_int64": (lambda d: rewrite_header(d, lambda h: {**h, "model.language_model.z": {
+        "dtype": "BF16", "shape": [0, 2**64], "data_offsets": [0, 0]}}), "weights", "", "malformed"),
+    "shape_empty_but_strides_overflow": (lambda d: rewrite_header(d, lambda h: {**h, "model.language_model.z": {
+        "dtype": "BF16", "shape": [0, 2**62, 4], "data_offsets": [0, 0]}}), "weights", "", "malformed"),
+    "weights_stored_as_integers": (lambda d: rewrite_header(d, entry("dtype", "I16")), "weights", "",
+                                   "norm.weight is stored as I16"),   # ch03 raised inside load_state_dict
     "offsets_aliased": (lambda d: rewrite_header(d, alias), "weights", "", "share bytes"),
     "offsets_overlap": (lambda d: rewrite_header(d, overlap), "weights", "", "share bytes"),
     "header_not_utf8": (lambda d: rewrite_header(d, lambda h: json.dumps(h).encode().replace(b"norm", b"n\xffm")),
@@ -370,6 +411,12 @@ def change_and_read(folder, how, results):
     info = W.info("big.weight")
     if how == "truncate":                          # a re-download rewriting the file in place
         os.truncate(info.file, info.offset)
+    elif how == "rewrite":                         # new bytes, same size, same file
+        before = os.stat(info.file).st_mtime_ns
+        with open(info.file, "r+b") as f:
+            f.seek(info.offset + info.nbytes - 2)
+            f.write(b"\x00\x40")                   # the last element: 1.0 -> 2.0
+        os.utime(info.file, ns=(before + 10**9, before + 10**9))   # as a download a second later would
     else:                                          # a re-download replacing it
         shutil.copyfile(info.file, folder / "new")
         os.replace(folder / "new", info.file)
@@ -384,10 +431,11 @@ def change_and_read(folder, how, results):
     results.put(out)
 
 
-@pytest.mark.parametrize("how", ["truncate", "replace"])
+@pytest.mark.parametrize("how", ["truncate", "replace", "rewrite"])
 def test_a_shard_changed_after_loading_is_one_line_not_a_bus_error(tmp_path, how):
     """Truncated in place (reading its mapped pages would be a bus error, killing the process
-    with no message) or replaced by a new file (the old data would be read silently)."""
+    with no message), replaced by a new file (the old data would be read silently), or rewritten
+    in place at the same size (the new data would be read silently)."""
     import multiprocessing
     t = {"model.language_model.norm.weight": torch.ones(16, dtype=torch.bfloat16),
          "model.language_model.big.weight": torch.ones(1 << 20, dtype=torch.bfloat16)}   # 2 MB: many pages
@@ -416,3 +464,23 @@ def test_a_script_prints_one_line_and_exits_1(tmp_path, run_script, case):
     first, *rest = r.stderr.splitlines()
     assert first.startswith("Error: ") and CASES[case][3] in first and str(folder) in first
     assert rest == ["(run again with --debug to see the full traceback)"]
+
+
+# ------------------------------------------------------------------------------ odd tensors, odd arguments
+
+def test_rows_of_a_single_number_and_names_that_are_not_strings(tmp_path):
+    """A 0-d tensor has no rows; W[5], W.rows(name, 3): one line each, not a TypeError."""
+    from qwen.lang import QwenError
+    from qwen.weights import load_weights
+    t = {"model.language_model.norm.weight": torch.ones(16, dtype=torch.bfloat16),
+         "model.language_model.scale": torch.tensor(2.0, dtype=torch.bfloat16)}
+    W = load_weights(write_checkpoint(tmp_path, t, tiny_config()))
+    assert W["scale"].item() == 2.0 and W.rows("norm.weight", torch.tensor([1, 2])).shape == (2,)
+    for call, words in ((lambda: W.rows("scale", [0]), "scale is a single number (shape []): it has no rows"),
+                        (lambda: W.rows("norm.weight", 3), "a list of whole numbers, not 3 (int)"),
+                        (lambda: W.rows("norm.weight", torch.tensor(3)), "a list of whole numbers, not tensor(3)"),
+                        (lambda: W[5], "Tensor names are strings, not 5 (int)"),
+                        (lambda: W.rows(None, [0]), "Tensor names are strings, not None (NoneType)")):
+        with pytest.raises(QwenError) as e:
+            call()
+        assert words in str(e.value) and "\n" not in str(e.value), str(e.value)

@@ -232,3 +232,54 @@ def test_decode_accepts_numpy_and_torch_integers(tok):
     import numpy as np
     import torch
     assert tok.decode(torch.tensor([9419, 0])) == tok.decode(np.array([9419, 0])) == "Hello!"
+
+
+def test_a_long_run_of_combining_marks_is_linear_and_exact(tok):
+    """Python's NFC puts combining marks in order by insertion sort: quadratic in a run of marks
+    whose classes alternate (10 MB of them would take days). Long runs are put in order first;
+    the result is the same as Python's NFC."""
+    import random
+    import time
+    rng = random.Random(3)
+    marks = "\u0301\u0323\u0308\u031b\u0345\u05b0\u0e38\u093c"          # several combining classes
+    for text in ("e" + "\u0301\u0323" * 300, "ṩ" + "\u0307\u0323" * 40 + "x",
+                 "".join(rng.choice("aeoṩ\u0f73" + marks * 3) for _ in range(3000))):
+        assert tok._normalize(text) == unicodedata.normalize("NFC", text)
+    start = time.perf_counter()
+    ids = tok.encode("a" + "\u0301\u0323" * 40_000)                         # Python's NFC alone: ~12 s here
+    assert time.perf_counter() - start < 3
+    assert tok.decode(ids) == "\u1ea1" + "\u0323" * 39_999 + "\u0301" * 40_000      # a + U+0323 compose: ạ
+
+
+def byte_vocab():
+    return {c: b for b, c in BYTE_TO_CHAR.items()}
+
+
+def test_text_between_the_split_rules_matches_is_kept():
+    """A tokenizer.json whose split rule does not match every character (here: letters only)
+    must not drop the rest silently; as in Hugging Face's Split ("Isolated"), it is a piece too."""
+    tok = Tokenizer(byte_vocab(), [], {}, pattern=r"\p{L}+")
+    assert tok.decode(tok.encode("a b, c!")) == "a b, c!"
+    assert tok.pieces("a b, c!") == ["a", " ", "b", ", ", "c", "!"]
+
+
+def test_a_catastrophic_split_rule_is_one_line_not_a_hang():
+    """(a|aa)+$ on 'aaa...ab' backtracks exponentially: matching stops after a time limit."""
+    import time
+    tok = Tokenizer(byte_vocab(), [], {}, pattern=r"(a|aa)+$", source="x/tokenizer.json")
+    start = time.perf_counter()
+    with pytest.raises(QwenError, match=r"x/tokenizer.json: its split rule .* took too long") as e:
+        tok.encode("a" * 60 + "b")
+    assert time.perf_counter() - start < 5 and "\n" not in str(e.value)
+
+
+def test_odd_arguments_are_one_line(tok):
+    """A 0-d tensor to decode(), a list to piece_to_id(), a float to id_to_piece(): not a TypeError."""
+    import torch
+    for call, words in ((lambda: tok.decode(torch.tensor(5)), "decode() takes a list of token ids, not Tensor"),
+                        (lambda: tok.piece_to_id([1]), "piece_to_id() takes a str, not list"),
+                        (lambda: tok.id_to_piece(1.5), "id_to_piece() takes whole-number token ids; item 0 is 1.5"),
+                        (lambda: tok.readable("a"), "token_bytes() takes whole-number token ids; item 0 is 'a'")):
+        with pytest.raises(QwenError) as e:
+            call()
+        assert words in str(e.value) and "\n" not in str(e.value), str(e.value)
