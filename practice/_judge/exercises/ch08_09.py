@@ -237,6 +237,10 @@ def cases_232(ctx):
     peaked = torch.tensor([[0.0, 4.0, 1.0, 0.5, 3.5, -1.0]])       # one token holds more than half the mass
     wide = torch.randn(3, 1000, generator=g) * 2
     vocab = torch.randn(1, ctx.cfg.vocab_size, generator=g) * 3     # the model's vocabulary size
+    vocab[0, torch.randperm(vocab.shape[-1], generator=g)[:40]] += 15   # 40 likely tokens hold most of the mass,
+    # so p = 0.95 falls between two of them: with a flat tail of tiny probabilities, the crossing
+    # token would be decided by the rounding of a 20,000-term fp32 sum, and correct forms (softmax
+    # before the sort, an fp64 sum) would keep a few tokens more or fewer than the reference
     about = ("sort descending; keep a token when the probability mass before it is below p (the token that crosses p "
              "is kept); the rest become -inf, in vocabulary order",
              "降序排序；一个词元之前的概率质量小于 p 时保留它（越过 p 的那个词元也保留）；其余设为 -inf，按词表顺序返回")
