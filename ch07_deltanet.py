@@ -166,6 +166,13 @@ say("  layer {l} on {t} tokens: |k| = {a:.4f} .. {b:.4f}; |q| = {c:.4f} .. {d:.4
     "  第 {l} 层、{t} 个词元：|k| = {a:.4f} .. {b:.4f}；|q| = {c:.4f} .. {d:.4f}，1/sqrt({dk}) = {e:.4f}",
     l=L, t=x.shape[1], a=k_.norm(dim=-1).min().item(), b=k_.norm(dim=-1).max().item(),
     c=q_.norm(dim=-1).min().item(), d=q_.norm(dim=-1).max().item(), dk=DK, e=DK ** -0.5)
+with torch.no_grad():
+    raw_k = layer.causal_conv(layer.in_proj_qkv(x)).split([layer.nk * DK, layer.nk * DK, layer.nv * layer.dv], -1)[1]
+ss = raw_k.float().reshape(*raw_k.shape[:-1], layer.nk, DK).pow(2).sum(-1).min().item()   # smallest |k|^2 before l2norm
+say("  (|k| can fall short of 1: l2norm's eps = 1e-06 sits inside the root; the smallest |k|^2 before it is "
+    "{s:.2g}, and sqrt({s:.2g} / ({s:.2g} + 1e-06)) = {r:.4f})",
+    "  （|k| 可能略小于 1：l2norm 的 eps = 1e-06 在根号里；归一化前最小的 |k|^2 是 {s:.2g}，"
+    "sqrt({s:.2g} / ({s:.2g} + 1e-06)) = {r:.4f}）", s=ss, r=math.sqrt(ss / (ss + 1e-6)))
 
 # %% [markdown]
 # ## 4. The causal convolution: a window of 4 tokens / 因果卷积：4 个词元的窗口

@@ -417,6 +417,8 @@ def test_ch07_on_the_tiny_checkpoint(run_script, tiny_path, tmp_path):
     assert "beta = 1.0: after the write 0.000 = 0.000 x before" in out
     assert "beta = 0.5: after the write" in out and "= 0.500 x before (1 - beta = 0.5)" in out
     assert "plain linear attention reads 2.00 x v, the delta rule 1.00 x v" in out
+    k_min = re.search(r"\|k\| = (\S+) \.\. ", out).group(1)                  # below 1: eps inside the root, said next
+    assert re.search(r"sqrt\(\S+ / \(\S+ \+ 1e-06\)\) = " + re.escape(k_min) + r"\)", out), k_min
     assert "changing token 10's input changes the outputs at tokens [10, 11, 12, 13]" in out
     assert "output == silu(w_last * x_0): True" in out
     assert "random draws, so these heads say nothing" in out and "fastest-forgetting" not in out
