@@ -199,9 +199,9 @@ DIAGNOSES_231 = [
                "看起来没有用到新词元自己的键和值：先把它们接到缓存后面，再关注全部的键"),
               test=lambda case, got: _differs(case, got, "past_only")),
     Diagnosis("cache_not_grown", "greedy_step",
-              ("looks like the returned cache is the old one: return the cache with the new key and value appended "
-               "(the next step needs them)",
-               "看起来返回的是旧缓存：返回接上新键和新值之后的缓存（下一步需要它们）"),
+              ("looks like the returned cache did not grow by one position: return all past + 1 keys and values, "
+               "the new ones appended after the cached ones (the next step needs them)",
+               "看起来返回的缓存没有多出一个位置：返回全部 past + 1 个键和值，新的接在缓存的后面（下一步需要它们）"),
               test=lambda case, got: _differs(case, got, "cache_not_grown")),
 ]
 
