@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from qwen.cli import chapter, count, say, section, size
+from qwen.cli import chapter, count, pad, say, section, size
 from qwen.lang import tr
 from qwen.model import load_model
 from qwen.rope import apply_rope
@@ -79,12 +79,12 @@ else:                                                             # a folder wit
 stream = []
 logits = model(torch.tensor([ids]), keep=stream)                  # stream[0]: embedding, stream[i+1]: after layer i
 rms = [s[0].float().pow(2).mean(-1).sqrt() for s in stream]       # (tokens,) per point
-say("  {a:>6}  {b:>5}  {c:>14}  {d:>14}", "  {a:>6}  {b:>5}  {c:>14}  {d:>14}",
-    a=tr("after", "之后"), b=tr("kind", "类型"), c=tr("RMS last token", "末词元 RMS"), d=tr("RMS mean", "平均 RMS"))
+print("  " + "  ".join(pad(h, w, right=True) for h, w in ((tr("after", "之后"), 6), (tr("kind", "类型"), 5),
+                                                         (tr("RMS last token", "末词元 RMS"), 14), (tr("RMS mean", "平均 RMS"), 14))))
 for i, r in enumerate(rms):
     where = tr("embed", "嵌入") if i == 0 else str(i - 1)
     kind = "" if i == 0 else model.layers[i - 1].kind[0].upper()
-    print(f"  {where:>6}  {kind:>5}  {r[-1].item():>14.3f}  {r.mean().item():>14.3f}")
+    print(f"  {pad(where, 6, right=True)}  {kind:>5}  {r[-1].item():>14.3f}  {r.mean().item():>14.3f}")
 say("  the stream's RMS grows {x:.1f}x from the embedding to the last layer (last token)",
     "  从嵌入到最后一层，残差流的 RMS 增大了 {x:.1f} 倍（最后一个词元）", x=(rms[-1][-1] / rms[0][-1]).item())
 if ch.tiny:
@@ -115,7 +115,7 @@ for i, s in enumerate(stream):
     p = model.logits(model.norm(s[:, -1:]))[0, -1].softmax(-1)      # (vocab,)
     top = int(p.argmax())
     where = tr("embed", "嵌入") if i == 0 else str(i - 1)
-    print(f"  {where:>6}  {readable(top)!r:<20} p = {p[top].item():.3g}")
+    print(f"  {pad(where, 6, right=True)}  {pad(repr(readable(top)), 20)} p = {p[top].item():.3g}")
 if ch.tiny:
     say("  (made-up weights: these guesses are not interpreted)", "  （编造的权重：这些猜测不做解读）")
 

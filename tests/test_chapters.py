@@ -463,6 +463,15 @@ def test_ch08_on_the_tiny_checkpoint(run_script, tiny_path):
     assert "(made-up weights: these guesses are not interpreted)" in out
 
 
+
+def test_ch08_tables_align_in_chinese(run_script, tiny_path):
+    r = run_script("ch08_model.py", "--model", tiny_path, "--lang", "zh")
+    assert r.returncode == 0, r.stderr
+    stream = section_of(r.stdout, "2. 残差流")[3:-2]                            # header, embedding row, 8 layers
+    assert len(stream) == 10 and len({width(line) for line in stream}) == 1, stream
+    lens = section_of(r.stdout, "3. logit lens")[2:-1]                         # where ' p = ' starts, by display width
+    assert len(lens) == 9 and len({width(line[:line.rindex(" p = ")]) for line in lens}) == 1, lens
+
 def test_ch09_on_the_tiny_checkpoint(run_script, tiny_path):
     r = run_script("ch09_generate.py", "--model", tiny_path, "--max-new-tokens", "8", "--lang", "zh")
     assert r.returncode == 0, r.stderr
