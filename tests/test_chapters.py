@@ -227,6 +227,15 @@ def test_chapter_scripts_are_jupytext_percent_notebooks():
         ast.parse(text)
 
 
+
+def test_every_prose_cell_is_in_both_languages():
+    for script in sorted(ROOT.glob("ch[0-9][0-9]_*.py")):
+        for cell in script.read_text(encoding="utf-8").split("# %% [markdown]")[1:]:
+            cell = cell.split("# %%")[0]
+            body = "\n".join(line for line in cell.splitlines() if not line.startswith(("# #", "# Run:")))
+            if re.search(r"[A-Za-z]{4}", body):                             # English prose, then its Chinese pair
+                assert re.search(r"[\u4e00-\u9fff]", body), (script.name, body[:120])
+
 def test_chapters_do_not_repeat_setup_code():
     for script in sorted(ROOT.glob("ch0[1-3]_*.py")):
         text = script.read_text(encoding="utf-8")
