@@ -159,6 +159,13 @@ if ready:
 # %%
 if ready:
     section(5, "Characters split across tokens", "被拆到多个词元里的字符")
+    rare = "龘"                                                       # a rare character: Qwen3.5's vocabulary splits it
+    rare_ids = tok.encode(rare)
+    demo = TextStream(tok)
+    say("  {c!r} ({b} UTF-8 bytes) is {n} tokens: their bytes decoded one token at a time give {a}; the stream gives {p}",
+        "  {c!r}（{b} 个 UTF-8 字节）是 {n} 个词元：逐个词元解码它们的字节得到 {a}；流式输出得到 {p}",
+        c=rare, b=len(rare.encode("utf-8")), n=len(rare_ids), p=[demo.push(i) for i in rare_ids],
+        a=[tok.token_bytes(i).decode("utf-8", errors="replace") for i in rare_ids])
     stream = TextStream(tok)
     split = sum(1 for t in reply_ids if t not in stop_ids(tok) and stream.push(t) == "")
     say("  {s} of the reply's {n} tokens ended inside a character and waited for the next; "

@@ -491,6 +491,7 @@ def test_ch09_on_the_tiny_checkpoint(run_script, tiny_path):
     m = re.search(r"带缓存的解码 = 全部重新读一遍：最后一步 logits 的最大差 = (\S+)", out)
     assert m and float(m.group(1)) < 1e-5
     assert "相同种子，相同文本：True" in out and "流式文本中的替换字符：0" in out
+    assert "'龘'（3 个 UTF-8 字节）是 2 个词元：逐个词元解码它们的字节得到 ['\ufffd', '\ufffd']；流式输出得到 ['', '龘']" in out
 
 
 def test_main_chat_on_the_tiny_checkpoint():
