@@ -64,7 +64,7 @@ with torch.no_grad():                                    # layer L's input on th
 # 只保留 S（值头数 x dk x dv 个数）和卷积最近的 3 个输入，与文本多长无关。
 
 # %%
-section(1, "A memory of fixed size against a KV cache that grows", "大小固定的记忆 vs 不断增长的 键值缓存")
+section(1, "A memory of fixed size against a KV cache that grows", "大小固定的记忆 vs 不断增长的键值缓存")
 
 
 def memory(c):
@@ -80,11 +80,11 @@ def memory(c):
 
 def memory_table(c):
     n_lin, n_full, state, kv = memory(c)
-    say("  per head S: {dk} x {dv} = {n:,} numbers; {nv} heads x {L} linear layers (fp32) + conv windows: {s}, fixed",
-        "  每个头的 S：{dk} x {dv} = {n:,} 个数；{nv} 个头 x {L} 个线性注意力层（fp32）+ 卷积窗口：{s}，固定不变",
+    say("  per head S: {dk} x {dv} = {n:,} numbers; {nv} heads x {L} linear layers (fp32) + conv windows (bf16): {s}, fixed",
+        "  每个头的 S：{dk} x {dv} = {n:,} 个数；{nv} 个头 x {L} 个线性注意力层（fp32）+ 卷积窗口（bf16）：{s}，固定不变",
         dk=c["linear_key_head_dim"], dv=c["linear_value_head_dim"], n=c["linear_key_head_dim"] * c["linear_value_head_dim"],
         nv=c["linear_num_value_heads"], L=n_lin, s=size(state))
-    say("  KV cache of the {f} full-attention layers: {kv} per token", "  {f} 个全注意力层的 键值缓存：每个词元 {kv}",
+    say("  KV cache of the {f} full-attention layers (bf16): {kv} per token", "  {f} 个全注意力层的键值缓存（bf16）：每个词元 {kv}",
         f=n_full, kv=size(n_full * kv))
     for tokens in (1024, 32768, 262144):
         say("  {t:>7,} tokens: KV cache {a:>9}   linear-attention state {b:>9}   all {n} layers full attention: {c:>9}",

@@ -420,8 +420,8 @@ def test_ch07_on_the_tiny_checkpoint(run_script, tiny_path, tmp_path):
     out = r.stdout
     assert out.count(BANNER) == 1 and "Traceback" not in r.stderr
     # Qwen3.5-0.8B's memory figures follow from its config: 18 x 16 x 128 x 128 fp32 + conv windows; 12 KB/token
-    assert "16 heads x 18 linear layers (fp32) + conv windows: 19.5 MB, fixed" in out
-    assert "KV cache of the 6 full-attention layers: 12.3 KB per token" in out
+    assert "16 heads x 18 linear layers (fp32) + conv windows (bf16): 19.5 MB, fixed" in out
+    assert "KV cache of the 6 full-attention layers (bf16): 12.3 KB per token" in out
     assert "262,144 tokens: KV cache   3.22 GB" in out
     assert "beta = 1.0: after the write 0.000 = 0.000 x before" in out
     assert "beta = 0.5: after the write" in out and "= 0.500 x before (1 - beta = 0.5)" in out
