@@ -64,7 +64,7 @@ with torch.no_grad():                                    # layer L's input on th
 # 只保留 S（值头数 x dk x dv 个数）和卷积最近的 3 个输入，与文本多长无关。
 
 # %%
-section(1, "A memory of fixed size against a KV cache that grows", "大小固定的记忆 vs 不断增长的 键值缓存")
+section(1, "A memory of fixed size against a KV cache that grows", "大小固定的记忆 vs 不断增长的键值缓存")
 
 
 def memory(c):
@@ -80,11 +80,11 @@ def memory(c):
 
 def memory_table(c):
     n_lin, n_full, state, kv = memory(c)
-    say("  per head S: {dk} x {dv} = {n:,} numbers; {nv} heads x {L} linear layers (fp32) + conv windows: {s}, fixed",
-        "  每个头的 S：{dk} x {dv} = {n:,} 个数；{nv} 个头 x {L} 个线性注意力层（fp32）+ 卷积窗口：{s}，固定不变",
+    say("  per head S: {dk} x {dv} = {n:,} numbers; {nv} heads x {L} linear layers (fp32) + conv windows (bf16): {s}, fixed",
+        "  每个头的 S：{dk} x {dv} = {n:,} 个数；{nv} 个头 x {L} 个线性注意力层（fp32）+ 卷积窗口（bf16）：{s}，固定不变",
         dk=c["linear_key_head_dim"], dv=c["linear_value_head_dim"], n=c["linear_key_head_dim"] * c["linear_value_head_dim"],
         nv=c["linear_num_value_heads"], L=n_lin, s=size(state))
-    say("  KV cache of the {f} full-attention layers: {kv} per token", "  {f} 个全注意力层的 键值缓存：每个词元 {kv}",
+    say("  KV cache of the {f} full-attention layers (bf16): {kv} per token", "  {f} 个全注意力层的键值缓存（bf16）：每个词元 {kv}",
         f=n_full, kv=size(n_full * kv))
     for tokens in (1024, 32768, 262144):
         say("  {t:>7,} tokens: KV cache {a:>9}   linear-attention state {b:>9}   all {n} layers full attention: {c:>9}",
@@ -166,6 +166,13 @@ say("  layer {l} on {t} tokens: |k| = {a:.4f} .. {b:.4f}; |q| = {c:.4f} .. {d:.4
     "  第 {l} 层、{t} 个词元：|k| = {a:.4f} .. {b:.4f}；|q| = {c:.4f} .. {d:.4f}，1/sqrt({dk}) = {e:.4f}",
     l=L, t=x.shape[1], a=k_.norm(dim=-1).min().item(), b=k_.norm(dim=-1).max().item(),
     c=q_.norm(dim=-1).min().item(), d=q_.norm(dim=-1).max().item(), dk=DK, e=DK ** -0.5)
+with torch.no_grad():
+    raw_k = layer.causal_conv(layer.in_proj_qkv(x)).split([layer.nk * DK, layer.nk * DK, layer.nv * layer.dv], -1)[1]
+ss = raw_k.float().reshape(*raw_k.shape[:-1], layer.nk, DK).pow(2).sum(-1).min().item()   # smallest |k|^2 before l2norm
+say("  (|k| can fall short of 1: l2norm's eps = 1e-06 sits inside the root; the smallest |k|^2 before it is "
+    "{s:.2g}, and sqrt({s:.2g} / ({s:.2g} + 1e-06)) = {r:.4f})",
+    "  （|k| 可能略小于 1：l2norm 的 eps = 1e-06 在根号里；归一化前最小的 |k|^2 是 {s:.2g}，"
+    "sqrt({s:.2g} / ({s:.2g} + 1e-06)) = {r:.4f}）", s=ss, r=math.sqrt(ss / (ss + 1e-6)))
 
 # %% [markdown]
 # ## 4. The causal convolution: a window of 4 tokens / 因果卷积：4 个词元的窗口

@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from qwen.cli import chapter, count, say, section, size
+from qwen.cli import chapter, count, pad, say, section, size
 from qwen.lang import tr
 from qwen.model import load_model
 from qwen.rope import apply_rope
@@ -39,6 +39,9 @@ torch.set_grad_enabled(False)
 # `load_model` builds the modules on the "meta" device (shapes, no memory), then loads every
 # tensor key by key, strictly: each is read once and converted once to fp32. The vision tower
 # and the multi-token-prediction head are never read.
+#
+# `load_model` 先在 "meta" 设备上搭出各个模块（只有形状，不占内存），再逐个键严格加载每个张量：
+# 每个张量只读一次、只转换一次（转成 fp32）。视觉塔和多词元预测的头从不读取。
 
 # %%
 section(1, "Build the model and load it", "搭建模型并加载权重")
@@ -62,6 +65,9 @@ say("  output layer: {how}", "  输出层：{how}",
 # ## 2. One sentence through the residual stream / 一句话穿过残差流
 # Every layer adds to the stream; nothing ever normalizes the stream itself (Pre-Norm), so its
 # size (root mean square per token) can only be read, layer by layer.
+#
+# 每一层都往残差流上加东西；没有哪一步对残差流本身做归一化（Pre-Norm），所以它的大小（每个词元的
+# 均方根）只能逐层读出来看。
 
 # %%
 section(2, "The residual stream, layer by layer", "残差流，逐层观察")
@@ -79,12 +85,12 @@ else:                                                             # a folder wit
 stream = []
 logits = model(torch.tensor([ids]), keep=stream)                  # stream[0]: embedding, stream[i+1]: after layer i
 rms = [s[0].float().pow(2).mean(-1).sqrt() for s in stream]       # (tokens,) per point
-say("  {a:>6}  {b:>5}  {c:>14}  {d:>14}", "  {a:>6}  {b:>5}  {c:>14}  {d:>14}",
-    a=tr("after", "之后"), b=tr("kind", "类型"), c=tr("RMS last token", "末词元 RMS"), d=tr("RMS mean", "平均 RMS"))
+print("  " + "  ".join(pad(h, w, right=True) for h, w in ((tr("after", "之后"), 6), (tr("kind", "类型"), 5),
+                                                         (tr("RMS last token", "末词元 RMS"), 14), (tr("RMS mean", "平均 RMS"), 14))))
 for i, r in enumerate(rms):
     where = tr("embed", "嵌入") if i == 0 else str(i - 1)
     kind = "" if i == 0 else model.layers[i - 1].kind[0].upper()
-    print(f"  {where:>6}  {kind:>5}  {r[-1].item():>14.3f}  {r.mean().item():>14.3f}")
+    print(f"  {pad(where, 6, right=True)}  {kind:>5}  {r[-1].item():>14.3f}  {r.mean().item():>14.3f}")
 say("  the stream's RMS grows {x:.1f}x from the embedding to the last layer (last token)",
     "  从嵌入到最后一层，残差流的 RMS 增大了 {x:.1f} 倍（最后一个词元）", x=(rms[-1][-1] / rms[0][-1]).item())
 if ch.tiny:
@@ -108,6 +114,9 @@ if getattr(args, "plot", False) and (plt := ch.pyplot()):
 # Put the stream after layer i through the final norm and the output layer, as if the model
 # stopped there: what would it predict next? Early layers rarely know; the answer usually
 # settles in the last few layers.
+#
+# 把第 i 层之后的残差流送进最后的归一化和输出层，就好像模型在这里停下：它会预测哪个词元？
+# 前面的层很少知道答案；答案通常在最后几层才定下来。
 
 # %%
 section(3, "The logit lens: the next token read after every layer", "logit lens：每层之后读出的下一个词元")
@@ -115,7 +124,7 @@ for i, s in enumerate(stream):
     p = model.logits(model.norm(s[:, -1:]))[0, -1].softmax(-1)      # (vocab,)
     top = int(p.argmax())
     where = tr("embed", "嵌入") if i == 0 else str(i - 1)
-    print(f"  {where:>6}  {readable(top)!r:<20} p = {p[top].item():.3g}")
+    print(f"  {pad(where, 6, right=True)}  {pad(repr(readable(top)), 20)} p = {p[top].item():.3g}")
 if ch.tiny:
     say("  (made-up weights: these guesses are not interpreted)", "  （编造的权重：这些猜测不做解读）")
 
@@ -136,6 +145,9 @@ say("  check: the lens after the last layer is exactly these logits: max |differ
 # ## 5. A real attention pattern / 一个真实的注意力模式
 # Chapter 6 had to feed its attention layer something made up: the real input of a full-attention
 # layer is the residual stream after the Gated DeltaNet layers before it. Now we have it.
+#
+# 第 6 章只能给注意力层喂编造的输入：全注意力层真正的输入，是它前面那些 Gated DeltaNet 层之后的
+# 残差流。现在我们有了它。
 
 # %%
 layer_index = cfg.full_attention_layers[0]
@@ -183,6 +195,9 @@ if getattr(args, "plot", False) and (plt := ch.pyplot()):
 # ## 6. Against transformers / 与 transformers 对比
 # The same checkpoint through transformers' Qwen3.5 (when it is installed): our logits should
 # equal its logits up to float rounding. Our model is freed first, so only one is in memory.
+#
+# 同一个检查点走一遍 transformers 的 Qwen3.5（装了 transformers 时）：我们的 logits 应当与它的
+# logits 只差浮点舍入。先释放我们的模型，所以内存里只有一个模型。
 
 # %%
 section(6, "Our logits against transformers'", "我们的 logits 与 transformers 的对比")

@@ -53,6 +53,9 @@ if ch.tiny:
 # The model was trained on conversations written as `<|im_start|>role\n...<|im_end|>`. The reply
 # opens with a `<think>` block: left open, the model reasons first; closed at once
 # (`enable_thinking=False`, our default), it answers directly.
+#
+# 模型是在写成 `<|im_start|>role\n...<|im_end|>` 的对话上训练的。回复以一个 `<think>` 块开头：
+# 不关上它，模型先推理；马上关上它（`enable_thinking=False`，我们的默认），模型直接回答。
 
 # %%
 if ready:
@@ -67,6 +70,8 @@ if ready:
 # %% [markdown]
 # ## 2. A greedy reply, streamed / 贪心解码，流式输出
 # Greedy decoding takes the most likely token every time: the same prompt always gives the same reply.
+#
+# 贪心解码每次都取最可能的词元：同样的提示总是得到同样的回复。
 
 # %%
 if ready:
@@ -92,6 +97,9 @@ if ready:
 # Full attention must keep every past key and value; Gated DeltaNet keeps a fixed-size state.
 # Qwen3.5 puts full attention in only 6 of 24 layers, so its cache grows 4x slower than a model
 # with full attention everywhere.
+#
+# 全注意力必须保留每个过去词元的键和值；Gated DeltaNet 只保留大小固定的状态。Qwen3.5 只在
+# 24 层中的 6 层用全注意力，所以它的缓存增长速度是每层都用全注意力的模型的四分之一。
 
 # %%
 if ready:
@@ -123,6 +131,9 @@ if ready:
 # Sampling divides the logits by a temperature, keeps the top-k tokens, then the smallest set
 # whose probabilities reach top-p (the token that crosses top-p stays), and draws one. A seed
 # makes the draw repeatable. (Qwen suggests temperature 0.7, top-p 0.8, top-k 20 without thinking.)
+#
+# 采样先把 logits 除以温度，保留 top-k 个词元，再保留概率之和达到 top-p 的最小集合（越过 top-p 的
+# 那个词元也保留），然后抽取一个。种子让抽取可以重复。（不思考时，Qwen 建议温度 0.7、top-p 0.8、top-k 20。）
 
 # %%
 if ready:
@@ -141,10 +152,20 @@ if ready:
 # Tokens are bytes. A Chinese character is 3 UTF-8 bytes and one token may hold only part of it;
 # printing each token's bytes on their own would show "�". The stream keeps the unfinished bytes
 # until the next token completes the character.
+#
+# 词元是字节。一个汉字是 3 个 UTF-8 字节，一个词元可能只装下它的一部分；把每个词元的字节单独打印
+# 出来会显示 "�"。流式输出把没写完的字节留着，直到下一个词元把这个字符补完。
 
 # %%
 if ready:
     section(5, "Characters split across tokens", "被拆到多个词元里的字符")
+    rare = "龘"                                                       # a rare character: Qwen3.5's vocabulary splits it
+    rare_ids = tok.encode(rare)
+    demo = TextStream(tok)
+    say("  {c!r} ({b} UTF-8 bytes) is {n} tokens: their bytes decoded one token at a time give {a}; the stream gives {p}",
+        "  {c!r}（{b} 个 UTF-8 字节）是 {n} 个词元：逐个词元解码它们的字节得到 {a}；流式输出得到 {p}",
+        c=rare, b=len(rare.encode("utf-8")), n=len(rare_ids), p=[demo.push(i) for i in rare_ids],
+        a=[tok.token_bytes(i).decode("utf-8", errors="replace") for i in rare_ids])
     stream = TextStream(tok)
     split = sum(1 for t in reply_ids if t not in stop_ids(tok) and stream.push(t) == "")
     say("  {s} of the reply's {n} tokens ended inside a character and waited for the next; "

@@ -12,6 +12,7 @@ from qwen.lang import tr
 def chat_loop(path, max_new_tokens=512, think=False, read=input):
     import torch
 
+    from qwen.cli import size
     from qwen.generate import Chat
     from qwen.model import load_model
     from qwen.tokenizer import Tokenizer
@@ -38,10 +39,10 @@ def chat_loop(path, max_new_tokens=512, think=False, read=input):
             for piece in chat.say(line, max_new_tokens=max_new_tokens, stats=stats):
                 print(piece, end="", flush=True)
             print()
-            print(tr("  [{n} tokens, {s:.1f} tokens/s; cache {t} tokens, {mb:.1f} MB{again}]",
-                     "  [{n} 个词元，{s:.1f} 词元/秒；缓存 {t} 个词元，{mb:.1f} MB{again}]",
+            print(tr("  [{n} tokens, {s:.1f} tokens/s; cache {t} tokens, {b}{again}]",
+                     "  [{n} 个词元，{s:.1f} 词元/秒；缓存 {t} 个词元，{b}{again}]",
                      n=stats["new_tokens"], s=stats["new_tokens"] / max(stats["prefill_s"] + stats["decode_s"], 1e-9),
-                     t=chat.cache.length, mb=chat.cache.nbytes / 1e6,
+                     t=chat.cache.length, b=size(chat.cache.nbytes),
                      again=tr("; history read again", "；历史重新读取") if chat.reused == 0 and len(chat.messages) > 2
                      else ""), file=sys.stderr)
     except KeyboardInterrupt:

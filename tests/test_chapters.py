@@ -213,6 +213,15 @@ def test_chapter_scripts_are_jupytext_percent_notebooks():
         ast.parse(text)
 
 
+
+def test_every_prose_cell_is_in_both_languages():
+    for script in sorted(ROOT.glob("ch[0-9][0-9]_*.py")):
+        for cell in script.read_text(encoding="utf-8").split("# %% [markdown]")[1:]:
+            cell = cell.split("# %%")[0]
+            body = "\n".join(line for line in cell.splitlines() if not line.startswith(("# #", "# Run:")))
+            if re.search(r"[A-Za-z]{4}", body):                             # English prose, then its Chinese pair
+                assert re.search(r"[\u4e00-\u9fff]", body), (script.name, body[:120])
+
 def test_chapters_do_not_repeat_setup_code():
     for script in sorted(ROOT.glob("ch0[1-3]_*.py")):
         text = script.read_text(encoding="utf-8")
@@ -402,12 +411,14 @@ def test_one_notation_for_the_norm_weight():
 def test_ch07(course_en):
     out = _chapter(course_en, "ch07_deltanet.py")
     # Qwen3.5-0.8B's memory figures follow from its config: 18 x 16 x 128 x 128 fp32 + conv windows; 12 KB/token
-    assert "16 heads x 18 linear layers (fp32) + conv windows: 19.5 MB, fixed" in out
-    assert "KV cache of the 6 full-attention layers: 12.3 KB per token" in out
+    assert "16 heads x 18 linear layers (fp32) + conv windows (bf16): 19.5 MB, fixed" in out
+    assert "KV cache of the 6 full-attention layers (bf16): 12.3 KB per token" in out
     assert "262,144 tokens: KV cache   3.22 GB" in out
     assert "beta = 1.0: after the write 0.000 = 0.000 x before" in out
     assert "beta = 0.5: after the write" in out and "= 0.500 x before (1 - beta = 0.5)" in out
     assert "plain linear attention reads 2.00 x v, the delta rule 1.00 x v" in out
+    k_min = re.search(r"\|k\| = (\S+) \.\. ", out).group(1)                  # below 1: eps inside the root, said next
+    assert re.search(r"sqrt\(\S+ / \(\S+ \+ 1e-06\)\) = " + re.escape(k_min) + r"\)", out), k_min
     assert "changing token 10's input changes the outputs at tokens [10, 11, 12, 13]" in out
     assert "output == silu(w_last * x_0): True" in out
     assert "random draws, so these heads say nothing" in out and "fastest-forgetting" not in out
@@ -444,6 +455,14 @@ def test_ch08(course_en):
     assert "(made-up weights: these guesses are not interpreted)" in out
 
 
+def test_ch08_tables_align_in_chinese(course_zh):
+    out = _chapter(course_zh, "ch08_model.py")
+    stream = section_of(out, "2. 残差流")[3:-2]                                  # header, embedding row, 8 layers
+    assert len(stream) == 10 and len({width(line) for line in stream}) == 1, stream
+    lens = section_of(out, "3. logit lens")[2:-1]                               # where ' p = ' starts, by display width
+    assert len(lens) == 9 and len({width(line[:line.rindex(" p = ")]) for line in lens}) == 1, lens
+
+
 def test_ch09_in_chinese(course_zh):
     out = _chapter(course_zh, "ch09_generate.py")
     assert "内置小检查点" in course_zh and "编造的词元" in out
@@ -452,6 +471,7 @@ def test_ch09_in_chinese(course_zh):
     m = re.search(r"带缓存的解码 = 全部重新读一遍：最后一步 logits 的最大差 = (\S+)", out)
     assert m and float(m.group(1)) < 1e-5
     assert "相同种子，相同文本：True" in out and "流式文本中的替换字符：0" in out
+    assert "'龘'（3 个 UTF-8 字节）是 2 个词元：逐个词元解码它们的字节得到 ['\ufffd', '\ufffd']；流式输出得到 ['', '龘']" in out
 
 
 def test_main_chat_on_the_tiny_checkpoint():

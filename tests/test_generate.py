@@ -1,5 +1,7 @@
 """Generation pieces: cache bookkeeping, sampling (against transformers' warpers), stop tokens,
 the chat template (against transformers' apply_chat_template), UTF-8 streaming, the loop."""
+import re
+
 import pytest
 import torch
 
@@ -219,3 +221,21 @@ def test_top_k_sampling_draws_from_the_renormalized_k_best():
                             minlength=4)
     expected = torch.tensor([0.0, 1.0, 2.0]).exp()[1:] / torch.tensor([1.0, 2.0]).exp().sum() * 4000
     assert counts[0] == counts[3] == 0 and ((counts[1:3] - expected).abs() < 5 * expected.sqrt()).all()
+
+
+def test_chat_loop_streams_resets_and_reports_the_cache_in_readable_units(tiny_path, capsys):
+    from qwen.chat import chat_loop
+    lines = iter(["hello", "", "again", "/reset", "你好"])
+
+    def read(prompt):
+        try:
+            return next(lines)
+        except StopIteration:
+            raise EOFError from None
+    chat_loop(tiny_path, max_new_tokens=3, read=read)
+    out, err = capsys.readouterr()
+    stats = re.findall(r"\[3 tokens, [\d.]+ tokens/s; cache (\d+) tokens, ([\d.]+) (B|KB|MB)", err)
+    assert len(stats) == 3, err                                          # the empty line is skipped
+    assert int(stats[1][0]) > int(stats[0][0]) and int(stats[2][0]) < int(stats[1][0])   # grows; /reset empties it
+    assert all(float(n) > 0 for _, n, _ in stats)                       # a tiny cache is not shown as '0.0 MB'
+    assert "(conversation and cache cleared)" in out and out.rstrip().endswith("Bye.")

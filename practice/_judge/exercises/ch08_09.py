@@ -199,9 +199,9 @@ DIAGNOSES_231 = [
                "看起来没有用到新词元自己的键和值：先把它们接到缓存后面，再关注全部的键"),
               test=lambda case, got: _differs(case, got, "past_only")),
     Diagnosis("cache_not_grown", "greedy_step",
-              ("looks like the returned cache is the old one: return the cache with the new key and value appended "
-               "(the next step needs them)",
-               "看起来返回的是旧缓存：返回接上新键和新值之后的缓存（下一步需要它们）"),
+              ("looks like the returned cache did not grow by one position: return all past + 1 keys and values, "
+               "the new ones appended after the cached ones (the next step needs them)",
+               "看起来返回的缓存没有多出一个位置：返回全部 past + 1 个键和值，新的接在缓存的后面（下一步需要它们）"),
               test=lambda case, got: _differs(case, got, "cache_not_grown")),
 ]
 
@@ -237,6 +237,10 @@ def cases_232(ctx):
     peaked = torch.tensor([[0.0, 4.0, 1.0, 0.5, 3.5, -1.0]])       # one token holds more than half the mass
     wide = torch.randn(3, 1000, generator=g) * 2
     vocab = torch.randn(1, ctx.cfg.vocab_size, generator=g) * 3     # the model's vocabulary size
+    vocab[0, torch.randperm(vocab.shape[-1], generator=g)[:40]] += 15   # 40 likely tokens hold most of the mass,
+    # so p = 0.95 falls between two of them: with a flat tail of tiny probabilities, the crossing
+    # token would be decided by the rounding of a 20,000-term fp32 sum, and correct forms (softmax
+    # before the sort, an fp64 sum) would keep a few tokens more or fewer than the reference
     about = ("sort descending; keep a token when the probability mass before it is below p (the token that crosses p "
              "is kept); the rest become -inf, in vocabulary order",
              "降序排序；一个词元之前的概率质量小于 p 时保留它（越过 p 的那个词元也保留）；其余设为 -inf，按词表顺序返回")
