@@ -16,6 +16,7 @@ from qwen.cli import banner, model_path, parser, setup
 from qwen.lang import get_lang, tr
 
 ROOT = Path(__file__).resolve().parent
+TINY_CHAT_TOKENS = 32                            # chat's default reply length on the built-in tiny checkpoint
 
 
 def chapters():
@@ -65,8 +66,8 @@ def main(argv=None):
                    help=tr("a chapter number, 'download', 'chat', or nothing for every chapter",
                           "章节号、download、chat，或留空运行所有章节"))
     p.add_argument("--max-new-tokens", type=int, default=None,
-                   help=tr("longest reply in chat and chapter 9 (default 512 / 24)",
-                           "chat 和第 9 章回复的最大词元数（默认 512 / 24）"))
+                   help=tr("longest reply in chat and chapter 9 (default 512 / 24; chat on the tiny checkpoint: 32)",
+                           "chat 和第 9 章回复的最大词元数（默认 512 / 24；小检查点上的 chat：32）"))
     args = setup(p, argv)
     found = chapters()
     if args.what == "download":
@@ -74,9 +75,18 @@ def main(argv=None):
     if args.what == "chat":
         from qwen.chat import chat_loop
         from qwen.weights import Config
+        from qwen.tiny import is_tiny
         path = model_path(args)
-        banner(Config.load(path))
-        return chat_loop(path, max_new_tokens=args.max_new_tokens or 512)
+        cfg = Config.load(path)
+        banner(cfg)
+        limit = args.max_new_tokens
+        if limit is None and is_tiny(cfg):       # made-up tokens: 512 of them is a minute of noise per turn
+            limit = TINY_CHAT_TOKENS
+            print(tr("The tiny checkpoint's replies are made-up tokens: each stops after {n} "
+                     "(--max-new-tokens to change it).",
+                     "小检查点的回复是编造的词元：每次回复到 {n} 个词元为止（用 --max-new-tokens 修改）。",
+                     n=limit))
+        return chat_loop(path, max_new_tokens=limit or 512)
     if args.what == "all":
         return run_chapters(args, sorted(found))
     if args.what.isdigit() and int(args.what) in found:

@@ -482,3 +482,14 @@ def test_main_chat_on_the_tiny_checkpoint():
     assert r.returncode == 0, r.stderr
     assert BANNER in r.stdout and "(conversation and cache cleared)" in r.stdout and r.stdout.rstrip().endswith("Bye.")
     assert r.stderr.count("[4 tokens") == 2 and "Traceback" not in r.stderr
+
+
+def test_main_chat_on_the_tiny_checkpoint_stops_early_by_default():
+    # 512 made-up tokens per turn took about a minute on a laptop CPU: tiny chat defaults to a short reply
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "main.py", "chat", "--tiny", "--lang", "en"], cwd=ROOT,
+                       input="hello\n", capture_output=True, text=True, encoding="utf-8", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "each stops after 32 (--max-new-tokens to change it)" in r.stdout
+    assert r.stderr.count("[32 tokens") == 1 and "Traceback" not in r.stderr
