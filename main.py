@@ -91,8 +91,8 @@ def main(argv=None):
         return run_chapters(args, sorted(found))
     if args.what.isdigit() and int(args.what) in found:
         return run_chapters(args, [int(args.what)])
-    p.exit(2, tr("main.py: error: unknown chapter {what!r}; available: {have}, or 'download'\n",
-                "main.py：错误：没有第 {what} 章；可用的有：{have}，或 download\n",
+    p.exit(2, tr("main.py: error: unknown chapter {what!r}; available: {have}, 'download' or 'chat'\n",
+                "main.py：错误：没有第 {what} 章；可用的有：{have}、download 或 chat\n",
                 what=args.what, have=tr(", ", "、").join(map(str, sorted(found)))))
 
 

@@ -186,8 +186,9 @@ def test_ch02_lone_surrogate_is_one_clear_line(run_script, tiny_path):
 def test_main_rejects_unknown_chapters_and_download_offline_says_what_to_do(run_script):
     r = run_script("main.py", "99", "--tiny")
     assert r.returncode == 2 and "unknown chapter '99'" in r.stderr and "Traceback" not in r.stderr
+    assert "'download' or 'chat'" in r.stderr                       # every word main.py takes is named
     r = run_script("main.py", "99", "--tiny", "--lang", "zh")
-    assert r.returncode == 2 and "没有第 99 章；可用的有：1、2、3" in r.stderr
+    assert r.returncode == 2 and "没有第 99 章；可用的有：1、2、3" in r.stderr and "download 或 chat" in r.stderr
     r = run_script("main.py", "download")
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 1 and len(lines) == 2 and "HF_HUB_OFFLINE is set" in lines[0]
