@@ -118,15 +118,16 @@ def sample(logits, temperature=0.0, top_k=0, top_p=1.0, generator=None):
     """One token id from logits (vocab,): greedy when temperature is 0, else drawn after
     temperature, top-k and top-p, in that order. With top-k, only the k largest logits are
     sorted and drawn from (not the whole 248k vocabulary: that sort would cost more than the
-    draw)."""
+    draw). Dividing by a positive temperature keeps the order, so the k best are picked first and
+    only they are divided: the same numbers, without a pass over the whole vocabulary."""
     logits = logits.float().cpu()
     if temperature <= 0:
         return int(logits.argmax(dim=-1))
-    z = logits / temperature
-    if 0 < top_k < z.shape[-1]:
-        z, ids = z.topk(top_k)                       # only the k best can be drawn: work on those
+    if 0 < top_k < logits.shape[-1]:
+        logits, ids = logits.topk(top_k)             # only the k best can be drawn: work on those
     else:
         ids = None
+    z = logits / temperature
     probs = top_p_filter(z, top_p).softmax(dim=-1)
     token = int(torch.multinomial(probs, 1, generator=generator))
     return token if ids is None else int(ids[token])

@@ -239,3 +239,14 @@ def test_chat_loop_streams_resets_and_reports_the_cache_in_readable_units(tiny_p
     assert int(stats[1][0]) > int(stats[0][0]) and int(stats[2][0]) < int(stats[1][0])   # grows; /reset empties it
     assert all(float(n) > 0 for _, n, _ in stats)                       # a tiny cache is not shown as '0.0 MB'
     assert "(conversation and cache cleared)" in out and out.rstrip().endswith("Bye.")
+
+
+def test_top_k_before_the_temperature_draws_what_temperature_then_top_k_draws():
+    # sample() picks the k best before dividing by the temperature (the order is the same): same tokens
+    logits = torch.randn(5000, generator=torch.Generator().manual_seed(1)) * 3
+    for temperature, k, p in [(0.7, 20, 0.8), (1.3, 5, 1.0), (0.2, 50, 0.5)]:
+        g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+        for _ in range(50):
+            z, ids = (logits / temperature).topk(k)
+            expected = int(ids[int(torch.multinomial(top_p_filter(z, p).softmax(-1), 1, generator=g2))])
+            assert sample(logits, temperature, k, p, g1) == expected
