@@ -270,7 +270,8 @@ def test_a_catastrophic_split_rule_is_one_line_not_a_hang():
     start = time.perf_counter()
     with pytest.raises(QwenError, match=r"x/tokenizer.json: its split rule .* took too long") as e:
         tok.encode("a" * 60 + "b")
-    assert time.perf_counter() - start < 5 and "\n" not in str(e.value)
+    # the limit is 2 s; the bound only shows it is not a hang (unbounded, this backtracking takes hours)
+    assert time.perf_counter() - start < 30 and "\n" not in str(e.value)
 
 
 def test_odd_arguments_are_one_line(tok):
