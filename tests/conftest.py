@@ -77,6 +77,17 @@ def tiny_path():
 
 
 @pytest.fixture
+def judge(tmp_path, monkeypatch):
+    """practice.judge with the learner's folder and progress file in a temp dir (never the real ones)."""
+    import practice.judge as judge
+    monkeypatch.setenv("QWEN_PRACTICE_DIR", str(tmp_path / "work"))
+    monkeypatch.setenv("QWEN_PROGRESS", str(tmp_path / "progress.json"))
+    monkeypatch.setenv("QWEN_JUDGE_TIMEOUT", "10")
+    monkeypatch.setattr(judge, "WORK", tmp_path / "work")
+    return judge
+
+
+@pytest.fixture
 def run_script():
     """Run a script of the project as a learner would, offline; returns the CompletedProcess."""
     import subprocess

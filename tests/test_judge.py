@@ -15,17 +15,6 @@ from conftest import ROOT
 SOLUTIONS = ROOT / "practice" / "_judge" / "solutions"
 
 
-@pytest.fixture
-def judge(tmp_path, monkeypatch):
-    """practice.judge with the learner's folder and progress file in a temp dir (never the real ones)."""
-    import practice.judge as judge
-    monkeypatch.setenv("QWEN_PRACTICE_DIR", str(tmp_path / "work"))
-    monkeypatch.setenv("QWEN_PROGRESS", str(tmp_path / "progress.json"))
-    monkeypatch.setenv("QWEN_JUDGE_TIMEOUT", "10")
-    monkeypatch.setattr(judge, "WORK", tmp_path / "work")
-    return judge
-
-
 def main(judge, capsys, *args):
     """judge.main in this process (fast); returns (exit code, stdout, stderr)."""
     code = judge.main([str(a) for a in args])

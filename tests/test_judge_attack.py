@@ -14,12 +14,8 @@ S205 = (SOLUTIONS / "s205.py").read_text(encoding="utf-8")
 
 
 @pytest.fixture
-def judge(tmp_path, monkeypatch):
-    import practice.judge as judge
-    monkeypatch.setenv("QWEN_PRACTICE_DIR", str(tmp_path / "work"))
-    monkeypatch.setenv("QWEN_PROGRESS", str(tmp_path / "progress.json"))
-    monkeypatch.setenv("QWEN_JUDGE_TIMEOUT", "10")
-    monkeypatch.setattr(judge, "WORK", tmp_path / "work")
+def judge(judge, tmp_path):
+    """The shared fixture (conftest.py), with the learner's folder already made."""
     (tmp_path / "work").mkdir()
     return judge
 

@@ -11,15 +11,6 @@ from conftest import ROOT
 SOLUTIONS = ROOT / "practice" / "_judge" / "solutions"
 
 
-@pytest.fixture
-def judge(tmp_path, monkeypatch):
-    import practice.judge as judge
-    monkeypatch.setenv("QWEN_PRACTICE_DIR", str(tmp_path / "work"))
-    monkeypatch.setenv("QWEN_PROGRESS", str(tmp_path / "progress.json"))
-    monkeypatch.setattr(judge, "WORK", tmp_path / "work")
-    return judge
-
-
 WRITER = """
 import sys
 sys.path.insert(0, {root!r})

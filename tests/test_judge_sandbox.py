@@ -13,16 +13,6 @@ from conftest import ROOT
 SOLUTIONS = ROOT / "practice" / "_judge" / "solutions"
 
 
-@pytest.fixture
-def judge(tmp_path, monkeypatch):
-    import practice.judge as judge
-    monkeypatch.setenv("QWEN_PRACTICE_DIR", str(tmp_path / "work"))
-    monkeypatch.setenv("QWEN_PROGRESS", str(tmp_path / "progress.json"))
-    monkeypatch.setenv("QWEN_JUDGE_TIMEOUT", "10")
-    monkeypatch.setattr(judge, "WORK", tmp_path / "work")
-    return judge
-
-
 def grade(judge, tiny_path, tmp_path, ex_id, body, name="mine.py"):
     f = tmp_path / name
     if isinstance(body, bytes):
