@@ -37,15 +37,7 @@ H, I = cfg.hidden_size, cfg.intermediate_size
 inventory = real_inventory()                          # Qwen3.5-0.8B's published inventory, for the lines after tiny figures
 
 SENTENCE = "The cat sat on the mat because it was tired."
-tok = ch.tokenizer
-if tok is not None and cfg.vocab_size >= 248044:
-    ids = tok.encode(SENTENCE)
-    names = [tok.readable(i) for i in ids]
-else:
-    ids = list(range(min(11, cfg.vocab_size)))
-    names = [f"#{i}" for i in ids]
-    say("  (no tokenizer for this checkpoint: rows 0..{n} of the embedding table stand in for the sentence)",
-        "  （此检查点没有可用的分词器：用嵌入表的第 0..{n} 行代替句子）", n=len(ids) - 1)
+ids, names = ch.sentence(SENTENCE)                    # token ids and their readable pieces
 
 # %% [markdown]
 # ## 1. SwiGLU by hand on layer 0 / 在第 0 层上手算 SwiGLU

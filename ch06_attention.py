@@ -43,15 +43,7 @@ inventory = real_inventory()                          # Qwen3.5-0.8B's published
 REAL = Config.from_dict(inventory["config"]) if inventory else None
 
 SENTENCE = "The cat sat on the mat because it was tired."
-tok = ch.tokenizer
-if tok is not None and cfg.vocab_size >= 248044:
-    ids = tok.encode(SENTENCE)
-    names = [tok.readable(i) for i in ids]
-else:
-    ids = list(range(min(11, cfg.vocab_size)))
-    names = [f"#{i}" for i in ids]
-    say("  (no tokenizer for this checkpoint: rows 0..{n} of the embedding table stand in for the sentence)",
-        "  （此检查点没有可用的分词器：用嵌入表的第 0..{n} 行代替句子）", n=len(ids) - 1)
+ids, names = ch.sentence(SENTENCE)                    # token ids and their readable pieces
 T = len(ids)
 
 # %% [markdown]

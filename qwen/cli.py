@@ -252,6 +252,19 @@ class Chapter:
             return None
         return Tokenizer.load(self.path)
 
+    def sentence(self, text):
+        """(ids, readable names) of `text` through the checkpoint's tokenizer; without one (or with a
+        vocabulary too small for Qwen3.5's ids), rows 0..10 of the embedding table stand in, said in
+        one line."""
+        tok = self.tokenizer
+        if tok is not None and self.cfg.vocab_size >= 248044:
+            ids = tok.encode(text)
+            return ids, [tok.readable(i) for i in ids]
+        ids = list(range(min(11, self.cfg.vocab_size)))
+        say("  (no tokenizer for this checkpoint: rows 0..{n} of the embedding table stand in for the sentence)",
+            "  （此检查点没有可用的分词器：用嵌入表的第 0..{n} 行代替句子）", n=len(ids) - 1)
+        return ids, [f"#{i}" for i in ids]
+
     def pyplot(self):
         """matplotlib.pyplot with a CJK font for --lang zh, or None (with a one-line note) without it.
 
