@@ -297,14 +297,14 @@ say("  the whole layer: {a} -> {b}; prefill then 4 single tokens with a cache ==
 # ## 7. Recurrent against chunked / 递推形式与分块形式
 # The recurrent form takes one small step per token. The chunked form takes 64 tokens at a time:
 # inside a chunk, each token's write depends on the earlier ones through a lower-triangular system
-# (I + A) U = ..., whose inverse does not depend on the incoming state, so it is solved for all
-# chunks at once; only the hand-over of S between chunks stays sequential (the WY / UT form,
-# derived in `delta_rule_chunked`'s docstring). Same numbers, fewer and larger matrix products.
+# (I + A) U = ..., solved for the chunk's 64 tokens and all heads at once; then S is handed to
+# the next chunk (the WY / UT form, derived in `delta_rule_chunked`'s docstring). Same numbers:
+# 2048 tokens take 32 steps of large matrix products instead of 2048 small ones.
 #
 # 递推形式每个词元走一小步。分块形式每次处理 64 个词元：块内每个词元的写入通过一个下三角方程组
-# (I + A) U = ... 依赖前面的词元，它的逆与传入的状态无关，所以所有块一起求解；只有块与块之间
-# 传递 S 仍是顺序的（WY / UT 形式，推导见 `delta_rule_chunked` 的文档字符串）。数值相同，
-# 矩阵乘法更少、更大。
+# (I + A) U = ... 依赖前面的词元，一次为块内 64 个词元、所有头一起求解；然后把 S 交给下一块
+# （WY / UT 形式，推导见 `delta_rule_chunked` 的文档字符串）。数值相同：2048 个词元只要 32 步
+# 大的矩阵乘法，而不是 2048 步小运算。
 
 # %%
 section(7, "Recurrent against chunked: the same numbers, and their speed", "递推形式与分块形式：同样的数值，以及速度")

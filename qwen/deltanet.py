@@ -18,8 +18,8 @@ Two forms of the same rule, with one signature:
 - `delta_rule_recurrent`: token by token, as written above. It teaches, and one generated token
   is exactly one step, but a prompt of n tokens costs n small sequential steps.
 - `delta_rule_chunked`: chunks of 64 tokens. Inside a chunk the corrections depend on each other
-  through a unit lower-triangular system, solved for all chunks at once (the WY / UT form); only
-  the hand-over of S from one chunk to the next is sequential: n / 64 steps of large matmuls.
+  through a unit lower-triangular system, solved for all 64 tokens (and all heads) at once (the
+  WY / UT form); the chunks follow each other, handing S over: n / 64 steps of large matmuls.
 
 The layer (`GatedDeltaNet`): projections; a causal depthwise conv (kernel 4) and silu over q, k
 and v; l2norm of q and k and q scaled by 1/sqrt(key_dim); beta = sigmoid(b); the log decay
@@ -68,48 +68,42 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
         S_t = exp(c_t) S0 + sum_{j<=t} exp(c_t - c_j) k_j u_j^T       (u_j: the j-th written error)
         u_t = beta_t (v_t - exp(c_t) S0^T k_t - sum_{j<t} exp(c_t - c_j) (k_t . k_j) u_j)
 
-    so (I + A) U = beta V - beta exp(c) K S0 with A strictly lower triangular,
-    A_tj = beta_t exp(c_t - c_j) k_t . k_j. Its inverse does not depend on S0, so for all chunks
-    at once: (I + A)^-1 by one batched unit-triangular solve, U0 = (I + A)^-1 beta V and
-    W = (I + A)^-1 beta exp(c) K; then U = U0 - W S0. The loop over chunks only carries S0
-    forward with matmuls. (Solving against the identity, then two matmuls, measured faster on
-    CPU than solving against V and K directly.) The sequence is padded to a multiple of `chunk`
-    with tokens that change nothing (k = v = 0, beta = 0, g = 0).
+    The errors depend on each other only through the earlier ones in the chunk: in matrix form
+    (I + A) U = beta (V - exp(c) K S0), with A strictly lower triangular,
+    A_tj = beta_t exp(c_t - c_j) k_t . k_j. So one unit-triangular solve gives all 64 errors at
+    once, and from them the chunk's outputs and the state handed to the next chunk:
+
+        O  = exp(c) Q S0 + (Q K^T * decay) U        (what S0 predicts, plus this chunk's writes)
+        S1 = exp(c_C) S0 + K^T (exp(c_C - c) U)     (S0 decayed to the chunk's end, plus the writes)
+
+    n tokens take n / 64 steps of matrix products over all heads at once, instead of n small
+    steps. (Solving against the identity and then multiplying measured faster on CPU than solving
+    against the right-hand side directly; a chunk at a time, its tensors stay in the CPU's cache.)
     """
     q, k, v, g, beta = (t.float() for t in (q, k, v, g, beta))
     B, H, T, dk = k.shape
     dv = v.shape[-1]
-    pad = -T % chunk
-    n = (T + pad) // chunk
-    if pad:                                                                   # (a copy: only when needed)
-        q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
-        g, beta = (F.pad(t, (0, pad)) for t in (g, beta))
-    q, k, v = (t.reshape(B, H, n, chunk, -1) for t in (q, k, v))             # (B, H, n, C, d)
-    g, beta = (t.reshape(B, H, n, chunk) for t in (g, beta))                  # (B, H, n, C)
-
-    c = g.cumsum(-1)                                                          # log decay since chunk start
-    future = torch.ones(chunk, chunk, dtype=torch.bool, device=k.device).triu(1)
-    decay = (c[..., :, None] - c[..., None, :]).masked_fill(future, -math.inf).exp()   # (B, H, n, C, C)
-
-    k_beta = k * beta[..., None]
-    A = (k_beta @ k.transpose(-1, -2)) * decay                                # (B, H, n, C, C); diag unused
-    eye = torch.eye(chunk, device=k.device).expand_as(A)
-    inverse = torch.linalg.solve_triangular(A, eye, upper=False, unitriangular=True)   # (I + A)^-1
-    U0 = inverse @ (v * beta[..., None])                                      # (B, H, n, C, dv)
-    W = inverse @ (k_beta * c.exp()[..., None])                               # (B, H, n, C, dk)
-
-    attn = (q @ k.transpose(-1, -2)) * decay                                  # (B, H, n, C, C), causal
-    q_start = q * c.exp()[..., None]                                          # reads the chunk's S0
-    k_end = (k * (c[..., -1:] - c).exp()[..., None]).transpose(-1, -2)        # (B, H, n, dk, C): decayed to end
-    chunk_decay = c[..., -1, None, None].exp()                                # (B, H, n, 1, 1)
-
-    S = k.new_zeros(B, H, dk, dv) if state is None else state.float()         # (B, H, dk, dv)
-    out = v.new_empty(B, H, n, chunk, dv)
-    for i in range(n):
-        U = U0[:, :, i] - W[:, :, i] @ S                                      # this chunk's written errors
-        out[:, :, i] = q_start[:, :, i] @ S + attn[:, :, i] @ U               # old state + this chunk
-        S = S * chunk_decay[:, :, i] + k_end[:, :, i] @ U
-    return out.reshape(B, H, n * chunk, dv)[:, :, :T], S
+    q, k, v = (t.reshape(B * H, T, -1) for t in (q, k, v))                   # (BH, T, d): heads as a batch
+    g, beta = g.reshape(B * H, T), beta.reshape(B * H, T, 1)
+    S = k.new_zeros(B * H, dk, dv) if state is None else state.float().reshape(B * H, dk, dv).clone()
+    out = v.new_empty(B * H, T, dv)
+    eye = torch.eye(chunk, device=k.device)
+    for s in range(0, T, chunk):                                              # the last chunk may be shorter
+        e = min(s + chunk, T)
+        qc, kc, vc, bc = q[:, s:e], k[:, s:e], v[:, s:e], beta[:, s:e]        # (BH, C, d), (BH, C, 1)
+        c = g[:, s:e].cumsum(-1)                                              # (BH, C): log decay so far
+        start = c.exp()[:, :, None]                                           # (BH, C, 1): decay since S0
+        decay = (c[:, :, None] - c[:, None, :]).exp_().tril_()                # (BH, C, C): exp(c_t - c_j), j <= t
+        kT = kc.transpose(-1, -2)                                             # (BH, dk, C)
+        # (in-place products, `mul_` and `baddbmm_` (+= a @ b), save a new tensor per step)
+        A = (kc @ kT).mul_(decay).mul_(bc)                                    # (BH, C, C); diagonal unused
+        inverse = torch.linalg.solve_triangular(A, eye[:e - s, :e - s].expand_as(A), upper=False,
+                                                unitriangular=True)           # (I + A)^-1
+        U = inverse @ (vc - (kc @ S).mul_(start)).mul_(bc)                    # (BH, C, dv): the written errors
+        o = (qc @ S).mul_(start)                                              # what S0 predicts, read by q,
+        out[:, s:e] = o.baddbmm_((qc @ kT).mul_(decay), U)                    # + this chunk's writes
+        S = S.mul_(start[:, -1:]).baddbmm_(kT, U.mul_((c[:, -1:] - c).exp_()[:, :, None]))  # to the next chunk
+    return out.reshape(B, H, T, dv), S.reshape(B, H, dk, dv)
 
 
 class GatedDeltaNet(nn.Module):

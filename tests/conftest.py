@@ -1,5 +1,6 @@
 """Shared fixtures. Tests never touch the network and never write outside their temp folders."""
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -58,6 +59,12 @@ def pytest_configure(config):
     if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):
         from qwen.tiny import tiny_model_path
         tiny_model_path()
+
+
+def pytest_unconfigure(config):
+    """The process that made the session's folder removes it (the controller, after its workers)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        shutil.rmtree(_TMP, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

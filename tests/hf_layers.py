@@ -7,6 +7,7 @@ included, so a forgotten `1 +` shows), saves it with `save_pretrained` in `dtype
 `model.layers.*`), "multimodal" Qwen3_5ForConditionalGeneration (keys `model.language_model.*`).
 """
 import functools
+import os
 import tempfile
 
 import pytest
@@ -60,7 +61,8 @@ def text_model(model):
 def checkpoint(layout="text", dtype=torch.float32):
     """(Config, lazy weights, transformers' Qwen3_5TextModel) of a checkpoint written once per session."""
     from qwen.weights import Config, load_weights
-    folder, model = hf_checkpoint(tempfile.mkdtemp(prefix=f"hf-{layout}-"), layout, dtype=dtype)
+    folder, model = hf_checkpoint(tempfile.mkdtemp(prefix=f"hf-{layout}-", dir=os.environ.get("TBH_TEST_TMP")),
+                                  layout, dtype=dtype)                    # removed with the session's folder
     return Config.load(folder), load_weights(folder), text_model(model)
 
 

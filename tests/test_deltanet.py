@@ -182,6 +182,17 @@ def test_recurrent_equals_chunked(T, chunk, with_state):
     assert rel(out_c, out_r) <= TOL and rel(s_c, s_r) <= TOL
 
 
+def test_chunked_survives_heads_that_forget_at_once():
+    """Log decays of -30 per token: exp(c_t - c_j) above the diagonal overflows to inf before the
+    mask removes it, and exp(c) underflows to 0; neither may leak a nan or inf."""
+    q, k, v, g, beta, state = rule_inputs(1, 2, 100, 16, 8, seed=7)
+    g = torch.full_like(g, -30.0)
+    out_r, s_r = delta_rule_recurrent(q, k, v, g, beta, state)
+    out_c, s_c = delta_rule_chunked(q, k, v, g, beta, state)
+    assert torch.isfinite(out_c).all() and torch.isfinite(s_c).all()
+    assert rel(out_c, out_r) <= TOL and rel(s_c, s_r) <= TOL
+
+
 def test_splitting_a_sequence_and_passing_the_state_changes_nothing():
     q, k, v, g, beta, _ = rule_inputs(1, 2, 90, 16, 16, seed=3)
     full, s_full = delta_rule_chunked(q, k, v, g, beta)
