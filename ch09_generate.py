@@ -112,7 +112,7 @@ if ready:
     full_layers, linear_layers = cfg.full_attention_layers, cfg.linear_attention_layers
     kv = sum(cache[i].nbytes for i in full_layers)
     fixed = sum(cache[i].nbytes for i in linear_layers)
-    itemsize = model.embed_tokens.weight.element_size()
+    itemsize = cache[full_layers[0]].k.element_size()                   # fp32: see qwen/attention.py
     say("  {n} tokens read: keys/values of {a} attention layers {kv}, conv windows + states of {b} linear layers {fx}",
         "  已读 {n} 个词元：{a} 个注意力层的键/值 {kv}，{b} 个线性层的卷积窗口 + 状态 {fx}",
         n=cache.length, a=len(full_layers), kv=size(kv), b=len(linear_layers), fx=size(fixed))
