@@ -28,9 +28,9 @@ is repeated in memory (repeat_kv in transformers copies them).
 
 The cache (optional; chapter 9 builds generation on it): any object with attributes `k` and `v`,
 None at first, then (batch, kv_heads, seq so far, head_dim) after k_norm and RoPE, in fp32. With a cache,
-the new keys and values are appended, the new queries attend over all of them (the causal mask
-shifted by the past length) and the longer k, v are stored back. cos and sin are for the new
-tokens' positions only.
+the new keys and values are appended (`remember`: into buffers with room to spare, so a token
+does not copy the whole cache), the new queries attend over all of them (the causal mask
+shifted by the past length). cos and sin are for the new tokens' positions only.
 
 Precision: the projections run in the weights' dtype, the norms' statistics in fp32. q, k and v
 leave RoPE rounded to the weights' dtype (as transformers' are); the attention itself then runs in
@@ -81,11 +81,8 @@ class Attention(nn.Module):
 
         past = 0
         if cache is not None:
-            if cache.k is not None:
-                past = cache.k.shape[2]
-                k = torch.cat((cache.k, k), dim=2)               # (B, KV, past + T, D)
-                v = torch.cat((cache.v, v), dim=2)
-            cache.k, cache.v = k, v
+            past = 0 if cache.k is None else cache.k.shape[2]
+            k, v = remember(cache, k, v)                         # (B, KV, past + T, D): all so far
 
         out = causal_attention(q, k, v, self.scale, past, self.block, weights_dtype=h.dtype)
         out = out.to(h.dtype).transpose(1, 2).reshape(B, T, H * D)   # (B, T, H*D): heads side by side
@@ -94,6 +91,30 @@ class Attention(nn.Module):
 
     def extra_repr(self):
         return f"heads={self.heads}, kv_heads={self.kv_heads}, head_dim={self.head_dim}"
+
+
+ROOM = 256                                                       # cache grows this many tokens at a time
+
+
+def remember(cache, k, v):
+    """Append this call's keys and values (B, KV, T, D) to the cache's; return all of them.
+
+    The same as cache.k = torch.cat((cache.k, k), dim=2), without copying everything kept so far
+    for every new token: k and v live in buffers with room for up to ROOM more tokens, and
+    cache.k, cache.v are views of the part in use. A full buffer is replaced by a larger one.
+    """
+    past = 0 if cache.k is None else cache.k.shape[2]
+    total = past + k.shape[2]
+    room = getattr(cache, "room", None)
+    if room is None or room[0].shape[2] < total or (past and cache.k.data_ptr() != room[0].data_ptr()):
+        size = (total // ROOM + 1) * ROOM
+        room = [t.new_empty(t.shape[0], t.shape[1], size, t.shape[3]) for t in (k, v)]
+        if past:                                                 # (also when cache.k was set by hand)
+            room[0][:, :, :past], room[1][:, :, :past] = cache.k, cache.v
+        cache.room = room
+    room[0][:, :, past:total], room[1][:, :, past:total] = k, v
+    cache.k, cache.v = room[0][:, :, :total], room[1][:, :, :total]
+    return cache.k, cache.v
 
 
 def _check_inputs(attn, x, cos):

@@ -47,13 +47,15 @@ class LayerCache:
     """What one layer keeps between calls. Attention uses k, v; Gated DeltaNet uses conv, state."""
 
     def __init__(self):
-        self.k = None                  # (batch, kv_heads, seq, head_dim), after k_norm and RoPE
+        self.k = None                  # (batch, kv_heads, seq, head_dim), after k_norm and RoPE, fp32
         self.v = None                  # (batch, kv_heads, seq, head_dim)
+        self.room = None               # the buffers k and v are views of (up to 256 tokens spare)
         self.conv = None               # (batch, conv_channels, kernel - 1): the last conv inputs
         self.state = None              # (batch, value_heads, key_head_dim, value_head_dim), fp32
 
     @property
     def nbytes(self):
+        """Bytes in use (the attention's buffers hold up to 255 tokens more: qwen/attention.py)."""
         return sum(t.nbytes for t in (self.k, self.v, self.conv, self.state) if t is not None)
 
     def __repr__(self):

@@ -95,6 +95,27 @@ def test_bf16_cache_holds_the_bf16_keys_in_fp32_and_attends_in_fp32():
     assert torch.equal(cache.v, ref.v_proj(x).view(1, 5, 2, 32).transpose(1, 2).float())
 
 
+def test_remember_equals_concatenation_across_its_buffer_sizes():
+    """Keys appended 1, 200, then 1 at a time past 256 and 512 tokens, and a cache whose k was set by
+    hand: always what torch.cat would hold; the buffer is replaced only when full."""
+    from qwen.attention import ROOM, remember
+    gen = torch.Generator().manual_seed(1)
+    cache, ks, vs, moves = types.SimpleNamespace(k=None, v=None), [], [], 0
+    for T in [1, 200] + [1] * 330:
+        k, v = torch.randn(2, 2, T, 4, generator=gen), torch.randn(2, 2, T, 4, generator=gen)
+        before = None if cache.k is None else cache.k.data_ptr()
+        ks.append(k), vs.append(v)
+        got_k, got_v = remember(cache, k, v)
+        moves += before is not None and got_k.data_ptr() != before
+        assert torch.equal(got_k, torch.cat(ks, 2)) and torch.equal(got_v, torch.cat(vs, 2))
+        assert got_k is cache.k and cache.room[0].shape[2] % ROOM == 0
+    assert moves == 2                                            # at 256 and 512 tokens
+    cache.k, cache.v = cache.k[:, :, :10].clone(), cache.v[:, :, :10].clone()   # set by hand
+    k, v = torch.randn(2, 2, 1, 4, generator=gen), torch.randn(2, 2, 1, 4, generator=gen)
+    got_k, _ = remember(cache, k, v)
+    assert torch.equal(got_k, torch.cat([torch.cat(ks, 2)[:, :, :10], k], 2))
+
+
 @pytest.mark.parametrize("past", [0, 5])
 def test_core_equals_sdpa_and_reads_kv_head_h_over_group(past):
     T, S = 12, 12 + past
