@@ -26,3 +26,9 @@ def test_readme_lists_the_chapters_that_exist_and_what_comes_next():
     assert "The course ends here" in text and "install the CPU build of PyTorch first" in text
     assert text.index("pip install torch --index-url") < text.index("pip install -e . && python main.py")
     assert "QWEN_TINY=1" in text and "QWEN_LANG=zh" in text and "1.75 GB, once" not in text
+
+
+def test_readme_lists_every_benchmark():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    for script in sorted((ROOT / "bench").glob("bench_*.py")):
+        assert f"python bench/{script.name}" in text, script.name
