@@ -464,6 +464,24 @@ def test_ch08_tables_align_in_chinese(course_zh):
     assert len(lens) == 9 and len({width(line[:line.rindex(" p = ")]) for line in lens}) == 1, lens
 
 
+def test_ch09_cache_sizes_name_their_dtype_and_match_chapter_7(course_en, tiny_path):
+    """The cache keeps k and v in fp32: ch09's sizes say so, and are chapter 7's bf16 sizes times 2."""
+    from qwen.cli import size
+    from qwen.weights import Config
+    cfg = Config.load(tiny_path)
+    out = _chapter(course_en, "ch09_generate.py")
+    assert "k and v are kept in fp32, 4 bytes a number; chapters 6 and 7 count bf16, 2 bytes" in out
+    assert "sizes are 1/2 of these" in out
+    room = 256 * 2 * cfg.num_key_value_heads * cfg.head_dim * 4 * len(cfg.full_attention_layers)
+    assert f"the buffers behind k and v: {size(room)}, room for 256 tokens" in out
+    ours = re.search(r"at  32768 tokens: this cache +(\S+ \S+); keys/values \(fp32\) in all 8 layers would be +(\S+ \S+)", out)
+    bf16 = re.search(r"32,768 tokens: KV cache +(\S+ \S+) .* all 8 layers full attention: +(\S+ \S+)",
+                     _chapter(course_en, "ch07_deltanet.py"))
+    assert ours and bf16, out
+    every_layer = 8 * 2 * cfg.num_key_value_heads * cfg.head_dim * 32768
+    assert (ours.group(2), bf16.group(2)) == (size(every_layer * 4), size(every_layer * 2))
+
+
 def test_ch09_in_chinese(course_zh):
     out = _chapter(course_zh, "ch09_generate.py")
     assert "内置小检查点" in course_zh and "编造的词元" in out
