@@ -197,6 +197,19 @@ def test_main_rejects_unknown_chapters_and_download_offline_says_what_to_do(run_
     assert r.returncode == 1 and "HF_ENDPOINT=<mirror URL> python main.py download --model Qwen/Qwen3.5-2B" in r.stderr
 
 
+def test_main_hands_a_chapters_own_options_to_that_chapter(run_script):
+    """`python main.py 9 --prompt "..."` (ch09's README options) used to stop at main.py's usage."""
+    r = run_script("main.py", "9", "--tiny", "--prompt", "What is 2+2?", "--max-new-tokens", "2")
+    assert r.returncode == 0, r.stderr
+    assert "user\\nWhat is 2+2?<|im_end|>" in r.stdout and "reply 2 tokens" in r.stdout
+    r = run_script("main.py", "2", "--tiny", "--text", "Hi 你好")
+    assert r.returncode == 0 and "text: 'Hi 你好'" in r.stdout, r.stderr
+    r = run_script("main.py", "--tiny", "--prompt", "--lang", "zh")            # no chapter to hand it to
+    assert r.returncode == 2 and "无法识别的参数：--prompt" in r.stderr and "python main.py 9 --prompt" in r.stderr
+    r = run_script("main.py", "2", "--tiny", "--bogus")                         # the chapter's parser names it
+    assert r.returncode == 2 and "ch02_embedding.py: error: unrecognized arguments: --bogus" in r.stderr
+
+
 def test_bad_model_path_in_chinese_names_its_origin(run_script):
     r = run_script("main.py", "1", "--model", "/no/such/folder", "--lang", "zh")
     assert r.returncode == 1 and "（来自 --model）" in r.stderr and "argument" not in r.stderr
