@@ -385,6 +385,17 @@ def test_ch06(course_en):
     assert "this pattern means nothing" in out
 
 
+def test_ch06_prose_says_where_the_model_runs_in_fp32():
+    """ch06 said "the model itself runs in bf16": load_model is fp32 unless asked, and the attention
+    runs in fp32 even with bf16 weights (test_attention checks that)."""
+    import inspect
+    from qwen.model import load_model
+    text = (ROOT / "ch06_attention.py").read_text(encoding="utf-8")
+    assert inspect.signature(load_model).parameters["dtype"].default == torch.float32
+    assert "the model itself runs in bf16" not in text and "模型本身用 bf16 运行" not in text
+    assert "the attention itself (scores, softmax, weighted values) in fp32" in text and "用 fp32 计算（见 qwen/attention.py）" in text
+
+
 def test_ch04_to_ch06_in_chinese(course_zh):
     out = course_zh
     for text in ("第 4 章：旋转位置编码", "第 5 章：SwiGLU MLP", "第 6 章：带输出门的全注意力", "手算 == MLP 模块，逐位相同：True",
