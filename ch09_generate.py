@@ -61,7 +61,7 @@ if ch.tiny:
 # %%
 if ready:
     section(1, "The prompt, written by the chat template", "由对话模板写出的提示")
-    prompt = args.prompt or "Say hello in English and in Chinese, in one short sentence. 用一句话打招呼。"
+    prompt = "Say hello in English and in Chinese, in one short sentence. 用一句话打招呼。" if args.prompt is None else args.prompt
     messages = [{"role": "user", "content": prompt}]
     ids = prompt_ids(tok, messages, template=template, enable_thinking=args.think)
     say("  {text!r}", "  {text!r}", text=template.render(messages, enable_thinking=args.think))

@@ -210,6 +210,13 @@ def test_main_hands_a_chapters_own_options_to_that_chapter(run_script):
     assert r.returncode == 2 and "ch02_embedding.py: error: unrecognized arguments: --bogus" in r.stderr
 
 
+def test_ch09_sends_an_empty_prompt_as_given(run_script):
+    """--prompt "" used to be replaced, silently, by the default message."""
+    r = run_script("ch09_generate.py", "--tiny", "--prompt", "", "--max-new-tokens", "1")
+    assert r.returncode == 0, r.stderr
+    assert "'<|im_start|>user\\n<|im_end|>" in r.stdout and "Say hello" not in r.stdout
+
+
 def test_bad_model_path_in_chinese_names_its_origin(run_script):
     r = run_script("main.py", "1", "--model", "/no/such/folder", "--lang", "zh")
     assert r.returncode == 1 and "（来自 --model）" in r.stderr and "argument" not in r.stderr
