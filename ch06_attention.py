@@ -53,12 +53,14 @@ T = len(ids)
 # The input here is the sentence's embeddings through this layer's input norm. The real input is
 # the residual stream after the layers before it, which include linear attention (chapter 7);
 # chapter 8 shows the real patterns. Computed in fp32 here, so that every step can be compared
-# exactly; the model itself runs in bf16.
+# exactly. The checkpoint stores bf16; with bf16 weights the module runs the projections in bf16
+# and the attention itself (scores, softmax, weighted values) in fp32 (see qwen/attention.py).
 #
 # q_proj 每个头先有 head_dim 行查询，再有 head_dim 行门；k_proj 和 v_proj 每个键值头一块 head_dim 行；
 # o_proj 把各头映射回隐藏维度。这里的输入是句子的嵌入经过本层的输入归一化。真实的输入是前面
 # 各层之后的残差流，其中包括线性注意力（第 7 章）；第 8 章展示真实的注意力模式。这里用 fp32 计算，
-# 以便逐步精确比较；模型本身用 bf16 运行。
+# 以便逐步精确比较。检查点以 bf16 存储；权重是 bf16 时，模块用 bf16 做投影，而注意力本身（分数、
+# softmax、加权求和）用 fp32 计算（见 qwen/attention.py）。
 
 # %%
 section(1, "The projections and their shapes", "投影及其形状")

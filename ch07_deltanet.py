@@ -225,16 +225,6 @@ for h in range(NV):
         f"        {half_life[h]:10.1f}       {beta_[0, h].median():.3f}",
         f"  {h:>4}   {decay[h].median():.3f} [{decay[h].min():.3f}, {decay[h].max():.3f}]"
         f"        {half_life[h]:10.1f}       {beta_[0, h].median():.3f}")
-fast, slow = half_life.argmin().item(), half_life.argmax().item()
-if ch.tiny:
-    say("  (tiny checkpoint: A_log, dt_bias and the projections are random draws, so these heads say nothing\n"
-        "  about Qwen3.5; run on Qwen3.5-0.8B itself (python main.py download) to see its 18 layers x 16 heads)",
-        "  （小检查点：A_log、dt_bias 和投影都是随机数，这些头与 Qwen3.5 无关；\n"
-        "  要看 Qwen3.5-0.8B 的 18 层 x 16 个头，请用它本身运行（python main.py download））")
-else:
-    say("  fastest-forgetting head {f}: half-life {a:.1f} tokens; longest memory: head {s}, {b:.1f} tokens",
-        "  遗忘最快的是头 {f}：半衰期 {a:.1f} 个词元；记得最久的是头 {s}：{b:.1f} 个词元",
-        f=fast, a=half_life[fast].item(), s=slow, b=half_life[slow].item())
 per_layer = {}
 for i in cfg.linear_attention_layers:                    # from the weights alone: the decay at a = 0
     A_log, dt_bias = W[f"layers.{i}.linear_attn.A_log"].float(), W[f"layers.{i}.linear_attn.dt_bias"].float()
@@ -243,6 +233,17 @@ spans = torch.stack(list(per_layer.values()))
 say("  at a = 0 (weights only), the half-lives of all {n} heads in {m} layers span {lo:.2g} to {hi:.3g} tokens",
     "  在 a = 0 处（只看权重），{m} 层共 {n} 个头的半衰期从 {lo:.2g} 到 {hi:.3g} 个词元",
     n=spans.numel(), m=len(per_layer), lo=spans.min().item(), hi=spans.max().item())
+
+fast, slow = half_life.argmin().item(), half_life.argmax().item()
+if ch.tiny:
+    say("  (tiny checkpoint: A_log, dt_bias and the projections are random draws, so these heads and half-lives say\n"
+        "  nothing about Qwen3.5; run on Qwen3.5-0.8B itself (python main.py download) to see its 18 layers x 16 heads)",
+        "  （小检查点：A_log、dt_bias 和投影都是随机数，这些头和半衰期与 Qwen3.5 无关；\n"
+        "  要看 Qwen3.5-0.8B 的 18 层 x 16 个头，请用它本身运行（python main.py download））")
+else:
+    say("  fastest-forgetting head {f}: half-life {a:.1f} tokens; longest memory: head {s}, {b:.1f} tokens",
+        "  遗忘最快的是头 {f}：半衰期 {a:.1f} 个词元；记得最久的是头 {s}：{b:.1f} 个词元",
+        f=fast, a=half_life[fast].item(), s=slow, b=half_life[slow].item())
 
 if ch.args.plot and (plt := ch.pyplot()) is not None:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))

@@ -21,6 +21,7 @@ import time
 import torch
 
 from qwen.cli import chapter, say, section, size
+from qwen.attention import ROOM
 from qwen.generate import ChatTemplate, TextStream, generate, kv_cache_bytes, prompt_ids, stop_ids
 from qwen.lang import QwenError, tr
 from qwen.model import load_model
@@ -60,7 +61,7 @@ if ch.tiny:
 # %%
 if ready:
     section(1, "The prompt, written by the chat template", "由对话模板写出的提示")
-    prompt = args.prompt or "Say hello in English and in Chinese, in one short sentence. 用一句话打招呼。"
+    prompt = "Say hello in English and in Chinese, in one short sentence. 用一句话打招呼。" if args.prompt is None else args.prompt
     messages = [{"role": "user", "content": prompt}]
     ids = prompt_ids(tok, messages, template=template, enable_thinking=args.think)
     say("  {text!r}", "  {text!r}", text=template.render(messages, enable_thinking=args.think))
@@ -112,15 +113,24 @@ if ready:
     full_layers, linear_layers = cfg.full_attention_layers, cfg.linear_attention_layers
     kv = sum(cache[i].nbytes for i in full_layers)
     fixed = sum(cache[i].nbytes for i in linear_layers)
-    itemsize = cache[full_layers[0]].k.element_size()                   # fp32: see qwen/attention.py
+    k_cached = cache[full_layers[0]].k
+    itemsize = k_cached.element_size()                                  # fp32: see qwen/attention.py
+    allocated = sum(t.nbytes for i in full_layers for t in cache[i].room)   # the buffers k and v are views of
     say("  {n} tokens read: keys/values of {a} attention layers {kv}, conv windows + states of {b} linear layers {fx}",
         "  已读 {n} 个词元：{a} 个注意力层的键/值 {kv}，{b} 个线性层的卷积窗口 + 状态 {fx}",
         n=cache.length, a=len(full_layers), kv=size(kv), b=len(linear_layers), fx=size(fixed))
+    dtype = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}.get(k_cached.dtype, str(k_cached.dtype))
+    say("  k and v are kept in {d}, {i} bytes a number; chapters 6 and 7 count bf16, 2 bytes, so their KV cache\n"
+        "  sizes are 1/{r:g} of these; the buffers behind k and v: {al}, room for {room} tokens (grown {step} at a time)",
+        "  k 和 v 以 {d} 保存，每个数 {i} 字节；第 6、7 章按 bf16（2 字节）计算，所以那里的键值缓存大小是\n"
+        "  这里的 1/{r:g}；k 和 v 背后的缓冲区：{al}，可容纳 {room} 个词元（每次增长 {step} 个）",
+        d=dtype, i=itemsize, r=itemsize / 2, al=size(allocated), room=cache[full_layers[0]].room[0].shape[2], step=ROOM)
     for tokens in (cache.length, 32768):
         ours = kv_cache_bytes(cfg, tokens, itemsize, layers=len(full_layers)) + fixed
-        say("  at {t:>6} tokens: this cache {a:>9}; keys/values in all {n} layers would be {b:>9}",
-            "  {t:>6} 个词元时：这个缓存 {a:>9}；若全部 {n} 层都存键/值则需 {b:>9}",
-            t=tokens, a=size(ours), n=cfg.num_hidden_layers, b=size(kv_cache_bytes(cfg, tokens, itemsize)))
+        say("  at {t:>6} tokens: this cache {a:>9}; keys/values ({d}) in all {n} layers would be {b:>9}",
+            "  {t:>6} 个词元时：这个缓存 {a:>9}；若全部 {n} 层都存键/值（{d}）则需 {b:>9}",
+            t=tokens, a=size(ours), n=cfg.num_hidden_layers, b=size(kv_cache_bytes(cfg, tokens, itemsize)),
+            d=dtype)
     recomputed = model(torch.tensor([read]))[:, -1:]
     say("  cached decoding = reading everything again: max |difference| of the last logits = {d:.1e}",
         "  带缓存的解码 = 全部重新读一遍：最后一步 logits 的最大差 = {d:.1e}",

@@ -49,6 +49,7 @@ def run_chapters(args, numbers):
         script = found[n]
         print("\n" + "#" * 78 + "\n# " + script.name + "\n" + "#" * 78)
         sys.argv = [str(script), "--model", str(path), "--lang", get_lang()] + (["--debug"] if args.debug else [])
+        sys.argv += args.rest                            # a chapter's own options (--prompt, --text, --plot ...)
         if n == 9:                                       # a short reply when every chapter runs
             sys.argv += ["--max-new-tokens", str(args.max_new_tokens or 24)]
         runpy.run_path(str(script), run_name="__main__")
@@ -68,8 +69,13 @@ def main(argv=None):
     p.add_argument("--max-new-tokens", type=int, default=None,
                    help=tr("longest reply in chat and chapter 9 (default 512 / 24; chat on the tiny checkpoint: 32)",
                            "chat 和第 9 章回复的最大词元数（默认 512 / 24；小检查点上的 chat：32）"))
-    args = setup(p, argv)
+    args = setup(p, argv, rest=True)
     found = chapters()
+    if args.rest and not (args.what.isdigit() and int(args.what) in found):
+        p.error(tr("unrecognized arguments: {a} (a chapter's own options go after its number, "
+                   "e.g. python main.py 9 --prompt \"...\")",
+                   "无法识别的参数：{a}（章节自己的选项写在章节号后面，例如 python main.py 9 --prompt \"...\"）",
+                   a=" ".join(args.rest)))
     if args.what == "download":
         return download(args)
     if args.what == "chat":

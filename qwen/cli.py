@@ -83,13 +83,16 @@ def parser(description_en, description_zh, model_options=True):
     return p
 
 
-def setup(p, argv=None):
-    """Parse the options, set the language, and make learner errors print as one line."""
+def setup(p, argv=None, rest=False):
+    """Parse the options, set the language, and make learner errors print as one line.
+    rest=True: options this parser does not know are kept in args.rest (main.py hands them to a chapter)."""
     global _debug
     argv = sys.argv[1:] if argv is None else argv
     set_lang(_peek_lang(argv))
     args, unknown = p.parse_known_args(argv)
-    if unknown and "ipykernel" not in sys.modules:               # a notebook passes -f kernel.json
+    if rest:
+        args.rest = unknown
+    elif unknown and "ipykernel" not in sys.modules:             # a notebook passes -f kernel.json
         p.error(tr("unrecognized arguments: {a}", "无法识别的参数：{a}", a=" ".join(unknown)))
     set_lang(args.lang)
     _debug = args.debug

@@ -71,7 +71,9 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
     The errors depend on each other only through the earlier ones in the chunk: in matrix form
     (I + A) U = beta (V - exp(c) K S0), with A strictly lower triangular,
     A_tj = beta_t exp(c_t - c_j) k_t . k_j. So one unit-triangular solve gives all 64 errors at
-    once, and from them the chunk's outputs and the state handed to the next chunk:
+    once (the papers' WY / UT form: U = (I + A)^-1 times the right-hand side is the UT transform; here
+    the right-hand side already holds the incoming state's prediction, so no W matrix is formed),
+    and from them the chunk's outputs and the state handed to the next chunk:
 
         O  = exp(c) Q S0 + (Q K^T * decay) U        (what S0 predicts, plus this chunk's writes)
         S1 = exp(c_C) S0 + K^T (exp(c_C - c) U)     (S0 decayed to the chunk's end, plus the writes)

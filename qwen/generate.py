@@ -55,7 +55,7 @@ class LayerCache:
 
     @property
     def nbytes(self):
-        """Bytes in use (the attention's buffers hold up to 255 tokens more: qwen/attention.py)."""
+        """Bytes in use (the attention's buffers hold up to 256 tokens more: qwen/attention.py)."""
         return sum(t.nbytes for t in (self.k, self.v, self.conv, self.state) if t is not None)
 
     def __repr__(self):

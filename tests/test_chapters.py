@@ -197,6 +197,26 @@ def test_main_rejects_unknown_chapters_and_download_offline_says_what_to_do(run_
     assert r.returncode == 1 and "HF_ENDPOINT=<mirror URL> python main.py download --model Qwen/Qwen3.5-2B" in r.stderr
 
 
+def test_main_hands_a_chapters_own_options_to_that_chapter(run_script):
+    """`python main.py 9 --prompt "..."` (ch09's README options) used to stop at main.py's usage."""
+    r = run_script("main.py", "9", "--tiny", "--prompt", "What is 2+2?", "--max-new-tokens", "2")
+    assert r.returncode == 0, r.stderr
+    assert "user\\nWhat is 2+2?<|im_end|>" in r.stdout and "reply 2 tokens" in r.stdout
+    r = run_script("main.py", "2", "--tiny", "--text", "Hi 你好")
+    assert r.returncode == 0 and "text: 'Hi 你好'" in r.stdout, r.stderr
+    r = run_script("main.py", "--tiny", "--prompt", "--lang", "zh")            # no chapter to hand it to
+    assert r.returncode == 2 and "无法识别的参数：--prompt" in r.stderr and "python main.py 9 --prompt" in r.stderr
+    r = run_script("main.py", "2", "--tiny", "--bogus")                         # the chapter's parser names it
+    assert r.returncode == 2 and "ch02_embedding.py: error: unrecognized arguments: --bogus" in r.stderr
+
+
+def test_ch09_sends_an_empty_prompt_as_given(run_script):
+    """--prompt "" used to be replaced, silently, by the default message."""
+    r = run_script("ch09_generate.py", "--tiny", "--prompt", "", "--max-new-tokens", "1")
+    assert r.returncode == 0, r.stderr
+    assert "'<|im_start|>user\\n<|im_end|>" in r.stdout and "Say hello" not in r.stdout
+
+
 def test_bad_model_path_in_chinese_names_its_origin(run_script):
     r = run_script("main.py", "1", "--model", "/no/such/folder", "--lang", "zh")
     assert r.returncode == 1 and "（来自 --model）" in r.stderr and "argument" not in r.stderr
@@ -372,6 +392,17 @@ def test_ch06(course_en):
     assert "this pattern means nothing" in out
 
 
+def test_ch06_prose_says_where_the_model_runs_in_fp32():
+    """ch06 said "the model itself runs in bf16": load_model is fp32 unless asked, and the attention
+    runs in fp32 even with bf16 weights (test_attention checks that)."""
+    import inspect
+    from qwen.model import load_model
+    text = (ROOT / "ch06_attention.py").read_text(encoding="utf-8")
+    assert inspect.signature(load_model).parameters["dtype"].default == torch.float32
+    assert "the model itself runs in bf16" not in text and "模型本身用 bf16 运行" not in text
+    assert "the attention itself (scores, softmax, weighted values) in fp32" in text and "用 fp32 计算（见 qwen/attention.py）" in text
+
+
 def test_ch04_to_ch06_in_chinese(course_zh):
     out = course_zh
     for text in ("第 4 章：旋转位置编码", "第 5 章：SwiGLU MLP", "第 6 章：带输出门的全注意力", "手算 == MLP 模块，逐位相同：True",
@@ -422,7 +453,9 @@ def test_ch07(course_en):
     assert re.search(r"sqrt\(\S+ / \(\S+ \+ 1e-06\)\) = " + re.escape(k_min) + r"\)", out), k_min
     assert "changing token 10's input changes the outputs at tokens [10, 11, 12, 13]" in out
     assert "output == silu(w_last * x_0): True" in out
-    assert "random draws, so these heads say nothing" in out and "fastest-forgetting" not in out
+    assert "random draws, so these heads and half-lives say" in out and "fastest-forgetting" not in out
+    # the made-up half-lives at a = 0 come before the note that says they are made up, not after it
+    assert out.index("at a = 0 (weights only), the half-lives") < out.index("(tiny checkpoint: A_log, dt_bias")
     diff = float(re.search(r"max \|difference\| (\S+) \(of values up to (\S+)\)", out).group(1))
     assert diff <= 1e-6
     rec_vs_chunk = re.search(r"max \|recurrent - chunked\| = (\S+) \(output\)", out).group(1)
@@ -462,6 +495,24 @@ def test_ch08_tables_align_in_chinese(course_zh):
     assert len(stream) == 10 and len({width(line) for line in stream}) == 1, stream
     lens = section_of(out, "3. logit lens")[2:-1]                               # where ' p = ' starts, by display width
     assert len(lens) == 9 and len({width(line[:line.rindex(" p = ")]) for line in lens}) == 1, lens
+
+
+def test_ch09_cache_sizes_name_their_dtype_and_match_chapter_7(course_en, tiny_path):
+    """The cache keeps k and v in fp32: ch09's sizes say so, and are chapter 7's bf16 sizes times 2."""
+    from qwen.cli import size
+    from qwen.weights import Config
+    cfg = Config.load(tiny_path)
+    out = _chapter(course_en, "ch09_generate.py")
+    assert "k and v are kept in fp32, 4 bytes a number; chapters 6 and 7 count bf16, 2 bytes" in out
+    assert "sizes are 1/2 of these" in out
+    room = 256 * 2 * cfg.num_key_value_heads * cfg.head_dim * 4 * len(cfg.full_attention_layers)
+    assert f"the buffers behind k and v: {size(room)}, room for 256 tokens" in out
+    ours = re.search(r"at  32768 tokens: this cache +(\S+ \S+); keys/values \(fp32\) in all 8 layers would be +(\S+ \S+)", out)
+    bf16 = re.search(r"32,768 tokens: KV cache +(\S+ \S+) .* all 8 layers full attention: +(\S+ \S+)",
+                     _chapter(course_en, "ch07_deltanet.py"))
+    assert ours and bf16, out
+    every_layer = 8 * 2 * cfg.num_key_value_heads * cfg.head_dim * 32768
+    assert (ours.group(2), bf16.group(2)) == (size(every_layer * 4), size(every_layer * 2))
 
 
 def test_ch09_in_chinese(course_zh):

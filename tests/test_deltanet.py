@@ -221,3 +221,12 @@ def test_inputs_are_not_modified():
     before = [t.clone() for t in (q, k, v, g, beta, state)]
     delta_rule_recurrent(q, k, v, g, beta, state), delta_rule_chunked(q, k, v, g, beta, state)
     assert all(torch.equal(a, b) for a, b in zip(before, (q, k, v, g, beta, state)))
+
+
+def test_ch07_finds_the_wy_ut_form_where_it_points():
+    """ch07 sends the learner to delta_rule_chunked's docstring for "the WY / UT form": it must be named there."""
+    from pathlib import Path
+    from qwen.deltanet import delta_rule_chunked
+    ch07 = (Path(__file__).resolve().parent.parent / "ch07_deltanet.py").read_text(encoding="utf-8")
+    assert "WY / UT form, derived in `delta_rule_chunked`'s docstring" in ch07.replace("\n# ", " ")
+    assert "WY / UT form" in delta_rule_chunked.__doc__ and "(I + A)" in delta_rule_chunked.__doc__

@@ -209,3 +209,27 @@ def test_watch_regrades_on_save_and_keeps_what_others_recorded(tiny_path, tmp_pa
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_chinese_report_uses_full_width_colons(judge, tmp_path):
+    """The course's Chinese output has no ASCII colon next to a Chinese character; the judge's had
+    ("g = -30：读之前旧状态就被忘掉了: 数值不同")."""
+    import re
+    from practice._judge.exercises import BY_ID
+    from practice._judge.report import report_lines
+    from qwen.lang import set_lang
+    body = ("def delta_rule_step(S, k, v, g, beta):\n"
+            "    read = (k[..., None, :] @ S).squeeze(-2)                 # read before the decay\n"
+            "    S = S * g.exp()[..., None, None]\n"
+            "    return S + k[..., :, None] * (beta[..., None] * (v - read))[..., None, :]\n"
+            "def read_state(S, q):\n"
+            "    return (q[..., None, :] @ S).squeeze(-2)\n")
+    set_lang("zh")
+    result = _grade_body(judge, tmp_path, "220", body)
+    lines = report_lines(BY_ID["220"], result)
+    assert result["status"] == "fail" and any("数值不同" in line for line in lines), lines
+    cjk = r"[\u4e00-\u9fff]"
+    assert not [line for line in lines if re.search(cjk + r"[,;:!?(]|[,;:!?)]" + cjk, line)], lines
+    set_lang("en")
+    result = _grade_body(judge, tmp_path, "220", body)
+    assert any(": values differ" in line for line in report_lines(BY_ID["220"], result))

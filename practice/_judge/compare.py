@@ -123,7 +123,7 @@ def check_value(expected, got, name="value", rel=1e-9, tol=None):
         try:
             return check_tensor(expected, got, tol)
         except Mismatch as m:
-            raise Mismatch(f"{name}: {m.summary}" if name != "value" else m.summary, **m.detail) from None
+            raise Mismatch(T("{n}: {s}", "{n}：{s}", n=name, s=m.summary) if name != "value" else m.summary, **m.detail) from None
     if isinstance(expected, types.SimpleNamespace):
         if not isinstance(got, types.SimpleNamespace):
             raise Mismatch(T("{n}: returned a {g}, expected an object with attributes {a}", "{n}：返回了 {g}，应当是带属性 {a} 的对象",

@@ -23,8 +23,12 @@ def summary_line(result):
     return case_line(first_failing(result))
 
 
+def _colon():
+    return T(": ", "：")                                   # a Chinese report uses the full-width colon
+
+
 def case_line(c):
-    line = f"{c['function']}: {c['name']}: {c['message']}"
+    line = _colon().join((c['function'], c['name'], c['message']))
     if c.get("diagnosis"):
         line += " — " + c["diagnosis"]["says"]
     return line
@@ -35,7 +39,7 @@ def report_lines(ex, result, verbose=True):
     out = []
     add = out.append
     mark = {"pass": "✓", "fail": "✗", "todo": "·", "error": "✗"}[result["status"]]
-    add(f"{mark} {ex.id} {text(ex.title)}: {summary_line(result)}")
+    add(f"{mark} {ex.id} {text(ex.title)}{_colon()}{summary_line(result)}")
     if result.get("note"):
         add("    " + result["note"])
     if not verbose or result["error"]:
@@ -44,9 +48,9 @@ def report_lines(ex, result, verbose=True):
     for c in result["cases"]:
         tick = "✓" if c["ok"] else ("·" if c["todo"] else "✗")
         if c["ok"] or c["todo"]:
-            add(f"    {tick} {c['function']}: {c['name']}")
+            add(f"    {tick} {c['function']}{_colon()}{c['name']}")
             continue
-        add(f"    {tick} {c['function']}: {c['name']}: {c['message']}")      # every failing case: its reason
+        add(f"    {tick} " + _colon().join((c['function'], c['name'], c['message'])))   # every failing case: its reason
         if c.get("diagnosis") and c["diagnosis"]["name"] not in named:       # each known mistake named once
             named.add(c["diagnosis"]["name"])
             add(f"        → {c['diagnosis']['says']}")
