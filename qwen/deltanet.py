@@ -93,16 +93,17 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
         qc, kc, vc, bc = q[:, s:e], k[:, s:e], v[:, s:e], beta[:, s:e]        # (BH, C, d), (BH, C, 1)
         c = g[:, s:e].cumsum(-1)                                              # (BH, C): log decay so far
         start = c.exp()[:, :, None]                                           # (BH, C, 1): decay since S0
-        decay = (c[:, :, None] - c[:, None, :]).exp_().tril_()                # (BH, C, C): exp(c_t - c_j), j <= t
+        decay = (c[:, :, None] - c[:, None, :]).exp_().tril()                 # (BH, C, C): exp(c_t - c_j), j <= t
         kT = kc.transpose(-1, -2)                                             # (BH, dk, C)
-        # (in-place products, `mul_` and `baddbmm_` (+= a @ b), save a new tensor per step)
+        # (in-place products, `mul_` and `baddbmm_` (+= a @ b), save a new tensor per step; only on
+        # tensors autograd does not keep for backward, so gradients still flow)
         A = (kc @ kT).mul_(decay).mul_(bc)                                    # (BH, C, C); diagonal unused
         inverse = torch.linalg.solve_triangular(A, eye[:e - s, :e - s].expand_as(A), upper=False,
                                                 unitriangular=True)           # (I + A)^-1
         U = inverse @ (vc - (kc @ S).mul_(start)).mul_(bc)                    # (BH, C, dv): the written errors
         o = (qc @ S).mul_(start)                                              # what S0 predicts, read by q,
         out[:, s:e] = o.baddbmm_((qc @ kT).mul_(decay), U)                    # + this chunk's writes
-        S = S.mul_(start[:, -1:]).baddbmm_(kT, U.mul_((c[:, -1:] - c).exp_()[:, :, None]))  # to the next chunk
+        S = (S * start[:, -1:]).baddbmm_(kT, U * (c[:, -1:] - c).exp_()[:, :, None])   # to the next chunk
     return out.reshape(B, H, T, dv), S.reshape(B, H, dk, dv)
 
 

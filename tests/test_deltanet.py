@@ -221,3 +221,17 @@ def test_inputs_are_not_modified():
     before = [t.clone() for t in (q, k, v, g, beta, state)]
     delta_rule_recurrent(q, k, v, g, beta, state), delta_rule_chunked(q, k, v, g, beta, state)
     assert all(torch.equal(a, b) for a, b in zip(before, (q, k, v, g, beta, state)))
+
+
+def test_gradients_through_chunked_equal_the_recurrent_ones():
+    """Autograd flows through the chunked form (its in-place products must not touch a tensor
+    backward needs) and gives the recurrent form's gradients, for every input and the state."""
+    inputs = rule_inputs(2, 3, 70, 8, 8, seed=4)
+    grads = []
+    for rule in (delta_rule_recurrent, delta_rule_chunked):
+        leaves = [t.clone().requires_grad_() for t in inputs]
+        out, final = rule(*leaves)
+        (out * torch.linspace(-1, 1, 8)).sum().add(final.square().sum()).backward()
+        grads.append([t.grad for t in leaves])
+    for got, ref in zip(grads[1], grads[0]):
+        assert rel(got, ref) <= 1e-4
