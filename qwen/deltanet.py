@@ -83,7 +83,7 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
     q, k, v, g, beta = (t.float() for t in (q, k, v, g, beta))
     B, H, T, dk = k.shape
     dv = v.shape[-1]
-    q, k, v = (t.reshape(B * H, T, -1) for t in (q, k, v))                   # (BH, T, d): heads as a batch
+    q, k, v = q.reshape(B * H, T, dk), k.reshape(B * H, T, dk), v.reshape(B * H, T, dv)   # heads as a batch
     g, beta = g.reshape(B * H, T), beta.reshape(B * H, T, 1)
     S = k.new_zeros(B * H, dk, dv) if state is None else state.float().reshape(B * H, dk, dv).clone()
     out = v.new_empty(B * H, T, dv)

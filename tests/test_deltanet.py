@@ -235,3 +235,14 @@ def test_gradients_through_chunked_equal_the_recurrent_ones():
         grads.append([t.grad for t in leaves])
     for got, ref in zip(grads[1], grads[0]):
         assert rel(got, ref) <= 1e-4
+
+
+@pytest.mark.parametrize("with_state", [False, True])
+def test_no_tokens_change_nothing(with_state):
+    """T = 0 (both forms): no output and the state handed back unchanged (zeros without one)."""
+    q, k, v, g, beta, state = rule_inputs(2, 3, 0, 8, 4)
+    state = state if with_state else None
+    for rule in (delta_rule_recurrent, delta_rule_chunked):
+        out, final = rule(q, k, v, g, beta, state)
+        assert out.shape == (2, 3, 0, 4) and final.shape == (2, 3, 8, 4)
+        assert torch.equal(final, torch.zeros(2, 3, 8, 4) if state is None else state)
