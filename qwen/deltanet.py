@@ -48,6 +48,7 @@ def delta_rule_recurrent(q, k, v, g, beta, state=None):
     """
     q, k, v, g, beta = (t.float() for t in (q, k, v, g, beta))
     B, H, T, dk = k.shape
+    _check_state(state, (B, H, dk, v.shape[-1]))
     S = k.new_zeros(B, H, dk, v.shape[-1]) if state is None else state.float()   # (B, H, dk, dv)
     out = v.new_empty(v.shape)                                                   # (B, H, T, dv)
     for t in range(T):
@@ -85,7 +86,8 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
     dv = v.shape[-1]
     q, k, v = q.reshape(B * H, T, dk), k.reshape(B * H, T, dk), v.reshape(B * H, T, dv)   # heads as a batch
     g, beta = g.reshape(B * H, T), beta.reshape(B * H, T, 1)
-    S = k.new_zeros(B * H, dk, dv) if state is None else state.float().reshape(B * H, dk, dv).clone()
+    _check_state(state, (B, H, dk, dv))
+    S = k.new_zeros(B * H, dk, dv) if state is None else state.float().expand(B, H, dk, dv).reshape(B * H, dk, dv)
     out = v.new_empty(B * H, T, dv)
     eye = torch.eye(chunk, device=k.device)
     for s in range(0, T, chunk):                                              # the last chunk may be shorter
@@ -105,6 +107,22 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
         out[:, s:e] = o.baddbmm_((qc @ kT).mul_(decay), U)                    # + this chunk's writes
         S = (S * start[:, -1:]).baddbmm_(kT, U * (c[:, -1:] - c).exp_()[:, :, None])   # to the next chunk
     return out.reshape(B, H, T, dv), S.reshape(B, H, dk, dv)
+
+
+def _check_state(state, shape):
+    """A state must be (batch, heads, dk, dv), or broadcast to it (one state for every sequence)."""
+    if state is None:
+        return
+    try:
+        fits = torch.broadcast_shapes(state.shape, shape) == shape
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise QwenError("delta rule: the state has shape {got}; it must be (batch, heads, dk, dv) = {want}, "
+                        "or broadcast to it (one state for the whole batch: {one}).",
+                        "delta rule：state 的形状是 {got}；应为 (batch, heads, dk, dv) = {want}，"
+                        "或能广播成它（整个批次共用一个状态：{one}）。",
+                        got=tuple(state.shape), want=shape, one=(1,) + shape[1:])
 
 
 class GatedDeltaNet(nn.Module):

@@ -246,3 +246,19 @@ def test_no_tokens_change_nothing(with_state):
         out, final = rule(q, k, v, g, beta, state)
         assert out.shape == (2, 3, 0, 4) and final.shape == (2, 3, 8, 4)
         assert torch.equal(final, torch.zeros(2, 3, 8, 4) if state is None else state)
+
+
+def test_a_state_of_the_wrong_shape_is_one_clear_line_and_a_shared_one_broadcasts():
+    """Both forms: a state that is not (batch, heads, dk, dv) (here dk and dv swapped, or batch and
+    heads) is a QwenError naming the shape wanted, not a silent reshape; one state for the whole
+    batch (1, heads, dk, dv) is used for every sequence, the same in both."""
+    q, k, v, g, beta, state = rule_inputs(2, 3, 70, 8, 4)
+    for bad in (state.transpose(-1, -2).contiguous(), state.transpose(0, 1).contiguous()):
+        for rule in (delta_rule_recurrent, delta_rule_chunked):
+            with pytest.raises(QwenError, match=r"\(batch, heads, dk, dv\) = \(2, 3, 8, 4\)"):
+                rule(q, k, v, g, beta, bad)
+    shared = state[:1]
+    out_r, s_r = delta_rule_recurrent(q, k, v, g, beta, shared)
+    out_c, s_c = delta_rule_chunked(q, k, v, g, beta, shared)
+    ref, _ = delta_rule_recurrent(q, k, v, g, beta, shared.expand(2, -1, -1, -1).contiguous())
+    assert rel(out_c, out_r) <= TOL and rel(s_c, s_r) <= TOL and torch.equal(out_r, ref)
