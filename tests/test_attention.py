@@ -116,6 +116,54 @@ def test_remember_equals_concatenation_across_its_buffer_sizes():
     assert torch.equal(got_k, torch.cat([torch.cat(ks, 2)[:, :, :10], k], 2))
 
 
+def test_remember_never_writes_into_a_tensor_handed_out_before():
+    """The buffers are shared by views: after a batch was kept by hand (beam pruning), a rewind, a
+    shallow copy that was continued, a v set by hand or k = v = None, every cache must still hold
+    what torch.cat would, and every k handed out earlier must keep its values."""
+    import copy
+    from qwen.attention import remember
+    gen = torch.Generator().manual_seed(2)
+
+    def kv(B=2, T=1):
+        return torch.randn(B, 2, T, 4, generator=gen), torch.randn(B, 2, T, 4, generator=gen)
+
+    def fresh(T=5):
+        cache, (k, v) = types.SimpleNamespace(k=None, v=None), kv(T=T)
+        remember(cache, k, v)
+        return cache, k, v
+
+    cache, k0, v0 = fresh()                                      # keep the first sequence of the batch
+    cache.k, cache.v = cache.k[:1], cache.v[:1]
+    k1, v1 = kv(B=1)
+    got_k, got_v = remember(cache, k1, v1)
+    assert torch.equal(got_k, torch.cat([k0[:1], k1], 2)) and torch.equal(got_v, torch.cat([v0[:1], v1], 2))
+
+    cache, k0, v0 = fresh()                                      # a copy continued, then the original
+    other = copy.copy(cache)
+    k1, v1 = kv()
+    remember(other, k1, v1)
+    k2, v2 = kv()
+    remember(cache, k2, v2)
+    assert torch.equal(other.k, torch.cat([k0, k1], 2)) and torch.equal(cache.k, torch.cat([k0, k2], 2))
+
+    cache, k0, v0 = fresh()                                      # a rewind after a longer k was handed out
+    longer = remember(cache, *kv())[0].clone(), cache.k
+    cache.k, cache.v = cache.k[:, :, :5], cache.v[:, :, :5]
+    remember(cache, *kv())
+    assert torch.equal(longer[1], longer[0])
+
+    cache, k0, v0 = fresh()                                      # v set by hand
+    cache.v = torch.zeros_like(cache.v)
+    k1, v1 = kv()
+    assert torch.equal(remember(cache, k1, v1)[1], torch.cat([torch.zeros_like(v0), v1], 2))
+
+    cache, k0, v0 = fresh()                                      # start again with k = v = None
+    kept = cache.k
+    cache.k = cache.v = None
+    remember(cache, *kv(T=3))
+    assert torch.equal(kept, k0)
+
+
 @pytest.mark.parametrize("past", [0, 5])
 def test_core_equals_sdpa_and_reads_kv_head_h_over_group(past):
     T, S = 12, 12 + past
