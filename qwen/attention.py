@@ -108,6 +108,11 @@ def remember(cache, k, v):
     before ever changes.
     """
     past = 0 if cache.k is None else cache.k.shape[2]
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (k, v, cache.k, cache.v)):
+        # autograd keeps the keys each call attended to, for backward: a shared buffer written by
+        # the next call would change them. So with gradients, plain concatenation.
+        cache.k, cache.v = (k, v) if past == 0 else (torch.cat((cache.k, k), 2), torch.cat((cache.v, v), 2))
+        return cache.k, cache.v
     total = past + k.shape[2]
     room = getattr(cache, "room", None)
     ours = room is not None and cache.k is room[2] and cache.v is room[3]

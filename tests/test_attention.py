@@ -116,6 +116,29 @@ def test_remember_equals_concatenation_across_its_buffer_sizes():
     assert torch.equal(got_k, torch.cat([torch.cat(ks, 2)[:, :, :10], k], 2))
 
 
+def test_gradients_through_the_cache_equal_the_full_run():
+    """Backward through a prefill and two single tokens read with a cache gives the gradients of one
+    run over the whole sequence (the buffers must not change keys autograd kept for backward)."""
+    cfg, W, _ = checkpoint("text")
+    attn = layer(cfg, W, block=8)
+    rope = RotaryEmbedding(cfg)
+    x = torch.randn(1, 7, 64, generator=G)
+    weight = torch.randn(1, 7, 64, generator=G)
+    grads = []
+    for steps in ([(0, 7)], [(0, 5), (5, 6), (6, 7)]):
+        attn.zero_grad()
+        xs = x.clone().requires_grad_()
+        cache = types.SimpleNamespace(k=None, v=None)
+        with torch.enable_grad():
+            for p in attn.parameters():
+                p.requires_grad_(True)
+            out = torch.cat([attn(xs[:, a:b], *rope(torch.arange(a, b)), cache=cache) for a, b in steps], 1)
+            (out * weight).sum().backward()
+        grads.append([xs.grad, attn.k_proj.weight.grad, attn.v_proj.weight.grad])
+    for got, ref in zip(grads[1], grads[0]):
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+
+
 def test_remember_never_writes_into_a_tensor_handed_out_before():
     """The buffers are shared by views: after a batch was kept by hand (beam pruning), a rewind, a
     shallow copy that was continued, a v set by hand or k = v = None, every cache must still hold
