@@ -108,6 +108,13 @@ def remember(cache, k, v):
     before ever changes.
     """
     past = 0 if cache.k is None else cache.k.shape[2]
+    for kept, new in ((cache.k, k), (cache.v, v)):
+        if kept is not None and (kept.dim() != 4 or kept.shape[:2] != new.shape[:2] or kept.shape[3] != new.shape[3]):
+            had, got = list(kept.shape), list(new.shape)
+            raise ShapeError(f"The attention cache holds keys/values of shape {had} (batch, kv_heads, seq, head_dim) "
+                             f"but this call's are {got}: a different batch needs a new cache (model.new_cache()).",
+                             f"注意力缓存里的键/值形状是 {had} (batch, kv_heads, seq, head_dim)，"
+                             f"而这次调用的是 {got}：批次不同时请用新的缓存 (model.new_cache())。")
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (k, v, cache.k, cache.v)):
         # autograd keeps the keys each call attended to, for backward: a shared buffer written by
         # the next call would change them. So with gradients, plain concatenation.

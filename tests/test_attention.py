@@ -139,6 +139,20 @@ def test_gradients_through_the_cache_equal_the_full_run():
         torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
 
 
+def test_a_call_with_another_batch_size_is_one_clear_line_and_leaves_the_cache_alone():
+    cfg, W, _ = checkpoint("text")
+    attn = layer(cfg, W)
+    rope = RotaryEmbedding(cfg)
+    cache = types.SimpleNamespace(k=None, v=None)
+    with torch.no_grad():
+        attn(torch.randn(2, 5, 64, generator=G), *rope(torch.arange(5)), cache=cache)
+        kept = cache.k.clone()
+        for B in (1, 3):
+            with pytest.raises(ShapeError, match=r"holds keys/values of shape \[2, 2, 5, 32\].*new cache"):
+                attn(torch.randn(B, 1, 64, generator=G), *rope(torch.tensor([5])), cache=cache)
+    assert torch.equal(cache.k, kept)
+
+
 def test_remember_never_writes_into_a_tensor_handed_out_before():
     """The buffers are shared by views: after a batch was kept by hand (beam pruning), a rewind, a
     shallow copy that was continued, a v set by hand or k = v = None, every cache must still hold
