@@ -128,7 +128,10 @@ def remember(cache, k, v):
         room = [t.new_empty(t.shape[0], t.shape[1], size, t.shape[3]) for t in (k, v)] + [None, None]
         if past:                                                 # (also when cache.k was set by hand)
             room[0][:, :, :past], room[1][:, :, :past] = cache.k, cache.v
-        cache.room = room
+        try:
+            cache.room = room
+        except AttributeError:                                   # a cache that takes no new attribute
+            pass                                                 # (__slots__): new buffers every call
     room[0][:, :, past:total], room[1][:, :, past:total] = k, v
     room[2:] = room[0][:, :, :total], room[1][:, :, :total]      # (in place: a copy of the cache sees it)
     cache.k, cache.v = room[2], room[3]

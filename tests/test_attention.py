@@ -153,6 +153,25 @@ def test_a_call_with_another_batch_size_is_one_clear_line_and_leaves_the_cache_a
     assert torch.equal(cache.k, kept)
 
 
+def test_any_object_with_k_and_v_is_a_cache_even_with_slots():
+    """The cache is duck-typed (any object with attributes k and v): one with __slots__ cannot take
+    the buffers' attribute and still gets the concatenation."""
+    from qwen.attention import remember
+
+    class Slotted:
+        __slots__ = ("k", "v")
+
+        def __init__(self):
+            self.k = self.v = None
+
+    gen = torch.Generator().manual_seed(3)
+    cache, ks = Slotted(), []
+    for T in (4, 1, 1):
+        k, v = torch.randn(1, 2, T, 4, generator=gen), torch.randn(1, 2, T, 4, generator=gen)
+        ks.append(k)
+        assert torch.equal(remember(cache, k, v)[0], torch.cat(ks, 2))
+
+
 def test_remember_never_writes_into_a_tensor_handed_out_before():
     """The buffers are shared by views: after a batch was kept by hand (beam pruning), a rewind, a
     shallow copy that was continued, a v set by hand or k = v = None, every cache must still hold
