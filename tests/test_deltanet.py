@@ -3,6 +3,7 @@
 Fidelity is measured as max |ours - theirs| / max |theirs| (the error relative to the output's
 scale), in fp32, and must stay <= 1e-5.
 """
+import math
 import types
 
 import pytest
@@ -262,3 +263,17 @@ def test_a_state_of_the_wrong_shape_is_one_clear_line_and_a_shared_one_broadcast
     out_c, s_c = delta_rule_chunked(q, k, v, g, beta, shared)
     ref, _ = delta_rule_recurrent(q, k, v, g, beta, shared.expand(2, -1, -1, -1).contiguous())
     assert rel(out_c, out_r) <= TOL and rel(s_c, s_r) <= TOL and torch.equal(out_r, ref)
+
+
+@pytest.mark.parametrize("strong", [-1e3, -1e6, -math.inf])
+def test_chunked_after_one_token_that_forgets_everything(strong):
+    """One token with a huge log decay (or -inf: forget all) among slow ones: the chunk's cumulative
+    decays c then sit near `strong`, where fp32 cannot resolve the small steps after it (-1e6: 3%
+    off), and -inf - -inf is nan. The recurrent form handles both exactly."""
+    q, k, v, g, beta, state = rule_inputs(1, 2, 128, 16, 8, seed=1)
+    g = torch.full_like(g, -0.01)
+    g[:, :, 10] = g[:, :, 70] = strong
+    out_r, s_r = delta_rule_recurrent(q, k, v, g, beta, state)
+    out_c, s_c = delta_rule_chunked(q, k, v, g, beta, state)
+    assert torch.isfinite(out_c).all() and torch.isfinite(s_c).all()
+    assert rel(out_c, out_r) <= TOL and rel(s_c, s_r) <= TOL
