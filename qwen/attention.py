@@ -102,18 +102,39 @@ def remember(cache, k, v):
     The same as cache.k = torch.cat((cache.k, k), dim=2), without copying everything kept so far
     for every new token: k and v live in buffers with room for up to ROOM more tokens, and
     cache.k, cache.v are views of the part in use. A full buffer is replaced by a larger one.
+    The buffers are written on only while cache.k and cache.v are still the views handed out last
+    (`room[2:]`): a k or v set by hand (a slice to rewind, a batch kept, None to start again) or a
+    copy of the cache that another copy has continued gets new buffers, so no tensor handed out
+    before ever changes.
     """
     past = 0 if cache.k is None else cache.k.shape[2]
+    for kept, new in ((cache.k, k), (cache.v, v)):
+        if kept is not None and (kept.dim() != 4 or kept.shape[:2] != new.shape[:2] or kept.shape[3] != new.shape[3]):
+            had, got = list(kept.shape), list(new.shape)
+            raise ShapeError(f"The attention cache holds keys/values of shape {had} (batch, kv_heads, seq, head_dim) "
+                             f"but this call's are {got}: a different batch needs a new cache (model.new_cache()).",
+                             f"注意力缓存里的键/值形状是 {had} (batch, kv_heads, seq, head_dim)，"
+                             f"而这次调用的是 {got}：批次不同时请用新的缓存 (model.new_cache())。")
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (k, v, cache.k, cache.v)):
+        # autograd keeps the keys each call attended to, for backward: a shared buffer written by
+        # the next call would change them. So with gradients, plain concatenation.
+        cache.k, cache.v = (k, v) if past == 0 else (torch.cat((cache.k, k), 2), torch.cat((cache.v, v), 2))
+        return cache.k, cache.v
     total = past + k.shape[2]
     room = getattr(cache, "room", None)
-    if room is None or room[0].shape[2] < total or (past and cache.k.data_ptr() != room[0].data_ptr()):
+    ours = room is not None and cache.k is room[2] and cache.v is room[3]
+    if not ours or room[0].shape[2] < total:
         size = (total // ROOM + 1) * ROOM
-        room = [t.new_empty(t.shape[0], t.shape[1], size, t.shape[3]) for t in (k, v)]
+        room = [t.new_empty(t.shape[0], t.shape[1], size, t.shape[3]) for t in (k, v)] + [None, None]
         if past:                                                 # (also when cache.k was set by hand)
             room[0][:, :, :past], room[1][:, :, :past] = cache.k, cache.v
-        cache.room = room
+        try:
+            cache.room = room
+        except AttributeError:                                   # a cache that takes no new attribute
+            pass                                                 # (__slots__): new buffers every call
     room[0][:, :, past:total], room[1][:, :, past:total] = k, v
-    cache.k, cache.v = room[0][:, :, :total], room[1][:, :, :total]
+    room[2:] = room[0][:, :, :total], room[1][:, :, :total]      # (in place: a copy of the cache sees it)
+    cache.k, cache.v = room[2], room[3]
     return cache.k, cache.v
 
 

@@ -49,7 +49,7 @@ class LayerCache:
     def __init__(self):
         self.k = None                  # (batch, kv_heads, seq, head_dim), after k_norm and RoPE, fp32
         self.v = None                  # (batch, kv_heads, seq, head_dim)
-        self.room = None               # the buffers k and v are views of (up to 256 tokens spare)
+        self.room = None               # [k buffer, v buffer, k view, v view]: qwen/attention.py remember
         self.conv = None               # (batch, conv_channels, kernel - 1): the last conv inputs
         self.state = None              # (batch, value_heads, key_head_dim, value_head_dim), fp32
 

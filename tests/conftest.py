@@ -34,6 +34,8 @@ os.environ.pop("HF_HUB_CACHE", None)
 os.environ.pop("QWEN_MODEL", None)
 os.environ["QWEN_CACHE"] = str(_TMP / "qwen-cache")
 os.environ["QWEN_LANG"] = "en"
+# transformers imports torch._dynamo, whose import makes <system temp>/torchinductor_<user>: in the session's folder instead
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(_TMP / "torchinductor")
 
 import pytest  # noqa: E402
 

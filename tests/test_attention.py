@@ -116,6 +116,110 @@ def test_remember_equals_concatenation_across_its_buffer_sizes():
     assert torch.equal(got_k, torch.cat([torch.cat(ks, 2)[:, :, :10], k], 2))
 
 
+def test_gradients_through_the_cache_equal_the_full_run():
+    """Backward through a prefill and two single tokens read with a cache gives the gradients of one
+    run over the whole sequence (the buffers must not change keys autograd kept for backward)."""
+    cfg, W, _ = checkpoint("text")
+    attn = layer(cfg, W, block=8)
+    rope = RotaryEmbedding(cfg)
+    x = torch.randn(1, 7, 64, generator=G)
+    weight = torch.randn(1, 7, 64, generator=G)
+    grads = []
+    for steps in ([(0, 7)], [(0, 5), (5, 6), (6, 7)]):
+        attn.zero_grad()
+        xs = x.clone().requires_grad_()
+        cache = types.SimpleNamespace(k=None, v=None)
+        with torch.enable_grad():
+            for p in attn.parameters():
+                p.requires_grad_(True)
+            out = torch.cat([attn(xs[:, a:b], *rope(torch.arange(a, b)), cache=cache) for a, b in steps], 1)
+            (out * weight).sum().backward()
+        grads.append([xs.grad, attn.k_proj.weight.grad, attn.v_proj.weight.grad])
+    for got, ref in zip(grads[1], grads[0]):
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_a_call_with_another_batch_size_is_one_clear_line_and_leaves_the_cache_alone():
+    cfg, W, _ = checkpoint("text")
+    attn = layer(cfg, W)
+    rope = RotaryEmbedding(cfg)
+    cache = types.SimpleNamespace(k=None, v=None)
+    with torch.no_grad():
+        attn(torch.randn(2, 5, 64, generator=G), *rope(torch.arange(5)), cache=cache)
+        kept = cache.k.clone()
+        for B in (1, 3):
+            with pytest.raises(ShapeError, match=r"holds keys/values of shape \[2, 2, 5, 32\].*new cache"):
+                attn(torch.randn(B, 1, 64, generator=G), *rope(torch.tensor([5])), cache=cache)
+    assert torch.equal(cache.k, kept)
+
+
+def test_any_object_with_k_and_v_is_a_cache_even_with_slots():
+    """The cache is duck-typed (any object with attributes k and v): one with __slots__ cannot take
+    the buffers' attribute and still gets the concatenation."""
+    from qwen.attention import remember
+
+    class Slotted:
+        __slots__ = ("k", "v")
+
+        def __init__(self):
+            self.k = self.v = None
+
+    gen = torch.Generator().manual_seed(3)
+    cache, ks = Slotted(), []
+    for T in (4, 1, 1):
+        k, v = torch.randn(1, 2, T, 4, generator=gen), torch.randn(1, 2, T, 4, generator=gen)
+        ks.append(k)
+        assert torch.equal(remember(cache, k, v)[0], torch.cat(ks, 2))
+
+
+def test_remember_never_writes_into_a_tensor_handed_out_before():
+    """The buffers are shared by views: after a batch was kept by hand (beam pruning), a rewind, a
+    shallow copy that was continued, a v set by hand or k = v = None, every cache must still hold
+    what torch.cat would, and every k handed out earlier must keep its values."""
+    import copy
+    from qwen.attention import remember
+    gen = torch.Generator().manual_seed(2)
+
+    def kv(B=2, T=1):
+        return torch.randn(B, 2, T, 4, generator=gen), torch.randn(B, 2, T, 4, generator=gen)
+
+    def fresh(T=5):
+        cache, (k, v) = types.SimpleNamespace(k=None, v=None), kv(T=T)
+        remember(cache, k, v)
+        return cache, k, v
+
+    cache, k0, v0 = fresh()                                      # keep the first sequence of the batch
+    cache.k, cache.v = cache.k[:1], cache.v[:1]
+    k1, v1 = kv(B=1)
+    got_k, got_v = remember(cache, k1, v1)
+    assert torch.equal(got_k, torch.cat([k0[:1], k1], 2)) and torch.equal(got_v, torch.cat([v0[:1], v1], 2))
+
+    cache, k0, v0 = fresh()                                      # a copy continued, then the original
+    other = copy.copy(cache)
+    k1, v1 = kv()
+    remember(other, k1, v1)
+    k2, v2 = kv()
+    remember(cache, k2, v2)
+    assert torch.equal(other.k, torch.cat([k0, k1], 2)) and torch.equal(cache.k, torch.cat([k0, k2], 2))
+
+    cache, k0, v0 = fresh()                                      # a rewind after a longer k was handed out
+    longer = remember(cache, *kv())[0].clone(), cache.k
+    cache.k, cache.v = cache.k[:, :, :5], cache.v[:, :, :5]
+    remember(cache, *kv())
+    assert torch.equal(longer[1], longer[0])
+
+    cache, k0, v0 = fresh()                                      # v set by hand
+    cache.v = torch.zeros_like(cache.v)
+    k1, v1 = kv()
+    assert torch.equal(remember(cache, k1, v1)[1], torch.cat([torch.zeros_like(v0), v1], 2))
+
+    cache, k0, v0 = fresh()                                      # start again with k = v = None
+    kept = cache.k
+    cache.k = cache.v = None
+    remember(cache, *kv(T=3))
+    assert torch.equal(kept, k0)
+
+
 @pytest.mark.parametrize("past", [0, 5])
 def test_core_equals_sdpa_and_reads_kv_head_h_over_group(past):
     T, S = 12, 12 + past

@@ -3,6 +3,7 @@
 Fidelity is measured as max |ours - theirs| / max |theirs| (the error relative to the output's
 scale), in fp32, and must stay <= 1e-5.
 """
+import math
 import types
 
 import pytest
@@ -230,3 +231,70 @@ def test_ch07_finds_the_wy_ut_form_where_it_points():
     ch07 = (Path(__file__).resolve().parent.parent / "ch07_deltanet.py").read_text(encoding="utf-8")
     assert "WY / UT form, derived in `delta_rule_chunked`'s docstring" in ch07.replace("\n# ", " ")
     assert "WY / UT form" in delta_rule_chunked.__doc__ and "(I + A)" in delta_rule_chunked.__doc__
+
+
+def test_gradients_through_chunked_equal_the_recurrent_ones():
+    """Autograd flows through the chunked form (its in-place products must not touch a tensor
+    backward needs) and gives the recurrent form's gradients, for every input and the state."""
+    inputs = rule_inputs(2, 3, 70, 8, 8, seed=4)
+    grads = []
+    for rule in (delta_rule_recurrent, delta_rule_chunked):
+        leaves = [t.clone().requires_grad_() for t in inputs]
+        out, final = rule(*leaves)
+        (out * torch.linspace(-1, 1, 8)).sum().add(final.square().sum()).backward()
+        grads.append([t.grad for t in leaves])
+    for got, ref in zip(grads[1], grads[0]):
+        assert rel(got, ref) <= 1e-4
+
+
+@pytest.mark.parametrize("with_state", [False, True])
+def test_no_tokens_change_nothing(with_state):
+    """T = 0 (both forms): no output and the state handed back unchanged (zeros without one)."""
+    q, k, v, g, beta, state = rule_inputs(2, 3, 0, 8, 4)
+    state = state if with_state else None
+    for rule in (delta_rule_recurrent, delta_rule_chunked):
+        out, final = rule(q, k, v, g, beta, state)
+        assert out.shape == (2, 3, 0, 4) and final.shape == (2, 3, 8, 4)
+        assert torch.equal(final, torch.zeros(2, 3, 8, 4) if state is None else state)
+
+
+def test_a_state_of_the_wrong_shape_is_one_clear_line_and_a_shared_one_broadcasts():
+    """Both forms: a state that is not (batch, heads, dk, dv) (here dk and dv swapped, or batch and
+    heads) is a QwenError naming the shape wanted, not a silent reshape; one state for the whole
+    batch (1, heads, dk, dv) is used for every sequence, the same in both."""
+    q, k, v, g, beta, state = rule_inputs(2, 3, 70, 8, 4)
+    for bad in (state.transpose(-1, -2).contiguous(), state.transpose(0, 1).contiguous()):
+        for rule in (delta_rule_recurrent, delta_rule_chunked):
+            with pytest.raises(QwenError, match=r"\(batch, heads, dk, dv\) = \(2, 3, 8, 4\)"):
+                rule(q, k, v, g, beta, bad)
+    shared = state[:1]
+    out_r, s_r = delta_rule_recurrent(q, k, v, g, beta, shared)
+    out_c, s_c = delta_rule_chunked(q, k, v, g, beta, shared)
+    ref, _ = delta_rule_recurrent(q, k, v, g, beta, shared.expand(2, -1, -1, -1).contiguous())
+    assert rel(out_c, out_r) <= TOL and rel(s_c, s_r) <= TOL and torch.equal(out_r, ref)
+
+
+@pytest.mark.parametrize("strong", [-1e3, -1e6, -math.inf])
+def test_chunked_after_one_token_that_forgets_everything(strong):
+    """One token with a huge log decay (or -inf: forget all) among slow ones: the chunk's cumulative
+    decays c then sit near `strong`, where fp32 cannot resolve the small steps after it (-1e6: 3%
+    off), and -inf - -inf is nan. The recurrent form handles both exactly."""
+    q, k, v, g, beta, state = rule_inputs(1, 2, 128, 16, 8, seed=1)
+    g = torch.full_like(g, -0.01)
+    g[:, :, 10] = g[:, :, 70] = strong
+    out_r, s_r = delta_rule_recurrent(q, k, v, g, beta, state)
+    out_c, s_c = delta_rule_chunked(q, k, v, g, beta, state)
+    assert torch.isfinite(out_c).all() and torch.isfinite(s_c).all()
+    assert rel(out_c, out_r) <= TOL and rel(s_c, s_r) <= TOL
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_chunked_is_as_exact_as_recurrent_when_some_tokens_forget_strongly(seed):
+    """Mostly slow decays with a few strong ones (down to -50, as a large `a` gives): the chunk's
+    cumulative log decays reach -100 and more; computed in fp32, c_t - c_j was off by up to |c| * 6e-8
+    (chunked vs recurrent 1.9e-5 on the state). Both forms now agree to a few fp32 roundings."""
+    q, k, v, g, beta, state = rule_inputs(1, 4, 256, 16, 16, seed=seed)
+    g = -(torch.rand(g.shape, generator=torch.Generator().manual_seed(seed)) ** 8) * 50
+    out_r, s_r = delta_rule_recurrent(q, k, v, g, beta, state)
+    out_c, s_c = delta_rule_chunked(q, k, v, g, beta, state)
+    assert rel(out_c, out_r) <= 1e-6 and rel(s_c, s_r) <= 1e-6
