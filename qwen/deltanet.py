@@ -95,6 +95,10 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
     g, beta = g.clamp(min=-80.0).reshape(B * H, T), beta.reshape(B * H, T, 1)
     _check_state(state, (B, H, dk, dv))
     S = k.new_zeros(B * H, dk, dv) if state is None else state.float().expand(B, H, dk, dv).reshape(B * H, dk, dv)
+    # S and U can change in place (no new tensor per chunk) unless autograd keeps them for backward
+    record = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (q, k, v, g, beta, state))
+    if not record and state is not None:
+        S = S.clone()                                                         # never the caller's state
     out = v.new_empty(B * H, T, dv)
     eye = torch.eye(chunk, device=k.device)
     for s in range(0, T, chunk):                                              # the last chunk may be shorter
@@ -104,7 +108,7 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
         start = c.exp().float()[:, :, None]                                   # (BH, C, 1): decay since S0
         decay = (c[:, :, None] - c[:, None, :]).float().exp_().tril()         # (BH, C, C): exp(c_t - c_j), j <= t
         kT = kc.transpose(-1, -2)                                             # (BH, dk, C)
-        # (in-place products, `mul_` and `baddbmm_` (+= a @ b), save a new tensor per step; only on
+        # (in-place products, `mul_` and `baddbmm_` (+= a @ b), save a new tensor per step; here only on
         # tensors autograd does not keep for backward, so gradients still flow)
         A = (kc @ kT).mul_(decay).mul_(bc)                                    # (BH, C, C); diagonal unused
         inverse = torch.linalg.solve_triangular(A, eye[:e - s, :e - s].expand_as(A), upper=False,
@@ -112,7 +116,11 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
         U = inverse @ (vc - (kc @ S).mul_(start)).mul_(bc)                    # (BH, C, dv): the written errors
         o = (qc @ S).mul_(start)                                              # what S0 predicts, read by q,
         out[:, s:e] = o.baddbmm_((qc @ kT).mul_(decay), U)                    # + this chunk's writes
-        S = (S * start[:, -1:]).baddbmm_(kT, U * (c[:, -1:] - c).float().exp_()[:, :, None])   # to the next chunk
+        to_end = (c[:, -1:] - c).float().exp_()[:, :, None]                   # (BH, C, 1): decay to the chunk's end
+        if record:                                                            # to the next chunk:
+            S = (S * start[:, -1:]).baddbmm_(kT, U * to_end)                  # S1 = exp(c_C) S0 + K^T (.. U)
+        else:
+            S = S.mul_(start[:, -1:]).baddbmm_(kT, U.mul_(to_end))            # the same, in place
     return out.reshape(B, H, T, dv), S.reshape(B, H, dk, dv)
 
 
