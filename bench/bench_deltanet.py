@@ -19,7 +19,7 @@ sees (wall time, torch's default threads; the ratio on one thread is printed bes
 chunked <= 1.2x transformers' chunked (CPU time, one thread: the stable clock here); ch07 wall
 <= 3x `import torch` on the full-size checkpoint.
 
-Allocator: the speed runs pin glibc's mmap threshold at 64 MB, above every temporary here. At the
+Allocator: the speed runs and ch07 pin glibc's mmap threshold at 64 MB, above every temporary here. At the
 1 MB that the other benches pin, each step of the recurrent form allocates its 1 MB state through
 a fresh mmap (page faults every token): measured 2.84 s instead of 0.39 s at 2048 tokens, which
 would make the ratio meaningless. glibc's default raises its threshold by itself after the first
@@ -150,11 +150,11 @@ try:
         print(f"  {form:<13} {memory[form]:7.0f} MB")
     print("  (inputs: q, k, v 16 MB each; the output 16 MB; one state 1 MB)")
 
-    measure(python("import torch"), 2)                                  # warm the page cache first
-    rows = {
-        "python -c 'import torch'": measure(python("import torch"), args.repeat),
+    measure(python("import torch"), 2, SPEED_ENV)                       # warm the page cache first
+    rows = {                                                            # (ch07 times the recurrent form too)
+        "python -c 'import torch'": measure(python("import torch"), args.repeat, SPEED_ENV),
         "python ch07_deltanet.py --model FULL": measure([sys.executable, str(ROOT / "ch07_deltanet.py"), "--model",
-                                                          str(folder)], args.repeat),
+                                                          str(folder)], args.repeat, SPEED_ENV),
     }
     (torch_wall, _), (ch07_wall, _) = rows["python -c 'import torch'"], rows["python ch07_deltanet.py --model FULL"]
     wall, cpu1 = speed["wall"], speed["cpu1"]

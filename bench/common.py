@@ -78,12 +78,12 @@ def full_checkpoint(keep=None):
     return folder
 
 
-def measure(argv, repeat=3):
+def measure(argv, repeat=3, env=None):
     """(median wall seconds, max peak RSS in MB) of a command, each run in a fresh process."""
     walls, peaks = [], []
     for _ in range(repeat):
         start = time.perf_counter()
-        p = subprocess.Popen(argv, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        p = subprocess.Popen(argv, cwd=ROOT, env=env or ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _, status, usage = os.wait4(p.pid, 0)
         walls.append(time.perf_counter() - start)
         if status != 0:
