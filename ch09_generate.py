@@ -115,7 +115,7 @@ if ready:
     fixed = sum(cache[i].nbytes for i in linear_layers)
     k_cached = cache[full_layers[0]].k
     itemsize = k_cached.element_size()                                  # fp32: see qwen/attention.py
-    allocated = sum(t.nbytes for i in full_layers for t in cache[i].room)   # the buffers k and v are views of
+    allocated = sum(t.nbytes for i in full_layers for t in cache[i].room[:2])   # the buffers k and v are views of
     say("  {n} tokens read: keys/values of {a} attention layers {kv}, conv windows + states of {b} linear layers {fx}",
         "  已读 {n} 个词元：{a} 个注意力层的键/值 {kv}，{b} 个线性层的卷积窗口 + 状态 {fx}",
         n=cache.length, a=len(full_layers), kv=size(kv), b=len(linear_layers), fx=size(fixed))
