@@ -43,9 +43,13 @@ def get_lang():
 
 
 def tr(en, zh, **fields):
-    """The learner's half of an (English, Chinese) pair, with {fields} filled in."""
-    text = zh if get_lang() == "zh" else en
-    return text.format(**fields) if fields else text
+    """The learner's half of an (English, Chinese) pair, with {fields} filled in.
+
+    In Chinese a True / False field reads 是 / 否 (English keeps True / False)."""
+    if get_lang() != "zh":
+        return en.format(**fields) if fields else en
+    fields = {k: ("是" if v else "否") if isinstance(v, bool) else v for k, v in fields.items()}
+    return zh.format(**fields) if fields else zh
 
 
 T = tr      # the old name, still imported by qwen/weights.py, qwen/tokenizer.py and practice/
