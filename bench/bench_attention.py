@@ -42,7 +42,7 @@ x = torch.randn(B, T, cfg.hidden_size)
 cos, sin = RotaryEmbedding(cfg)(torch.arange(T))
 import qwen.attention as A
 hand_core = A.causal_attention
-def sdpa_core(q, k, v, scale, past=0, block=None, weights_dtype=None):
+def sdpa_core(q, k, v, scale, past=0, block=None):
     return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=True)
 def layer(core):
     def run():

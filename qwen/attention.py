@@ -33,13 +33,11 @@ does not copy the whole cache), the new queries attend over all of them (the cau
 shifted by the past length). cos and sin are for the new tokens' positions only.
 
 Precision: the projections run in the weights' dtype, the norms' statistics in fp32. q, k and v
-leave RoPE rounded to the weights' dtype (as transformers' are); the attention itself then runs in
-fp32, with the softmax weights rounded to the weights' dtype before they multiply the values (what
-transformers' bf16 attention on CPU does; measured on a full-size bf16 checkpoint, greedy tokens
-stay equal to transformers' 29 tokens instead of 18 without the rounding); the result is rounded
-back once. Why fp32 and not bf16 matmuls: each new number of keys is a new matmul shape, and the
-CPU's bf16 matmul library (oneDNN) keeps every shape it has seen (measured: +1.2 MB per generated
-token, up to ~1 GB). The cache keeps k and v in fp32: exactly the bf16 values, twice the bytes.
+leave RoPE rounded to the weights' dtype (as transformers' are); the attention itself (scores,
+softmax, weights times values) then runs in fp32, and its result is rounded back once. Why not
+bf16 matmuls: each new number of keys is a new matmul shape, and the CPU's bf16 matmul library
+(oneDNN) keeps every shape it has seen (measured: +1.2 MB per generated token, up to ~1 GB). The
+cache keeps k and v in fp32: exactly the bf16 values, twice the bytes.
 """
 import math
 
@@ -84,7 +82,7 @@ class Attention(nn.Module):
             past = 0 if cache.k is None else cache.k.shape[2]
             k, v = remember(cache, k, v)                         # (B, KV, past + T, D): all so far
 
-        out = causal_attention(q, k, v, self.scale, past, self.block, weights_dtype=h.dtype)
+        out = causal_attention(q, k, v, self.scale, past, self.block)
         out = out.to(h.dtype).transpose(1, 2).reshape(B, T, H * D)   # (B, T, H*D): heads side by side
         out = out * torch.sigmoid(gate.reshape(B, T, H * D))     # the output gate
         return self.o_proj(out).to(x.dtype)                      # (B, T, hidden)
@@ -152,13 +150,12 @@ def _check_inputs(attn, x, cos):
                          f"（有缓存时是 past + 0 .. past + {t} - 1）。")
 
 
-def causal_attention(q, k, v, scale, past=0, block=128, weights_dtype=None):
+def causal_attention(q, k, v, scale, past=0, block=128):
     """softmax(q k^T * scale, causal) v by hand, grouped-query, in blocks of query rows.
 
     q: (B, H, T, D); k, v: (B, KV, S, D) with S = past + T (the first `past` keys come before
     every query); H a multiple of KV. Returns (B, H, T, D) in v's dtype.
-    Query t (absolute position past + t) may see keys 0 .. past + t. The softmax runs in fp32;
-    its weights are rounded to `weights_dtype` (default v's dtype) before they multiply v.
+    Query t (absolute position past + t) may see keys 0 .. past + t. The softmax runs in fp32.
     """
     B, H, T, D = q.shape
     KV, S = k.shape[1], k.shape[2]
@@ -173,7 +170,6 @@ def causal_attention(q, k, v, scale, past=0, block=128, weights_dtype=None):
         scores = rows @ k[:, :, :keys].transpose(-1, -2)         # (B, KV, g*n, keys)
         scores = scores.view(B, KV, g, n, keys).mul_(scale)
         scores.masked_fill_(masked[start:stop, :keys], float("-inf"))
-        weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(weights_dtype or v.dtype)
-        weights = weights.to(v.dtype)                            # (a no-op unless rounded above)
+        weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype)
         out[:, :, :, start:stop] = (weights.view(B, KV, g * n, keys) @ v[:, :, :keys]).view(B, KV, g, n, D)
     return out.view(B, H, T, D)
