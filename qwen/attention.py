@@ -77,10 +77,9 @@ class Attention(nn.Module):
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         q, k, v = q.float(), k.float(), v.float()                # the attention in fp32 (see Precision)
 
-        past = 0
         if cache is not None:
-            past = 0 if cache.k is None else cache.k.shape[2]
             k, v = remember(cache, k, v)                         # (B, KV, past + T, D): all so far
+        past = k.shape[2] - T                                    # keys before this call's tokens
 
         out = causal_attention(q, k, v, self.scale, past, self.block)
         out = out.to(h.dtype).transpose(1, 2).reshape(B, T, H * D)   # (B, T, H*D): heads side by side
