@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import ENV, ROOT, full_checkpoint  # noqa: E402
+from common import ENV, ROOT, full_checkpoint, measure, python  # noqa: E402
 
 PROMPT, NEW, SHORT = 512, 64, 16
 
@@ -199,15 +199,6 @@ def best_of(runs):
     return best, max(rss for _, rss in runs)
 
 
-def baseline_rss():
-    """Peak RSS (MB) of a process that only imports torch, in the same environment as the children."""
-    p = subprocess.Popen([sys.executable, "-c", "import torch"], cwd=ROOT, env=ENV)
-    _, status, usage = os.wait4(p.pid, 0)
-    if status != 0:
-        raise SystemExit("python -c 'import torch' failed")
-    return usage.ru_maxrss / 1024
-
-
 def compare(path, dtype, threads, repeat, rounds):
     runs = {"ours": [], "hf": []}
     for _ in range(repeat):                                   # alternated, so both see the same machine
@@ -226,7 +217,7 @@ def compare(path, dtype, threads, repeat, rounds):
     for name, a, b, r in rows:
         print(f"{name:34}{a:>12.2f}{b:>14.2f}{r:>8.2f}x")
     budget = (ours["weights"] + ours["cache"] + ours["logits"]) / 2**20
-    torch_rss = min(baseline_rss() for _ in range(3))
+    torch_rss = min(measure(python("import torch"), 1)[1] for _ in range(3))   # a process that only imports torch
     print(f"weights {ours['weights'] / 2**20:.0f} MB + cache {ours['cache'] / 2**20:.1f} MB + logits "
           f"{ours['logits'] / 2**20:.1f} MB = {budget:.0f} MB; peak RSS / that = {ours_rss / budget:.3f}; "
           f"above `import torch` ({torch_rss:.0f} MB): {(ours_rss - torch_rss) / budget:.3f} "
