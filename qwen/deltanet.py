@@ -80,20 +80,27 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
         S1 = exp(c_C) S0 + K^T (exp(c_C - c) U)     (S0 decayed to the chunk's end, plus the writes)
 
     n tokens take n / 64 steps of matrix products over all heads at once, instead of n small
-    steps. (Solving against the identity and then multiplying measured faster on CPU than solving
-    against the right-hand side directly; a chunk at a time, its tensors stay in the CPU's cache.)
+    steps. (Measured on CPU, and kept: a chunk at a time, so that its tensors stay in the CPU's
+    cache; the inverse of (I + A), then a product, rather than a solve against the right-hand side.
+    Only the per-token decays, c and its exponentials, are computed for all chunks at once.)
     """
     q, k, v, g, beta = (t.float() for t in (q, k, v, g, beta))
     B, H, T, dk = k.shape
     dv = v.shape[-1]
+    _check_state(state, (B, H, dk, dv))
+    n = -(-T // chunk)                                                        # chunks; the last may be shorter
     q, k, v = q.reshape(B * H, T, dk), k.reshape(B * H, T, dk), v.reshape(B * H, T, dv)   # heads as a batch
+    beta = beta.reshape(B * H, 1, T)                                          # a row: bc scales columns, bc.mT rows
     # (*) c in float64: in fp32, c_t - c_j after a strong decay (c near -100) carries an error of
     # |c| * 6e-8 into every exp(c_t - c_j); float64 keeps the chunked form as exact as the recurrent
     # one (measured: 1.4e-5 -> 2.8e-7 relative, heads whose decays reach -50) for 64 x 64 numbers.
     # A decay below exp(-80) forgets everything fp32 can hold: clamped there, so that g = -inf
-    # (forget all) gives no -inf - -inf = nan, and a huge one no c of -1e6
-    g, beta = g.clamp(min=-80.0).reshape(B * H, T), beta.reshape(B * H, T, 1)
-    _check_state(state, (B, H, dk, dv))
+    # (forget all) gives no -inf - -inf = nan, and a huge one no c of -1e6. The last chunk is padded
+    # with g = 0 (no decay), so its c at the chunk's end is c at its last real token.
+    g = F.pad(g.clamp(min=-80.0).reshape(B * H, T), (0, n * chunk - T))
+    c = g.view(B * H, n, chunk).double().cumsum(-1)                           # (BH, n, C): log decay so far (*)
+    start = c.exp().float()[..., None]                                        # (BH, n, C, 1): decay since S0
+    to_end = (c[..., -1:] - c).float().exp()[..., None]                       # (BH, n, C, 1): decay to the chunk's end
     S = k.new_zeros(B * H, dk, dv) if state is None else state.float().expand(B, H, dk, dv).reshape(B * H, dk, dv)
     # S and U can change in place (no new tensor per chunk) unless autograd keeps them for backward
     record = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (q, k, v, g, beta, state))
@@ -101,26 +108,27 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
         S = S.clone()                                                         # never the caller's state
     out = v.new_empty(B * H, T, dv)
     eye = torch.eye(chunk, device=k.device)
-    for s in range(0, T, chunk):                                              # the last chunk may be shorter
+    for i, s in enumerate(range(0, T, chunk)):
         e = min(s + chunk, T)
-        qc, kc, vc, bc = q[:, s:e], k[:, s:e], v[:, s:e], beta[:, s:e]        # (BH, C, d), (BH, C, 1)
-        c = g[:, s:e].double().cumsum(-1)                                     # (BH, C): log decay so far (*)
-        start = c.exp().float()[:, :, None]                                   # (BH, C, 1): decay since S0
-        decay = (c[:, :, None] - c[:, None, :]).float().exp_().tril()         # (BH, C, C): exp(c_t - c_j), j <= t
+        qc, kc, vc, bc = q[:, s:e], k[:, s:e], v[:, s:e], beta[:, :, s:e]     # (BH, C, d), (BH, 1, C)
+        ci, st = c[:, i, :e - s], start[:, i, :e - s]                         # (BH, C), (BH, C, 1)
+        decay = (ci[:, :, None] - ci[:, None, :]).float().exp_().tril()      # (BH, C, C): exp(c_t - c_j), j <= t
         kT = kc.transpose(-1, -2)                                             # (BH, dk, C)
         # (in-place products, `mul_` and `baddbmm_` (+= a @ b), save a new tensor per step; here only on
         # tensors autograd does not keep for backward, so gradients still flow)
-        A = (kc @ kT).mul_(decay).mul_(bc)                                    # (BH, C, C); diagonal unused
-        inverse = torch.linalg.solve_triangular(A, eye[:e - s, :e - s].expand_as(A), upper=False,
-                                                unitriangular=True)           # (I + A)^-1
-        U = inverse @ (vc - (kc @ S).mul_(start)).mul_(bc)                    # (BH, C, dv): the written errors
-        o = (qc @ S).mul_(start)                                              # what S0 predicts, read by q,
+        A = (kc @ kT).mul_(decay).mul_(bc.mT)                                 # (BH, C, C); diagonal unused
+        # (I + A)^-1, from X (I + A) = I: the same inverse, measured faster than solving (I + A) X = I
+        inverse = torch.linalg.solve_triangular(A, eye[:e - s, :e - s].expand_as(A), upper=False, left=False,
+                                                unitriangular=True)
+        rhs = torch.baddbmm(vc, kc * st, S, alpha=-1)                         # (BH, C, dv): V - e^c K S0
+        U = inverse.mul(bc) @ rhs                                             # (I + A)^-1 beta rhs: the written errors
+        o = (qc * st) @ S                                                     # what S0 predicts, read by q,
         out[:, s:e] = o.baddbmm_((qc @ kT).mul_(decay), U)                    # + this chunk's writes
-        to_end = (c[:, -1:] - c).float().exp_()[:, :, None]                   # (BH, C, 1): decay to the chunk's end
+        to_chunk_end, end = to_end[:, i, :e - s], start[:, i, -1:]            # (BH, C, 1), (BH, 1, 1)
         if record:                                                            # to the next chunk:
-            S = (S * start[:, -1:]).baddbmm_(kT, U * to_end)                  # S1 = exp(c_C) S0 + K^T (.. U)
+            S = (S * end).baddbmm_(kT, U * to_chunk_end)                      # S1 = exp(c_C) S0 + K^T (.. U)
         else:
-            S = S.mul_(start[:, -1:]).baddbmm_(kT, U.mul_(to_end))            # the same, in place
+            S = S.mul_(end).baddbmm_(kT, U.mul_(to_chunk_end))                # the same, in place
     return out.reshape(B, H, T, dv), S.reshape(B, H, dk, dv)
 
 
