@@ -136,16 +136,16 @@ def _check_state(state, shape):
     """A state must be (batch, heads, dk, dv), or broadcast to it (one state for every sequence)."""
     if state is None:
         return
-    try:
-        fits = torch.broadcast_shapes(state.shape, shape) == shape
-    except RuntimeError:
-        fits = False
-    if not fits:
+    # compared by hand, right-aligned as broadcasting does: torch.broadcast_shapes would import
+    # torch's symbolic-shape machinery (sympy): 0.3 s and +34 MB of memory, measured, at the first
+    # decode step of every generation
+    got = tuple(state.shape)
+    if len(got) > len(shape) or any(a not in (1, b) for a, b in zip(got[::-1], shape[::-1])):
         raise QwenError("delta rule: the state has shape {got}; it must be (batch, heads, dk, dv) = {want}, "
                         "or broadcast to it (one state for the whole batch: {one}).",
                         "delta rule：state 的形状是 {got}；应为 (batch, heads, dk, dv) = {want}，"
                         "或能广播成它（整个批次共用一个状态：{one}）。",
-                        got=tuple(state.shape), want=shape, one=(1,) + shape[1:])
+                        got=got, want=shape, one=(1,) + shape[1:])
 
 
 class GatedDeltaNet(nn.Module):
