@@ -51,6 +51,13 @@ def bf16_step(x):
     return 2.0 ** (math.floor(math.log2(x)) - 7)
 
 
+def hf_positions(positions):
+    """Position ids for transformers' Qwen3_5TextRotaryEmbedding: (batch, seq) -> (3, batch, seq),
+    one row per mrope axis (all three equal for text). transformers 5.17 indexes them as 3-D and
+    fails on (batch, seq); 5.24 expands (batch, seq) itself. Both accept this (run against both)."""
+    return positions.expand(3, *positions.shape)
+
+
 def text_model(model):
     """The Qwen3_5TextModel inside either layout."""
     inner = model.model

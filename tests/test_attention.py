@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from conftest import REAL_MODEL
-from hf_layers import bf16_step, causal_mask, checkpoint
+from hf_layers import bf16_step, causal_mask, checkpoint, hf_positions
 from qwen.attention import Attention, causal_attention
 from qwen.norm import ShapeError
 from qwen.rope import RotaryEmbedding
@@ -28,7 +28,7 @@ def test_attention_matches_transformers_fp32(layout, block):
     x = torch.randn(2, T, 64, generator=G)
     positions = torch.arange(T)
     cos, sin = RotaryEmbedding(cfg)(positions)
-    ref, _ = tm.layers[1].self_attn(x, tm.rotary_emb(x, positions[None].expand(2, -1)), causal_mask(T))
+    ref, _ = tm.layers[1].self_attn(x, tm.rotary_emb(x, hf_positions(positions[None].expand(2, -1))), causal_mask(T))
     out = layer(cfg, W, block)(x, cos, sin)
     assert out.shape == x.shape and out.dtype == torch.float32
     assert (out - ref).abs().max() <= 1e-5 * ref.abs().max()
@@ -42,7 +42,7 @@ def test_attention_matches_transformers_bf16(layout):
     T = 33
     x = torch.randn(1, T, 64, generator=G).bfloat16()
     positions = torch.arange(T)
-    ref, _ = tm.layers[1].self_attn(x, tm.rotary_emb(x, positions[None]), causal_mask(T).bfloat16())
+    ref, _ = tm.layers[1].self_attn(x, tm.rotary_emb(x, hf_positions(positions[None])), causal_mask(T).bfloat16())
     out = attn(x, *RotaryEmbedding(cfg)(positions))
     assert out.dtype == torch.bfloat16
     assert (out.float() - ref.float()).abs().max() <= 2 * bf16_step(ref.float().abs().max().item())
@@ -275,7 +275,7 @@ def test_the_first_full_attention_layer_of_the_real_model_matches_transformers()
     T = 40
     x = (torch.randn(1, T, cfg.hidden_size, generator=G) * 0.5).bfloat16()
     positions = torch.arange(T)
-    ref_cos, ref_sin = hf.Qwen3_5TextRotaryEmbedding(hf_cfg)(x.float(), positions[None])
+    ref_cos, ref_sin = hf.Qwen3_5TextRotaryEmbedding(hf_cfg)(x.float(), hf_positions(positions[None]))
     cos, sin = RotaryEmbedding(cfg)(positions)
     assert torch.equal(cos, ref_cos[0]) and torch.equal(sin, ref_sin[0])
     with torch.no_grad():

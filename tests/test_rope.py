@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from conftest import MANIFEST
-from hf_layers import bf16_step, checkpoint
+from hf_layers import bf16_step, checkpoint, hf_positions
 from qwen.rope import RotaryEmbedding, apply_rope, inverse_frequencies, mrope_angles, rope_settings
 from qwen.weights import Config
 
@@ -23,7 +23,7 @@ def test_cos_sin_match_transformers(layout):
     assert rope.rotary_dim == 8 and rope.theta == 1e7 and rope.mrope_section == [2, 1, 1]
     positions = torch.tensor([[0, 1, 2, 3, 4, 5], [100, 101, 102, 4000, 4001, 262143]])
     x = torch.zeros(2, 6, 64)
-    ref_cos, ref_sin = tm.rotary_emb(x, positions)                       # (2, 6, 8)
+    ref_cos, ref_sin = tm.rotary_emb(x, hf_positions(positions))         # (2, 6, 8)
     cos, sin = rope(positions)
     assert cos.shape == (2, 6, 8) and cos.dtype == torch.float32
     assert torch.equal(cos, ref_cos) and torch.equal(sin, ref_sin)       # same fp32 angles, bit for bit
