@@ -298,3 +298,35 @@ def test_chunked_is_as_exact_as_recurrent_when_some_tokens_forget_strongly(seed)
     out_r, s_r = delta_rule_recurrent(q, k, v, g, beta, state)
     out_c, s_c = delta_rule_chunked(q, k, v, g, beta, state)
     assert rel(out_c, out_r) <= 1e-6 and rel(s_c, s_r) <= 1e-6
+
+
+@pytest.mark.parametrize("shape", [(), (4,), (1,), (1, 1, 1, 1), (2, 3, 1, 4), (3, 8, 1), (1, 4), (8, 1)])
+def test_a_state_that_broadcasts_inside_a_head_is_one_clear_line(shape):
+    """Broadcasting is for batch and heads only: a state without a whole (dk, dv) matrix per head
+    (a scalar, (1, 1, 1, 1), (dv,)...) passed the check and then failed inside the recurrent form's
+    matmul with torch's own message (chunked: a traceback, or a silently broadcast matrix).
+    Both forms: one QwenError, in English and in Chinese."""
+    from qwen.lang import set_lang
+    q, k, v, g, beta, _ = rule_inputs(2, 3, 5, 8, 4)
+    for rule in (delta_rule_recurrent, delta_rule_chunked):
+        with pytest.raises(QwenError, match=r"\(batch, heads, dk, dv\) = \(2, 3, 8, 4\)") as err:
+            rule(q, k, v, g, beta, torch.zeros(shape))
+        try:
+            set_lang("zh")
+            assert "\n" not in str(err.value) and "应为 (batch, heads, dk, dv) = (2, 3, 8, 4)" in str(err.value)
+        finally:
+            set_lang("en")
+
+
+@pytest.mark.parametrize("shape", [(8, 4), (1, 8, 4), (3, 8, 4), (1, 1, 8, 4), (2, 1, 8, 4), (1, 3, 8, 4)])
+def test_every_state_that_broadcasts_over_batch_and_heads_is_used_for_each(shape):
+    """Every shape that broadcasts to (batch, heads, dk, dv) over batch and heads: both forms give
+    what the same state copied out to (batch, heads, dk, dv) gives."""
+    q, k, v, g, beta, _ = rule_inputs(2, 3, 70, 8, 4)
+    state = torch.randn(shape, generator=torch.Generator().manual_seed(6))
+    full = state.expand(2, 3, 8, 4).contiguous()
+    ref_out, ref_state = delta_rule_recurrent(q, k, v, g, beta, full)
+    for rule in (delta_rule_recurrent, delta_rule_chunked):
+        out, final = rule(q, k, v, g, beta, state)
+        assert final.shape == (2, 3, 8, 4)
+        assert rel(out, ref_out) <= TOL and rel(final, ref_state) <= TOL
