@@ -49,7 +49,7 @@ def delta_rule_recurrent(q, k, v, g, beta, state=None):
     q, k, v, g, beta = (t.float() for t in (q, k, v, g, beta))
     B, H, T, dk = k.shape
     _check_state(state, (B, H, dk, v.shape[-1]))
-    S = k.new_zeros(B, H, dk, v.shape[-1]) if state is None else state.float()   # (B, H, dk, dv)
+    S = k.new_zeros(B, H, dk, v.shape[-1]) if state is None else state.float().expand(B, H, -1, -1)  # (B, H, dk, dv)
     out = v.new_empty(v.shape)                                                   # (B, H, T, dv)
     for t in range(T):
         S = S * g[:, :, t, None, None].exp()                                     # forget
@@ -57,7 +57,7 @@ def delta_rule_recurrent(q, k, v, g, beta, state=None):
         error = beta[:, :, t, None] * (v[:, :, t] - read)                        # (B, H, dv)
         S = S + k[:, :, t, :, None] * error[:, :, None, :]                       # + k error^T
         out[:, :, t] = (q[:, :, t, None, :] @ S).squeeze(-2)                     # S^T q
-    return out, S
+    return out, S if T else S.clone()                                            # (no token: a copy, not the caller's)
 
 
 def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):

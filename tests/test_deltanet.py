@@ -330,3 +330,17 @@ def test_every_state_that_broadcasts_over_batch_and_heads_is_used_for_each(shape
         out, final = rule(q, k, v, g, beta, state)
         assert final.shape == (2, 3, 8, 4)
         assert rel(out, ref_out) <= TOL and rel(final, ref_state) <= TOL
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 8, 4), (3, 8, 4), (1, 3, 8, 4)])
+def test_no_tokens_hand_back_a_full_state_of_ones_own(shape):
+    """T = 0 with a state: the recurrent form handed back the caller's own tensor, in its own shape
+    ((3, 8, 4) for a state shared by the batch), where the chunked form gave a new (batch, heads,
+    dk, dv) one. Both now give a new (batch, heads, dk, dv) tensor equal to the state."""
+    q, k, v, g, beta, _ = rule_inputs(2, 3, 0, 8, 4)
+    state = torch.randn(shape, generator=torch.Generator().manual_seed(8))
+    for rule in (delta_rule_recurrent, delta_rule_chunked):
+        _, final = rule(q, k, v, g, beta, state)
+        assert final.shape == (2, 3, 8, 4) and torch.equal(final, state.expand(2, 3, 8, 4))
+        final.add_(1.0)                                        # the caller may change what it got back
+        assert not torch.equal(final, state.expand(2, 3, 8, 4))
