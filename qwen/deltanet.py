@@ -227,7 +227,9 @@ class GatedDeltaNet(nn.Module):
         x = torch.cat([past.to(x.dtype), x], -1)                                 # (B, conv_dim, kernel-1+T)
         if cache is not None:
             cache.conv = x[:, :, x.shape[-1] - (self.kernel - 1):].clone()       # the next call's window
-        if x.shape[-1] == self.kernel:                                           # one new token (decoding):
+        if x.shape[-1] < self.kernel:                                            # no new token: no output
+            y = x[:, :, :0]
+        elif x.shape[-1] == self.kernel:                                         # one new token (decoding):
             w = self.conv1d.weight[:, 0]                                         # a dot product per channel,
             y = (x.float() * w.float()).sum(-1, keepdim=True).to(x.dtype)        # cheaper than a conv call
         else:

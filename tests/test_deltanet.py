@@ -344,3 +344,20 @@ def test_no_tokens_hand_back_a_full_state_of_ones_own(shape):
         assert final.shape == (2, 3, 8, 4) and torch.equal(final, state.expand(2, 3, 8, 4))
         final.add_(1.0)                                        # the caller may change what it got back
         assert not torch.equal(final, state.expand(2, 3, 8, 4))
+
+
+def test_the_layer_reads_no_tokens_and_changes_nothing(written):
+    """x of length 0, with and without a cache: the rules take T = 0, the conv failed on it (torch's
+    "Kernel size can't be greater than actual input size", also from the whole model given no ids).
+    Now an empty output, the cache as it was, and the sequence continues as if nothing was read."""
+    folder, _ = written
+    layer, x = ours(folder), hidden(2, 9)
+    cache = types.SimpleNamespace(conv=None, state=None)
+    with torch.no_grad():
+        assert layer(x[:, :0]).shape == (2, 0, 32)
+        first = layer(x[:, :5], cache)
+        conv, state = cache.conv.clone(), cache.state.clone()
+        assert layer(x[:, 5:5], cache).shape == (2, 0, 32)
+        assert torch.equal(cache.conv, conv) and torch.equal(cache.state, state)
+        rest = layer(x[:, 5:], cache)
+        assert rel(torch.cat([first, rest], 1), layer(x)) <= TOL
