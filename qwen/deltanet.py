@@ -88,6 +88,10 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
     B, H, T, dk = k.shape
     dv = v.shape[-1]
     _check_state(state, (B, H, dk, dv))
+    if not isinstance(chunk, int) or chunk < 1:
+        raise QwenError("delta_rule_chunked: chunk = {chunk!r}; it must be a whole number of tokens, 1 or more "
+                        "(64 by default).", "delta_rule_chunked：chunk = {chunk!r}；它必须是不小于 1 的整数个词元"
+                        "（默认 64）。", chunk=chunk)
     n = -(-T // chunk)                                                        # chunks; the last may be shorter
     q, k, v = q.reshape(B * H, T, dk), k.reshape(B * H, T, dk), v.reshape(B * H, T, dv)   # heads as a batch
     beta = beta.reshape(B * H, 1, T)                                          # a row: bc scales columns, bc.mT rows

@@ -361,3 +361,18 @@ def test_the_layer_reads_no_tokens_and_changes_nothing(written):
         assert torch.equal(cache.conv, conv) and torch.equal(cache.state, state)
         rest = layer(x[:, 5:], cache)
         assert rel(torch.cat([first, rest], 1), layer(x)) <= TOL
+
+
+@pytest.mark.parametrize("chunk", [0, -1, 64.0, None])
+def test_a_chunk_that_is_not_a_positive_whole_number_is_one_clear_line(chunk):
+    """chunk = 0 raised ZeroDivisionError, -1 "invalid shape dimension -129", 64.0 a TypeError from
+    F.pad; now one QwenError naming the argument, in both languages."""
+    from qwen.lang import set_lang
+    q, k, v, g, beta, state = rule_inputs(1, 2, 129, 8, 4)
+    with pytest.raises(QwenError, match=r"chunk = .*1 or more") as err:
+        delta_rule_chunked(q, k, v, g, beta, state, chunk=chunk)
+    try:
+        set_lang("zh")
+        assert "不小于 1 的整数" in str(err.value) and "\n" not in str(err.value)
+    finally:
+        set_lang("en")
