@@ -116,7 +116,9 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
         e = min(s + chunk, T)
         qc, kc, vc, bc = q[:, s:e], k[:, s:e], v[:, s:e], beta[:, :, s:e]     # (BH, C, d), (BH, 1, C)
         ci, st = c[:, i, :e - s], start[:, i, :e - s]                         # (BH, C), (BH, C, 1)
-        decay = (ci[:, :, None] - ci[:, None, :]).float().exp_().tril()      # (BH, C, C): exp(c_t - c_j), j <= t
+        # (BH, C, C): exp(c_t - c_j) for j <= t, 0 above. Zeroed above before exp too: there c_t - c_j > 0
+        # overflows to inf after strong decays, and backward's 0 * inf made g's gradient nan
+        decay = (ci[:, :, None] - ci[:, None, :]).float().tril_().exp_().tril()
         kT = kc.transpose(-1, -2)                                             # (BH, dk, C)
         # (in-place products, `mul_` and `baddbmm_` (+= a @ b), save a new tensor per step; here only on
         # tensors autograd does not keep for backward, so gradients still flow)

@@ -376,3 +376,22 @@ def test_a_chunk_that_is_not_a_positive_whole_number_is_one_clear_line(chunk):
         assert "不小于 1 的整数" in str(err.value) and "\n" not in str(err.value)
     finally:
         set_lang("en")
+
+
+@pytest.mark.parametrize("decays", ["-2 per token", "a few strong"])
+def test_gradients_stay_finite_when_heads_forget_fast(decays):
+    """exp(c_t - c_j) above the diagonal (j > t, masked away) overflowed to inf once a chunk's decays
+    summed past -88 (-2 per token is enough); the mask after exp made backward compute 0 * inf, so
+    g's gradient was nan everywhere. The chunked form's gradients must equal the recurrent ones."""
+    inputs = list(rule_inputs(1, 2, 100, 8, 4, seed=7))
+    gen = torch.Generator().manual_seed(0)
+    inputs[3] = (torch.full_like(inputs[3], -2.0) if decays == "-2 per token"
+                 else -(torch.rand(inputs[3].shape, generator=gen) ** 8) * 50)
+    grads = []
+    for rule in (delta_rule_recurrent, delta_rule_chunked):
+        leaves = [t.clone().requires_grad_() for t in inputs]
+        out, final = rule(*leaves)
+        (out * torch.linspace(-1, 1, 4)).sum().add(final.square().sum()).backward()
+        grads.append([t.grad for t in leaves])
+    for got, ref in zip(grads[1], grads[0]):
+        assert torch.isfinite(got).all() and rel(got, ref) <= 1e-5
