@@ -44,6 +44,8 @@ def delta_rule_recurrent(q, k, v, g, beta, state=None):
 
     q, k (batch, heads, seq, dk); v (batch, heads, seq, dv); g, beta (batch, heads, seq);
     state None (zeros) or (batch, heads, dk, dv). q is used as given (scale it beforehand).
+    g is a log decay, <= 0 (the layer's -exp(A_log) * softplus(...) always is): a positive g
+    makes S grow, which the rule is not meant for (the chunked form overflows sooner than this one).
     Returns out (batch, heads, seq, dv) and the final state (batch, heads, dk, dv), both fp32.
     """
     q, k, v, g, beta = (t.float() for t in (q, k, v, g, beta))
@@ -146,6 +148,11 @@ def _check_state(state, shape):
     # compared by hand, right-aligned as broadcasting does: torch.broadcast_shapes would import
     # torch's symbolic-shape machinery (sympy): 0.3 s and +34 MB of memory, measured, at the first
     # decode step of every generation
+    if not isinstance(state, torch.Tensor):
+        raise QwenError("delta rule: the state is a {t}, not a tensor; pass None or a tensor of shape "
+                        "(batch, heads, dk, dv) = {want}.",
+                        "delta rule：state 是 {t}，不是张量；请传 None，或形状为 (batch, heads, dk, dv) = {want} 的张量。",
+                        t=type(state).__name__, want=shape)
     got = tuple(state.shape)
     if (not 2 <= len(got) <= len(shape) or got[-2:] != shape[-2:]
             or any(a not in (1, b) for a, b in zip(got[::-1], shape[::-1]))):
@@ -230,6 +237,13 @@ class GatedDeltaNet(nn.Module):
         past = None if cache is None else cache.conv
         if past is None:
             past = x.new_zeros(x.shape[0], x.shape[1], self.kernel - 1)
+        elif past.shape != (x.shape[0], x.shape[1], self.kernel - 1):
+            raise QwenError("The linear-attention cache holds a conv window of shape {had} (batch, conv_dim, "
+                            "kernel-1) but this call needs {want}: a different batch needs a new cache "
+                            "(model.new_cache()).",
+                            "线性注意力缓存里的卷积窗口形状是 {had} (batch, conv_dim, kernel-1)，"
+                            "而这次调用需要 {want}：批次不同时请用新的缓存 (model.new_cache())。",
+                            had=list(past.shape), want=[x.shape[0], x.shape[1], self.kernel - 1])
         x = torch.cat([past.to(x.dtype), x], -1)                                 # (B, conv_dim, kernel-1+T)
         if cache is not None:
             cache.conv = x[:, :, x.shape[-1] - (self.kernel - 1):].clone()       # the next call's window

@@ -131,6 +131,28 @@ def test_cache_prefill_then_single_tokens_equals_the_full_sequence(written):
         assert rel(two, full) <= TOL and rel(cache2.state, cache.state) <= TOL
 
 
+def test_a_cache_from_another_batch_is_one_clear_line(written):
+    """A cache filled with 2 sequences, then used for 1: one QwenError naming the conv window's
+    shape and model.new_cache(), not torch.cat's 'Sizes of tensors must match'; nothing changed."""
+    folder, _ = written
+    layer, x = ours(folder), hidden(2, 10)
+    cache = types.SimpleNamespace(conv=None, state=None)
+    with torch.no_grad():
+        layer(x, cache)
+        conv, state = cache.conv.clone(), cache.state.clone()
+        for other in (x[:1, :1], x[:1]):                          # decode step and prompt alike
+            with pytest.raises(QwenError, match=r"conv window of shape \[2, .*new_cache"):
+                layer(other, cache)
+    assert torch.equal(cache.conv, conv) and torch.equal(cache.state, state)
+
+
+def test_a_state_that_is_not_a_tensor_is_one_clear_line():
+    q, k, v, g, beta, _ = rule_inputs(1, 2, 5, 8, 4)
+    for rule in (delta_rule_recurrent, delta_rule_chunked):
+        with pytest.raises(QwenError, match=r"the state is a list, not a tensor.*\(1, 2, 8, 4\)"):
+            rule(q, k, v, g, beta, [[0.0]])
+
+
 def test_uneven_head_groups_are_a_clear_error():
     bad = types.SimpleNamespace(hidden_size=16, linear_num_key_heads=4, linear_num_value_heads=6,
                                 linear_key_head_dim=8, linear_value_head_dim=8, linear_conv_kernel_dim=4,
