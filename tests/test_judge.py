@@ -233,3 +233,18 @@ def test_chinese_report_uses_full_width_colons(judge, tmp_path):
     set_lang("en")
     result = _grade_body(judge, tmp_path, "220", body)
     assert any(": values differ" in line for line in report_lines(BY_ID["220"], result))
+
+
+def test_naive_softplus_is_named_not_taken_for_bf16(judge, tmp_path):
+    """log(1 + exp(x)) on upcast inputs loses the a = -15 case's g (about -6e-8); the bf16 diagnosis,
+    whose atol (1e-7) matched any g that small, told this learner to upcast what was already fp32."""
+    body = ("import torch\n"
+            "def log_decay(a, A_log, dt_bias):\n"
+            "    x = a.float() + dt_bias.float()\n"
+            "    return -A_log.float().exp() * torch.log(1 + torch.exp(x))\n"
+            "def write_strength(b):\n"
+            "    return torch.sigmoid(b.float())\n")
+    result = _grade_body(judge, tmp_path, "222", body)
+    named = [c["diagnosis"]["name"] for c in result["cases"] if c.get("diagnosis")]
+    assert result["status"] == "fail" and named == ["naive_softplus"], named
+    assert "bf16" not in judge.summary_line(result) and "log1p" in judge.summary_line(result)

@@ -203,9 +203,9 @@ DIAGNOSES_221 = [
 ]
 
 
-def _close(expected, got):
+def _close(expected, got, tol=None):
     from practice._judge.compare import close
-    return close(expected, got)
+    return close(expected, got, tol)
 
 
 # ------------------------------------------------------------------------------------------ 222
@@ -253,6 +253,24 @@ def cases_222(ctx):
     ]
 
 
+def _naive_softplus(a, A_log, dt_bias):
+    torch = _torch()
+    x = a.float() + dt_bias.float()
+    return -A_log.float().exp() * torch.log(1 + torch.exp(x))      # 1 + exp(x) rounds away exp(x)'s digits
+
+
+def _bf16_softplus(case, got):
+    """a + dt_bias and softplus in the inputs' own dtype. Only a mistake where that dtype is below fp32:
+    on fp32 inputs it is the right formula, and its atol (1e-7) would match any small wrong g there
+    (the a = -15 case's g is about -6e-8), naming bf16 for a learner who did upcast."""
+    torch = _torch()
+    a, A_log, dt_bias = case.args
+    if torch.promote_types(a.dtype, dt_bias.dtype) == torch.float32:
+        return False
+    mistake = -A_log.float().exp() * torch.nn.functional.softplus(a + dt_bias).float()
+    return _close(mistake, got, Tol(1e-7, 1e-6))
+
+
 DIAGNOSES_222 = [
     Diagnosis("no_minus", "log_decay",
               ("looks like the minus sign is missing: g must be negative so that exp(g) < 1 shrinks the state",
@@ -266,11 +284,16 @@ DIAGNOSES_222 = [
                "看起来直接用了 A_log：速率是 exp(A_log)（A_log 是它的对数）"),
               mistake=lambda a, A_log, dt_bias: (-A_log.double() * (-decay64(a, _torch().zeros_like(A_log), dt_bias)
                                                                     ).double()).float()),
+    Diagnosis("naive_softplus", "log_decay",
+              ("looks like softplus was written as log(1 + exp(x)): for very negative x, 1 + exp(x) in fp32 keeps few "
+               "of exp(x)'s digits (none below x = -17); use F.softplus(x) or torch.log1p(torch.exp(x))",
+               "看起来 softplus 写成了 log(1 + exp(x))：x 很负时，fp32 的 1 + exp(x) 只留下 exp(x) 的几位有效数字"
+               "（x < -17 时一位也不剩）；请用 F.softplus(x) 或 torch.log1p(torch.exp(x))"),
+              mistake=_naive_softplus),
     Diagnosis("bf16_softplus", "log_decay",
               ("looks like a + dt_bias and softplus were computed in bf16: upcast a and dt_bias to fp32 first",
                "看起来 a + dt_bias 和 softplus 是在 bf16 中算的：先把 a 和 dt_bias 升到 fp32"),
-              mistake=lambda a, A_log, dt_bias: (-A_log.float().exp() * _torch().nn.functional.softplus(a + dt_bias).float()),
-              tol=Tol(1e-7, 1e-6)),
+              test=_bf16_softplus),
 ]
 
 
@@ -310,5 +333,5 @@ EXERCISES = [
               ("beta = torch.sigmoid(b.float()).", "beta = torch.sigmoid(b.float())。")],
              cases_222, DIAGNOSES_222,
              {"222_no_minus.py": "no_minus", "222_no_dt_bias.py": "no_dt_bias", "222_no_exp.py": "no_exp",
-              "222_bf16_softplus.py": "bf16_softplus"}),
+              "222_bf16_softplus.py": "bf16_softplus", "222_naive_softplus.py": "naive_softplus"}),
 ]
