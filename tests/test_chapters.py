@@ -545,3 +545,12 @@ def test_main_chat_on_the_tiny_checkpoint_stops_early_by_default():
     assert r.returncode == 0, r.stderr
     assert "each stops after 32 (--max-new-tokens to change it)" in r.stdout
     assert r.stderr.count("[32 tokens") == 1 and "Traceback" not in r.stderr
+
+
+def test_main_rejects_a_reply_length_below_one(run_script):
+    """--max-new-tokens 0 was read as "the default" (512 made-up tokens per chat turn, 24 in chapter 9),
+    and -3 made chat answer every message with nothing."""
+    r = run_script("main.py", "chat", "--tiny", "--max-new-tokens", "0")
+    assert r.returncode == 1 and "--max-new-tokens must be at least 1." in r.stderr and "Traceback" not in r.stderr
+    r = run_script("main.py", "9", "--tiny", "--max-new-tokens", "-3", "--lang", "zh")
+    assert r.returncode == 1 and "--max-new-tokens 至少为 1。" in r.stderr and "第 9 章" not in r.stdout
