@@ -248,3 +248,17 @@ def test_naive_softplus_is_named_not_taken_for_bf16(judge, tmp_path):
     named = [c["diagnosis"]["name"] for c in result["cases"] if c.get("diagnosis")]
     assert result["status"] == "fail" and named == ["naive_softplus"], named
     assert "bf16" not in judge.summary_line(result) and "log1p" in judge.summary_line(result)
+
+
+def test_decay_without_exp_is_named(judge, tmp_path):
+    """S * g (the log decay) instead of S * exp(g) failed five cases with no mistake named."""
+    body = ("def delta_rule_step(S, k, v, g, beta):\n"
+            "    S = S * g[..., None, None]\n"
+            "    read = (k[..., None, :] @ S).squeeze(-2)\n"
+            "    return S + k[..., :, None] * (beta[..., None] * (v - read))[..., None, :]\n"
+            "def read_state(S, q):\n"
+            "    return (q[..., None, :] @ S).squeeze(-2)\n")
+    result = _grade_body(judge, tmp_path, "220", body)
+    named = {c["diagnosis"]["name"] for c in result["cases"] if c.get("diagnosis")}
+    assert result["status"] == "fail" and named == {"decay_without_exp"}, named
+    assert "the factor is exp(g)" in judge.summary_line(result)

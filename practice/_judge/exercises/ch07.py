@@ -102,6 +102,11 @@ def _after(S, k, v, g, beta):
     return S * torch.exp(g)[..., None, None]
 
 
+def _decay_without_exp(S, k, v, g, beta):
+    S = S * g[..., None, None]                                        # g <= 0: flips and scales S
+    return S + k[..., None] * (beta[..., None] * (v - (k[..., None] * S).sum(-2)))[..., None, :]
+
+
 DIAGNOSES_220 = [
     Diagnosis("decay_after_write", "delta_rule_step",
               ("looks like the decay was applied after the write: multiply S by exp(g) first, then read and write",
@@ -109,6 +114,10 @@ DIAGNOSES_220 = [
     Diagnosis("read_before_decay", "delta_rule_step",
               ("looks like k^T S was read from the state before the decay: decay S first, then read the prediction from it",
                "看起来 k^T S 是从衰减之前的状态读的：应当先衰减 S，再从它读出预测"), mistake=_read_first),
+    Diagnosis("decay_without_exp", "delta_rule_step",
+              ("looks like S was multiplied by g itself: g is the log of the decay, the factor is exp(g) (in (0, 1])",
+               "看起来 S 乘的是 g 本身：g 是衰减的对数，衰减因子是 exp(g)（在 (0, 1] 之间）"),
+              mistake=_decay_without_exp),
     Diagnosis("no_beta", "delta_rule_step",
               ("looks like beta is missing: the error written is beta * (v - k^T S)",
                "看起来漏了 beta：写入的误差是 beta * (v - k^T S)"),
@@ -313,7 +322,8 @@ EXERCISES = [
                "写入：S + k[..., None] * (beta[..., None] * 误差)[..., None, :]（每个头一个外积）。用 q 读的方式和用 k 读一样。")],
              cases_220, DIAGNOSES_220,
              {"220_decay_after_write.py": "decay_after_write", "220_read_before_decay.py": "read_before_decay",
-              "220_no_beta.py": "no_beta", "220_no_delta.py": "no_delta", "220_read_transposed.py": "read_transposed"}),
+              "220_decay_without_exp.py": "decay_without_exp", "220_no_beta.py": "no_beta",
+              "220_no_delta.py": "no_delta", "220_read_transposed.py": "read_transposed"}),
     Exercise("221", "causal_conv", ("The causal depthwise convolution", "因果逐通道卷积"),
              "medium", True, ("causal_conv1d",),
              [("Each channel has its own kernel weight[c]; channels never mix.", "每个通道有自己的卷积核 weight[c]；通道之间不混合。"),
