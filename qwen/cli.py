@@ -164,7 +164,7 @@ def not_found(repo, download, error=None):
     found = re.search(r"the Hub at \S+ \((.*)\)\.\n", getattr(error, "en", "") or "")
     reason = found[1] if found else "no connection"
     why_en = "HF_HUB_OFFLINE is set, so nothing was downloaded" if offline else f"{constants.ENDPOINT} failed ({reason})"
-    why_zh = "设置了 HF_HUB_OFFLINE，所以没有下载" if offline else f"{constants.ENDPOINT} 出错（{reason}）"
+    why_zh = "设置了 HF_HUB_OFFLINE，所以没有下载" if offline else f"访问 {constants.ENDPOINT} 出错（{reason}）"
     if offline:
         next_en = "unset HF_HUB_OFFLINE" + ("" if download else f" and run {get}") + ", or use a folder you have: --model PATH (or --tiny)"
         next_zh = "取消 HF_HUB_OFFLINE" + ("" if download else f" 再运行 {get}") + "，或者用已有的文件夹：--model PATH（或 --tiny）"

@@ -554,3 +554,9 @@ def test_main_rejects_a_reply_length_below_one(run_script):
     assert r.returncode == 1 and "--max-new-tokens must be at least 1." in r.stderr and "Traceback" not in r.stderr
     r = run_script("main.py", "9", "--tiny", "--max-new-tokens", "-3", "--lang", "zh")
     assert r.returncode == 1 and "--max-new-tokens 至少为 1。" in r.stderr and "第 9 章" not in r.stdout
+
+
+def test_download_failure_in_chinese_reads_as_a_sentence(run_script):
+    """It said "而且https://huggingface.co 出错": no space before the address, and no verb (访问)."""
+    r = run_script("main.py", "download", "--lang", "zh", env={"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert r.returncode == 1 and "里没有，而且访问 http://127.0.0.1:9 出错（" in r.stderr, r.stderr
