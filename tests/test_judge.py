@@ -262,3 +262,20 @@ def test_decay_without_exp_is_named(judge, tmp_path):
     named = {c["diagnosis"]["name"] for c in result["cases"] if c.get("diagnosis")}
     assert result["status"] == "fail" and named == {"decay_without_exp"}, named
     assert "the factor is exp(g)" in judge.summary_line(result)
+
+
+def test_each_statement_states_the_tolerances_its_cases_use(judge, tiny_path, tmp_path):
+    """A learner reads the tolerance in the statement; 222's a = -15 case was checked to atol 1e-9,
+    rtol 1e-4 and the statement said only 1e-5. (208's bf16 case states its rule in words: 2% of
+    the output's largest value.)"""
+    import re
+    from practice._judge.exercises import Context
+    ctx = Context(tiny_path, tmp_path)
+    for ex in judge.EXERCISES:
+        statement = ex.starter.read_text(encoding="utf-8").split('"""')[1]
+        stated = {float(n) for n in re.findall(r"\d+(?:\.\d+)?(?:e-?\d+)?", statement)}
+        for case in ex.cases(ctx):
+            if case.tol is None or (ex.id == "208" and case.tol.rtol == 0 and "2% of the output's largest" in statement):
+                continue
+            for x in (case.tol.atol, case.tol.rtol):
+                assert not x or any(abs(x - n) <= 1e-3 * x for n in stated), (ex.id, case.name, x)
