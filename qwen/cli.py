@@ -48,7 +48,11 @@ class _Parser(argparse.ArgumentParser):
         return tr("usage: ", "用法：") + super().format_usage().split("usage: ", 1)[-1]
 
     def format_help(self):
-        return tr("usage: ", "用法：") + super().format_help().split("usage: ", 1)[-1]
+        text = tr("usage: ", "用法：") + super().format_help().split("usage: ", 1)[-1]
+        if get_lang() == "zh":                                     # argparse ends each section's title
+            for group in self._action_groups:                      # with an ASCII colon: "选项:"
+                text = text.replace(f"\n{group.title}:\n", f"\n{group.title}：\n")
+        return text
 
     def error(self, message):
         import re

@@ -283,6 +283,9 @@ def test_help_is_in_the_chosen_language(run_script):
     assert r.returncode == 0 and "章节号" in r.stdout and "QWEN_TINY=1" in r.stdout
     assert "位置参数" in r.stdout and "显示本帮助并退出" in r.stdout and "positional arguments" not in r.stdout
     assert r.stdout.startswith("用法：main.py")
+    assert "\n位置参数：\n" in r.stdout and "\n选项：\n" in r.stdout and "选项:" not in r.stdout   # full-width colons
+    r = run_script("ch07_deltanet.py", "--help", "--lang", "zh")
+    assert "\n选项：\n" in r.stdout and ":\n" not in r.stdout
     r = run_script("main.py", "--lang", "zh", "--model")                 # argparse's own error, translated
     assert r.returncode == 2 and "main.py：错误：参数 --model 需要一个值" in r.stderr and "argument" not in r.stderr
     r = run_script("main.py", "--model")
