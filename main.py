@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from qwen.cli import banner, model_path, parser, setup
-from qwen.lang import get_lang, tr
+from qwen.lang import QwenError, get_lang, tr
 
 ROOT = Path(__file__).resolve().parent
 TINY_CHAT_TOKENS = 32                            # chat's default reply length on the built-in tiny checkpoint
@@ -70,6 +70,9 @@ def main(argv=None):
                    help=tr("longest reply in chat and chapter 9 (default 512 / 24; chat on the tiny checkpoint: 32)",
                            "chat 和第 9 章回复的最大词元数（默认 512 / 24；小检查点上的 chat：32）"))
     args = setup(p, argv, rest=True)
+    if args.max_new_tokens is not None and args.max_new_tokens < 1:   # 0 read as "the default" (512 in chat),
+        raise QwenError("--max-new-tokens must be at least 1.",          # and chat replied nothing to -3
+                        "--max-new-tokens 至少为 1。")
     found = chapters()
     if args.rest and not (args.what.isdigit() and int(args.what) in found):
         p.error(tr("unrecognized arguments: {a} (a chapter's own options go after its number, "

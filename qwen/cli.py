@@ -48,7 +48,11 @@ class _Parser(argparse.ArgumentParser):
         return tr("usage: ", "用法：") + super().format_usage().split("usage: ", 1)[-1]
 
     def format_help(self):
-        return tr("usage: ", "用法：") + super().format_help().split("usage: ", 1)[-1]
+        text = tr("usage: ", "用法：") + super().format_help().split("usage: ", 1)[-1]
+        if get_lang() == "zh":                                     # argparse ends each section's title
+            for group in self._action_groups:                      # with an ASCII colon: "选项:"
+                text = text.replace(f"\n{group.title}:\n", f"\n{group.title}：\n")
+        return text
 
     def error(self, message):
         import re
@@ -164,7 +168,7 @@ def not_found(repo, download, error=None):
     found = re.search(r"the Hub at \S+ \((.*)\)\.\n", getattr(error, "en", "") or "")
     reason = found[1] if found else "no connection"
     why_en = "HF_HUB_OFFLINE is set, so nothing was downloaded" if offline else f"{constants.ENDPOINT} failed ({reason})"
-    why_zh = "设置了 HF_HUB_OFFLINE，所以没有下载" if offline else f"{constants.ENDPOINT} 出错（{reason}）"
+    why_zh = "设置了 HF_HUB_OFFLINE，所以没有下载" if offline else f"访问 {constants.ENDPOINT} 出错（{reason}）"
     if offline:
         next_en = "unset HF_HUB_OFFLINE" + ("" if download else f" and run {get}") + ", or use a folder you have: --model PATH (or --tiny)"
         next_zh = "取消 HF_HUB_OFFLINE" + ("" if download else f" 再运行 {get}") + "，或者用已有的文件夹：--model PATH（或 --tiny）"

@@ -233,12 +233,15 @@ def _raise(message):
 
 @torch.inference_mode()
 def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, top_p=1.0, seed=None,
-                 stop=(), cache=None, stats=None):
+                 stop=(), cache=None, stats=None, vocab=None):
     """Prompt ids in, new token ids out, one at a time (the stop token is yielded too, then it ends).
 
     The prompt is read in one call (prefill); every new token is one more call of length 1 (decode).
     Only the last position's logits are computed: the output layer (vocab x hidden) is the largest
-    matmul of a decode step. `stats`, a dict, receives token counts and seconds."""
+    matmul of a decode step. `stats`, a dict, receives token counts and seconds. `vocab`: only ids
+    below it are picked (generate passes the tokenizer's size: Qwen3.5's output layer has 248,320
+    rows for 248,077 ids, and the rows past them are padding that no text maps to; random weights,
+    the tiny checkpoint's included, do pick them, and the reply could not be decoded)."""
     cache = model.new_cache() if cache is None else cache
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
     stop = set(stop)
@@ -248,7 +251,7 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
     stats = {} if stats is None else stats
     stats.update(prompt_tokens=ids.shape[1], new_tokens=0, prefill_s=0.0, decode_s=0.0, stopped=False)
     start = time.perf_counter()
-    logits = model(ids, cache=cache, last=True)[0, -1]                        # (vocab,)
+    logits = model(ids, cache=cache, last=True)[0, -1, :vocab]                # (vocab,)
     stats["prefill_s"] = time.perf_counter() - start
     start = time.perf_counter()
     for n in range(max_new_tokens):
@@ -260,7 +263,7 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
         if token in stop:
             return
         if n + 1 < max_new_tokens:
-            logits = model(torch.tensor([[token]]), cache=cache, last=True)[0, -1]
+            logits = model(torch.tensor([[token]]), cache=cache, last=True)[0, -1, :vocab]
             stats["decode_s"] = time.perf_counter() - start
 
 
@@ -293,7 +296,8 @@ def generate(model, tok, prompt, *, max_new_tokens=128, temperature=0.0, top_k=0
     stop = stop_ids(tok)
     stream = TextStream(tok)
     for token in generate_ids(model, ids, max_new_tokens=max_new_tokens, temperature=temperature,
-                              top_k=top_k, top_p=top_p, seed=seed, stop=stop, cache=cache, stats=stats):
+                              top_k=top_k, top_p=top_p, seed=seed, stop=stop, cache=cache, stats=stats,
+                              vocab=tok.vocab_size):
         if ids_out is not None:
             ids_out.append(token)
         if token in stop:

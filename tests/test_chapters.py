@@ -283,6 +283,9 @@ def test_help_is_in_the_chosen_language(run_script):
     assert r.returncode == 0 and "章节号" in r.stdout and "QWEN_TINY=1" in r.stdout
     assert "位置参数" in r.stdout and "显示本帮助并退出" in r.stdout and "positional arguments" not in r.stdout
     assert r.stdout.startswith("用法：main.py")
+    assert "\n位置参数：\n" in r.stdout and "\n选项：\n" in r.stdout and "选项:" not in r.stdout   # full-width colons
+    r = run_script("ch07_deltanet.py", "--help", "--lang", "zh")
+    assert "\n选项：\n" in r.stdout and ":\n" not in r.stdout
     r = run_script("main.py", "--lang", "zh", "--model")                 # argparse's own error, translated
     assert r.returncode == 2 and "main.py：错误：参数 --model 需要一个值" in r.stderr and "argument" not in r.stderr
     r = run_script("main.py", "--model")
@@ -545,3 +548,18 @@ def test_main_chat_on_the_tiny_checkpoint_stops_early_by_default():
     assert r.returncode == 0, r.stderr
     assert "each stops after 32 (--max-new-tokens to change it)" in r.stdout
     assert r.stderr.count("[32 tokens") == 1 and "Traceback" not in r.stderr
+
+
+def test_main_rejects_a_reply_length_below_one(run_script):
+    """--max-new-tokens 0 was read as "the default" (512 made-up tokens per chat turn, 24 in chapter 9),
+    and -3 made chat answer every message with nothing."""
+    r = run_script("main.py", "chat", "--tiny", "--max-new-tokens", "0")
+    assert r.returncode == 1 and "--max-new-tokens must be at least 1." in r.stderr and "Traceback" not in r.stderr
+    r = run_script("main.py", "9", "--tiny", "--max-new-tokens", "-3", "--lang", "zh")
+    assert r.returncode == 1 and "--max-new-tokens 至少为 1。" in r.stderr and "第 9 章" not in r.stdout
+
+
+def test_download_failure_in_chinese_reads_as_a_sentence(run_script):
+    """It said "而且https://huggingface.co 出错": no space before the address, and no verb (访问)."""
+    r = run_script("main.py", "download", "--lang", "zh", env={"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert r.returncode == 1 and "里没有，而且访问 http://127.0.0.1:9 出错（" in r.stderr, r.stderr

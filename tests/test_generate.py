@@ -179,6 +179,29 @@ def test_generate_stops_at_max_new_tokens_and_plain_text_prompts(tok):
     assert list(generate_ids(ScriptedModel([7, 8]), [1], max_new_tokens=1)) == [7]
 
 
+def test_generate_never_picks_the_padding_rows_past_the_vocabulary(tok):
+    """The output layer has 248,320 rows for the tokenizer's 248,077 ids. Random weights pick the
+    padding rows: `python main.py 9 --tiny --prompt "''"` stopped in section 4 with "Token id 248309
+    is out of range". generate picks among the tokenizer's ids only; generate_ids, given no vocab, any row."""
+    pad = tok.vocab_size + 232                                      # a padding row, the model's favourite
+    hello = tok.encode("Hi")
+
+    class Favours(ScriptedModel):
+        def __call__(self, ids, cache=None, last=False):
+            logits = super().__call__(ids, cache, last)
+            logits[0, 0, hello[0]] = 0.5                            # the best real token
+            return logits
+
+    ids = []
+    text = "".join(generate(Favours([pad, pad]), tok, [1, 2], chat=False, max_new_tokens=2, ids_out=ids))
+    assert ids == [hello[0]] * 2 and text == tok.decode(ids)
+    ids = []
+    list(generate(Favours([pad, pad]), tok, [1, 2], chat=False, max_new_tokens=2, temperature=1.0, top_k=2,
+                  seed=0, ids_out=ids))
+    assert all(i < tok.vocab_size for i in ids)
+    assert list(generate_ids(Favours([pad]), [1], max_new_tokens=1)) == [pad]
+
+
 def test_generate_applies_the_chat_template(tok, tiny_path):
     model = ScriptedModel([248046])
     model.path = tiny_path

@@ -233,3 +233,49 @@ def test_chinese_report_uses_full_width_colons(judge, tmp_path):
     set_lang("en")
     result = _grade_body(judge, tmp_path, "220", body)
     assert any(": values differ" in line for line in report_lines(BY_ID["220"], result))
+
+
+def test_naive_softplus_is_named_not_taken_for_bf16(judge, tmp_path):
+    """log(1 + exp(x)) on upcast inputs loses the a = -15 case's g (about -6e-8); the bf16 diagnosis,
+    whose atol (1e-7) matched any g that small, told this learner to upcast what was already fp32."""
+    body = ("import torch\n"
+            "def log_decay(a, A_log, dt_bias):\n"
+            "    x = a.float() + dt_bias.float()\n"
+            "    return -A_log.float().exp() * torch.log(1 + torch.exp(x))\n"
+            "def write_strength(b):\n"
+            "    return torch.sigmoid(b.float())\n")
+    result = _grade_body(judge, tmp_path, "222", body)
+    named = [c["diagnosis"]["name"] for c in result["cases"] if c.get("diagnosis")]
+    assert result["status"] == "fail" and named == ["naive_softplus"], named
+    assert "bf16" not in judge.summary_line(result) and "log1p" in judge.summary_line(result)
+
+
+def test_decay_without_exp_is_named(judge, tmp_path):
+    """S * g (the log decay) instead of S * exp(g) failed five cases with no mistake named."""
+    body = ("def delta_rule_step(S, k, v, g, beta):\n"
+            "    S = S * g[..., None, None]\n"
+            "    read = (k[..., None, :] @ S).squeeze(-2)\n"
+            "    return S + k[..., :, None] * (beta[..., None] * (v - read))[..., None, :]\n"
+            "def read_state(S, q):\n"
+            "    return (q[..., None, :] @ S).squeeze(-2)\n")
+    result = _grade_body(judge, tmp_path, "220", body)
+    named = {c["diagnosis"]["name"] for c in result["cases"] if c.get("diagnosis")}
+    assert result["status"] == "fail" and named == {"decay_without_exp"}, named
+    assert "the factor is exp(g)" in judge.summary_line(result)
+
+
+def test_each_statement_states_the_tolerances_its_cases_use(judge, tiny_path, tmp_path):
+    """A learner reads the tolerance in the statement; 222's a = -15 case was checked to atol 1e-9,
+    rtol 1e-4 and the statement said only 1e-5. (208's bf16 case states its rule in words: 2% of
+    the output's largest value.)"""
+    import re
+    from practice._judge.exercises import Context
+    ctx = Context(tiny_path, tmp_path)
+    for ex in judge.EXERCISES:
+        statement = ex.starter.read_text(encoding="utf-8").split('"""')[1]
+        stated = {float(n) for n in re.findall(r"\d+(?:\.\d+)?(?:e-?\d+)?", statement)}
+        for case in ex.cases(ctx):
+            if case.tol is None or (ex.id == "208" and case.tol.rtol == 0 and "2% of the output's largest" in statement):
+                continue
+            for x in (case.tol.atol, case.tol.rtol):
+                assert not x or any(abs(x - n) <= 1e-3 * x for n in stated), (ex.id, case.name, x)

@@ -17,6 +17,12 @@ def test_readme_python_blocks_run(tiny_path, monkeypatch, tmp_path, capsys):
     assert len(namespace["norms"]) == 27 and namespace["tok"].encode("Hello!") == [9419, 0]
     assert list(namespace["scores"].shape) == [1, 248320]
     assert "1 +" in capsys.readouterr().out                        # the judge names the README's mistake
+    import torch                                                   # the dtypes the README states for
+    stated = next(line for b in blocks for line in b.splitlines() if "la.rule_inputs(x)" in line)   # rule_inputs
+    x = namespace["emb"](namespace["tok"].encode("Hi there"))[None]
+    q, k, v, g, beta = namespace["la"].rule_inputs(x)
+    assert {t.dtype for t in (q, k, g, beta)} == {torch.float32} and v.dtype == x.dtype == torch.bfloat16
+    assert "fp32 but v (x's dtype)" in stated
 
 
 def test_readme_lists_the_chapters_that_exist_and_what_comes_next():

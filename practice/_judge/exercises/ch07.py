@@ -102,6 +102,11 @@ def _after(S, k, v, g, beta):
     return S * torch.exp(g)[..., None, None]
 
 
+def _decay_without_exp(S, k, v, g, beta):
+    S = S * g[..., None, None]                                        # g <= 0: flips and scales S
+    return S + k[..., None] * (beta[..., None] * (v - (k[..., None] * S).sum(-2)))[..., None, :]
+
+
 DIAGNOSES_220 = [
     Diagnosis("decay_after_write", "delta_rule_step",
               ("looks like the decay was applied after the write: multiply S by exp(g) first, then read and write",
@@ -109,6 +114,10 @@ DIAGNOSES_220 = [
     Diagnosis("read_before_decay", "delta_rule_step",
               ("looks like k^T S was read from the state before the decay: decay S first, then read the prediction from it",
                "看起来 k^T S 是从衰减之前的状态读的：应当先衰减 S，再从它读出预测"), mistake=_read_first),
+    Diagnosis("decay_without_exp", "delta_rule_step",
+              ("looks like S was multiplied by g itself: g is the log of the decay, the factor is exp(g) (in (0, 1])",
+               "看起来 S 乘的是 g 本身：g 是衰减的对数，衰减因子是 exp(g)（在 (0, 1] 之间）"),
+              mistake=_decay_without_exp),
     Diagnosis("no_beta", "delta_rule_step",
               ("looks like beta is missing: the error written is beta * (v - k^T S)",
                "看起来漏了 beta：写入的误差是 beta * (v - k^T S)"),
@@ -203,9 +212,9 @@ DIAGNOSES_221 = [
 ]
 
 
-def _close(expected, got):
+def _close(expected, got, tol=None):
     from practice._judge.compare import close
-    return close(expected, got)
+    return close(expected, got, tol)
 
 
 # ------------------------------------------------------------------------------------------ 222
@@ -253,6 +262,24 @@ def cases_222(ctx):
     ]
 
 
+def _naive_softplus(a, A_log, dt_bias):
+    torch = _torch()
+    x = a.float() + dt_bias.float()
+    return -A_log.float().exp() * torch.log(1 + torch.exp(x))      # 1 + exp(x) rounds away exp(x)'s digits
+
+
+def _bf16_softplus(case, got):
+    """a + dt_bias and softplus in the inputs' own dtype. Only a mistake where that dtype is below fp32:
+    on fp32 inputs it is the right formula, and its atol (1e-7) would match any small wrong g there
+    (the a = -15 case's g is about -6e-8), naming bf16 for a learner who did upcast."""
+    torch = _torch()
+    a, A_log, dt_bias = case.args
+    if torch.promote_types(a.dtype, dt_bias.dtype) == torch.float32:
+        return False
+    mistake = -A_log.float().exp() * torch.nn.functional.softplus(a + dt_bias).float()
+    return _close(mistake, got, Tol(1e-7, 1e-6))
+
+
 DIAGNOSES_222 = [
     Diagnosis("no_minus", "log_decay",
               ("looks like the minus sign is missing: g must be negative so that exp(g) < 1 shrinks the state",
@@ -266,11 +293,16 @@ DIAGNOSES_222 = [
                "看起来直接用了 A_log：速率是 exp(A_log)（A_log 是它的对数）"),
               mistake=lambda a, A_log, dt_bias: (-A_log.double() * (-decay64(a, _torch().zeros_like(A_log), dt_bias)
                                                                     ).double()).float()),
+    Diagnosis("naive_softplus", "log_decay",
+              ("looks like softplus was written as log(1 + exp(x)): for very negative x, 1 + exp(x) in fp32 keeps few "
+               "of exp(x)'s digits (none below x = -17); use F.softplus(x) or torch.log1p(torch.exp(x))",
+               "看起来 softplus 写成了 log(1 + exp(x))：x 很负时，fp32 的 1 + exp(x) 只留下 exp(x) 的几位有效数字"
+               "（x < -17 时一位也不剩）；请用 F.softplus(x) 或 torch.log1p(torch.exp(x))"),
+              mistake=_naive_softplus),
     Diagnosis("bf16_softplus", "log_decay",
               ("looks like a + dt_bias and softplus were computed in bf16: upcast a and dt_bias to fp32 first",
                "看起来 a + dt_bias 和 softplus 是在 bf16 中算的：先把 a 和 dt_bias 升到 fp32"),
-              mistake=lambda a, A_log, dt_bias: (-A_log.float().exp() * _torch().nn.functional.softplus(a + dt_bias).float()),
-              tol=Tol(1e-7, 1e-6)),
+              test=_bf16_softplus),
 ]
 
 
@@ -290,7 +322,8 @@ EXERCISES = [
                "写入：S + k[..., None] * (beta[..., None] * 误差)[..., None, :]（每个头一个外积）。用 q 读的方式和用 k 读一样。")],
              cases_220, DIAGNOSES_220,
              {"220_decay_after_write.py": "decay_after_write", "220_read_before_decay.py": "read_before_decay",
-              "220_no_beta.py": "no_beta", "220_no_delta.py": "no_delta", "220_read_transposed.py": "read_transposed"}),
+              "220_decay_without_exp.py": "decay_without_exp", "220_no_beta.py": "no_beta",
+              "220_no_delta.py": "no_delta", "220_read_transposed.py": "read_transposed"}),
     Exercise("221", "causal_conv", ("The causal depthwise convolution", "因果逐通道卷积"),
              "medium", True, ("causal_conv1d",),
              [("Each channel has its own kernel weight[c]; channels never mix.", "每个通道有自己的卷积核 weight[c]；通道之间不混合。"),
@@ -310,5 +343,5 @@ EXERCISES = [
               ("beta = torch.sigmoid(b.float()).", "beta = torch.sigmoid(b.float())。")],
              cases_222, DIAGNOSES_222,
              {"222_no_minus.py": "no_minus", "222_no_dt_bias.py": "no_dt_bias", "222_no_exp.py": "no_exp",
-              "222_bf16_softplus.py": "bf16_softplus"}),
+              "222_bf16_softplus.py": "bf16_softplus", "222_naive_softplus.py": "naive_softplus"}),
 ]
