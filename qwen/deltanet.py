@@ -100,11 +100,12 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
     # (*) c in float64: in fp32, c_t - c_j after a strong decay (c near -100) carries an error of
     # |c| * 6e-8 into every exp(c_t - c_j); float64 keeps the chunked form as exact as the recurrent
     # one (measured: 1.4e-5 -> 2.8e-7 relative, heads whose decays reach -50) for 64 x 64 numbers.
+    # Apple's GPUs (MPS) have no float64: there c stays fp32, with that larger error.
     # A decay below exp(-80) forgets everything fp32 can hold: clamped there, so that g = -inf
     # (forget all) gives no -inf - -inf = nan, and a huge one no c of -1e6. The last chunk is padded
     # with g = 0 (no decay), so its c at the chunk's end is c at its last real token.
     g = F.pad(g.clamp(min=-80.0).reshape(B * H, T), (0, n * chunk - T))
-    c = g.view(B * H, n, chunk).double().cumsum(-1)                           # (BH, n, C): log decay so far (*)
+    c = g.view(B * H, n, chunk).to(decay_dtype(g.device)).cumsum(-1)         # (BH, n, C): log decay so far (*)
     start = c.exp().float()[..., None]                                        # (BH, n, C, 1): decay since S0
     to_end = (c[..., -1:] - c).float().exp()[..., None]                       # (BH, n, C, 1): decay to the chunk's end
     S = k.new_zeros(B * H, dk, dv) if state is None else state.float().expand(B, H, dk, dv).reshape(B * H, dk, dv)
@@ -138,6 +139,11 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
         else:
             S = S.mul_(end).baddbmm_(kT, U.mul_(to_chunk_end))                # the same, in place
     return out.reshape(B, H, T, dv), S.reshape(B, H, dk, dv)
+
+
+def decay_dtype(device):
+    """float64 for the chunked form's log decays; float32 on Apple's GPUs (MPS), which have no float64."""
+    return torch.float32 if device.type == "mps" else torch.float64
 
 
 def _check_state(state, shape):

@@ -146,6 +146,20 @@ def test_a_cache_from_another_batch_is_one_clear_line(written):
     assert torch.equal(cache.conv, conv) and torch.equal(cache.state, state)
 
 
+def test_the_chunked_form_without_float64_as_on_apple_gpus(monkeypatch):
+    """MPS has no float64 (pytorch#122602): there the log decays stay fp32. That path, run here on
+    the CPU, still equals the recurrent form to 1e-5 on the layer's usual decays (-0.01 to -3)."""
+    from qwen import deltanet
+    assert deltanet.decay_dtype(torch.device("mps")) == torch.float32
+    assert deltanet.decay_dtype(torch.device("cpu")) == torch.float64
+    q, k, v, g, beta, state = rule_inputs(1, 4, 200, 16, 8, seed=3)
+    g = -torch.rand(g.shape, generator=torch.Generator().manual_seed(3)) * 3 - 0.01
+    ref, s_ref = delta_rule_recurrent(q, k, v, g, beta, state)
+    monkeypatch.setattr(deltanet, "decay_dtype", lambda device: torch.float32)
+    out, s = delta_rule_chunked(q, k, v, g, beta, state)
+    assert rel(out, ref) <= 1e-5 and rel(s, s_ref) <= 1e-5
+
+
 def test_a_state_that_is_not_a_tensor_is_one_clear_line():
     q, k, v, g, beta, _ = rule_inputs(1, 2, 5, 8, 4)
     for rule in (delta_rule_recurrent, delta_rule_chunked):
