@@ -39,9 +39,13 @@ def chat_loop(path, max_new_tokens=512, think=False, read=input):
             for piece in chat.say(line, max_new_tokens=max_new_tokens, stats=stats):
                 print(piece, end="", flush=True)
             print()
-            print(tr("  [{n} tokens, {s:.1f} tokens/s; cache {t} tokens, {b}{again}]",
-                     "  [{n} 个词元，{s:.1f} 词元/秒；缓存 {t} 个词元，{b}{again}]",
-                     n=stats["new_tokens"], s=stats["new_tokens"] / max(stats["prefill_s"] + stats["decode_s"], 1e-9),
+            # reading the prompt (prefill) and writing the reply (decode) are timed apart, as in ch09:
+            # one rate over both would mostly measure the prompt's length
+            print(tr("  [{n} tokens; read {p} prompt tokens in {ps:.2f} s, then {d:.1f} tokens/s; cache {t} tokens, "
+                     "{b}{again}]",
+                     "  [{n} 个词元；用 {ps:.2f} 秒读入 {p} 个提示词元，然后 {d:.1f} 词元/秒；缓存 {t} 个词元，{b}{again}]",
+                     n=stats["new_tokens"], p=stats["prompt_tokens"], ps=stats["prefill_s"],
+                     d=max(stats["new_tokens"] - 1, 1) / max(stats["decode_s"], 1e-9),
                      t=chat.cache.length, b=size(chat.cache.nbytes),
                      again=tr("; history read again", "；历史重新读取") if chat.reused == 0 and len(chat.messages) > 2
                      else ""), file=sys.stderr)

@@ -259,8 +259,12 @@ def test_chat_loop_streams_resets_and_reports_the_cache_in_readable_units(tiny_p
             raise EOFError from None
     chat_loop(tiny_path, max_new_tokens=3, read=read)
     out, err = capsys.readouterr()
-    stats = re.findall(r"\[3 tokens, [\d.]+ tokens/s; cache (\d+) tokens, ([\d.]+) (B|KB|MB)", err)
+    stats = re.findall(r"\[3 tokens; read (\d+) prompt tokens in [\d.]+ s, then [\d.]+ tokens/s; "
+                       r"cache (\d+) tokens, ([\d.]+) (B|KB|MB)", err)
     assert len(stats) == 3, err                                          # the empty line is skipped
+    read_, stats = [int(r) for r, *_ in stats], [s[1:] for s in stats]   # prefill and decode apart (as ch09)
+    # the cache holds what was read plus the reply but its last token (not fed back yet)
+    assert all(r <= int(c) - 2 for r, (c, *_) in zip(read_, stats)) and read_[0] == int(stats[0][0]) - 2
     assert int(stats[1][0]) > int(stats[0][0]) and int(stats[2][0]) < int(stats[1][0])   # grows; /reset empties it
     assert all(float(n) > 0 for _, n, _ in stats)                       # a tiny cache is not shown as '0.0 MB'
     assert "(conversation and cache cleared)" in out and out.rstrip().endswith("Bye.")
