@@ -51,7 +51,10 @@ MISTAKES = {  # file body for exercise 205 (l2norm) -> what the one-line report 
     "return_type": ("def l2norm(x, eps=1e-6):\n    return x.tolist()\n", "returned list, expected a tensor"),
     "nan": ("def l2norm(x, eps=1e-6):\n    return x / (x - x).sum(-1, keepdim=True)\n", "NaN or inf in your output"),
     "in_place": ("import torch\ndef l2norm(x, eps=1e-6):\n    return x.mul_(torch.rsqrt((x * x).sum(-1, keepdim=True) + eps))\n",
-                 "modified its input #1 in place"),
+                 "modified its input x (#1) in place"),
+    "in_place_odd_callable": ("class F:\n    @property\n    def __signature__(self):\n        raise RuntimeError('no')\n"
+                              "    def __call__(self, x, eps=1e-6):\n        return x.mul_(2)\nl2norm = F()\n",
+                              "modified its input #1 in place"),
     "exit_at_import": ("import sys\nsys.exit(0)\n", "calls sys.exit()"),
     "exit_in_function": ("import sys\ndef l2norm(x, eps=1e-6):\n    sys.exit(3)\n", "called sys.exit()"),
     "os_exit": ("import os\ndef l2norm(x, eps=1e-6):\n    os._exit(0)\n", "your code ended the process (os._exit(0))"),

@@ -6,6 +6,7 @@ line; registered in sys.modules while it runs), calls each function on the input
 sent, and sends each result or what was raised instead (wire.py: never pickle).
 """
 import importlib.util
+import inspect
 import os
 import re
 import sys
@@ -40,6 +41,17 @@ def _message(exc):
         return T("{t} (its message could not be read)", "{t}（它的消息无法读取）", t=name)
     first = (text.splitlines() or [""])[0][:300]
     return f"{name}: {first}" if first else name
+
+
+def _argument(fn, k):
+    """The name the learner gave argument k (0-based), then its position: 'S (#1)'; '#1' alone when
+    the function does not say (a callable object without a signature, say)."""
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        return f"{params[k].name} (#{k + 1})"
+    except Exception:                                            # noqa: BLE001 - learner code can be odd
+        return f"#{k + 1}"
 
 
 def describe_error(exc, file, memory_gb):
@@ -135,8 +147,8 @@ def child_main(job):
                        if b is not None and not torch.equal(a, b) and not (a.isnan().any() and b.isnan().any())]
             if changed:
                 send({"kind": "case", "i": i, "raised": {"kind": "inplace", "message": T(
-                    "modified its input #{i} in place: work on a copy (no in-place ops on inputs)",
-                    "原地修改了第 {i} 个输入：请在副本上计算（不要对输入做原地操作）", i=changed[0] + 1)}})
+                    "modified its input {a} in place: work on a copy (no in-place ops on inputs)",
+                    "原地修改了输入 {a}：请在副本上计算（不要对输入做原地操作）", a=_argument(space[name], changed[0]))}})
                 continue
             try:
                 value, out = wire.encode(got, limit=wire.MAX_RESULT)
