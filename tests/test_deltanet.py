@@ -269,16 +269,21 @@ def test_ch07_finds_the_wy_ut_form_where_it_points():
     assert "WY / UT form" in delta_rule_chunked.__doc__ and "(I + A)" in delta_rule_chunked.__doc__
 
 
-def test_gradients_through_chunked_equal_the_recurrent_ones():
-    """Autograd flows through the chunked form (its in-place products must not touch a tensor
-    backward needs) and gives the recurrent form's gradients, for every input and the state."""
-    inputs = rule_inputs(2, 3, 70, 8, 8, seed=4)
+def gradients_of_both_forms(inputs):
+    """The gradients of one loss (output and final state) for every input: recurrent, then chunked."""
     grads = []
     for rule in (delta_rule_recurrent, delta_rule_chunked):
         leaves = [t.clone().requires_grad_() for t in inputs]
         out, final = rule(*leaves)
-        (out * torch.linspace(-1, 1, 8)).sum().add(final.square().sum()).backward()
+        (out * torch.linspace(-1, 1, out.shape[-1])).sum().add(final.square().sum()).backward()
         grads.append([t.grad for t in leaves])
+    return grads
+
+
+def test_gradients_through_chunked_equal_the_recurrent_ones():
+    """Autograd flows through the chunked form (its in-place products must not touch a tensor
+    backward needs) and gives the recurrent form's gradients, for every input and the state."""
+    grads = gradients_of_both_forms(rule_inputs(2, 3, 70, 8, 8, seed=4))
     for got, ref in zip(grads[1], grads[0]):
         assert rel(got, ref) <= 1e-4
 
@@ -423,11 +428,6 @@ def test_gradients_stay_finite_when_heads_forget_fast(decays):
     gen = torch.Generator().manual_seed(0)
     inputs[3] = (torch.full_like(inputs[3], -2.0) if decays == "-2 per token"
                  else -(torch.rand(inputs[3].shape, generator=gen) ** 8) * 50)
-    grads = []
-    for rule in (delta_rule_recurrent, delta_rule_chunked):
-        leaves = [t.clone().requires_grad_() for t in inputs]
-        out, final = rule(*leaves)
-        (out * torch.linspace(-1, 1, 4)).sum().add(final.square().sum()).backward()
-        grads.append([t.grad for t in leaves])
+    grads = gradients_of_both_forms(inputs)
     for got, ref in zip(grads[1], grads[0]):
         assert torch.isfinite(got).all() and rel(got, ref) <= 1e-5
