@@ -261,21 +261,28 @@ def cmd_watch(ex, args):
 
 
 def cmd_hint(ex, args):
-    """The first failing case (what it tests, what to look at), then the next hint of the statement."""
+    """The first failing case (what it tests, what to look at), then the next hint of the statement; when a
+    known mistake is named with the hint about its part, that hint instead (the next may be about a right part)."""
     file = Path(args.file).resolve() if args.file else learner_file(ex)
     result = grade(ex, file, model_for_checks(args))
     first = None if result["status"] == "pass" else first_failing(result)
+    aimed = (first.get("diagnosis") or {}).get("hint") if first and not result["error"] else None
+    aimed = aimed if type(aimed) is int and 0 <= aimed < len(ex.hints) else None
     if result["error"]:
         print(T("Your file: {m}", "你的文件：{m}", m=result["error"]["message"]))
     elif result["status"] == "pass":
         print(T("Your file passes every case; the hints below are for reference.", "你的文件已通过所有用例；下面的提示仅供参考。"))
     elif first and not first["todo"]:
         print(T("First failing case: {c}", "第一个未通过的用例：{c}", c=case_line(first)))
-        if first.get("about"):
+        if first.get("about") and aimed is None:                 # a located mistake may lie outside the case's topic
             print(T("  It tests: {a}", "  它检查的是：{a}", a=first["about"]))
     elif first:
         print(T("Start with {f}: the first case is {n} ({a}).", "从 {f} 开始：第一个用例是 {n}（{a}）。", f=first["function"],
                 n=first["name"], a=first.get("about") or ""))
+    if aimed is not None:                                        # the hint about the part that is wrong, not the next one
+        print(T("Hint {i}/{n}, for this mistake: {h}", "提示 {i}/{n}（针对这个错误）：{h}", i=aimed + 1, n=len(ex.hints),
+                h=text(ex.hints[aimed])))
+        return 0
 
     def change(p):
         entry = p.setdefault(ex.id, {})

@@ -101,6 +101,8 @@ class Diagnosis:
     mistake: object = None             # fn(*case.args) -> the mistaken result (judge process)
     test: object = None                # or fn(case, got) -> bool (got: decoded value or compare.Raised)
     tol: Tol = None                    # how close to the mistaken result (default: the case's)
+    hint: int = None                   # index in Exercise.hints of the hint about the mistaken part (--hint
+                                       # shows that one instead of the next, which may be about a right part)
 
 
 @dataclasses.dataclass

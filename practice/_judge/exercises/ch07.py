@@ -110,14 +110,14 @@ def _decay_without_exp(S, k, v, g, beta):
 DIAGNOSES_220 = [
     Diagnosis("decay_after_write", "delta_rule_step",
               ("looks like the decay was applied after the write: multiply S by exp(g) first, then read and write",
-               "看起来衰减放在了写入之后：应当先把 S 乘以 exp(g)，再读、再写"), mistake=_after),
+               "看起来衰减放在了写入之后：应当先把 S 乘以 exp(g)，再读、再写"), mistake=_after, hint=0),
     Diagnosis("read_before_decay", "delta_rule_step",
               ("looks like k^T S was read from the state before the decay: decay S first, then read the prediction from it",
-               "看起来 k^T S 是从衰减之前的状态读的：应当先衰减 S，再从它读出预测"), mistake=_read_first),
+               "看起来 k^T S 是从衰减之前的状态读的：应当先衰减 S，再从它读出预测"), mistake=_read_first, hint=1),
     Diagnosis("decay_without_exp", "delta_rule_step",
               ("looks like S was multiplied by g itself: g is the log of the decay, the factor is exp(g) (in (0, 1])",
                "看起来 S 乘的是 g 本身：g 是衰减的对数，衰减因子是 exp(g)（在 (0, 1] 之间）"),
-              mistake=_decay_without_exp),
+              mistake=_decay_without_exp, hint=0),
     Diagnosis("no_beta", "delta_rule_step",
               ("looks like beta is missing: the error written is beta * (v - k^T S)",
                "看起来漏了 beta：写入的误差是 beta * (v - k^T S)"),
@@ -191,24 +191,55 @@ def _conv_padded(x, weight, lpad, rpad):
     return sum(weight.float()[:, j] * xp[:, j:j + T] for j in range(K)).to(x.dtype)
 
 
+def _conv_late(x, weight, past=None):
+    """kernel zeros on the left instead of kernel-1 (the window ends at the token before); with past given,
+    the past rows are used as they should be."""
+    if past is not None:
+        return conv64(x, weight, past)
+    return _conv_padded(x, weight, weight.shape[-1], 0)
+
+
+def _conv_silu(x, weight, past=None):
+    torch = _torch()
+    y = conv64(x, weight, past).double()
+    return (y * torch.sigmoid(y)).to(x.dtype)
+
+
 DIAGNOSES_221 = [
+    Diagnosis("one_token_late", "causal_conv1d",
+              ("looks like kernel zeros were put on the left instead of kernel-1 (off by one): each output is then "
+               "one token late, its window ends at the token before; the last tap weight[:, -1] meets token t itself",
+               "看起来左边补了 kernel 个零而不是 kernel-1 个（差一）：每个输出就晚了一个词元，窗口在前一个词元结束；"
+               "最后一个抽头 weight[:, -1] 应当对应词元 t 自己"),
+              mistake=_conv_late, hint=1),
+    Diagnosis("silu_applied", "causal_conv1d",
+              ("looks like silu was applied to the convolution's output: this function is the convolution alone "
+               "(the layer applies silu after it)",
+               "看起来对卷积的输出做了 silu：这个函数只做卷积（这一层之后才做 silu）"),
+              mistake=_conv_silu),
+    Diagnosis("past_reversed", "causal_conv1d",
+              ("looks like past was used in reverse order: past[:, 0] is the oldest input, past[:, -1] the one just "
+               "before x, so torch.cat([past, x], 1) as it is",
+               "看起来 past 的顺序反了：past[:, 0] 是最早的输入，past[:, -1] 是紧挨着 x 之前的那个，"
+               "所以直接 torch.cat([past, x], 1)"),
+              mistake=lambda x, weight, past=None: conv64(x, weight, None if past is None else past.flip(1)), hint=1),
     Diagnosis("right_padding", "causal_conv1d",
               ("looks like the zeros were padded on the right: each output then sees later tokens; pad kernel-1 on the left",
                "看起来零补在了右边：这样每个输出会看到后面的词元；应当在左边补 kernel-1 个零"),
-              mistake=lambda x, weight, past=None: _conv_padded(x, weight, 0, weight.shape[-1] - 1)),
+              mistake=lambda x, weight, past=None: _conv_padded(x, weight, 0, weight.shape[-1] - 1), hint=1),
     Diagnosis("centred", "causal_conv1d",
               ("looks like 'same' padding (zeros on both sides): the window must end at the current token",
                "看起来用了 'same' 填充（两边都补零）：窗口必须以当前词元结束"),
               mistake=lambda x, weight, past=None: _conv_padded(x, weight, (weight.shape[-1] - 1) // 2,
-                                                                 weight.shape[-1] // 2)),
+                                                                 weight.shape[-1] // 2), hint=1),
     Diagnosis("flipped_kernel", "causal_conv1d",
               ("looks like the kernel is reversed: weight[:, -1] multiplies the current token, weight[:, 0] the oldest",
                "看起来卷积核反了：weight[:, -1] 乘当前词元，weight[:, 0] 乘最早的那个"),
-              mistake=lambda x, weight, past=None: conv64(x, weight.flip(-1), past)),
+              mistake=lambda x, weight, past=None: conv64(x, weight.flip(-1), past), hint=2),
     Diagnosis("ignores_past", "causal_conv1d",
               ("looks like past was ignored: when it is given, it takes the place of the zeros on the left",
                "看起来忽略了 past：给出 past 时，它代替左边的零"),
-              test=lambda case, got: len(case.args) > 2 and _close(conv64(case.args[0], case.args[1]), got)),
+              test=lambda case, got: len(case.args) > 2 and _close(conv64(case.args[0], case.args[1]), got), hint=1),
 ]
 
 
@@ -280,7 +311,24 @@ def _bf16_softplus(case, got):
     return _close(mistake, got, Tol(1e-7, 1e-6))
 
 
+def _dt_bias_outside(a, A_log, dt_bias):
+    torch = _torch()
+    x = a.double()
+    softplus = torch.where(x > 20, x, torch.log1p(torch.exp(x.clamp(max=20))))
+    return (-torch.exp(A_log.double()) * (softplus + dt_bias.double())).float()
+
+
 DIAGNOSES_222 = [
+    Diagnosis("returns_factor", "log_decay",
+              ("looks like the decay factor exp(g) was returned: log_decay returns g itself, "
+               "-exp(A_log) * softplus(a + dt_bias) (negative); the state is multiplied by exp(g) later",
+               "看起来返回的是衰减因子 exp(g)：log_decay 返回 g 本身，即 -exp(A_log) * softplus(a + dt_bias)"
+               "（负数）；状态之后才乘以 exp(g)"),
+              mistake=lambda a, A_log, dt_bias: decay64(a, A_log, dt_bias).double().exp().float(), hint=1),
+    Diagnosis("dt_bias_outside", "log_decay",
+              ("looks like dt_bias was added outside the softplus: it goes inside, softplus(a + dt_bias)",
+               "看起来 dt_bias 加在了 softplus 外面：它应当在里面，softplus(a + dt_bias)"),
+              mistake=_dt_bias_outside, hint=1),
     Diagnosis("no_minus", "log_decay",
               ("looks like the minus sign is missing: g must be negative so that exp(g) < 1 shrinks the state",
                "看起来漏了负号：g 必须是负的，exp(g) < 1 才会让状态变小"),
@@ -333,7 +381,9 @@ EXERCISES = [
                "y[:, t] = 对 j 求和 weight[:, j] * xp[:, t + j]：最后一个抽头 weight[:, -1] 对应词元 t 自己。")],
              cases_221, DIAGNOSES_221,
              {"221_right_padding.py": "right_padding", "221_centred.py": "centred",
-              "221_flipped_kernel.py": "flipped_kernel", "221_ignores_past.py": "ignores_past"}),
+              "221_flipped_kernel.py": "flipped_kernel", "221_ignores_past.py": "ignores_past",
+              "221_one_token_late.py": "one_token_late", "221_silu_applied.py": "silu_applied",
+              "221_past_reversed.py": "past_reversed"}),
     Exercise("222", "decay_and_beta", ("Decay and beta from the raw parameters", "从原始参数算衰减和 beta"),
              "easy", True, ("log_decay", "write_strength"),
              [("Upcast first: a.float(), A_log.float(), dt_bias.float().", "先升到 fp32：a.float()、A_log.float()、dt_bias.float()。"),
@@ -343,5 +393,6 @@ EXERCISES = [
               ("beta = torch.sigmoid(b.float()).", "beta = torch.sigmoid(b.float())。")],
              cases_222, DIAGNOSES_222,
              {"222_no_minus.py": "no_minus", "222_no_dt_bias.py": "no_dt_bias", "222_no_exp.py": "no_exp",
-              "222_bf16_softplus.py": "bf16_softplus", "222_naive_softplus.py": "naive_softplus"}),
+              "222_bf16_softplus.py": "bf16_softplus", "222_naive_softplus.py": "naive_softplus",
+              "222_returns_factor.py": "returns_factor", "222_dt_bias_outside.py": "dt_bias_outside"}),
 ]
