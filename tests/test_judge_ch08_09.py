@@ -35,13 +35,15 @@ def _write(tmp_path, name, body):
 
 @pytest.mark.parametrize("ex_id", ["230", "231", "232"])
 def test_each_wrong_file_fails_named_with_its_mistake_only(judge, ex_id):
-    """Every wrong/ file fails and is named with its own mistake, on no case with another. (With one
-    cached token the unshifted mask and the missing new key give the same token, and a learner who
-    left out the new key was also told, under that case, that the mask was not shifted, which the
-    first case shows to be right.)"""
+    """Each new wrong/ file, and every one of 231's, fails and is named with its own mistake, on no
+    case with another. (With one cached token the unshifted mask and the missing new key give the
+    same token, and a learner who left out the new key was also told, under that case, that the
+    mask was not shifted, which the first case shows to be right.) --verify grades the others."""
     wrong = judge.BY_ID[ex_id].wrong
     assert {n: d for n, d in NEW_MISTAKES.items() if n.startswith(ex_id)}.items() <= wrong.items()
     for name, want in wrong.items():
+        if ex_id != "231" and name not in NEW_MISTAKES:
+            continue
         result = _grade(judge, ex_id, JUDGE / "wrong" / name)
         line = judge.summary_line(result)
         assert result["status"] == "fail" and _named(result) == {want}, (name, _named(result), line)
