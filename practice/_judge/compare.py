@@ -85,7 +85,14 @@ def check_tensor(expected, got, tol=None):
                        (got == expected).double().mean().item(), tolerance=T("exact", "完全相同"))
     g, e = got.double(), expected.double()
     nan_g, nan_e = torch.isnan(g), torch.isnan(e)
-    bad_special = (nan_g & ~nan_e) | (torch.isinf(g) & ~torch.isinf(e))
+    # An infinity is "NaN or inf in your output" only where the expected output has no infinity of
+    # that sign at all: where -inf is one of its values (a filtered logit), a -inf in the wrong place
+    # is a wrong value like any other, reported as "values differ" with its index.
+    stray_inf = torch.zeros_like(nan_g)
+    for sign in (1, -1):
+        if not (e == sign * math.inf).any():                      # this infinity is never a right value here
+            stray_inf |= g == sign * math.inf
+    bad_special = (nan_g & ~nan_e) | stray_inf
     if bad_special.any():
         index = _first(bad_special)
         raise Mismatch(T("NaN or inf in your output at index {i} (expected {e})",
@@ -93,7 +100,7 @@ def check_tensor(expected, got, tol=None):
                        expected=describe(expected), got=describe(got), first_index=index)
     finite = torch.isfinite(e)
     same = (g == e) | (nan_g & nan_e)
-    diff = torch.where(finite, (g - e).abs(), torch.zeros_like(g))
+    diff = torch.where(finite, (g - e).abs(), torch.where(same, 0.0, math.inf))   # a missed -inf is off by inf, not 0
     if tol.ulps is not None and expected.dtype in (torch.bfloat16, torch.float16):
         steps = (_ordered(got) - _ordered(expected)).abs()
         ok = (steps <= tol.ulps) & finite | same

@@ -215,6 +215,18 @@ def _judge_case(ex, case, got, index, stopped, explain_all):
     return entry
 
 
+def _right(case, got):
+    """The case's own verdict: its check when it has one (a result other than `expected` may be right,
+    e.g. another of several tied tokens), else closeness to `expected`."""
+    if case.check is None:
+        return close(case.expected, got, case.tol)
+    try:
+        case.check(got)
+        return True
+    except Exception:                                              # noqa: BLE001 - Mismatch, or a result the check cannot read
+        return False
+
+
 def diagnose(ex, case, got):
     """The first known mistake whose signature the result matches: {"name", "says", "hint"}, or None."""
     for d in ex.diagnoses:
@@ -226,8 +238,8 @@ def diagnose(ex, case, got):
             else:
                 tol = d.tol or case.tol
                 fired = not isinstance(got, Raised) and _telling(d.mistake(*case.args), got, tol)
-            if fired and not isinstance(got, Raised) and case.expected is not None:
-                fired = not close(case.expected, got, case.tol)          # never on a right answer
+            if fired and not isinstance(got, Raised) and (case.expected is not None or case.check is not None):
+                fired = not _right(case, got)                            # never on a right answer
         except Exception:                                          # noqa: BLE001 - a diagnosis never breaks grading
             fired = False
         if fired:

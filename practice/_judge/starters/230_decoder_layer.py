@@ -10,7 +10,9 @@ gate/up (intermediate, hidden), down (hidden, intermediate). Everything is fp32;
 
 Checked: within atol=1e-4, rtol=1e-4, on the model's own layer-0 norms and MLP and on small random
 ones. Known mistakes are named: Post-Norm wiring, normalizing the stream itself instead of the
-sublayer's input, the two norms swapped, both sublayers reading the same input, w instead of 1 + w.
+sublayer's input, the two norms swapped, both sublayers reading the same input, the MLP reading the
+first norm's output, w instead of 1 + w, the RMS over the whole tensor instead of each token's
+last dimension, the mixer without the .T or its output reshaped instead of transposed back.
 
 练习 230 · 解码层的残差连接（简单；需要 PyTorch）
 
@@ -24,7 +26,8 @@ norm 是第 3 章的零中心 RMSNorm：x / sqrt(mean(x^2) + eps) * (1 + w)，�
 
 检查方式：在模型自己的第 0 层归一化与 MLP 上、以及小的随机权重上，误差在 atol=1e-4、rtol=1e-4 以内。
 已知错误会被指出：Post-Norm 连接、对残差流本身而不是子层输入做归一化、两个归一化用反、两个子层读同一个输入、
-用 w 而不是 1 + w。
+MLP 读了第一个归一化的输出、用 w 而不是 1 + w、RMS 在整个张量上而不是每个词元的最后一维上计算、mixer 漏了 .T
+或者它的输出用 reshape 而不是转置变回来。
 
 Check: python practice/judge.py 230
 """

@@ -13,8 +13,11 @@ head_dim), already normed and rotated. Do:
      and take the most likely token: token (batch,) int64.
 Return (token, k, v). Everything is fp32.
 
-Checked: the token exactly, k and v within atol=1e-5. Known mistakes are named: a causal mask not
-shifted by the cache's length, the new token's own key and value left out, the old cache returned.
+Checked: the token of every row exactly, k and v within atol=1e-5, rtol=1e-5, on batches of 64,
+16 and 8 decode steps (a mistake in the scores changes the argmax of only some rows). Known
+mistakes are named: a causal mask not shifted by the cache's length, the new token's own key and
+value left out, the old cache returned, the new key and value put before the cached ones, scores
+not divided by sqrt(head_dim), query head h reading kv head h % kv_heads.
 
 练习 231 · 带缓存的一步贪心解码（中等；需要 PyTorch）
 
@@ -29,8 +32,10 @@ head_dim)。新词元带来它自己的查询 q (batch, heads, 1, head_dim) 和�
      (vocab, heads * head_dim)，代替模型的其余部分），取最可能的词元：token (batch,) int64。
 返回 (token, k, v)。全部是 fp32。
 
-检查方式：token 必须完全相同，k 和 v 在 atol=1e-5 以内。已知错误会被指出：因果掩码没有按缓存长度平移、
-漏掉新词元自己的键和值、返回了旧缓存。
+检查方式：每一行的 token 必须完全相同，k 和 v 在 atol=1e-5、rtol=1e-5 以内，批次为 64、16 和 8 步解码
+（分数上的错误只会改变一部分行的 argmax）。已知错误会被指出：因果掩码没有按缓存长度平移、漏掉新词元自己的
+键和值、返回了旧缓存、新的键和值放在了缓存前面、分数没有除以 sqrt(head_dim)、查询头 h 读了键值头
+h % kv_heads。
 
 Check: python practice/judge.py 231
 """

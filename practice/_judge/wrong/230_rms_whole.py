@@ -1,0 +1,13 @@
+"""Wrong on purpose (judge --verify): the RMS over the whole tensor, not each token's last dimension."""
+import torch
+import torch.nn.functional as F
+
+
+def rms_norm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean() + eps) * (1 + w)
+
+
+def decoder_layer(x, norm1_weight, norm2_weight, eps, mixer_weight, gate_weight, up_weight, down_weight):
+    x = x + rms_norm(x, norm1_weight, eps) @ mixer_weight.T
+    h = rms_norm(x, norm2_weight, eps)
+    return x + (F.silu(h @ gate_weight.T) * (h @ up_weight.T)) @ down_weight.T

@@ -1,0 +1,15 @@
+"""Wrong on purpose (judge --verify): the new key and value put before the cached ones (the token is still right)."""
+import math
+
+import torch
+
+
+def greedy_step(k_cache, v_cache, q, k_new, v_new, out_weight):
+    k = torch.cat((k_new, k_cache), dim=2)
+    v = torch.cat((v_new, v_cache), dim=2)
+    B, H, _, D = q.shape
+    group = H // k.shape[1]
+    keys, values = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    weights = torch.softmax(q @ keys.transpose(-1, -2) / math.sqrt(D), dim=-1)
+    out = (weights @ values).transpose(1, 2).reshape(B, H * D)
+    return (out @ out_weight.T).argmax(-1), k, v
