@@ -174,8 +174,9 @@ def token_labels(ids, pieces):
 
 
 def save(fig, name, out=None):
-    """Write the figure as <folder>/name, print the path; in a notebook show it inline too.
-    The figure is closed afterwards (a notebook would otherwise show it a second time)."""
+    """Write the figure as <folder>/name, print the path; in a notebook show that PNG inline too
+    (whatever the kernel's backend). The figure is closed afterwards: Jupyter's inline backend
+    would otherwise show it a second time at the end of the cell."""
     import matplotlib.pyplot as plt
     path = figures_folder(out) / name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -184,8 +185,8 @@ def save(fig, name, out=None):
     print(tr("  wrote {p}", "  已写出 {p}", p=path))
     if in_notebook():
         try:
-            from IPython.display import display
-            display(fig)
+            from IPython.display import Image, display
+            display(Image(filename=str(path)))
         except ImportError:
             pass
     plt.close(fig)
