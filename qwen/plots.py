@@ -104,15 +104,16 @@ class Fonts:
 
     def __init__(self):
         from matplotlib import font_manager, rcParams
-        base = font_manager.findfont(font_manager.FontProperties(family=["sans-serif"]))
+        families = list(rcParams["font.family"])
+        base = font_manager.findfont(font_manager.FontProperties(family=families[:1]))
         self.cjk = find_cjk_font()                          # (name, file) or None
         self.glyphs = _charmap(base)
         if self.cjk:
             name, path = self.cjk
             self.glyphs |= _charmap(path)
-            # the usual sans-serif font first (the Latin letters), the CJK font for the glyphs it lacks:
+            # the usual font first (the Latin letters), the CJK font for the glyphs it lacks:
             # matplotlib >= 3.6 falls back glyph by glyph along font.family (not along font.sans-serif)
-            rcParams["font.family"] = ["sans-serif", name]
+            rcParams["font.family"] = [f for f in families if f != name] + [name]
 
     def can_draw(self, text):
         return all(c.isspace() or ord(c) in self.glyphs for c in str(text))
