@@ -260,9 +260,6 @@ say("  cos/sin dtype {d}, shape {s} for 2 positions", "  cos/sin 的数据类型
 if ch.args.plot:
     plt = ch.pyplot()
     if plt is not None:
-        from pathlib import Path
-        out = Path(ch.args.out)
-        out.mkdir(parents=True, exist_ok=True)
         tiny_note = ch.label(" (tiny checkpoint: made-up numbers)", "（小检查点：数值是编造的）") if ch.tiny else ""
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4))
         a1.semilogy(range(len(lam)), lam.numpy(), "o-", ms=3, label=ch.label("this checkpoint", "本检查点"))
@@ -283,9 +280,7 @@ if ch.args.plot:
         a2.set_title(ch.label("Score against distance, layer {l} head 0", "分数随距离变化，第 {l} 层第 0 头", l=layer)
                      + ("\n" + tiny_note.strip(" （）()") if tiny_note else ""), fontsize=10)
         a2.legend()
-        fig.tight_layout()
-        fig.savefig(out / "ch04_rope.png", dpi=110)
-        say("  wrote {p}", "  已写出 {p}", p=out / "ch04_rope.png")
+        ch.save(fig, "ch04_rope.png")
 
 # %% [markdown]
 # ## How to explain it / 怎么讲清楚

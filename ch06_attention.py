@@ -262,9 +262,7 @@ say("  cache after {t} tokens: k {k}; last token through the cache vs the full r
 if ch.args.plot:
     plt = ch.pyplot()
     if plt is not None:
-        from pathlib import Path
-        out = Path(ch.args.out)
-        out.mkdir(parents=True, exist_ok=True)
+        labels = ch.ticks(ids, names)                 # a piece no installed font can draw: its id
         cols = min(NH, 4)
         rows = (NH + cols - 1) // cols
         fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.2 * rows), squeeze=False)
@@ -274,16 +272,14 @@ if ch.args.plot:
                 continue
             ax.imshow(weights[0, h].numpy(), cmap="viridis", vmin=0, vmax=1)
             ax.set_title(ch.label("head {h} (kv head {k})", "头 {h}（键值头 {k}）", h=h, k=h // G), fontsize=9)
-            ax.set_xticks(range(T), names, rotation=90, fontsize=7)
-            ax.set_yticks(range(T), names, fontsize=7)
+            ax.set_xticks(range(T), labels, rotation=90, fontsize=7)
+            ax.set_yticks(range(T), labels, fontsize=7)
         title = ch.label("Layer {l}: attention weights (rows: queries, columns: keys)",
                          "第 {l} 层：注意力权重（行：查询，列：键）", l=L)
         if ch.tiny:
             title += "\n" + ch.label("tiny checkpoint: made-up numbers", "小检查点：数值是编造的")
         fig.suptitle(title, fontsize=10)
-        fig.tight_layout()
-        fig.savefig(out / "ch06_attention.png", dpi=110)
-        say("  wrote {p}", "  已写出 {p}", p=out / "ch06_attention.png")
+        ch.save(fig, "ch06_attention.png")
 
 # %% [markdown]
 # ## How to explain it / 怎么讲清楚

@@ -97,17 +97,18 @@ if ch.tiny:
     say("  (made-up weights: how the stream grows here says nothing about Qwen3.5)",
         "  （编造的权重：这里残差流的增长与 Qwen3.5 无关）")
 if getattr(args, "plot", False) and (plt := ch.pyplot()):
+    tiny_note = ("\n" + ch.label("tiny checkpoint: made-up numbers", "小检查点：数值是编造的")) if ch.tiny else ""
+    after = [ch.label("embed", "嵌入")] + [str(i) for i in range(len(rms) - 1)]   # the table's first column
     fig, ax = plt.subplots(figsize=(7, 3.5))
     ax.plot(range(len(rms)), [r[-1].item() for r in rms], marker="o", label=ch.label("last token", "最后一个词元"))
     ax.plot(range(len(rms)), [r.mean().item() for r in rms], marker=".", label=ch.label("mean", "平均"))
-    ax.set_xlabel(ch.label("after layer (0 = embedding)", "经过的层数（0 = 嵌入）"))
+    ax.set_xticks(range(len(rms)), after)
+    ax.set_xlabel(ch.label("after", "之后"))
     ax.set_ylabel("RMS")
     ax.set_yscale("log")
+    ax.set_title(ch.label("The residual stream's RMS after each layer", "每层之后残差流的 RMS") + tiny_note, fontsize=10)
     ax.legend()
-    fig.tight_layout()
-    out = f"{args.out}/ch08_stream_rms.png"
-    fig.savefig(out, dpi=120)
-    say("  wrote {f}", "  已写出 {f}", f=out)
+    ch.save(fig, "ch08_stream_rms.png")
 
 # %% [markdown]
 # ## 3. The logit lens / logit lens：逐层读出猜测
@@ -181,15 +182,14 @@ for head in range(H):
 if ch.tiny:
     say("  (made-up weights: the pattern is not interpreted)", "  （编造的权重：这个模式不做解读）")
 if getattr(args, "plot", False) and (plt := ch.pyplot()):
+    tiny_note = ("\n" + ch.label("tiny checkpoint: made-up numbers", "小检查点：数值是编造的")) if ch.tiny else ""
+    labels = ch.ticks(ids, pieces)                                # a piece no installed font can draw: its id
     fig, ax = plt.subplots(figsize=(5, 4.5))
     ax.imshow(mean.numpy(), cmap="viridis")
-    ax.set_xticks(range(T), pieces, rotation=90, fontsize=7)
-    ax.set_yticks(range(T), pieces, fontsize=7)
-    ax.set_title(ch.label("layer {i}, mean over heads", "第 {i} 层，各头平均", i=layer_index))
-    fig.tight_layout()
-    out = f"{args.out}/ch08_attention.png"
-    fig.savefig(out, dpi=120)
-    say("  wrote {f}", "  已写出 {f}", f=out)
+    ax.set_xticks(range(T), labels, rotation=90, fontsize=7)
+    ax.set_yticks(range(T), labels, fontsize=7)
+    ax.set_title(ch.label("layer {i}, mean over heads", "第 {i} 层，各头平均", i=layer_index) + tiny_note, fontsize=10)
+    ch.save(fig, "ch08_attention.png")
 
 # %% [markdown]
 # ## 6. Against transformers / 与 transformers 对比

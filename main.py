@@ -5,9 +5,11 @@
     python main.py 3             chapter 3 only
     python main.py download      fetch the model (1.77 GB) into the Hugging Face cache
     python main.py chat          talk with the model (/reset clears it, Ctrl-C leaves)
-    options: --tiny  --model PATH  --lang en|zh  --debug
-    (or the environment: QWEN_TINY=1, QWEN_MODEL=PATH, QWEN_LANG=zh)
+    python main.py --plot        every chapter, and their figures as PNGs in out/figures
+    options: --tiny  --model PATH  --lang en|zh  --plot  --out DIR  --debug
+    (or the environment: QWEN_TINY=1, QWEN_MODEL=PATH, QWEN_LANG=zh, QWEN_PLOT=1, QWEN_FIGURES=DIR)
 """
+import os
 import runpy
 import sys
 from pathlib import Path
@@ -36,6 +38,25 @@ def download(args):
     print(tr("Model ready in {path}\nNext: python main.py", "模型已就绪：{path}\n下一步：python main.py", path=path))
 
 
+def _figures_env(args):
+    """--plot and --out, for the chapters that draw, as QWEN_PLOT and QWEN_FIGURES (the other
+    chapters have no figures and no --plot option). Returns the function that puts the
+    environment back as it was."""
+    saved = {k: os.environ.get(k) for k in ("QWEN_PLOT", "QWEN_FIGURES")}
+    if args.plot:
+        os.environ["QWEN_PLOT"] = "1"
+    if args.out:
+        os.environ["QWEN_FIGURES"] = args.out
+
+    def restore():
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return restore
+
+
 def run_chapters(args, numbers):
     from qwen.weights import Config
 
@@ -45,14 +66,16 @@ def run_chapters(args, numbers):
     cfg = Config.load(path)
     banner(cfg)                                          # once per run; the chapters do not repeat it
     found = chapters()
+    restore = _figures_env(args)
     for n in numbers:
         script = found[n]
         print("\n" + "#" * 78 + "\n# " + script.name + "\n" + "#" * 78)
         sys.argv = [str(script), "--model", str(path), "--lang", get_lang()] + (["--debug"] if args.debug else [])
-        sys.argv += args.rest                            # a chapter's own options (--prompt, --text, --plot ...)
+        sys.argv += args.rest                            # a chapter's own options (--prompt, --text ...)
         if n == 9:                                       # a short reply when every chapter runs
             sys.argv += ["--max-new-tokens", str(args.max_new_tokens or 24)]
         runpy.run_path(str(script), run_name="__main__")
+    restore()
     print("\n" + tr("Done: chapter(s) {ns} on {path}{tiny}.\nPractice: python practice/judge.py",
                    "完成：第 {ns} 章，模型 {path}{tiny}。\n练习：python practice/judge.py",
                    ns=tr(", ", "、").join(map(str, numbers)), path=path,
@@ -69,6 +92,12 @@ def main(argv=None):
     p.add_argument("--max-new-tokens", type=int, default=None,
                    help=tr("longest reply in chat and chapter 9 (default 512 / 24; chat on the tiny checkpoint: 32)",
                            "chat 和第 9 章回复的最大词元数（默认 512 / 24；小检查点上的 chat：32）"))
+    p.add_argument("--plot", action="store_true",
+                   help=tr("also draw each chapter's figures, as PNGs (or QWEN_PLOT=1; needs matplotlib)",
+                           "同时画出各章的图，写成 PNG（也可设 QWEN_PLOT=1；需要 matplotlib）"))
+    p.add_argument("--out", metavar="DIR", default=None,
+                   help=tr("folder for the figures (default: $QWEN_FIGURES, else out/figures)",
+                           "图片保存的文件夹（默认：$QWEN_FIGURES，否则 out/figures）"))
     args = setup(p, argv, rest=True)
     if args.max_new_tokens is not None and args.max_new_tokens < 1:   # 0 read as "the default" (512 in chat),
         raise QwenError("--max-new-tokens must be at least 1.",          # and chat replied nothing to -3

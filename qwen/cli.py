@@ -7,7 +7,7 @@
 `chapter()` parses the options (--model --tiny --lang --debug, and --plot --out when asked),
 sets the language, finds the checkpoint, prints the tiny-checkpoint banner (once per run), and
 returns an object with `args`, `path`, `cfg`, `W` (lazy weights), `tiny`, and `tokenizer`.
-Notebook users choose without flags: QWEN_TINY=1, QWEN_LANG=zh, QWEN_MODEL=/path. Unknown
+Notebook users choose without flags: QWEN_TINY=1, QWEN_LANG=zh, QWEN_MODEL=/path, QWEN_PLOT=1. Unknown
 options (Jupyter's `-f kernel.json`) are ignored inside a notebook.
 
 A learner's mistake (a wrong path, a broken download) is printed as one line in their
@@ -273,43 +273,31 @@ class Chapter:
         return ids, [f"#{i}" for i in ids]
 
     def pyplot(self):
-        """matplotlib.pyplot with a CJK font for --lang zh, or None (with a one-line note) without it.
+        """matplotlib.pyplot ready to draw (qwen.plots: Agg on the command line, Jupyter's backend in
+        a notebook, a CJK font where the system has one), or None, said in one line, without matplotlib.
 
-        When no CJK font is installed, the figures' labels stay in English and one line says so."""
-        try:
-            import matplotlib
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-            from matplotlib import font_manager
-        except ImportError:
-            say("  --plot needs matplotlib: pip install -e .[plot] (the printed numbers are the same)",
-                "  --plot 需要 matplotlib：pip install -e .[plot]（打印出来的数字是一样的）")
-            return None
-        self.plot_lang = get_lang()
-        if get_lang() == "zh":
-            keys = ("CJK", "SimHei", "YaHei", "PingFang", "WenQuanYi", "Heiti", "Noto Sans SC", "Source Han")
-            cjk = sorted({f.name for f in font_manager.fontManager.ttflist if any(k in f.name for k in keys)})
-            if cjk:
-                plt.rcParams["font.sans-serif"] = cjk[:1] + plt.rcParams["font.sans-serif"]
-            else:
-                self.plot_lang = "en"
-                say("", "  没有找到中文字体（如 Noto Sans CJK），图中的标签用英文。")
+        Without a CJK font the figures' labels stay in English and one line says so."""
+        from qwen import plots
+        plt, self.plot_lang = plots.pyplot()
         return plt
 
     def save(self, fig, name):
-        """Write a figure as --out/name (the folder is made if needed) and say so in one line."""
-        from pathlib import Path
-        path = Path(self.args.out) / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        say("  wrote {p}", "  已写出 {p}", p=path)
-        return path
+        """Write a figure into the figures folder (--out, $QWEN_FIGURES, else out/figures), say so in
+        one line, and show it inline in a notebook."""
+        from qwen import plots
+        return plots.save(fig, name, self.args.out)
 
     def label(self, en, zh, **fields):
-        """Text for a figure: in the learner's language, or English when no CJK font was found."""
+        """Text for a figure: in the learner's language, or English when no CJK font was found; a
+        character no font has (a token's in the text) is written as an escape, never as a box."""
+        from qwen import plots
         text = zh if getattr(self, "plot_lang", get_lang()) == "zh" else en
-        return text.format(**fields) if fields else text
+        return plots.fonts().escape(text.format(**fields) if fields else text)
+
+    def ticks(self, ids, pieces):
+        """Tick labels for tokens: each piece where the fonts can draw it, else its id ('#12345')."""
+        from qwen import plots
+        return plots.token_labels(ids, pieces)
 
 
 def _add_options(p, options):
@@ -331,10 +319,13 @@ def chapter(en, zh, plot=False, options=None, argv=None):
     _quiet_notebook_progress()
     p = parser(en, zh)
     if plot:
-        p.add_argument("--plot", action="store_true",
-                       help=tr("also write PNG figures (needs matplotlib: pip install -e .[plot])",
-                               "同时写出 PNG 图（需要 matplotlib：pip install -e .[plot]）"))
-        p.add_argument("--out", default=".", help=tr("folder for the figures", "图片保存的文件夹"))
+        p.add_argument("--plot", action="store_true", default=_env_flag("QWEN_PLOT"),
+                       help=tr("also draw the figures, written as PNGs (or QWEN_PLOT=1; needs matplotlib: "
+                               "pip install -e .[plot])",
+                               "同时画图，写成 PNG（也可设 QWEN_PLOT=1；需要 matplotlib：pip install -e .[plot]）"))
+        p.add_argument("--out", metavar="DIR", default=None,
+                       help=tr("folder for the figures (default: $QWEN_FIGURES, else out/figures)",
+                               "图片保存的文件夹（默认：$QWEN_FIGURES，否则 out/figures）"))
     _add_options(p, options)
     args = setup(p, argv)
     path = model_path(args)

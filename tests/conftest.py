@@ -32,6 +32,8 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_HOME"] = str(_TMP / "hf-home")
 os.environ.pop("HF_HUB_CACHE", None)
 os.environ.pop("QWEN_MODEL", None)
+os.environ.pop("QWEN_PLOT", None)                      # figures only where a test asks for them
+os.environ.pop("QWEN_FIGURES", None)
 os.environ["QWEN_CACHE"] = str(_TMP / "qwen-cache")
 os.environ["QWEN_LANG"] = "en"
 # transformers imports torch._dynamo, whose import makes <system temp>/torchinductor_<user>: in the session's folder instead
