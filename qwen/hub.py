@@ -74,6 +74,13 @@ def _complete(folder):
         return False
 
 
+def through_mirror():
+    """True when HF_ENDPOINT points somewhere else than the Hub: a failure there needs no "use a mirror"."""
+    from huggingface_hub import constants
+    default = getattr(constants, "_HF_DEFAULT_ENDPOINT", "https://huggingface.co")
+    return constants.ENDPOINT.rstrip("/") != default.rstrip("/")
+
+
 def _from_hub(repo, download):
     from huggingface_hub import constants, snapshot_download
 
@@ -101,17 +108,18 @@ def _from_hub(repo, download):
         reason = "HF_HUB_OFFLINE is set" if offline else "download=False"
     if partial:
         reason += "; the cached copy is incomplete"
+    mirror = not through_mirror()                          # the mirror in HF_ENDPOINT failed: not suggested again
     raise ModelNotFound(
         "Could not find {repo}. Looked in: $QWEN_MODEL ({env_en}), the Hugging Face cache "
         "({cache}), then the Hub at {endpoint} ({reason}).\n"
         "  Download it:            {get}\n"
-        "  Through a mirror:       HF_ENDPOINT=<mirror URL> {get}\n"
+        + ("  Through a mirror:       HF_ENDPOINT=<mirror URL> {get}\n" if mirror else "") +
         "  Already have a folder:  python main.py --model PATH   (or set QWEN_MODEL=PATH)\n"
         "  No model at all:        python main.py --tiny   (built-in tiny checkpoint, made-up numbers)",
         "找不到 {repo}。查找过：$QWEN_MODEL（{env_zh}）、Hugging Face 缓存（{cache}）、"
         "Hub {endpoint}（{reason}）。\n"
         "  下载模型：          {get}\n"
-        "  通过镜像下载：      HF_ENDPOINT=<镜像地址> {get}\n"
+        + ("  通过镜像下载：      HF_ENDPOINT=<镜像地址> {get}\n" if mirror else "") +
         "  已有模型文件夹：    python main.py --model PATH   （或设置 QWEN_MODEL=PATH）\n"
         "  完全没有模型：      python main.py --tiny   （内置的小检查点，数值是编造的）",
         repo=repo, env_en=os.environ.get("QWEN_MODEL") or "not set", env_zh=os.environ.get("QWEN_MODEL") or "未设置",

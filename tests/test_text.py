@@ -164,3 +164,33 @@ def test_the_judges_chinese_text(judge, tiny_path):
     text = "\n".join(lines)
     assert "小检查点的配置" in text and "输入：[2, 8, 9, 8] float32、" in text and "atol=1e-05、rtol=" in text, text
     assert not chinese_text_problems(text, hints=True), chinese_text_problems(text, hints=True)
+
+
+# ---------------------------------------------------------------- the download failure, said once
+
+FALLBACK_TWICE = """
+from qwen.cli import chapter
+chapter("a", "a", argv=[])
+chapter("b", "b", argv=[])                                   # a notebook running a second chapter
+"""
+
+
+def test_the_fallback_to_the_tiny_checkpoint_is_explained_once_per_run(run_script):
+    r = run_script("-c", FALLBACK_TWICE)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("Could not find Qwen/Qwen3.5-0.8B") == 1 and r.stdout.count("Using the built-in tiny") == 1
+
+
+def test_a_mirror_that_failed_is_not_suggested_again(run_script, monkeypatch):
+    r = run_script("main.py", "download", env={"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert r.returncode == 1 and "http://127.0.0.1:9 failed" in r.stderr, r.stderr
+    assert "use a mirror" not in r.stderr and "check the connection and the address in HF_ENDPOINT" in r.stderr
+    from huggingface_hub import constants
+    from qwen.weights import ModelNotFound, find_model
+    with pytest.raises(ModelNotFound) as without:
+        find_model()
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
+    with pytest.raises(ModelNotFound) as through:
+        find_model()
+    assert "Through a mirror" in str(without.value) and "Through a mirror" not in str(through.value)
+    assert "Already have a folder" in str(through.value)
