@@ -1,7 +1,7 @@
 """Where the checkpoint is: a folder given by the learner, $QWEN_MODEL, the Hugging Face cache,
 or a download of the files the course uses.
 
-    path = find_model()              # a folder: given, $QWEN_MODEL, HF cache, or download
+    path = find_model()              # a folder: given, $QWEN_MODEL, HF cache, or download (QWEN_TINY=1: tiny)
 """
 import os
 import re
@@ -29,7 +29,12 @@ def find_model(name_or_path=None, *, download=True):
     Looks, in order: the argument (a folder, or a Hub repo id), $QWEN_MODEL, the Hugging Face
     cache (no network), then downloads the files the course uses (resumable, with progress
     bars; honours HF_ENDPOINT, HF_HOME and HF_HUB_OFFLINE). Default repo: Qwen/Qwen3.5-0.8B.
+    Without an argument and with QWEN_TINY=1 (as the chapters read it, e.g. set in a notebook's
+    first cell), the built-in tiny checkpoint: the README's code then runs without the real model.
     """
+    if name_or_path is None and os.environ.get("QWEN_TINY", "").strip().lower() in ("1", "true", "yes", "on"):
+        from qwen.tiny import tiny_model_path
+        return tiny_model_path()
     for value, origin in ((name_or_path, "argument"), (os.environ.get("QWEN_MODEL"), "QWEN_MODEL")):
         if value:
             value = str(value)

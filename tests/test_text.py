@@ -194,3 +194,45 @@ def test_a_mirror_that_failed_is_not_suggested_again(run_script, monkeypatch):
         find_model()
     assert "Through a mirror" in str(without.value) and "Through a mirror" not in str(through.value)
     assert "Already have a folder" in str(through.value)
+
+
+# ---------------------------------------------------------------- the README's code, anywhere
+
+def test_find_model_reads_qwen_tiny(tiny_path, monkeypatch, tmp_path):
+    """The README's blocks call find_model(): with QWEN_TINY=1 (a notebook's first cell) they need no
+    real model; a folder given by name still wins."""
+    from qwen.weights import find_model
+    monkeypatch.setenv("QWEN_TINY", "1")
+    assert find_model() == tiny_path
+    (tmp_path / "config.json").write_text("{}", encoding="utf-8")
+    assert find_model(tmp_path) == tmp_path
+
+
+NOTEBOOK_ELSEWHERE = """
+import torch
+try:
+    from practice import check
+except ImportError:
+    print("practice: not importable here")
+from qwen.practice import check
+def l2norm(x, eps=1e-6):
+    h = x.double()
+    return (h * torch.rsqrt((h * h).sum(-1, keepdim=True) + eps)).to(x.dtype)
+check(205, l2norm, tiny=True)
+"""
+
+
+def test_check_works_from_a_notebook_in_any_folder(run_script, tmp_path):
+    """`from practice import check` works only from the repository root; qwen.practice.check anywhere
+    (only qwen on the path, as `pip install -e .` maps it; here a link to it)."""
+    import os
+    import subprocess
+    import sys
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "qwen").symlink_to(ROOT / "qwen", target_is_directory=True)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site"), "PYTHONIOENCODING": "utf-8", "QWEN_PROGRESS": str(tmp_path / "p.json"),
+           "QWEN_PRACTICE_DIR": str(tmp_path / "work")}
+    r = subprocess.run([sys.executable, "-c", NOTEBOOK_ELSEWHERE], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, encoding="utf-8", timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "practice: not importable here" in r.stdout and "205" in r.stdout and "passed all" in r.stdout, r.stdout
