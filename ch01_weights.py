@@ -126,8 +126,9 @@ for key, value, why in rows:
 if REAL:
     rc = Config.from_dict(REAL["config"])
     real("hidden_size {h}, {L} layers, head_dim {d}, vocab_size {v:,}, tied {t}",
-         "hidden_size {h}，{L} 层，head_dim {d}，vocab_size {v:,}，共享嵌入 {t}",
-         h=rc.hidden_size, L=rc.num_hidden_layers, d=rc.head_dim, v=rc.vocab_size, t=rc.tie_word_embeddings)
+         "hidden_size {h}，{L} 层，head_dim {d}，vocab_size {v:,}，{tz}",
+         h=rc.hidden_size, L=rc.num_hidden_layers, d=rc.head_dim, v=rc.vocab_size, t=rc.tie_word_embeddings,
+         tz="共享嵌入" if rc.tie_word_embeddings else "不共享嵌入")
 
 
 # %% [markdown]
@@ -213,7 +214,7 @@ for full in W.all_names:
 for dtype, names in sorted(by_dtype.items(), key=lambda item: -len(item[1])):
     kinds = sorted({re.sub(r"^.*?layers\.\d+\.", "", n) for n in names}) if len(by_dtype) > 1 and len(names) < len(W.all_names) / 4 else []
     say("  {dt:<5} {k:>4} tensors{kinds}", "  {dt:<5} {k:>4} 个张量{kinds}", dt=dtype, k=len(names),
-        kinds=("   " + ", ".join(kinds)) if kinds else "")
+        kinds=("   " + tr(", ", "、").join(kinds)) if kinds else "")
 
 # %% [markdown]
 # ## 6. The 3 : 1 layer pattern / 3 : 1 的层排布

@@ -59,10 +59,10 @@ else:
     for piece in tok.pieces(ch.args.text):
         symbols = piece if piece in tok.special else to_symbols(piece)
         say("  {p} {s} {t}", "  {p} {s} {t}", p=pad(repr(piece), 16), s=pad(repr(symbols), 22),
-            t=", ".join(f"{i} {tok.readable(i)!r}" for i in tok.encode(piece)))
+            t=tr(", ", "、").join(f"{i} {tok.readable(i)!r}" for i in tok.encode(piece)))
     say("  UTF-8 bytes: '毕' {a}, '𠀀' {b}", "  UTF-8 字节数：'毕' {a} 个，'𠀀' {b} 个",
         a=len("毕".encode()), b=len("𠀀".encode()))
-    say("  decode(encode(text)) == text: {ok}", "  decode(encode(文字)) == 文字：{ok}", ok=tok.decode(ids) == ch.args.text)
+    say("  decode(encode(text)) == text: {ok}", "  decode(encode(文字)) 还原出原文：{ok}", ok=tok.decode(ids) == ch.args.text)
     if any(i >= ROWS for i in ids):
         ids = [i for i in ids if i < ROWS]
         say("  (ids beyond the table's {r} rows are left out below)", "  （超出嵌入表 {r} 行的编号下面不用）", r=ROWS)
@@ -161,7 +161,7 @@ if ch.tiny:
 
 # %%
 section(5, "The same table scores every token: logits = h @ E.T", "同一张表给每个词元打分：logits = h @ E.T")
-say("  tie_word_embeddings = {t}{extra}", "  tie_word_embeddings = {t}{extra}", t=cfg.tie_word_embeddings,
+say("  tie_word_embeddings = {t}{extra}", "  tie_word_embeddings = {t}{extra}", t=str(cfg.tie_word_embeddings),   # the config's value
     extra="" if cfg.tie_word_embeddings else tr(" (this checkpoint has its own lm_head; we use E to show the idea)",
                                                 "（这个检查点有自己的 lm_head；这里用 E 来说明道理）"))
 for i, row in zip(qids[:4], scores):
@@ -187,13 +187,13 @@ for i, row in zip(qids[:4], scores):
 section(6, "The size of h sets how sharp the prediction is", "h 的大小决定预测有多确定")
 base = scores[0] / E[qids[0]].float().pow(2).mean().sqrt()           # logits of h = E[i] / RMS(E[i]): RMS(h) = 1
 spread = base.std().item()                                           # how far apart the logits are at RMS 1
-say("  ln({n:,}) = {m:.2f} nats: the entropy of a flat distribution", "  ln({n:,}) = {m:.2f} nats：平坦分布的熵",
+say("  ln({n:,}) = {m:.2f} nats: the entropy of a flat distribution", "  ln({n:,}) = {m:.2f} 奈特：平坦分布的熵",
     n=N_BPE, m=torch.log(torch.tensor(float(N_BPE))).item())
 for k in (0.1, 1, 3, 10, 30):                                        # sizes chosen so the logits' spread is k
     s = k / spread
     probs = torch.softmax(s * base, dim=-1)
     say("  RMS(h) = {s:<8.3g} top probability {p:<8.2g} entropy {e:.2f} nats",
-        "  RMS(h) = {s:<8.3g} 最高概率 {p:<8.2g} 熵 {e:.2f} nats", s=s, p=probs.max().item(),
+        "  RMS(h) = {s:<8.3g} 最高概率 {p:<8.2g} 熵 {e:.2f} 奈特", s=s, p=probs.max().item(),
         e=torch.special.entr(probs).sum().item())
 top2 = (s * base).topk(2).values                                      # at the largest size above
 say("  at RMS(h) = {s:.3g} the two largest logits differ by {d:.2f}: the second gets {r:.0%} of the first's probability (e^-{d:.2f})",

@@ -192,10 +192,23 @@ score = lambda m, n: (rope64(q0, m) * rope64(k0, n)).sum().item()               
 pairs = [(3, 0), (10, 7), (500, 497), (4000, 3997)]
 say("  layer {l}, head 0, q of embedding row {a} . k of row {b}, at (m, n) = {p}:",
     "  第 {l} 层第 0 头，嵌入表第 {a} 行的 q . 第 {b} 行的 k，(m, n) = {p}：",
-    l=layer, a=ids[0], b=ids[1], p=", ".join(f"({m}, {n})" for m, n in pairs))
+    l=layer, a=ids[0], b=ids[1], p=tr(", ", "、").join(f"({m}, {n})" for m, n in pairs))
 values = [score(m, n) for m, n in pairs]
-say("    {v}  (m - n = 3 each time: spread {s:.1e})", "    {v}（每次 m - n = 3：最大差 {s:.1e}）",
-    v=", ".join(f"{s:+.5f}" for s in values), s=max(values) - min(values))
+
+
+def angles64(m):
+    """cos, sin of m x f_i, the angle and both in float64 (the module computes them in fp32)."""
+    angles = m * rope.inv_freq.double()                                          # (rotary_dim/2,)
+    angles = torch.cat((angles, angles))[None]                                   # (1, rotary_dim)
+    return angles.cos(), angles.sin()
+
+
+exact = [(apply_rope(q0, *angles64(m)) * apply_rope(k0, *angles64(n))).sum().item() for m, n in pairs]
+say("    {v}  (m - n = 3 each time: spread {s:.1e}, from fp32 rounding of the angles m x f_i\n"
+    "    and of their cos and sin; with float64 angles {e:.0e})",
+    "    {v}（每次 m - n = 3：最大差 {s:.1e}，来自 fp32 对角度 m x f_i\n"
+    "    及其 cos、sin 的舍入；角度用 float64 时为 {e:.0e}）",
+    v=tr(", ", "、").join(f"{s:+.5f}" for s in values), s=max(values) - min(values), e=max(exact) - min(exact))
 say("    at m - n = 0, 30, 300: {a:+.5f}, {b:+.5f}, {c:+.5f}  (another distance, another score)",
     "    m - n = 0、30、300 时：{a:+.5f}、{b:+.5f}、{c:+.5f}（距离不同，分数不同）",
     a=score(0, 0), b=score(30, 0), c=score(300, 0))
@@ -302,6 +315,6 @@ if ch.args.plot:
 # %%
 section(8, "Summary", "小结")
 say("  RoPE: {p} pairs per head turn by position x f_i; {rest} entries pass through; only m - n reaches the score.",
-    "  RoPE：每个头 {p} 对按 位置 x f_i 旋转；{rest} 个数原样通过；分数只看到 m - n。", p=R // 2, rest=D - R)
+    "  RoPE：每个头 {p} 对按位置 x f_i 旋转；{rest} 个数原样通过；分数只看到 m - n。", p=R // 2, rest=D - R)
 say("  Next: chapter 5, the MLP. Practice: python practice/judge.py 207",
     "  下一章：第 5 章，MLP。练习：python practice/judge.py 207")

@@ -19,6 +19,7 @@
 # Run: `python ch05_mlp.py [--model PATH] [--tiny] [--lang zh]`
 
 # %%
+import inspect
 import time
 
 import torch
@@ -28,6 +29,7 @@ from qwen.cli import chapter, count, say, section
 from qwen.known import real_inventory
 from qwen.lang import tr
 from qwen.mlp import MLP
+from qwen.model import load_model
 from qwen.norm import RMSNorm
 from qwen.weights import Config, load, short_name
 
@@ -164,12 +166,16 @@ if ch.tiny:
 
 # %% [markdown]
 # ## 5. bf16 against fp32 on this CPU / 在这台 CPU 上比较 bf16 和 fp32
-# The weights are stored in bf16; the matmuls run in bf16 too (half the bytes to read). Whether
-# that is faster depends on the CPU: many have fast fp32 kernels and slow bf16 ones. One matmul
+# The weights are stored in bf16. This chapter's layer is loaded as stored, so its matmuls run in
+# bf16 (half the bytes to read); chapter 8's `load_model` converts every weight to fp32 by default
+# (printed below), so the whole model's matmuls run in fp32. Which is faster depends on the CPU:
+# many have fast fp32 kernels and slow bf16 ones. One matmul
 # of 64 tokens at the 0.8B shape (1024 -> 3584), best of 5 (random values; the time does not
 # depend on them). `bench/` measures the whole chapters.
 #
-# 权重以 bf16 存储，矩阵乘法也用 bf16 做（读的字节减半）。它是否更快取决于 CPU：很多 CPU 的
+# 权重以 bf16 存储。本章的这一层按存储的样子加载，所以它的矩阵乘法用 bf16 做（读的字节减半）；
+# 第 8 章的 `load_model` 默认把所有权重转成 fp32（下面打印），所以整个模型的矩阵乘法用 fp32 做。
+# 哪种更快取决于 CPU：很多 CPU 的
 # fp32 内核很快而 bf16 内核很慢。以 0.8B 的形状（1024 -> 3584）对 64 个词元做一次矩阵乘法，
 # 取 5 次中最快的（随机数值；耗时与数值无关）。整章的测量在 `bench/` 里。
 
@@ -198,6 +204,10 @@ err16 = ((a16 @ w16.T).double() - (a16.double() @ w16.double().T)).abs().max().i
 say("  bf16 result vs the same bf16 inputs multiplied in float64: max error {e:.1e} (outputs up to {s:.2f})",
     "  bf16 结果与同样的 bf16 输入在 float64 中相乘相比：最大误差 {e:.1e}（输出最大 {s:.2f}）",
     e=err16, s=ref.abs().max().item())
+default = inspect.signature(load_model).parameters["dtype"].default
+say("  this chapter's layer computes in {a} (as stored); chapter 8's load_model converts to {b} by default",
+    "  本章的这一层用 {a} 计算（按存储的样子）；第 8 章的 load_model 默认转成 {b}",
+    a=str(mlp.gate_proj.weight.dtype).replace("torch.", ""), b=str(default).replace("torch.", ""))
 
 # %% [markdown]
 # ## How to explain it / 怎么讲清楚
@@ -213,7 +223,8 @@ say("  bf16 result vs the same bf16 inputs multiplied in float64: max error {e:.
 #
 # ## Summary / 小结
 # - `MLP(hidden, intermediate)`: gate_proj, up_proj, down_proj, no bias; down(silu(gate(x)) * up(x)).
-# - Matmuls in the weights' dtype (bf16), one cast back to the input's dtype at the end.
+# - Matmuls in the weights' dtype (bf16 here, as stored; fp32 in `load_model`'s model), one cast back
+#   to the input's dtype at the end.
 # - Practice: `python practice/judge.py 208` (the SwiGLU MLP).
 
 # %%

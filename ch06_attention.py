@@ -134,7 +134,7 @@ def cache_lines(heads, kv_heads, head_dim, layers, prefix_en, prefix_zh):
 
 
 say("  per token and full-attention layer: k and v, each kv heads ({kv}) x {d} x 2 bytes (bf16); full-attention layers: {n}",
-    "  每个词元、每个全注意力层：k 和 v，各为 键值头数（{kv}）x {d} x 2 字节（bf16）；全注意力层数：{n}",
+    "  每个词元、每个全注意力层：k 和 v，各为键值头数（{kv}）x {d} x 2 字节（bf16）；全注意力层数：{n}",
     kv=KV, d=D, n=len(cfg.full_attention_layers))
 say("  (linear-attention layers keep a state of fixed size instead: chapter 7)", "  （线性注意力层保存的是固定大小的状态：第 7 章）")
 cache_lines(NH, KV, D, len(cfg.full_attention_layers), "", "")

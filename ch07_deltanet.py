@@ -58,30 +58,34 @@ with torch.no_grad():                                    # layer L's input on th
 # ## 1. A memory of fixed size / 大小固定的记忆
 # Full attention (chapter 6) keeps the keys and values of every past token: its KV cache grows by
 # the same amount with each token. A linear-attention layer keeps S, value_heads x dk x dv numbers,
-# plus the last 3 inputs of its convolution, whatever the length of the text.
+# plus the last 3 inputs of its convolution, whatever the length of the text. Both are counted in
+# fp32, as the course's cache keeps them (chapter 9: the model computes in fp32); the KV cache is
+# counted in bf16, as chapter 6 counts it.
 #
 # 全注意力（第 6 章）保留每个过去词元的键和值：键值缓存每多一个词元就增长同样多。线性注意力层
-# 只保留 S（值头数 x dk x dv 个数）和卷积最近的 3 个输入，与文本多长无关。
+# 只保留 S（值头数 x dk x dv 个数）和卷积最近的 3 个输入，与文本多长无关。这两者都按 fp32 计算，
+# 与本课程的缓存一致（第 9 章：模型用 fp32 计算）；键值缓存按 bf16 计算，与第 6 章相同。
 
 # %%
-section(1, "A memory of fixed size against a KV cache that grows", "大小固定的记忆 vs 不断增长的键值缓存")
+section(1, "A memory of fixed size against a KV cache that grows", "大小固定的记忆与不断增长的键值缓存")
 
 
 def memory(c):
-    """Bytes: the linear layers' states (fp32) and conv windows (bf16); the KV cache per token (bf16)."""
+    """Bytes: the linear layers' states and conv windows (fp32, as chapter 9's cache holds them); the KV
+    cache per token (bf16, as chapter 6 counts it)."""
     n_lin = c["layer_types"].count("linear_attention")
     n_full = len(c["layer_types"]) - n_lin
     conv = 2 * c["linear_num_key_heads"] * c["linear_key_head_dim"] + c["linear_num_value_heads"] * c["linear_value_head_dim"]
     state = n_lin * (c["linear_num_value_heads"] * c["linear_key_head_dim"] * c["linear_value_head_dim"] * 4
-                     + conv * (c["linear_conv_kernel_dim"] - 1) * 2)
+                     + conv * (c["linear_conv_kernel_dim"] - 1) * 4)
     kv_per_token = 2 * c["num_key_value_heads"] * c["head_dim"] * 2        # k and v, bf16
     return n_lin, n_full, state, kv_per_token
 
 
 def memory_table(c):
     n_lin, n_full, state, kv = memory(c)
-    say("  per head S: {dk} x {dv} = {n:,} numbers; {nv} heads x {L} linear layers (fp32) + conv windows (bf16): {s}, fixed",
-        "  每个头的 S：{dk} x {dv} = {n:,} 个数；{nv} 个头 x {L} 个线性注意力层（fp32）+ 卷积窗口（bf16）：{s}，固定不变",
+    say("  per head S: {dk} x {dv} = {n:,} numbers; {nv} heads x {L} linear layers + conv windows (fp32): {s}, fixed",
+        "  每个头的 S：{dk} x {dv} = {n:,} 个数；{nv} 个头 x {L} 个线性注意力层 + 卷积窗口（fp32）：{s}，固定不变",
         dk=c["linear_key_head_dim"], dv=c["linear_value_head_dim"], n=c["linear_key_head_dim"] * c["linear_value_head_dim"],
         nv=c["linear_num_value_heads"], L=n_lin, s=size(state))
     say("  KV cache of the {f} full-attention layers (bf16): {kv} per token", "  {f} 个全注意力层的键值缓存（bf16）：每个词元 {kv}",
@@ -142,12 +146,19 @@ say("  delta_rule_recurrent, one step (g = 0, beta = 1), reading with q = k: |ou
 # ## 3. Why q and k are l2-normalized / 为什么 q 和 k 要做 L2 归一化
 # The write removes (beta |k|^2) times the error: with |k| = 1 that is beta. A key of length 2
 # would remove 4 beta: with beta = 1 it overshoots, and writing the same pair again makes the
-# error 3 times larger each time. The layer applies chapter 3's l2norm to q and k (in fp32), and
-# scales q by 1/sqrt(dk) so that a read stays of the size of the stored values.
+# error 3 times larger each time. The layer applies chapter 3's l2norm to q and k (in fp32), then
+# scales q by 1/sqrt(dk), as attention scales its scores (chapter 6). That makes a read smaller
+# than what was stored: after a beta = 1 write, reading with q = k returns v exactly, and with
+# q = k / sqrt(dk) it returns v / sqrt(dk) (1/11.3 of v at Qwen3.5-0.8B's dk = 128; measured below
+# on this checkpoint). The gated RMSNorm after the rule (section 6) divides each head's output by
+# its RMS, so this constant factor reaches the layer's output only through the norm's eps.
 #
 # 一次写入去掉误差的 beta |k|^2 倍：|k| = 1 时就是 beta。长度为 2 的键会去掉 4 beta：beta = 1
 # 时会过头，再写一次同一对，误差每次变成 3 倍。所以这一层对 q 和 k 用第 3 章的 L2 归一化
-# （在 fp32 中），并把 q 乘以 1/sqrt(dk)，让读出的值与存的值大小相当。
+# （在 fp32 中），再像注意力缩放分数那样（第 6 章）把 q 乘以 1/sqrt(dk)。这让读出的值比存进去的小：
+# beta = 1 写入之后，用 q = k 读出的正好是 v，用 q = k / sqrt(dk) 读出的是 v / sqrt(dk)（Qwen3.5-0.8B
+# 的 dk = 128 时只有 v 的 1/11.3；下面在这个检查点上测量）。规则之后的带门的 RMSNorm（第 6 节）把
+# 每个头的输出除以它的均方根，所以这个常数倍只通过归一化的 eps 影响这一层的输出。
 
 # %%
 section(3, "Why q and k have length 1", "为什么 q 和 k 的长度是 1")
@@ -159,13 +170,22 @@ for scale in (1.0, 2.0):
         errors.append((kk @ S - v).norm().item())
     say("  |k| = {s:.0f}, beta = 1: error before, then after each of 4 writes of the same pair: {e}",
         "  |k| = {s:.0f}，beta = 1：写入前的误差，以及同一对每次写入后的误差（共 4 次）：{e}",
-        s=scale, e=", ".join(f"{x:.2g}" for x in errors))
+        s=scale, e=tr(", ", "、").join(f"{x:.2g}" for x in errors))
 with torch.no_grad():
     q_, k_, v_, g_, beta_ = layer.rule_inputs(x)         # (1, heads, T, ...) fp32
 say("  layer {l} on {t} tokens: |k| = {a:.4f} .. {b:.4f}; |q| = {c:.4f} .. {d:.4f}, 1/sqrt({dk}) = {e:.4f}",
     "  第 {l} 层、{t} 个词元：|k| = {a:.4f} .. {b:.4f}；|q| = {c:.4f} .. {d:.4f}，1/sqrt({dk}) = {e:.4f}",
     l=L, t=x.shape[1], a=k_.norm(dim=-1).min().item(), b=k_.norm(dim=-1).max().item(),
     c=q_.norm(dim=-1).min().item(), d=q_.norm(dim=-1).max().item(), dk=DK, e=DK ** -0.5)
+kd = l2norm(torch.randn(DK, generator=gen))[None, None, None]          # (1, 1, 1, dk): a unit key
+vd = torch.randn(1, 1, 1, DV, generator=gen)                           # its value
+Sd = torch.randn(1, 1, DK, DV, generator=gen)                          # a memory that holds something
+zero, one = torch.zeros(1, 1, 1), torch.ones(1, 1, 1)                  # g = 0, beta = 1
+read = {s: delta_rule_recurrent(kd * s, kd, vd, zero, one, Sd)[0].norm().item() / vd.norm().item()
+        for s in (1.0, DK ** -0.5)}                                    # |read| / |v|
+say("  a read after a beta = 1 write: q = k gives {a:.3f} x v; q = k / sqrt({dk}) gives {b:.3f} x v ({r:.1f}x smaller)",
+    "  beta = 1 写入之后读出：q = k 得到 {a:.3f} x v；q = k / sqrt({dk}) 得到 {b:.3f} x v（是前者的 1/{r:.1f}）",
+    a=read[1.0], b=read[DK ** -0.5], dk=DK, r=read[1.0] / read[DK ** -0.5])
 with torch.no_grad():
     raw_k = layer.causal_conv(layer.in_proj_qkv(x)).split([layer.nk * DK, layer.nk * DK, layer.nv * layer.dv], -1)[1]
 ss = raw_k.float().reshape(*raw_k.shape[:-1], layer.nk, DK).pow(2).sum(-1).min().item()   # smallest |k|^2 before l2norm
@@ -200,7 +220,7 @@ say("  conv weight {shape}: one filter of {k} taps per channel ({c} channels = q
     shape=list(layer.conv1d.weight.shape), k=cfg.linear_conv_kernel_dim, c=layer.conv_dim)
 say("  changing token 10's input changes the outputs at tokens {c}", "  改变词元 10 的输入，改变的输出位置是 {c}", c=changed)
 say("  token 0 sees 3 zeros, then itself: output == silu(w_last * x_0): {ok}",
-    "  词元 0 看到 3 个零，然后是它自己：输出 == silu(w_last * x_0)：{ok}", ok=torch.allclose(y[0, 0], first))
+    "  词元 0 看到 3 个零，然后是它自己：输出等于 silu(w_last * x_0)：{ok}", ok=torch.allclose(y[0, 0], first))
 
 # %% [markdown]
 # ## 5. Decay and beta, per head and per token / 每个头、每个词元的衰减和 beta
@@ -217,7 +237,7 @@ say("  token 0 sees 3 zeros, then itself: output == silu(w_last * x_0): {ok}",
 section(5, "Decay exp(g) and beta per head, on the tokens of a sentence", "每个头的衰减 exp(g) 和 beta（在一句话的词元上）")
 decay = g_[0].exp()                                       # (heads, T)
 half_life = math.log(0.5) / g_[0].median(-1).values      # tokens, per head
-say("  layer {l}, {t} tokens of: {text}...", "  第 {l} 层，{t} 个词元：{text}……", l=L, t=len(ids), text=TEXT[:40])
+say("  layer {l}, {t} tokens of: {text!r}...", "  第 {l} 层，{t} 个词元：{text!r}……", l=L, t=len(ids), text=TEXT[:40])
 say("  head   exp(g): median [min, max]     half-life (tokens)   beta: median",
     "  头     exp(g)：中位数 [最小，最大]    半衰期（词元）       beta：中位数")
 for h in range(NV):
@@ -337,7 +357,7 @@ for T, runs in ((64, 3), (512, 1), (2048, 1)):
             best = min(best, time.perf_counter() - start)
         times.append(best)
     say("  {T:>5} tokens x {h} heads: recurrent {r:7.1f} ms, chunked {c:6.1f} ms ({x:.1f}x)",
-        "  {T:>5} 个词元 x {h} 个头：递推 {r:7.1f} ms，分块 {c:6.1f} ms（{x:.1f} 倍）",
+        "  {T:>5} 个词元 x {h} 个头：递推 {r:7.1f} 毫秒，分块 {c:6.1f} 毫秒（{x:.1f} 倍）",
         T=T, h=NV, r=times[0] * 1e3, c=times[1] * 1e3, x=times[0] / times[1])
 say("  (one thread of this CPU; best of {a} runs at 64 tokens, one run at 512 and 2048;\n"
     "  bench/bench_deltanet.py measures a Qwen3.5-0.8B-size layer properly, also with all threads)",

@@ -27,8 +27,8 @@ from qwen.model import load_model
 from qwen.rope import apply_rope
 
 ch = chapter("Chapter 8: the whole model", "第 8 章：整个模型", plot=True, options={
-    "--text": dict(default=None, help=("the sentence to run (default: a short one in your language)",
-                                       "要运行的句子（默认：一句你所用语言的短句）")),
+    "--text": dict(default=None, help=("the sentence to run (default: 'The capital of France is', in either language)",
+                                       "要运行的句子（默认：'The capital of France is'，中英文输出相同）")),
     "--no-reference": dict(action="store_true", help=("skip the comparison with transformers",
                                                        "跳过与 transformers 的对比"))})
 args, path, cfg, tok = ch.args, ch.path, ch.cfg, ch.tokenizer
@@ -56,7 +56,7 @@ say("  layers (L = Gated DeltaNet, F = full attention): {p}", "  各层（L = Ga
     p=pattern)
 if model.unused:
     say("  tensors in the folder the model has no place for (not read): {names}",
-        "  文件夹里模型用不到的张量（没有读取）：{names}", names=", ".join(model.unused))
+        "  文件夹里模型用不到的张量（没有读取）：{names}", names=tr(", ", "、").join(model.unused))
 say("  output layer: {how}", "  输出层：{how}",
     how=tr("the embedding table itself (tied)", "就是嵌入表本身（共享权重）") if cfg.tie_word_embeddings
     else tr("its own lm_head.weight", "独立的 lm_head.weight"))
@@ -66,13 +66,13 @@ say("  output layer: {how}", "  输出层：{how}",
 # Every layer adds to the stream; nothing ever normalizes the stream itself (Pre-Norm), so its
 # size (root mean square per token) can only be read, layer by layer.
 #
-# 每一层都往残差流上加东西；没有哪一步对残差流本身做归一化（Pre-Norm），所以它的大小（每个词元的
+# 每一层都往残差流上加东西；没有哪一步对残差流本身做归一化（前置归一化），所以它的大小（每个词元的
 # 均方根）只能逐层读出来看。
 
 # %%
 section(2, "The residual stream, layer by layer", "残差流，逐层观察")
 if tok is not None:
-    text = args.text or tr("The capital of France is", "法国的首都是")
+    text = args.text or "The capital of France is"              # examples do not change with --lang (TERMINOLOGY.md)
     ids = tok.encode(text)
     readable = tok.readable
     say("  text: {t!r} -> {n} tokens: {p}", "  文本：{t!r} -> {n} 个词元：{p}", t=text, n=len(ids),
@@ -86,13 +86,13 @@ stream = []
 logits = model(torch.tensor([ids]), keep=stream)                  # stream[0]: embedding, stream[i+1]: after layer i
 rms = [s[0].float().pow(2).mean(-1).sqrt() for s in stream]       # (tokens,) per point
 print("  " + "  ".join(pad(h, w, right=True) for h, w in ((tr("after", "之后"), 6), (tr("kind", "类型"), 5),
-                                                         (tr("RMS last token", "末词元 RMS"), 14), (tr("RMS mean", "平均 RMS"), 14))))
+                                                         (tr("RMS last token", "末词元均方根"), 14), (tr("RMS mean", "平均均方根"), 14))))
 for i, r in enumerate(rms):
     where = tr("embed", "嵌入") if i == 0 else str(i - 1)
     kind = "" if i == 0 else model.layers[i - 1].kind[0].upper()
     print(f"  {pad(where, 6, right=True)}  {kind:>5}  {r[-1].item():>14.3f}  {r.mean().item():>14.3f}")
 say("  the stream's RMS grows {x:.1f}x from the embedding to the last layer (last token)",
-    "  从嵌入到最后一层，残差流的 RMS 增大了 {x:.1f} 倍（最后一个词元）", x=(rms[-1][-1] / rms[0][-1]).item())
+    "  从嵌入到最后一层，残差流的均方根增大了 {x:.1f} 倍（最后一个词元）", x=(rms[-1][-1] / rms[0][-1]).item())
 if ch.tiny:
     say("  (made-up weights: how the stream grows here says nothing about Qwen3.5)",
         "  （编造的权重：这里残差流的增长与 Qwen3.5 无关）")
@@ -139,7 +139,7 @@ top = probs.topk(5)
 for p, i in zip(top.values.tolist(), top.indices.tolist()):
     print(f"  {p:9.3g}  {readable(i)!r}")
 say("  check: the lens after the last layer is exactly these logits: max |difference| = {d:.1e}",
-    "  核对：最后一层之后的 lens 就是这些 logits：最大差 = {d:.1e}",
+    "  核对：logit lens 在最后一层之后读出的就是这些 logits：最大差 = {d:.1e}",
     d=(model.logits(model.norm(stream[-1]))[0, -1] - logits[0, -1]).abs().max().item())
 
 # %% [markdown]
@@ -178,7 +178,8 @@ for w, j in zip(*[x.tolist() for x in mean[-1].topk(min(3, T))]):
     print(f"    {w:6.3f}  #{j} {pieces[j]!r}")
 for head in range(H):
     j = int(weights[0, head, -1].argmax())
-    print(f"    head {head}: #{j} {pieces[j]!r} ({weights[0, head, -1, j].item():.2f})")
+    say("    head {h}: #{j} {p!r} ({w:.2f})", "    头 {h}：#{j} {p!r}（{w:.2f}）",
+        h=head, j=j, p=pieces[j], w=weights[0, head, -1, j].item())
 if ch.tiny:
     say("  (made-up weights: the pattern is not interpreted)", "  （编造的权重：这个模式不做解读）")
 if getattr(args, "plot", False) and (plt := ch.pyplot()):

@@ -9,9 +9,9 @@
 # The prompt is written with the checkpoint's own chat template (`chat_template.jinja`).
 #
 # 语言模型只给出下一个词元的分数。要写出回复，就选一个词元、接到后面、再问一次，直到它表示结束
-# （`<|im_end|>`）。`qwen/generate.py` 用缓存来做：提示只读一遍（预填充），之后每个新词元只需一小步
+# （`<|im_end|>`）。`qwen/generate.py` 用缓存来做：提示词只读一遍（预填充），之后每个新词元只需一小步
 # （解码），因为每一层都保存了继续所需的东西：6 个全注意力层保存键和值，18 个 Gated DeltaNet 层
-# 保存 3 个词元的卷积窗口和固定大小的 16 x 128 x 128 状态。提示用检查点自带的对话模板写成。
+# 保存 3 个词元的卷积窗口和固定大小的 16 x 128 x 128 状态。提示词用检查点自带的对话模板写成。
 #
 # Run: `python ch09_generate.py [--prompt "..."] [--max-new-tokens N] [--device cpu|cuda|mps] [--tiny] [--lang zh]`
 
@@ -60,7 +60,7 @@ if ch.tiny:
 
 # %%
 if ready:
-    section(1, "The prompt, written by the chat template", "由对话模板写出的提示")
+    section(1, "The prompt, written by the chat template", "由对话模板写出的提示词")
     prompt = "Say hello in English and in Chinese, in one short sentence. 用一句话打招呼。" if args.prompt is None else args.prompt
     messages = [{"role": "user", "content": prompt}]
     ids = prompt_ids(tok, messages, template=template, enable_thinking=args.think)
@@ -72,7 +72,7 @@ if ready:
 # ## 2. A greedy reply, streamed / 贪心解码，流式输出
 # Greedy decoding takes the most likely token every time: the same prompt always gives the same reply.
 #
-# 贪心解码每次都取最可能的词元：同样的提示总是得到同样的回复。
+# 贪心解码每次都取最可能的词元：同样的提示词总是得到同样的回复。
 
 # %%
 if ready:
@@ -85,7 +85,7 @@ if ready:
         print(piece.replace("\n", "\n  "), end="", flush=True)
     print()
     say("  prompt {p} tokens: prefill {a:.1f} tokens/s; reply {n} tokens: decode {b:.1f} tokens/s ({why})",
-        "  提示 {p} 个词元：预填充 {a:.1f} 词元/秒；回复 {n} 个词元：解码 {b:.1f} 词元/秒（{why}）",
+        "  提示词 {p} 个词元：预填充 {a:.1f} 词元/秒；回复 {n} 个词元：解码 {b:.1f} 词元/秒（{why}）",
         p=stats["prompt_tokens"], a=stats["prompt_tokens"] / stats["prefill_s"], n=stats["new_tokens"],
         b=max(stats["new_tokens"] - 1, 1) / max(stats["decode_s"], 1e-9),
         why=tr("stopped at the end token", "遇到结束词元而停止") if stats["stopped"]
@@ -159,11 +159,13 @@ if ready:
 
 # %% [markdown]
 # ## 5. Text that spans tokens / 跨词元的字符
-# Tokens are bytes. A Chinese character is 3 UTF-8 bytes and one token may hold only part of it;
+# Tokens are bytes. A common Chinese character is 3 UTF-8 bytes (the rarer ones of CJK Extension B,
+# such as 𠀀, are 4: chapter 2) and one token may hold only part of it;
 # printing each token's bytes on their own would show "�". The stream keeps the unfinished bytes
 # until the next token completes the character.
 #
-# 词元是字节。一个汉字是 3 个 UTF-8 字节，一个词元可能只装下它的一部分；把每个词元的字节单独打印
+# 词元是字节。常用汉字是 3 个 UTF-8 字节（CJK 扩展 B 区的生僻字，例如 𠀀，是 4 个：见第 2 章），
+# 一个词元可能只装下它的一部分；把每个词元的字节单独打印
 # 出来会显示 "�"。流式输出把没写完的字节留着，直到下一个词元把这个字符补完。
 
 # %%
@@ -191,7 +193,7 @@ if ready:
 # in 6 layers instead of 24. Greedy picks the maximum; sampling trades repeatability for variety,
 # and a seed brings repeatability back.
 #
-# 生成就是一个循环：提示只读一遍，然后反复从最后的 logits 里选一个词元、再喂回去。缓存让每个新词元都
+# 生成就是一个循环：提示词只读一遍，然后反复从最后的 logits 里选一个词元、再喂回去。缓存让每个新词元都
 # 很便宜：注意力层保存所有的键和值（不断增长），Gated DeltaNet 层保存固定大小的状态（不增长），所以
 # Qwen3.5 的缓存只在 6 层里增长，而不是 24 层。贪心解码取最大值；采样用可重复性换多样性，种子又把可重复性找回来。
 #

@@ -43,7 +43,7 @@ def chat_loop(path, max_new_tokens=512, think=False, read=input):
             # one rate over both would mostly measure the prompt's length
             print(tr("  [{n} tokens; read {p} prompt tokens in {ps:.2f} s, then {d:.1f} tokens/s; cache {t} tokens, "
                      "{b}{again}]",
-                     "  [{n} 个词元；用 {ps:.2f} 秒读入 {p} 个提示词元，然后 {d:.1f} 词元/秒；缓存 {t} 个词元，{b}{again}]",
+                     "  [{n} 个词元；用 {ps:.2f} 秒读入提示词的 {p} 个词元，然后 {d:.1f} 词元/秒；缓存 {t} 个词元，{b}{again}]",
                      n=stats["new_tokens"], p=stats["prompt_tokens"], ps=stats["prefill_s"],
                      d=max(stats["new_tokens"] - 1, 1) / max(stats["decode_s"], 1e-9),
                      t=chat.cache.length, b=size(chat.cache.nbytes),

@@ -128,6 +128,7 @@ def _excepthook(kind, exc, tb):
 
 def model_path(args, quiet=False):
     """The checkpoint to use: --tiny or $QWEN_TINY, --model, $QWEN_MODEL, the cache or a download, else tiny."""
+    global _fallback_said
     from qwen.tiny import tiny_model_path
     from qwen.weights import DEFAULT_REPO, ModelNotFound, find_model
 
@@ -144,10 +145,14 @@ def model_path(args, quiet=False):
     except ModelNotFound as e:
         if name:
             raise not_found(name, download=False, error=e) from None    # asked for by name: no silent fallback
-        if not quiet:
+        if not quiet and not _fallback_said:                      # once per run: a notebook runs many chapters
+            _fallback_said = True
             print(str(not_found(DEFAULT_REPO, download=False, error=e)) + "\n" +
                   tr("Using the built-in tiny checkpoint for now.", "现在先用内置的小检查点。") + "\n")
         return tiny_model_path()
+
+
+_fallback_said = False                                           # model_path said why it uses the tiny checkpoint
 
 
 def _repo_id(value):
@@ -161,6 +166,7 @@ def not_found(repo, download, error=None):
     `error`: the loader's ModelNotFound, whose "(reason)" after the Hub's address is kept."""
     import re
     from huggingface_hub import constants
+    from qwen.hub import through_mirror
     from qwen.weights import DEFAULT_REPO, ModelNotFound
 
     offline = _env_flag("HF_HUB_OFFLINE") or bool(getattr(constants, "HF_HUB_OFFLINE", False))
@@ -172,6 +178,9 @@ def not_found(repo, download, error=None):
     if offline:
         next_en = "unset HF_HUB_OFFLINE" + ("" if download else f" and run {get}") + ", or use a folder you have: --model PATH (or --tiny)"
         next_zh = "取消 HF_HUB_OFFLINE" + ("" if download else f" 再运行 {get}") + "，或者用已有的文件夹：--model PATH（或 --tiny）"
+    elif through_mirror():                                       # the mirror failed: no "use a mirror" again
+        next_en = f"check the connection and the address in HF_ENDPOINT, then run {get}; or --model PATH (or --tiny)"
+        next_zh = f"检查网络和 HF_ENDPOINT 里的地址，再运行 {get}；或者 --model PATH（或 --tiny）"
     else:
         next_en = f"check the connection, or use a mirror: HF_ENDPOINT=<mirror URL> {get}; or --model PATH (or --tiny)"
         next_zh = f"检查网络，或通过镜像：HF_ENDPOINT=<镜像地址> {get}；或者 --model PATH（或 --tiny）"

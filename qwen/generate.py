@@ -247,7 +247,7 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
     stop = set(stop)
     ids = torch.as_tensor(ids, dtype=torch.long).reshape(1, -1)                # (1, prompt)
     if ids.shape[1] == 0:
-        raise QwenError("The prompt is empty: give at least one token.", "提示为空：至少要有一个词元。")
+        raise QwenError("The prompt is empty: give at least one token.", "提示词为空：至少要有一个词元。")
     stats = {} if stats is None else stats
     stats.update(prompt_tokens=ids.shape[1], new_tokens=0, prefill_s=0.0, decode_s=0.0, stopped=False)
     start = time.perf_counter()
@@ -277,7 +277,7 @@ def prompt_ids(tok, prompt, *, chat=True, template=None, enable_thinking=False):
     messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
     if template is None:
         raise QwenError("A chat prompt needs the checkpoint's chat template (template=ChatTemplate.load(path)).",
-                        "对话提示需要检查点的对话模板（template=ChatTemplate.load(path)）。")
+                        "对话提示词需要检查点的对话模板（template=ChatTemplate.load(path)）。")
     return tok.encode(template.render(messages, add_generation_prompt=True, enable_thinking=enable_thinking))
 
 

@@ -1,7 +1,7 @@
 """Where the checkpoint is: a folder given by the learner, $QWEN_MODEL, the Hugging Face cache,
 or a download of the files the course uses.
 
-    path = find_model()              # a folder: given, $QWEN_MODEL, HF cache, or download
+    path = find_model()              # a folder: given, $QWEN_MODEL, HF cache, or download (QWEN_TINY=1: tiny)
 """
 import os
 import re
@@ -29,7 +29,12 @@ def find_model(name_or_path=None, *, download=True):
     Looks, in order: the argument (a folder, or a Hub repo id), $QWEN_MODEL, the Hugging Face
     cache (no network), then downloads the files the course uses (resumable, with progress
     bars; honours HF_ENDPOINT, HF_HOME and HF_HUB_OFFLINE). Default repo: Qwen/Qwen3.5-0.8B.
+    Without an argument and with QWEN_TINY=1 (as the chapters read it, e.g. set in a notebook's
+    first cell), the built-in tiny checkpoint: the README's code then runs without the real model.
     """
+    if name_or_path is None and os.environ.get("QWEN_TINY", "").strip().lower() in ("1", "true", "yes", "on"):
+        from qwen.tiny import tiny_model_path
+        return tiny_model_path()
     for value, origin in ((name_or_path, "argument"), (os.environ.get("QWEN_MODEL"), "QWEN_MODEL")):
         if value:
             value = str(value)
@@ -74,6 +79,13 @@ def _complete(folder):
         return False
 
 
+def through_mirror():
+    """True when HF_ENDPOINT points somewhere else than the Hub: a failure there needs no "use a mirror"."""
+    from huggingface_hub import constants
+    default = getattr(constants, "_HF_DEFAULT_ENDPOINT", "https://huggingface.co")
+    return constants.ENDPOINT.rstrip("/") != default.rstrip("/")
+
+
 def _from_hub(repo, download):
     from huggingface_hub import constants, snapshot_download
 
@@ -101,17 +113,18 @@ def _from_hub(repo, download):
         reason = "HF_HUB_OFFLINE is set" if offline else "download=False"
     if partial:
         reason += "; the cached copy is incomplete"
+    mirror = not through_mirror()                          # the mirror in HF_ENDPOINT failed: not suggested again
     raise ModelNotFound(
         "Could not find {repo}. Looked in: $QWEN_MODEL ({env_en}), the Hugging Face cache "
         "({cache}), then the Hub at {endpoint} ({reason}).\n"
         "  Download it:            {get}\n"
-        "  Through a mirror:       HF_ENDPOINT=<mirror URL> {get}\n"
+        + ("  Through a mirror:       HF_ENDPOINT=<mirror URL> {get}\n" if mirror else "") +
         "  Already have a folder:  python main.py --model PATH   (or set QWEN_MODEL=PATH)\n"
         "  No model at all:        python main.py --tiny   (built-in tiny checkpoint, made-up numbers)",
         "找不到 {repo}。查找过：$QWEN_MODEL（{env_zh}）、Hugging Face 缓存（{cache}）、"
         "Hub {endpoint}（{reason}）。\n"
         "  下载模型：          {get}\n"
-        "  通过镜像下载：      HF_ENDPOINT=<镜像地址> {get}\n"
+        + ("  通过镜像下载：      HF_ENDPOINT=<镜像地址> {get}\n" if mirror else "") +
         "  已有模型文件夹：    python main.py --model PATH   （或设置 QWEN_MODEL=PATH）\n"
         "  完全没有模型：      python main.py --tiny   （内置的小检查点，数值是编造的）",
         repo=repo, env_en=os.environ.get("QWEN_MODEL") or "not set", env_zh=os.environ.get("QWEN_MODEL") or "未设置",

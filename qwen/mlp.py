@@ -12,8 +12,10 @@ For the same width this costs three matrices instead of two; the SwiGLU paper ke
 MLP's parameter count by making the hidden layer 8/3 as wide instead of 4x. Qwen3.5 narrows it
 less (0.8B: 1024 -> 3584 -> 1024, 3.5x): 3 x 3.5 = 10.5 x hidden^2 per layer against 2 x 4 = 8.
 
-Precision: the three matmuls and silu run in the weights' dtype (bf16 as stored; torch
-evaluates silu in fp32 internally and rounds once). The input is cast to that dtype first and
+Precision: the three matmuls and silu run in the weights' dtype: bf16 for a layer loaded as
+stored (chapter 5's), fp32 in the model `load_model` builds (its default converts every weight to
+fp32: on many CPUs fp32 matmuls are the faster ones, chapter 5 measures it). torch evaluates a
+bf16 silu in fp32 internally and rounds once. The input is cast to the weights' dtype first and
 the result cast back to the input's dtype once, at the end. No bias anywhere.
 """
 import torch.nn as nn

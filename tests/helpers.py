@@ -11,6 +11,7 @@ layers: 3 linear-attention, 1 full-attention) and seeded, so every run writes th
 the config). `tokenizer=True` copies the built-in tiny checkpoint's tokenizer files (they need
 vocab_size >= 248320). Returns the folder; skips the test when transformers is not installed.
 """
+import re
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,40 @@ def write_transformers_checkpoint(folder, layout="text", dtype=torch.float32, ti
         from qwen.tiny import write_tokenizer_files
         write_tokenizer_files(folder)
     return folder
+
+
+CJK = r"[\u4e00-\u9fff]"
+CHINESE_TEXT_RULES = {             # TERMINOLOGY.md, "Rules for the Chinese text": what each kind looks like
+    "', ' between items (use 、 or ，)": r"(?<=\S), (?=\S)",
+    "a space between two Chinese words": CJK + " " + CJK,
+    "是/否 after '=' or a formula": r"= [是否]|== [^，；：]*：[是否]",
+    "an English word": r"\b(head|heads|nats|vs|ms)\b|(?<!logit )\blens\b",
+}
+
+
+def _without_code(line):
+    """The line with quoted strings and bracketed code ('x', [3, 16], (m, n)) each replaced by X."""
+    line = re.sub(r"'[^']*'|\"[^\"]*\"", "X", line)
+    previous = None
+    while previous != line:                                     # innermost brackets first
+        previous, line = line, re.sub(r"\([^()]*\)|\[[^\[\]]*\]", "X", line)
+    return line
+
+
+def chinese_text_problems(text, hints=False):
+    """(kind, line) for every Chinese line that breaks one of TERMINOLOGY.md's rules for Chinese text.
+
+    hints: the text may use 提示 (the judge's hints); elsewhere 提示 would be a prompt, 提示词."""
+    problems = []
+    for line in text.splitlines():
+        if not re.search(CJK, line):
+            continue
+        if re.search(CJK + r"[,;:!?(]|[,;:!?)]" + CJK + r"|" + CJK + r"\s\(", line):
+            problems.append(("ASCII punctuation next to Chinese", line))
+        bare = _without_code(line)
+        problems += [(kind, line) for kind, pattern in CHINESE_TEXT_RULES.items() if re.search(pattern, bare)]
+        if re.search(r"(?<!/ )RMS(?!Norm|\(|\^)", line):                  # RMS(h), RMS^2, |mu| / RMS: formulas
+            problems.append(("RMS as a word (均方根)", line))
+        if not hints and re.search(r"提示(?!词)", line):
+            problems.append(("提示 for a prompt (提示词)", line))
+    return problems

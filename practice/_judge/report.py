@@ -58,7 +58,7 @@ def report_lines(ex, result, verbose=True):
             continue
         detailed = True                                          # the numbers for the first failure only
         d = c["detail"]
-        add(T("        input: {i}", "        输入：{i}", i=", ".join(d.get("inputs", []))))
+        add(T("        input: {i}", "        输入：{i}", i=T(", ", "、").join(d.get("inputs", []))))
         if "expected" in d:
             add(T("        expected {e}, got {g}", "        期望 {e}，得到 {g}", e=d["expected"], g=d["got"]))
         if "max_abs" in d:

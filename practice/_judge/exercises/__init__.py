@@ -66,7 +66,7 @@ class Tol:
             parts.append(T("within {n} {d} step(s) of the expected value", "与期望值相差不超过 {n} 个 {d} 最小间隔",
                            n=self.ulps, d=dtype_name or "bf16/fp16"))
         else:
-            parts.append(f"atol={self.atol:g}, rtol={self.rtol:g}")
+            parts.append(T("atol={a:g}, rtol={r:g}", "atol={a:g}、rtol={r:g}", a=self.atol, r=self.rtol))
         if self.exact_share:
             parts.append(T("{p:.0%} of values bit for bit equal", "{p:.0%} 的数值逐位相同", p=self.exact_share))
         return "; ".join(parts)
@@ -152,6 +152,11 @@ class Context:
     @property
     def label(self):
         return T("tiny", "小检查点") if self.tiny else "Qwen3.5"
+
+    @property
+    def label_of(self):
+        """The label as a Chinese possessive ('小检查点的', 'Qwen3.5 的'): 小检查点的配置, not 小检查点 配置."""
+        return "小检查点的" if self.tiny else "Qwen3.5 的"
 
     @staticmethod
     def gen(seed):
