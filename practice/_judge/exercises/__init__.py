@@ -158,6 +158,11 @@ class Context:
         """The label as a Chinese possessive ('小检查点的', 'Qwen3.5 的'): 小检查点的配置, not 小检查点 配置."""
         return "小检查点的" if self.tiny else "Qwen3.5 的"
 
+    @property
+    def checkpoint_zh(self):
+        """'the tiny checkpoint' / 'the Qwen3.5 checkpoint' in Chinese: 小检查点, not 小检查点 检查点."""
+        return "小检查点" if self.tiny else "Qwen3.5 检查点"
+
     @staticmethod
     def gen(seed):
         import torch

@@ -42,7 +42,7 @@ def cases_201(ctx):
     empty = ctx.scratch / "empty_tensor.safetensors"
     save_file({"nothing": torch.zeros(0, 4), "x": torch.arange(6, dtype=torch.int64)}, str(empty))
     about = ("the 8-byte length, the JSON header and where the data starts", "8 字节的长度、JSON 文件头，以及数据从哪里开始")
-    return [Case("read_header", (f"{ctx.label} checkpoint: {shard.name}", f"{ctx.label} 检查点：{shard.name}"),
+    return [Case("read_header", (f"{ctx.label} checkpoint: {shard.name}", f"{ctx.checkpoint_zh}：{shard.name}"),
                  (str(shard),), header_as_dicts(shard), about=about),
             Case("read_header", ("a file with __metadata__ (leave it out)", "带 __metadata__ 的文件（要去掉它）"),
                  (str(with_meta),), header_as_dicts(with_meta),
@@ -93,7 +93,7 @@ def cases_202(ctx):
     shuffled = dict(sorted(real.items(), reverse=True))
     about = ("which tensors belong to the language model and which layer each sits in",
              "哪些张量属于语言模型，以及每个张量在哪一层")
-    return [Case("count_parameters", (f"{ctx.label} checkpoint header", f"{ctx.label} 检查点的文件头"),
+    return [Case("count_parameters", (f"{ctx.label} checkpoint header", f"{ctx.checkpoint_zh}的文件头"),
                  (header, list(ctx.cfg.layer_types)), count_by_layer_type(header, list(ctx.cfg.layer_types)), about=about),
             Case("count_parameters", ("the real Qwen3.5-0.8B header (488 tensors, vision and mtp included)",
                                       "真实 Qwen3.5-0.8B 的文件头（488 个张量，含视觉塔和 mtp）"),
@@ -134,10 +134,10 @@ def cases_203(ctx):
     rows = ("E[ids]: one row per id, in E's dtype", "E[ids]：每个编号一行，类型与 E 相同")
     scores = ("h @ E.T in fp32, for any leading shape of h", "在 fp32 中计算 h @ E.T，h 前面的维度可以是任意形状")
     L = ctx.label
-    return [Case("embed", (f"{L} table rows", f"{L} 嵌入表的行"), (ids1, E_model), E_model[ids1], about=rows),
+    return [Case("embed", (f"{L} table rows", f"{ctx.label_of}嵌入表的行"), (ids1, E_model), E_model[ids1], about=rows),
             Case("embed", ("ids with batch dimensions (2, 3)", "带批次维度 (2, 3) 的编号"), (ids2, E_small), E_small[ids2], about=rows),
             Case("embed", ("an fp32 table", "fp32 的嵌入表"), (torch.tensor([29, 0]), E_f32), E_f32[[29, 0]], about=rows),
-            Case("tied_logits", (f"{L} table, one fp32 vector", f"{L} 嵌入表，一个 fp32 向量"), (h1, E_model),
+            Case("tied_logits", (f"{L} table, one fp32 vector", f"{ctx.label_of}嵌入表，一个 fp32 向量"), (h1, E_model),
                  (h1.double() @ E_model.double().T).float(), fp32_logits, about=scores),
             Case("tied_logits", ("bf16 h with batch dimensions (2, 3)", "带批次维度 (2, 3) 的 bf16 h"), (h2, E_model),
                  h2.float() @ E_model.float().T, fp32_logits, about=scores),
@@ -215,7 +215,7 @@ def cases_204(ctx):
     return [
         Case("rms_norm", (f"{L} layers.0.input_layernorm, fp32 x of RMS 5", f"{L} layers.0.input_layernorm，均方根为 5 的 fp32 x"),
              (x, w0, eps), ref(x, "layers.0.input_layernorm."), about=norm),
-        Case("rms_norm", (f"{L} final norm (large 1 + w)", f"{L} 最后的归一化（1 + w 很大）"), (x, wf, eps), ref(x, "norm."),
+        Case("rms_norm", (f"{L} final norm (large 1 + w)", f"{ctx.label_of}最后的归一化（1 + w 很大）"), (x, wf, eps), ref(x, "norm."),
              about=norm),
         Case("rms_norm", ("bf16 input: statistics in fp32, one rounding at the end", "bf16 输入：统计量用 fp32，最后只舍入一次"),
              (xb, w0, eps), ref(xb, "layers.0.input_layernorm."), about=bits),
@@ -456,14 +456,14 @@ def cases_206(ctx):
            "只有 7 个数时，除以 n - 1 而不是 n 会让方差差 17%")
     L = ctx.label
     return [Case("layer_norm", ("fp32 vectors with mean 1", "均值为 1 的 fp32 向量"), (x,), ln(x), about=lnab),
-            Case("layer_norm", (f"{L} embedding rows, bf16", f"{L} 嵌入表的行，bf16"), (rows,), ln(rows), about=lnab),
+            Case("layer_norm", (f"{L} embedding rows, bf16", f"{ctx.label_of}嵌入表的行，bf16"), (rows,), ln(rows), about=lnab),
             Case("layer_norm", ("width 7: population variance (divide by n, not n - 1)", "宽度 7：总体方差（除以 n，不是 n - 1）"),
                  (odd,), ln(odd), about=pop),
             Case("layer_norm", ("constant vectors (variance 0, no NaN)", "常数向量（方差为 0，不能是 NaN）"), (const,), ln(const),
                  about=("x - mean is 0 and eps keeps the root above 0", "x - 均值为 0，eps 让根号里的值大于 0")),
             Case("layer_norm", ("non-contiguous input", "不连续的输入"), (nc,), ln(nc), about=lnab),
             Case("rms_from_moments", ("fp32 vectors with mean 1", "均值为 1 的 fp32 向量"), (x,), moments(x), about=mab),
-            Case("rms_from_moments", (f"{L} embedding rows, bf16 (answer in fp32)", f"{L} 嵌入表的行，bf16（结果用 fp32）"),
+            Case("rms_from_moments", (f"{L} embedding rows, bf16 (answer in fp32)", f"{ctx.label_of}嵌入表的行，bf16（结果用 fp32）"),
                  (rows,), moments(rows), about=mab),
             Case("rms_from_moments", ("width 7 (population variance)", "宽度 7（总体方差）"), (odd,), moments(odd), about=pop)]
 
