@@ -234,3 +234,29 @@ def test_the_readme_says_what_the_sandbox_prevents_and_what_it_does_not(judge):
     for once in ("The judge never changes your file", "`python practice/judge.py --verify` proves",
                  "Progress lives outside the code", "the largest absolute"):
         assert text.count(once) == 1, once
+
+
+def test_a_spawned_sandbox_keeps_the_same_promises(judge, tiny_path, tmp_path, monkeypatch):
+    """Where fork is not used (Windows, macOS, QWEN_JUDGE_SPAWN=1): no judge import, no progress write
+    (with Landlock), and the in-place change is still caught in the judge with torch.equal patched."""
+    monkeypatch.setenv("QWEN_JUDGE_SPAWN", "1")
+    progress = tmp_path / "progress.json"
+    body = f"""import torch
+torch.equal = lambda *a, **k: True
+def l2norm(x, eps=1e-6):
+    try:
+        import practice._judge.compare
+        raise RuntimeError("imported the judge")
+    except ImportError:
+        pass
+    try:
+        open({str(progress)!r}, "w").write("{{}}")
+        written = True
+    except PermissionError:
+        written = False
+    if written and {landlock_abi() >= 1}:
+        raise RuntimeError("wrote the progress file")
+    return x.mul_(torch.rsqrt((x * x).sum(-1, keepdim=True) + eps))
+"""
+    result = grade(judge, tiny_path, tmp_path, "205", body)
+    assert "modified its input x (#1) in place" in judge.summary_line(result), judge.summary_line(result)

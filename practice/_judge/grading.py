@@ -183,10 +183,11 @@ def _grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMO
             if state["fatal"]:
                 return result
             stopped = None if state["done"] else box.ending()
+            digested = {}                                         # the judge's digests, once per input object
             for i, case in enumerate(cases):
                 value = got.get(i)
                 if not ex.may_modify_inputs and value is not None and not isinstance(value, Raised):
-                    value = modified_inputs(case, after.get(i)) or value
+                    value = modified_inputs(case, after.get(i), digested) or value
                 result["cases"].append(_judge_case(ex, case, value, i, stopped, explain_all))
                 if i not in got and stopped:
                     stopped = ("after", T("not run (the grading stopped at an earlier case)", "未运行（评测在前面的用例中止了）"))
@@ -201,14 +202,14 @@ def _grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMO
         box.close()
 
 
-def modified_inputs(case, after):
+def modified_inputs(case, after, cache=None):
     """A Raised "inplace" when the sandbox's inputs after the call differ from the judge's own copy
     (compared here: nothing the solution patched in the sandbox decides it), else None."""
     digests, names = after if isinstance(after, tuple) else (None, None)
     if type(digests) is not list or len(digests) != len(case.args):
         return Raised("inplace", T("the inputs did not come back after the call, so the judge cannot tell whether "
                                    "they were changed", "调用之后输入没有传回，评测器无法判断它们是否被修改"))
-    mine = wire.digests(case.args)
+    mine = wire.digests(case.args, cache)
     changed = [k for k, (a, b) in enumerate(zip(mine, digests)) if a != b]
     if not changed:
         return None

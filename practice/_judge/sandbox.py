@@ -116,7 +116,8 @@ _SYS_CREATE, _SYS_ADD, _SYS_RESTRICT = 444, 445, 446                            
 
 def landlock(writable):
     """In the sandbox: from now on this process and its children may write, create or delete files only
-    beneath the folders in `writable` (and write to /dev/null), and may not read another process's
+    beneath the folders in `writable` and /dev/shm (and open devices such as /dev/null or a GPU for
+    writing), and may not read another process's
     memory or environment through /proc or ptrace (Landlock scopes ptrace to the sandbox itself).
     Returns True when the kernel applied it; False where Landlock is absent (not Linux, an old kernel,
     disabled), and the sandbox then runs without it."""
@@ -136,15 +137,14 @@ def landlock(writable):
         if ruleset < 0:
             return False
         try:
-            rules = [(str(d), handled) for d in writable] + [("/dev/null", (1 << 1) | (_LL_TRUNCATE if abi >= 3 else 0))]
+            device = (1 << 1) | (_LL_TRUNCATE if abi >= 3 else 0)          # open devices for writing (/dev/null, a GPU)
+            rules = [(str(d), handled) for d in writable] + [("/dev", device), ("/dev/shm", handled)]
             for where, allowed in rules:
                 try:
                     fd = os.open(where, os.O_PATH | os.O_CLOEXEC)
                 except OSError:
                     continue
                 try:
-                    if not os.path.isdir(where):
-                        allowed &= (1 << 1) | _LL_TRUNCATE          # a file takes file rights only
                     rule = ctypes.create_string_buffer(struct.pack("<Qi", allowed, fd))
                     libc.syscall(_SYS_ADD, ctypes.c_int(ruleset), ctypes.c_int(1), rule, ctypes.c_uint32(0))
                 finally:

@@ -201,7 +201,7 @@ def _dec_tensor(obj, blobs):
     return buf.as_strided(shape, stride)
 
 
-def digests(args):
+def digests(args, cache=None):
     """One fingerprint per argument, of the tensors in it (at any depth, with dtype and shape): the sandbox sends these after each call, the judge computes them on its own copy and compares
     (so "modified its input in place" is decided in the judge, whatever the sandbox patched). Digests,
     not the bytes: an input can be the whole embedding table."""
@@ -227,9 +227,14 @@ def digests(args):
                 walk(x, h, depth + 1)
 
     for a in args:
+        if cache is not None and id(a) in cache:                 # the judge's copy: one table, several cases
+            out.append(cache[id(a)][1])
+            continue
         h = hashlib.sha256()
         walk(a, h)
         out.append(h.hexdigest())
+        if cache is not None:
+            cache[id(a)] = (a, out[-1])                          # the object kept alive, so its id stays its own
     return out
 
 
