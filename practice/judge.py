@@ -2,7 +2,7 @@
 
     python practice/judge.py              list the exercises, their status and your progress
     python practice/judge.py 204          grade exercise 204 (creates practice/204_rmsnorm.py first)
-    python practice/judge.py --all        grade every exercise
+    python practice/judge.py --all        grade every exercise you have started
     python practice/judge.py 204 --file my_try.py    grade that file instead
     python practice/judge.py 204 --watch  regrade every time the file is saved
     python practice/judge.py 204 --hint   your first failing case, then the next hint
@@ -18,7 +18,8 @@ data; the judge computes the expected values itself and compares. It never chang
 (except --reset, which keeps a backup). Exit code: 0 all graded passed, 1 a failure, 2 a usage
 error, 130 stopped with Ctrl-C. Progress is kept outside the code ($QWEN_PROGRESS, default
 ~/.local/share/transformer-by-hand/progress.json), so it survives upgrades.
-Limits: $QWEN_JUDGE_TIMEOUT seconds per exercise (default 20), $QWEN_JUDGE_MEMORY GB (default 3).
+Limits: $QWEN_JUDGE_TIMEOUT seconds per exercise (default 20), $QWEN_JUDGE_MEMORY GB (default 3);
+$QWEN_JUDGE_WRITABLE: folders (separated by os.pathsep) the sandbox may write in besides its own.
 """
 import hashlib
 import json
@@ -202,7 +203,10 @@ def cmd_list(as_json):
     levels = {"easy": T("easy", "简单"), "medium": T("medium", "中等"), "hard": T("hard", "困难")}
     for r in rows:
         star = r["status"].endswith("*")
-        label = names.get(r["status"].rstrip("*"), r["status"]) + (T(" (edited)", "（已修改）") if star else "")
+        base = r["status"].rstrip("*")
+        restored = base == "new" and bool(state.get(r["id"], {}).get("file_digest"))    # --reset wrote the starter
+        label = (T("starter restored", "已恢复为起始文件") if restored else names.get(base, r["status"])) + \
+            (T(" (edited)", "（已修改）") if star else "")
         if r["passed"] and not r["status"].startswith("pass"):
             label += T(", passed before", "，曾经通过")
         torch_mark = "PyTorch" if r["needs_torch"] else "       "
@@ -234,6 +238,21 @@ def cmd_grade(exercises, args, create=True):
         print(T("(graded on the built-in tiny checkpoint; with the real model on disk the same checks use its tensors)",
                 "（用内置小检查点评测；磁盘上有真实模型时，同样的检查会使用它的张量）"))
     return 0 if all(r["status"] == "pass" for r in results) else 1
+
+
+def cmd_all(args):
+    """--all: grade every exercise the learner has started (its file exists); create no file and
+    record nothing for the others, and say which were skipped."""
+    started = [ex for ex in EXERCISES if (WORK / ex.filename).is_file()]
+    skipped = [ex.id for ex in EXERCISES if ex not in started]
+    code = cmd_grade(started, args, create=False) if started else 0
+    if skipped and not args.json:
+        print(T("Not started, so not graded: {ids} (python practice/judge.py {first} starts one).",
+                "还没开始，所以没有评测：{ids}（python practice/judge.py {first} 开始一个）。",
+                ids=", ".join(skipped), first=skipped[0]))
+    elif args.json and not started:
+        print("[]")
+    return code
 
 
 def cmd_watch(ex, args):
@@ -378,7 +397,8 @@ def main(argv=None):
     p = parser("The practice judge: grade the exercises offline, on the model's tensors.",
                "练习评测器：离线评测练习，使用模型的张量。")
     p.add_argument("exercise", nargs="?", help=T("exercise number, e.g. 204", "练习编号，例如 204"))
-    p.add_argument("--all", action="store_true", help=T("grade every exercise", "评测所有练习"))
+    p.add_argument("--all", action="store_true", help=T("grade every exercise you have started",
+                                                        "评测所有你已经开始的练习"))
     p.add_argument("--file", help=T("grade this file instead of practice/2xx_*.py", "评测这个文件，而不是 practice/2xx_*.py"))
     p.add_argument("--watch", action="store_true", help=T("regrade on every save", "每次保存后重新评测"))
     p.add_argument("--hint", action="store_true", help=T("your first failing case, then the next hint",
@@ -431,7 +451,7 @@ def run(args):
         if args.exercise or args.file:
             raise UsageError(T("--all grades every exercise: leave out the number and --file",
                                "--all 会评测所有练习：不要再给编号或 --file"))
-        return cmd_grade(EXERCISES, args)
+        return cmd_all(args)
     ex = BY_ID.get(args.exercise)
     if ex is None:
         raise UsageError(T("there is no exercise {e}; the exercises are {ids}", "没有练习 {e}；现有的练习是 {ids}",

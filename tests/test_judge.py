@@ -146,18 +146,22 @@ def test_list_grade_hint_solution_reset_and_progress(judge, capsys, tiny_path, t
     assert "NotImplementedError" in mine.read_text(encoding="utf-8")
     code, out, _ = main(judge, capsys)
     row = next(line for line in out.splitlines() if " 205 " in line)
-    assert "(edited)" not in row and "not started, passed before" in row     # after --reset: not "passed (edited)"
+    assert "(edited)" not in row and "✓" in row and "starter restored, passed before" in row   # not "passed (edited)"
     progress = json.loads((tmp_path / "progress.json").read_text(encoding="utf-8"))
     assert progress["205"]["passed"] is True                                  # kept outside the code
 
 
-def test_all_and_json(judge, capsys, tiny_path):
+def test_all_and_json(judge, capsys, tiny_path, tmp_path):
+    """--all grades the exercises the learner started (their files exist), in order, and no other."""
+    (tmp_path / "work").mkdir()
+    for ex in (judge.BY_ID["221"], judge.BY_ID["204"]):
+        (tmp_path / "work" / ex.filename).write_bytes(ex.starter.read_bytes())
     code, out, _ = main(judge, capsys, "--all", "--json", "--model", tiny_path)
     assert code == 1
     results = json.loads(out)
-    assert [x["exercise"] for x in results] == [e.id for e in judge.EXERCISES]
-    assert [x["exercise"] for x in results][:6] == ["201", "202", "203", "204", "205", "206"]
+    assert [x["exercise"] for x in results] == ["204", "221"]
     assert all(x["status"] == "todo" for x in results)
+    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == ["204_rmsnorm.py", "221_causal_conv.py"]
 
 
 @pytest.mark.parametrize("args, message", [

@@ -70,6 +70,7 @@ def test_a_process_that_leaves_the_session_still_ends_with_the_grading(judge, ti
     """Double fork and setsid, faster than the judge polls: the escaped grandchild dies with the grading
     (the guard is a subreaper; spawned: the sandbox is a fresh Python, as on Windows and macOS)."""
     monkeypatch.setenv("QWEN_JUDGE_SPAWN", spawn)
+    monkeypatch.setenv("QWEN_JUDGE_WRITABLE", str(tmp_path))       # where the grandchild writes its pid
     pidfile = tmp_path / "escaped.pid"
     body = S205.replace("def l2norm", "def _l2norm") + f"""
 import os, time

@@ -95,16 +95,39 @@ def error_result(ex, file, kind, message):
             "printed": 0, "note": None}
 
 
-def grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMORY, explain_all=False):
+def grade(ex, model, *, file=None, functions=None, **kw):
     """Grade `file` (a path) or `functions` ({name: function}, notebook) for exercise `ex` on `model`.
-    Returns a plain result dict. explain_all: run diagnoses on every case, passing or not (--verify)."""
+    Returns a plain result dict. explain_all: run diagnoses on every case, passing or not (--verify).
+    The judge's own files are fingerprinted before and after: a grading during which they changed
+    (the sandbox wrote them, where Landlock could not stop it) is an error, never a pass."""
+    before = sandbox.fingerprint()
+    result = _grade(ex, model, file=file, functions=functions, **kw)
+    changed = [f for f, h in sandbox.fingerprint().items() if before.get(f) != h]
+    if changed:
+        names = ", ".join(_relative(f) for f in changed[:3]) + (", ..." if len(changed) > 3 else "")
+        return error_result(ex, str(file) if file else "<notebook>", "tampered", T(
+            "the judge's own files changed during the grading ({f}): not graded. Restore them (git checkout -- "
+            "practice qwen, or a fresh copy of the course), then grade again",
+            "评测期间评测器自己的文件被改动了（{f}）：不予评测。请先恢复它们（git checkout -- practice qwen，或者重新获取"
+            "一份课程），再评测", f=names))
+    return result
+
+
+def _relative(path):
+    try:
+        return str(Path(path).relative_to(sandbox.ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMORY, explain_all=False):
     label = str(file) if file else "<notebook>"
     if file:
         problem = source_problem(file)
         if problem:
             return error_result(ex, label, *problem)
     job = {"exercise": ex.id, "functions": ex.functions, "file": str(file) if file else None,
-           "found": functions or {}, "lang": get_lang(), "memory": memory}
+           "found": functions or {}, "lang": get_lang(), "memory": memory, "check_inputs": not ex.may_modify_inputs}
     if sandbox.use_fork(notebook=bool(functions)):                # forked before any expected value exists
         box = sandbox.Sandbox(runner.child_main(job), memory, time_limit).start()
     else:
@@ -123,7 +146,7 @@ def grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMOR
                 value, more = wire.encode(tuple(c.args), keep_layout=True)
                 encoded.append({"function": c.function, "args": _rebase(value, len(blobs))})
                 blobs += more
-            got, state = {}, {"fatal": None, "printed": 0, "done": False, "note": None}
+            got, after, state = {}, {}, {"fatal": None, "printed": 0, "done": False, "note": None}
 
             def on_frame(header, frame_blobs):
                 kind = header.get("kind")
@@ -135,6 +158,8 @@ def grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMOR
                         got[header["i"]] = Raised(str(raised.get("kind", "exception")), printable(raised.get("message", "")))
                     else:
                         got[header["i"]] = wire.decode(header.get("value"), frame_blobs)
+                elif kind == "inputs" and type(header.get("i")) is int and 0 <= header["i"] < len(cases):
+                    after[header["i"]] = (header.get("digests"), header.get("names"))
                 elif kind == "fatal" and isinstance(header.get("error"), dict):
                     state["fatal"] = {"kind": str(header["error"].get("kind")), "message": printable(header["error"].get("message"))}
                     return True
@@ -158,8 +183,12 @@ def grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMOR
             if state["fatal"]:
                 return result
             stopped = None if state["done"] else box.ending()
+            digested = {}                                         # the judge's digests, once per input object
             for i, case in enumerate(cases):
-                result["cases"].append(_judge_case(ex, case, got.get(i), i, stopped, explain_all))
+                value = got.get(i)
+                if not ex.may_modify_inputs and value is not None and not isinstance(value, Raised):
+                    value = modified_inputs(case, after.get(i), digested) or value
+                result["cases"].append(_judge_case(ex, case, value, i, stopped, explain_all))
                 if i not in got and stopped:
                     stopped = ("after", T("not run (the grading stopped at an earlier case)", "未运行（评测在前面的用例中止了）"))
             if stopped and not got:
@@ -171,6 +200,23 @@ def grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMOR
             return result
     finally:
         box.close()
+
+
+def modified_inputs(case, after, cache=None):
+    """A Raised "inplace" when the sandbox's inputs after the call differ from the judge's own copy
+    (compared here: nothing the solution patched in the sandbox decides it), else None."""
+    digests, names = after if isinstance(after, tuple) else (None, None)
+    if type(digests) is not list or len(digests) != len(case.args):
+        return Raised("inplace", T("the inputs did not come back after the call, so the judge cannot tell whether "
+                                   "they were changed", "调用之后输入没有传回，评测器无法判断它们是否被修改"))
+    mine = wire.digests(case.args, cache)
+    changed = [k for k, (a, b) in enumerate(zip(mine, digests)) if a != b]
+    if not changed:
+        return None
+    k = changed[0]
+    name = names[k] if type(names) is list and len(names) == len(case.args) and isinstance(names[k], str) else f"#{k + 1}"
+    return Raised("inplace", T("modified its input {a} in place: work on a copy (no in-place ops on inputs)",
+                               "原地修改了输入 {a}：请在副本上计算（不要对输入做原地操作）", a=printable(name, 80)))
 
 
 def _rebase(value, offset):

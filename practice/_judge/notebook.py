@@ -24,12 +24,25 @@ class Graded:
         self.exercise, self.result, self.lines = ex.id, result, lines
         self.status = result["status"]
         self.passed = self.status == "pass"
+        self._cell = _cell_number()                    # the cell whose check() already showed the report
 
     def __repr__(self):
         return f"<check {self.exercise}: {self.status}>"
 
-    def _ipython_display_(self):                       # already shown by check(); nothing twice
-        pass
+    def __str__(self):                                 # print(report): the report in words
+        return "\n".join(self.lines)
+
+    def _ipython_display_(self):
+        """Evaluated in a later cell: the report again. As the last line of the cell that ran check(),
+        nothing (check() has just shown it)."""
+        if self._cell is None or _cell_number() != self._cell:
+            _show(self.lines, self.status)
+
+
+def _cell_number():
+    """IPython's number of the cell running now, or None outside IPython."""
+    shell = sys.modules.get("IPython") and getattr(sys.modules["IPython"], "get_ipython", lambda: None)()
+    return getattr(shell, "execution_count", None) if shell is not None else None
 
 
 def _in_jupyter():
@@ -86,6 +99,8 @@ def check(exercise, *functions, model=None, tiny=None, lang=None, **named):
         tiny = tiny if tiny is not None else os.environ.get("QWEN_TINY", "") not in ("", "0")
         args = types.SimpleNamespace(tiny=tiny, model=model)
         judge.check_spawn_setting()
+        from qwen.cli import _quiet_notebook_progress
+        _quiet_notebook_progress()                     # the Hub client's tqdm warns on import in Jupyter
         result = grading.grade(ex, judge.model_for_checks(args), functions=found, time_limit=judge.time_limit(),
                                memory=judge.memory_limit())
     except (QwenError, grading.ModelProblem, judge.UsageError) as e:     # one line, no traceback

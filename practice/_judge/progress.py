@@ -128,7 +128,7 @@ def disable():
     """In the sandbox: progress cannot be written from there (the judge records what it compared)."""
     global _disabled
     _disabled = True
-    os.environ["QWEN_PROGRESS"] = os.path.join(os.devnull, "no-progress-in-the-sandbox.json")
+    os.environ.pop("QWEN_PROGRESS", None)                          # the learner's code is not told where it is
 
 
 def update(change):

@@ -16,6 +16,14 @@ of address space it never touches):
   - time: the judge waits at most the time limit for the results.
 When the grading ends the whole session is killed, stray threads and children included. Where a
 limit cannot be set (no /proc, no RLIMIT_AS), the judge says so in one line and grades without it.
+
+What the learner's code can reach from here (README, "What the sandbox prevents"):
+  - seal(): the judge's modules leave sys.modules and cannot be imported again; QWEN_PROGRESS is
+    not in the environment;
+  - landlock(): on Linux with Landlock, file writes only in the sandbox's own temporary folder
+    (plus $QWEN_JUDGE_WRITABLE), and no ptrace or /proc/<pid>/mem of processes outside it, root
+    included; elsewhere nothing stops a write, and fingerprint() around the grading catches a
+    changed judge file. Files stay readable, and a forked sandbox holds the judge's code.
 """
 import io
 import os
@@ -75,9 +83,134 @@ def set_limits(extra):
     return None
 
 
-def enter(memory):
+JUDGE = Path(__file__).resolve().parent            # practice/_judge
+ROOT = JUDGE.parents[1]
+
+
+def judge_files():
+    """The files whose code decides a grading or records it: practice/judge.py, practice/_judge/ and qwen/
+    (the expected values come from there). The judge fingerprints them around every grading."""
+    files = [ROOT / "practice" / "judge.py", ROOT / "practice" / "__init__.py"]
+    for folder in (JUDGE, ROOT / "qwen"):
+        files += sorted(folder.rglob("*.py"))
+    return files
+
+
+def fingerprint(files=None):
+    """{path: sha256 of its bytes, or None when unreadable} for the judge's files."""
+    import hashlib
+    out = {}
+    for f in judge_files() if files is None else files:
+        try:
+            out[str(f)] = hashlib.sha256(f.read_bytes()).hexdigest()
+        except OSError:
+            out[str(f)] = None
+    return out
+
+
+# Landlock (Linux 5.13+, no root needed, and it binds root too): the rights on files the sandbox gives up.
+_LL_WRITE = (1 << 1) | (1 << 4) | (1 << 5) | sum(1 << b for b in range(6, 13))   # write, remove, make *
+_LL_REFER, _LL_TRUNCATE = 1 << 13, 1 << 14                                         # ABI 2, ABI 3
+_SYS_CREATE, _SYS_ADD, _SYS_RESTRICT = 444, 445, 446                               # the same on every architecture
+
+
+def landlock(writable):
+    """In the sandbox: from now on this process and its children may write, create or delete files only
+    beneath the folders in `writable` and /dev/shm (and open devices such as /dev/null or a GPU for
+    writing), and may not read another process's
+    memory or environment through /proc or ptrace (Landlock scopes ptrace to the sandbox itself).
+    Returns True when the kernel applied it; False where Landlock is absent (not Linux, an old kernel,
+    disabled), and the sandbox then runs without it."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        import struct
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        abi = libc.syscall(_SYS_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(1))   # the ABI version
+        if abi < 1:
+            return False
+        handled = _LL_WRITE | (_LL_REFER if abi >= 2 else 0) | (_LL_TRUNCATE if abi >= 3 else 0)
+        attr = ctypes.create_string_buffer(struct.pack("<Q", handled))
+        ruleset = libc.syscall(_SYS_CREATE, attr, ctypes.c_size_t(8), ctypes.c_uint32(0))
+        if ruleset < 0:
+            return False
+        try:
+            device = (1 << 1) | (_LL_TRUNCATE if abi >= 3 else 0)          # open devices for writing (/dev/null, a GPU)
+            rules = [(str(d), handled) for d in writable] + [("/dev", device), ("/dev/shm", handled)]
+            for where, allowed in rules:
+                try:
+                    fd = os.open(where, os.O_PATH | os.O_CLOEXEC)
+                except OSError:
+                    continue
+                try:
+                    rule = ctypes.create_string_buffer(struct.pack("<Qi", allowed, fd))
+                    libc.syscall(_SYS_ADD, ctypes.c_int(ruleset), ctypes.c_int(1), rule, ctypes.c_uint32(0))
+                finally:
+                    os.close(fd)
+            if libc.prctl(38, 1, 0, 0, 0) != 0:                    # PR_SET_NO_NEW_PRIVS, required first
+                return False
+            return libc.syscall(_SYS_RESTRICT, ctypes.c_int(ruleset), ctypes.c_uint32(0)) == 0
+        finally:
+            os.close(ruleset)
+    except (OSError, AttributeError, ValueError):
+        return False
+
+
+class _NoJudgeImports:
+    """A meta path finder, first in the sandbox's sys.meta_path: importing a module that lives in
+    practice/_judge/ (the references, the cases, the comparison) or practice/judge.py raises ImportError."""
+
+    def __init__(self, roots):
+        self.roots = [os.path.realpath(r) for r in roots]
+
+    def _inside(self, where):
+        where = os.path.realpath(where)
+        return any(where == r or where.startswith(r + os.sep) for r in self.roots)
+
+    def find_spec(self, name, path=None, target=None):
+        import importlib.machinery
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        places = [spec.origin] + list(spec.submodule_search_locations or []) if spec is not None else []
+        if any(p and self._inside(p) for p in places):
+            from qwen.lang import T
+            raise ImportError(T("{n} is part of the judge: the sandbox does not import it",
+                                "{n} 是评测器的一部分：沙箱里不能导入它", n=name), name=name)
+        return None
+
+    def invalidate_caches(self):
+        pass
+
+
+def is_judge_file(file):
+    """True for a file inside practice/_judge (a reference, an equivalent form, a known mistake)."""
+    return _NoJudgeImports([JUDGE])._inside(str(file))
+
+
+def seal():
+    """In the sandbox, just before the learner's code runs: the judge's own modules leave sys.modules
+    (and the `practice` package's attributes), and a finder refuses to import them again. The code
+    already running here keeps its references; the learner's code finds no name to import."""
+    roots = [JUDGE, ROOT / "practice" / "judge.py"]
+    finder = _NoJudgeImports(roots)
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None)
+        if name == "practice.judge" or name.startswith("practice._judge") or (where and finder._inside(where)):
+            del sys.modules[name]
+    package = sys.modules.get("practice")
+    for attr in ("_judge", "judge"):
+        if package is not None and hasattr(package, attr):
+            delattr(package, attr)
+    import types
+    sys.modules["__main__"] = types.ModuleType("__main__")         # judge.py run as a script was __main__
+    sys.meta_path.insert(0, finder)
+
+
+def enter(memory, writable=()):
     """In the sandbox, before any learner code: output captured (prints, C-level output, stray
-    threads), no stdin, progress not writable, limits set. Returns (capture file, note or None)."""
+    threads), no stdin, progress not writable (nor its path in the environment), file writes only in
+    `writable` (Landlock, where the kernel has it), limits set. Returns (capture file, note or None)."""
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     capture = tempfile.TemporaryFile()
@@ -90,6 +223,9 @@ def enter(memory):
     sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
     from practice._judge import progress
     progress.disable()
+    if writable:                                                    # temporary files go to the sandbox's own folder
+        os.environ["TMPDIR"] = tempfile.tempdir = str(writable[0])
+    landlock(writable)
     return capture, set_limits(memory)
 
 
@@ -140,12 +276,27 @@ class Sandbox:
         self.status = None                          # the sandbox's wait status, from the guard
         self.guard_died = False
         self.note = None
+        self.tmp = None                             # the only folder the sandbox may write in (Landlock)
+
+    def _make_tmp(self):
+        """The sandbox's own temporary folder, then the folders in $QWEN_JUDGE_WRITABLE: where it may write."""
+        self.tmp = tempfile.mkdtemp(prefix="qwen-judge-sandbox-")
+        extra = [p for p in os.environ.get("QWEN_JUDGE_WRITABLE", "").split(os.pathsep) if p.strip()]
+        self.writable = [self.tmp] + extra
+        return self.writable
+
+    def _remove_tmp(self):
+        if self.tmp:
+            import shutil
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
 
     # ------------------------------------------------------------------ the forked side
 
     def start(self):
         sys.stdout.flush()
         sys.stderr.flush()
+        self._make_tmp()
         parent, child = socket.socketpair()
         r_st, w_st = os.pipe()
         r_alive, w_alive = os.pipe()                               # EOF for the guard when the judge is gone
@@ -194,7 +345,7 @@ class Sandbox:
         try:
             os.setsid()                                            # its own session and process group
             signal.signal(signal.SIGINT, signal.SIG_DFL)
-            capture, note = enter(self.memory)
+            capture, note = enter(self.memory, self.writable)
             self.child_main(sock, capture, note)
             code = 0
         except BaseException:                                      # noqa: BLE001
@@ -387,6 +538,7 @@ class Sandbox:
                 closer()
             except OSError:
                 pass
+        self._remove_tmp()
 
     def ending(self):
         """How the sandbox ended when it did not say `done`: (kind, message)."""
@@ -442,7 +594,7 @@ class Spawned(Sandbox):
         server.bind(("127.0.0.1", 0))
         server.listen(1)
         server.settimeout(self.START_TIMEOUT)
-        job = {**self.job, "port": server.getsockname()[1], "memory": self.memory}
+        job = {**self.job, "port": server.getsockname()[1], "memory": self.memory, "writable": self._make_tmp()}
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
                "OMP_NUM_THREADS": "1"}
         self._errors = tempfile.TemporaryFile()
@@ -529,6 +681,7 @@ class Spawned(Sandbox):
             self.sock.close()
         except OSError:
             pass
+        self._remove_tmp()
 
     def ending(self):
         from qwen.lang import T

@@ -45,7 +45,7 @@ def sandbox():
     from practice._judge import runner
     from practice._judge import sandbox as box
     sock = socket.create_connection(("127.0.0.1", job["port"]))
-    capture, note = box.enter(job["memory"])
+    capture, note = box.enter(job["memory"], job["writable"])
     runner.child_main(job)(sock, capture, note)
     os._exit(0)
 

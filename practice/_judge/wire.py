@@ -201,6 +201,43 @@ def _dec_tensor(obj, blobs):
     return buf.as_strided(shape, stride)
 
 
+def digests(args, cache=None):
+    """One fingerprint per argument, of the tensors in it (at any depth, with dtype and shape): the sandbox sends these after each call, the judge computes them on its own copy and compares
+    (so "modified its input in place" is decided in the judge, whatever the sandbox patched). Digests,
+    not the bytes: an input can be the whole embedding table."""
+    import hashlib
+    out = []
+
+    def walk(v, h, depth=0):
+        if depth > MAX_DEPTH:
+            return
+        if isinstance(v, _tensor_type()):
+            t = v.detach().cpu()
+            h.update(f"{t.dtype}{tuple(t.shape)}".encode())
+            if t.numel():
+                h.update(t.contiguous().reshape(-1).view(__import__("torch").uint8).numpy().data)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x, h, depth + 1)
+        elif isinstance(v, dict):
+            for x in dict.values(v):
+                walk(x, h, depth + 1)
+        elif type(v) is types.SimpleNamespace:
+            for x in vars(v).values():
+                walk(x, h, depth + 1)
+
+    for a in args:
+        if cache is not None and id(a) in cache:                 # the judge's copy: one table, several cases
+            out.append(cache[id(a)][1])
+            continue
+        h = hashlib.sha256()
+        walk(a, h)
+        out.append(h.hexdigest())
+        if cache is not None:
+            cache[id(a)] = (a, out[-1])                          # the object kept alive, so its id stays its own
+    return out
+
+
 def pack(header, blobs):
     """One frame: the header (a dict) as JSON plus the tensor bytes."""
     head = json.dumps({**header, "blobs": [len(b) for b in blobs]}, ensure_ascii=True, allow_nan=True).encode()

@@ -118,6 +118,8 @@ class Exercise:
     diagnoses: list = dataclasses.field(default_factory=list)
     wrong: dict = dataclasses.field(default_factory=dict)    # {file in wrong/: diagnosis name, or text in the report}
     chapter: str = ""                  # set from the module name (ch01_03) when empty
+    may_modify_inputs: bool = False    # True: the statement allows changing an input in place (the judge
+                                       # keeps its own copy); False: it says "Do not modify the inputs"
 
     @property
     def filename(self):

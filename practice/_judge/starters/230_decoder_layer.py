@@ -7,6 +7,7 @@ one Qwen3.5 decoder layer, Pre-Norm, with a stand-in mixer (a plain matrix inste
 norm is the zero-centred RMSNorm of chapter 3: x / sqrt(mean(x^2) + eps) * (1 + w), over the last
 dimension. Shapes: x (..., hidden), norm weights (hidden,), mixer_weight (hidden, hidden),
 gate/up (intermediate, hidden), down (hidden, intermediate). Everything is fp32; return x's shape.
+Changing an input in place is allowed (x += ...): the judge keeps its own copy.
 
 Checked: within atol=1e-4, rtol=1e-4, on the model's own layer-0 norms and MLP and on small random
 ones. Known mistakes are named: Post-Norm wiring, normalizing the stream itself instead of the
@@ -23,6 +24,7 @@ Qwen3.5 的一个解码层，Pre-Norm，用一个替身 mixer（一个普通矩�
 norm 是第 3 章的零中心 RMSNorm：x / sqrt(mean(x^2) + eps) * (1 + w)，在最后一维上计算。形状：x 为
 (..., hidden)，两个归一化权重为 (hidden,)，mixer_weight 为 (hidden, hidden)，gate/up 为
 (intermediate, hidden)，down 为 (hidden, intermediate)。全部是 fp32；返回与 x 形状相同的结果。
+可以原地修改输入（x += ...）：评测器保留了自己的副本。
 
 检查方式：在模型自己的第 0 层归一化与 MLP 上、以及小的随机权重上，误差在 atol=1e-4、rtol=1e-4 以内。
 已知错误会被指出：Post-Norm 连接、对残差流本身而不是子层输入做归一化、两个归一化用反、两个子层读同一个输入、

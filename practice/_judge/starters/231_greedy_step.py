@@ -12,6 +12,7 @@ head_dim), already normed and rotated. Do:
      @ out_weight.T (out_weight: (vocab, heads * head_dim), a stand-in for the rest of the model)
      and take the most likely token: token (batch,) int64.
 Return (token, k, v). Everything is fp32.
+Changing an input in place is allowed (the judge keeps its own copy).
 
 Checked: the token of every row exactly, k and v within atol=1e-5, rtol=1e-5, on batches of 64,
 16 and 8 decode steps (a mistake in the scores changes the argmax of only some rows). Known
@@ -30,7 +31,7 @@ head_dim)。新词元带来它自己的查询 q (batch, heads, 1, head_dim) 和�
      分数除以 sqrt(head_dim)，softmax；
   3. 把各头并排成 (batch, heads * head_dim)，用 @ out_weight.T 给词表打分（out_weight 形状为
      (vocab, heads * head_dim)，代替模型的其余部分），取最可能的词元：token (batch,) int64。
-返回 (token, k, v)。全部是 fp32。
+返回 (token, k, v)。全部是 fp32。可以原地修改输入（评测器保留了自己的副本）。
 
 检查方式：每一行的 token 必须完全相同，k 和 v 在 atol=1e-5、rtol=1e-5 以内，批次为 64、16 和 8 步解码
 （分数上的错误只会改变一部分行的 argmax）。已知错误会被指出：因果掩码没有按缓存长度平移、漏掉新词元自己的

@@ -6,6 +6,7 @@ probability, a token is kept when the probability mass before it is still below 
 that takes the sum past p is kept, and the most likely token always is. Return a tensor of the
 same shape, in vocabulary order (kept logits unchanged), computed along the last dimension
 (logits may have more than two dimensions, e.g. (batch, position, vocab)).
+Changing logits in place is allowed (logits[drop] = -inf; return logits): the judge keeps its own copy.
 
 Exactly p: when the first n tokens hold exactly p, they are the set. The next token's mass before
 it is p, not below p, so it is dropped (two cases are built with masses exactly p: probabilities
@@ -26,6 +27,7 @@ top_p_filter(logits, p)：logits 为 (..., vocab) 的 fp32，0 < p < 1。保留�
 词元组成的最小集合；其余 logit 设为 -inf。按概率排序后，一个词元之前的概率质量仍小于 p 时就保留它：
 所以使总和越过 p 的那个词元会被保留，最可能的词元也总会被保留。返回形状相同、按词表顺序排列的张量
 （保留的 logit 不变），沿最后一维计算（logits 可能不止两维，例如 (batch, position, vocab)）。
+可以原地修改输入 logits（logits[drop] = -inf; return logits）：评测器保留了自己的副本。
 
 正好等于 p：前 n 个词元的质量正好是 p 时，它们就是这个集合。下一个词元之前的质量是 p，不小于 p，所以
 丢掉它（有两个用例的质量正好是 p：概率为 1/2、1/4、1/8……，以及八个各为 1/8 的 logit，在 fp32 中精确）。

@@ -1,0 +1,262 @@
+"""What the judge promises, held to it: statements and the in-place check agree; the sandbox cannot
+import the judge, write the progress file or the judge's files, or read the judge's memory (Landlock,
+where the kernel has it); a changed judge file is caught; what a new learner meets (--all, --reset,
+a report shown again in a later notebook cell, no tqdm warning) says what it does."""
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+
+from conftest import ROOT
+
+SOLUTIONS = ROOT / "practice" / "_judge" / "solutions"
+S205 = (SOLUTIONS / "s205.py").read_text(encoding="utf-8")
+
+
+def grade(judge, tiny_path, tmp_path, ex_id, body, name="mine.py"):
+    f = tmp_path / name
+    f.write_text(body, encoding="utf-8")
+    return judge.grade(judge.BY_ID[ex_id], f, tiny_path)
+
+
+def landlock_abi():
+    if not sys.platform.startswith("linux"):
+        return 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return max(0, libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1)))
+
+
+needs_landlock = pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no Landlock")
+
+
+# ------------------------------------------------------------------------------------------ in place
+
+def test_each_statement_says_whether_its_inputs_may_change(judge):
+    for ex in judge.EXERCISES:
+        if not ex.needs_torch:
+            continue
+        text = ex.starter.read_text(encoding="utf-8")
+        if ex.may_modify_inputs:
+            assert "in place is allowed" in text and "可以原地修改" in text, ex.id
+            assert "Do not modify the inputs" not in text, ex.id
+        else:
+            assert "Do not modify the inputs." in text and "不要修改输入。" in text, ex.id
+    assert {e.id for e in judge.EXERCISES if e.may_modify_inputs} == {"208", "230", "231", "232"}
+
+
+IN_PLACE = {
+    "232": "import torch\ndef top_p_filter(logits, p):\n    ordered, order = logits.sort(-1, descending=True)\n"
+           "    probs = ordered.softmax(-1)\n    drop = (probs.cumsum(-1) - probs) >= p\n"
+           "    remove = torch.zeros_like(drop).scatter_(-1, order, drop)\n"
+           "    logits[remove] = float('-inf')\n    return logits\n",
+    "230": (SOLUTIONS / "s230.py").read_text(encoding="utf-8").replace(
+        "    x = x + rms_norm(x, norm1_weight, eps) @ mixer_weight.T", "    x += rms_norm(x, norm1_weight, eps) @ mixer_weight.T"),
+}
+
+
+@pytest.mark.parametrize("ex_id", sorted(IN_PLACE))
+def test_an_in_place_solution_passes_where_the_statement_allows_it(judge, tiny_path, tmp_path, ex_id):
+    assert "+=" in IN_PLACE["230"]
+    result = grade(judge, tiny_path, tmp_path, ex_id, IN_PLACE[ex_id])
+    assert result["status"] == "pass", judge.summary_line(result)
+
+
+def test_patching_torch_equal_in_the_sandbox_does_not_hide_an_in_place_change(judge, tiny_path, tmp_path):
+    """The inputs after the call are compared in the judge's process, with its own copy."""
+    body = ("import torch\ntorch.equal = lambda *a, **k: True\ntorch.Tensor.equal = lambda *a, **k: True\n"
+            "def l2norm(x, eps=1e-6):\n    return x.mul_(torch.rsqrt((x * x).sum(-1, keepdim=True) + eps))\n")
+    result = grade(judge, tiny_path, tmp_path, "205", body)
+    assert result["status"] == "fail" and "modified its input x (#1) in place" in judge.summary_line(result)
+
+
+# ------------------------------------------------------------------------------------------ what the sandbox reaches
+
+@pytest.mark.parametrize("how", ["package", "folder_on_path", "sys_modules"])
+def test_the_sandbox_cannot_import_the_judge(judge, tiny_path, tmp_path, how):
+    body = {"package": "from practice._judge.solutions.s205 import l2norm\n",
+            "folder_on_path": f"import sys\nsys.path.insert(0, {str(ROOT / 'practice')!r})\n"
+                              "from _judge.solutions.s205 import l2norm\n",
+            "sys_modules": "import sys\nimport practice\n"
+                           "found = [m for m in sys.modules if m.startswith('practice.') or m == '__main__' and "
+                           "hasattr(sys.modules[m], 'grading')] + [a for a in ('_judge', 'judge') if hasattr(practice, a)]\n"
+                           "def l2norm(x, eps=1e-6):\n    raise RuntimeError(f'found {found}')\n"}[how]
+    result = grade(judge, tiny_path, tmp_path, "205", body)
+    line = judge.summary_line(result)
+    assert result["status"] != "pass"
+    assert ("is part of the judge" in line) if how != "sys_modules" else ("found []" in line), line
+
+
+def test_the_sandbox_is_not_told_where_the_progress_file_is(judge, tiny_path, tmp_path):
+    body = "import os\ndef l2norm(x, eps=1e-6):\n    raise RuntimeError('progress=' + str(os.environ.get('QWEN_PROGRESS')))\n"
+    result = grade(judge, tiny_path, tmp_path, "205", body)
+    assert "progress=None" in judge.summary_line(result)
+
+
+@needs_landlock
+def test_the_sandbox_cannot_write_progress_or_the_judges_files_nor_read_the_judges_memory(judge, tiny_path, tmp_path,
+                                                                                        capsys):
+    """Landlock: the learner's rights (root here) are not enough; the sandbox writes only its TMPDIR."""
+    progress = tmp_path / "progress.json"
+    progress.write_text(json.dumps({"205": {"status": "fail"}}), encoding="utf-8")
+    compare = ROOT / "practice" / "_judge" / "compare.py"
+    before = compare.read_bytes()
+    body = S205.replace("def l2norm", "def _l2norm") + f"""
+import os
+def l2norm(x, eps=1e-6):
+    seen = []
+    for path, mode in (({str(progress)!r}, "w"), ({str(compare)!r}, "a"), ("/proc/{os.getpid()}/mem", "rb")):
+        try:
+            with open(path, mode) as f:
+                f.read(8) if mode == "rb" else f.write('{{"205": {{"status": "pass", "passed": true}}}}' if mode == "w" else "")
+            seen.append("opened")
+        except OSError as e:
+            seen.append(type(e).__name__)
+    open(os.path.join(os.environ["TMPDIR"], "scratch.txt"), "w").write("its own folder is writable")
+    if seen != ["PermissionError"] * 3:
+        raise RuntimeError(str(seen))
+    return _l2norm(x, eps)
+"""
+    (tmp_path / "work" / "205_l2norm.py").parent.mkdir(exist_ok=True)
+    (tmp_path / "work" / "205_l2norm.py").write_text(body, encoding="utf-8")
+    code = judge.main(["205", "--model", str(tiny_path)])
+    out = capsys.readouterr().out
+    assert code == 0 and "passed all" in out, out                     # every attempt refused, the solution graded
+    assert compare.read_bytes() == before
+    saved = json.loads(progress.read_text(encoding="utf-8"))
+    assert saved["205"]["status"] == "pass" and saved["205"]["graded_at"]   # the judge's record, not the sandbox's
+
+
+def test_a_judge_file_changed_during_the_grading_is_not_a_pass(judge, tiny_path, tmp_path, monkeypatch):
+    """Where Landlock cannot stop the write (turned off here), the fingerprint around the grading catches it."""
+    fake = tmp_path / "compare.py"
+    fake.write_text("# the judge's comparison\n", encoding="utf-8")
+    monkeypatch.setattr(judge.grading.sandbox, "landlock", lambda writable: False)
+    monkeypatch.setattr(judge.grading.sandbox, "judge_files", lambda: [fake])
+    body = S205 + f"\nopen({str(fake)!r}, 'a').write('check_tensor = lambda *a, **k: None\\n')\n"
+    result = grade(judge, tiny_path, tmp_path, "205", body)
+    assert result["status"] == "error" and result["error"]["kind"] == "tampered", result
+    assert "the judge's own files changed during the grading" in judge.summary_line(result)
+    assert grade(judge, tiny_path, tmp_path, "205", S205, "clean.py")["status"] == "pass"
+
+
+def test_the_judges_files_are_fingerprinted(judge):
+    files = {os.path.relpath(f, ROOT) for f in judge.grading.sandbox.judge_files()}
+    assert {"practice/judge.py", "practice/_judge/compare.py", "practice/_judge/solutions/s205.py", "qwen/norm.py"} <= files
+
+
+# ------------------------------------------------------------------------------------------ a new learner
+
+def test_all_on_a_fresh_folder_creates_nothing_and_records_nothing(judge, capsys, tmp_path, tiny_path):
+    (tmp_path / "work").mkdir()
+    assert judge.main(["--all", "--model", str(tiny_path)]) == 0
+    out = capsys.readouterr().out
+    assert list((tmp_path / "work").iterdir()) == [] and not (tmp_path / "progress.json").exists()
+    assert "Not started, so not graded: 201, 202" in out
+    assert judge.main(["--all", "--json", "--model", str(tiny_path)]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_reset_after_a_pass_says_the_starter_was_restored(judge, capsys, tmp_path, tiny_path):
+    mine = tmp_path / "work" / "205_l2norm.py"
+    mine.parent.mkdir()
+    mine.write_text(S205, encoding="utf-8")
+    assert judge.main(["205", "--model", str(tiny_path)]) == 0
+    assert judge.main(["205", "--reset"]) == 0
+    capsys.readouterr()
+    judge.main([])
+    row = next(line for line in capsys.readouterr().out.splitlines() if " 205 " in line)
+    assert "✓" in row and "starter restored, passed before" in row and "not started" not in row, row
+    judge.main(["--lang", "zh"])
+    row = next(line for line in capsys.readouterr().out.splitlines() if " 205 " in line)
+    assert "已恢复为起始文件，曾经通过" in row, row
+
+
+class _Shell:
+    kernel = None
+    config = {}
+    execution_count = 7
+
+
+def test_a_report_evaluated_in_a_later_cell_is_shown_again(monkeypatch, tmp_path, capsys):
+    from practice import check
+    monkeypatch.setenv("QWEN_PROGRESS", str(tmp_path / "progress.json"))
+    shell = _Shell()
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: shell))
+    from practice._judge.solutions.s205 import l2norm
+    report = check(205, l2norm, tiny=True, lang="en")
+    capsys.readouterr()
+    report._ipython_display_()                                  # the same cell: check() has just shown it
+    assert capsys.readouterr().out == ""
+    shell.execution_count = 8
+    report._ipython_display_()                                  # a later cell: the report again
+    out = capsys.readouterr().out
+    assert "✓ 205" in out and "passed all 8 cases" in out
+    assert str(report).splitlines()[0] == out.splitlines()[0] and repr(report) == "<check 205: pass>"
+
+
+FAKE_JUPYTER = """
+import sys, types
+shell = types.SimpleNamespace(config={"IPKernelApp": {}}, kernel=None, execution_count=1)
+sys.modules["IPython"] = types.SimpleNamespace(get_ipython=lambda: shell)
+sys.modules["ipykernel.zmqshell"] = types.ModuleType("ipykernel.zmqshell")    # how tqdm.autonotebook tells Jupyter
+from practice import check
+from practice._judge.solutions.s205 import l2norm
+report = check(205, l2norm, lang="en")
+print("status", report.status)
+"""
+
+
+def test_check_in_a_notebook_prints_no_tqdm_warning(tmp_path):
+    """Looking for the model in the Hugging Face cache imports huggingface_hub, whose tqdm.auto warns
+    in Jupyter ('IProgress not found' without ipywidgets, 'notebook mode' with them)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("QWEN_TINY", "QWEN_MODEL")}
+    env.update(QWEN_PROGRESS=str(tmp_path / "progress.json"), HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1",
+               OMP_NUM_THREADS="1", PYTHONIOENCODING="utf-8")
+    run = subprocess.run([sys.executable, "-c", FAKE_JUPYTER], cwd=ROOT, env=env, capture_output=True, text=True,
+                         encoding="utf-8", timeout=120)
+    assert "status pass" in run.stdout, run.stdout + run.stderr
+    assert "IProgress" not in run.stderr and "notebook mode" not in run.stderr and "Warning" not in run.stderr, run.stderr
+
+
+def test_the_readme_says_what_the_sandbox_prevents_and_what_it_does_not(judge):
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "nothing the solution patches can fake a pass" not in text and "无论它修改什么都无法伪造通过" not in text
+    allowed = sorted(e.id for e in judge.EXERCISES if e.may_modify_inputs)
+    assert f"({', '.join(allowed[:-1])} and {allowed[-1]} allow it;" in text and f"（{'、'.join(allowed[:-1])} 和 {allowed[-1]} 可以；" in text
+    for claim in ("cannot\nbe imported", "Landlock", "`/proc/<pid>/mem`", "fingerprinted", "it\nfools only you",
+                  "`/proc/<pid>/environ`", "QWEN_JUDGE_WRITABLE", "它骗到的只有你自己", "starter restored"):
+        assert claim in text, claim
+    for once in ("The judge never changes your file", "`python practice/judge.py --verify` proves",
+                 "Progress lives outside the code", "the largest absolute"):
+        assert text.count(once) == 1, once
+
+
+def test_a_spawned_sandbox_keeps_the_same_promises(judge, tiny_path, tmp_path, monkeypatch):
+    """Where fork is not used (Windows, macOS, QWEN_JUDGE_SPAWN=1): no judge import, no progress write
+    (with Landlock), and the in-place change is still caught in the judge with torch.equal patched."""
+    monkeypatch.setenv("QWEN_JUDGE_SPAWN", "1")
+    progress = tmp_path / "progress.json"
+    body = f"""import torch
+torch.equal = lambda *a, **k: True
+def l2norm(x, eps=1e-6):
+    try:
+        import practice._judge.compare
+        raise RuntimeError("imported the judge")
+    except ImportError:
+        pass
+    try:
+        open({str(progress)!r}, "w").write("{{}}")
+        written = True
+    except PermissionError:
+        written = False
+    if written and {landlock_abi() >= 1}:
+        raise RuntimeError("wrote the progress file")
+    return x.mul_(torch.rsqrt((x * x).sum(-1, keepdim=True) + eps))
+"""
+    result = grade(judge, tiny_path, tmp_path, "205", body)
+    assert "modified its input x (#1) in place" in judge.summary_line(result), judge.summary_line(result)
