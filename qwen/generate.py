@@ -168,7 +168,7 @@ def _top_p_cut(row, p):
        on with the next 16 bits, until a few thousand tokens are left: sort those. (A radix
        select: for fp32 logits, two passes of counting instead of a sort.)"""
     x = row.double()
-    first = x.topk(min(TOP_P_FIRST, len(x))).values                        # (256,) largest first
+    first = row.topk(min(TOP_P_FIRST, len(x))).values.double()             # (256,) largest first
     if not torch.isfinite(first[0]):                                       # all -inf, or an inf logit
         return first[0]
     weight = (x - first[0]).exp()                                          # (vocab,) softmax, before dividing
@@ -211,8 +211,7 @@ def _sortable_bits(x):
 
 
 def distribution(logits, temperature=1.0, top_k=0, top_p=1.0):
-    """What sampling draws from: (ids, probs), the tokens that can be drawn (in vocabulary order)
-    and their probabilities. Logits (vocab,) are divided by the temperature, then top-k, then
+    """What sampling draws from: (ids, probs), the tokens that can be drawn and their probabilities. Logits (vocab,) are divided by the temperature, then top-k, then
     top-p, as transformers' warpers do (TemperatureLogitsWarper, TopKLogitsWarper,
     TopPLogitsWarper), and the softmax is taken over what is left. Temperature 0: the most likely
     token, with probability 1.
@@ -226,8 +225,9 @@ def distribution(logits, temperature=1.0, top_k=0, top_p=1.0):
     z = z / temperature
     ids = torch.arange(z.shape[-1])
     if 0 < top_k < z.shape[-1]:
-        kth = z.topk(top_k).values[-1]
-        ids = (z >= kth).nonzero().squeeze(1)                              # (k or more,): ties with the k-th too
+        top, ids = z.topk(top_k)                                           # (k,) largest first
+        if int((z >= top[-1]).sum()) > top_k:                              # logits tied with the k-th left out
+            ids = (z >= top[-1]).nonzero().squeeze(1)                      # (more than k,): keep them too
         z = z[ids]
     if top_p < 1:
         kept = (top_p_filter(z, top_p) > float("-inf")).nonzero().squeeze(1)
