@@ -73,7 +73,8 @@ for _ in range(repeat):
     for d, (t_, k_, p_) in draws.items():
         for s, fn in samplers.items():
             gen = torch.Generator().manual_seed(0)
-            t = time.perf_counter(); fn(peaked, t_, k_, p_, gen); per_token[d, s] = min(per_token[d, s], time.perf_counter() - t)
+            t = time.perf_counter(); fn(peaked, t_, k_, p_, gen)
+            per_token[d, s] = min(per_token[d, s], time.perf_counter() - t)
 
 acc = {f: {"differ": 0, "most": 0, "short": 0} for f in filters}
 for i, logits, p in _vocab_cases(cases):

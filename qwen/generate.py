@@ -140,9 +140,9 @@ def top_p_filter(logits, p):
     The rule, precisely: a token is kept when the probability mass of the tokens MORE likely than
     it is below p. So the token that crosses p is kept; when the most likely tokens sum to exactly
     p, the next one is not (its mass ahead is p, not below it); the most likely token is always
-    kept (p = 0 keeps it alone, with any tied with it). Tokens tied with the crossing one are kept with it (the rule does
-    not depend on the tokens' order); without ties this is transformers' TopPLogitsWarper, which
-    keeps some of a tie, by its sort's order, and one token at p = 0.
+    kept (p = 0 keeps it alone, with any tied with it). Tokens tied with the crossing one are kept
+    with it (the rule does not depend on the tokens' order); without ties this is transformers'
+    TopPLogitsWarper, which keeps some of a tie, by its sort's order, and one token at p = 0.
 
     The sums are float64: an fp32 running sum over 248,320 probabilities rounds away more than a
     flat tail's tokens hold (bench/bench_sampling.py: on 300 seeded vectors the fp32 cut differed
@@ -168,21 +168,21 @@ def _top_p_cut(row, p):
        they say which value holds the crossing token. Keep only the tokens with that value, and go
        on with the next 16 bits, until a few thousand tokens are left: sort those. (A radix
        select: for fp32 logits, two passes of counting instead of a sort.)"""
-    x = row.double()
-    first = row.topk(min(TOP_P_FIRST, len(x))).values.double()             # (256,) largest first
+    first = row.topk(min(TOP_P_FIRST, len(row))).values.double()           # (256,) largest first
     if not torch.isfinite(first[0]):                                       # all -inf, or an inf logit
         return first[0]
-    weight = (x - first[0]).exp_()                                         # (vocab,) softmax, before dividing
-    total = weight.sum()
+    probs = row.to(torch.float64, copy=True).sub_(first[0]).exp_()          # (vocab,) softmax, before dividing
+    total = probs.sum()
     mass = ((first - first[0]).exp() / total).cumsum(0)                    # mass of the tokens up to each
     j = int(torch.searchsorted(mass, p))                                   # the first whose sum reaches p
     if j < len(first):
         return first[j]
-    probs = weight.div_(total)                                             # (vocab,) (in place: 248k fewer)
+    probs /= total                                                         # (vocab,)
     keys = _sortable_bits(row if row.dtype == torch.float64 else row.float())   # (vocab,) int32 (bf16: exact)
+    where = None                                                           # the window's positions in row (None: all)
     above = 0.0                                                            # mass of the tokens above the window
     for shift in range(keys.element_size() * 8 - 16, -1, -16):             # 16, 0 (float64: 48, 32, 16, 0)
-        if len(x) <= TOP_P_WINDOW:
+        if len(keys) <= TOP_P_WINDOW:
             break
         digit = (keys >> shift).bitwise_and_(0xFFFF)                       # (n,) 16 bits: 0..65535
         per_digit = torch.bincount(digit, weights=probs, minlength=1 << 16).flip(0)   # (65536,) top value first
@@ -191,7 +191,8 @@ def _top_p_cut(row, p):
         j = min(j, int(per_digit.nonzero()[-1]))                           # (rounding: stay where tokens are)
         above = reached[j - 1] if j else above
         inside = (digit == 0xFFFF - j).nonzero().squeeze(1)                # (m,) the tokens with that value
-        x, probs, keys = x[inside], probs[inside], keys[inside]
+        probs, keys, where = probs[inside], keys[inside], inside if where is None else where[inside]
+    x = row.double() if where is None else row[where].double()             # (m,) the window's logits
     if len(x) > TOP_P_WINDOW:                                              # all bits read: every one tied
         return x[0]
     x, order = x.sort(descending=True)
@@ -225,16 +226,16 @@ def distribution(logits, temperature=1.0, top_k=0, top_p=1.0):
     if temperature == 0:
         return z.argmax(-1, keepdim=True), torch.ones(1, dtype=z.dtype)
     z = z / temperature
-    ids = torch.arange(z.shape[-1])
+    ids = None                                                             # None: every token, in order
     if 0 < top_k < z.shape[-1]:
         top, ids = z.topk(top_k)                                           # (k,) largest first
-        if int((z >= top[-1]).sum()) > top_k:                              # logits tied with the k-th left out
+        if int(torch.count_nonzero(z >= top[-1])) > top_k:                 # logits tied with the k-th left out
             ids = (z >= top[-1]).nonzero().squeeze(1)                      # (more than k,): keep them too
         z = z[ids]
     if top_p < 1:
         kept = (top_p_filter(z, top_p) > float("-inf")).nonzero().squeeze(1)
-        ids, z = ids[kept], z[kept]
-    return ids, z.softmax(-1)
+        ids, z = kept if ids is None else ids[kept], z[kept]
+    return torch.arange(len(z)) if ids is None else ids, z.softmax(-1)
 
 
 def sample(logits, temperature=0.0, top_k=0, top_p=1.0, generator=None):

@@ -403,9 +403,10 @@ def test_top_p_zero_keeps_the_most_likely_token():
 
 def test_top_p_at_an_exact_boundary_keeps_the_smallest_set_that_reaches_p():
     """Probabilities 1/2, 1/4, 1/8, 1/8, from float64 logits whose softmax is exact (logits 0,
-    log 1/2, log 1/4: their exp is exactly 1, 1/2, 1/4, the sum 2), so that every sum below is exact. When the most likely tokens sum to exactly p, they are the set (the next
-    token's mass ahead is p, not below it); a hair above p takes one more. As TopPLogitsWarper,
-    except at the tie: the two 1/8 tokens are equally likely and both stay (transformers keeps one).
+    log 1/2, log 1/4: their exp is exactly 1, 1/2, 1/4, the sum 2), so that every sum below is
+    exact. When the most likely tokens sum to exactly p, they are the set (the next token's mass
+    ahead is p, not below it); a hair above p takes one more. As TopPLogitsWarper, except at the
+    tie: the two 1/8 tokens are equally likely and both stay (transformers keeps one).
     (fp32 logits have no such exact case: exp of a rounded log(1/4) is not exactly 1/4.)"""
     from transformers.generation.logits_process import TopPLogitsWarper
     import math
@@ -508,3 +509,15 @@ def test_zero_temperature_is_greedy_and_draws_nothing():
     state = g.get_state()
     assert sample(logits, 0.0, top_k=3, top_p=0.1, generator=g) == int(logits.argmax())
     assert sample(logits, 0, generator=g) == int(logits.argmax()) and torch.equal(g.get_state(), state)
+
+
+def test_top_p_and_sampling_leave_the_logits_unchanged():
+    """Float64 logits' .double() is the tensor itself: top-p's in-place exp must not reach them."""
+    g = torch.Generator().manual_seed(1)
+    for dtype in (torch.float64, torch.float32, torch.bfloat16):
+        for scale in (0.5, 10.0):                               # flat (the radix select), peaked (the first 256)
+            logits = (torch.randn(10000, generator=g) * scale).to(dtype)
+            before = logits.clone()
+            top_p_filter(logits, 0.7)
+            sample(logits, 1.0, top_p=0.7, generator=g)
+            assert torch.equal(logits, before), (dtype, scale)
