@@ -13,10 +13,11 @@ So the prompt is read once (prefill: many tokens at a time, the chunked delta ru
 new token is one small step (decode: the recurrent rule, one key and value more per attention
 layer). The modules only read and write the four attributes of a `LayerCache`.
 
-Choosing the next token from the logits: greedy takes the largest; sampling divides the logits
-by a temperature, optionally keeps only the top-k tokens, then only the smallest set of tokens
-whose probabilities sum to at least top_p (the token that crosses top_p is kept), and draws one
-with a seeded generator, so a run can be repeated exactly.
+Choosing the next token from the logits: greedy (temperature 0) takes the largest; sampling
+divides the logits by a temperature, optionally keeps only the top-k tokens (and those tied with
+the k-th), then only the smallest set of tokens whose probabilities sum to at least top_p (the
+token that crosses top_p is kept), and draws one with a seeded generator, so a run can be
+repeated exactly. These are transformers' warpers, in their order; top-p sums in float64.
 
 Text comes out as bytes: one token may hold half of a Chinese character. `TextStream` keeps the
 bytes of an unfinished character until the next token completes it, so streamed text never
@@ -28,6 +29,8 @@ list of messages into the prompt text the model was trained on; we run it as tra
 """
 import codecs
 import json
+import math
+import numbers
 import time
 from pathlib import Path
 
@@ -94,45 +97,155 @@ def kv_cache_bytes(cfg, tokens, itemsize, layers=None):
 # Choosing the next token
 # --------------------------------------------------------------------------------------------
 
+def check_sampling(temperature=0.0, top_k=0, top_p=1.0):
+    """Refuse settings that mean nothing, in one line, before any token is read: a negative top_k or
+    a top_p of 1.5 used to be ignored without a word, and a nan temperature failed inside the draw.
+
+    temperature: a finite number >= 0; 0 picks the most likely token (greedy), without drawing.
+    top_k: a whole number >= 0; 0 keeps every token. top_p: a number from 0 to 1; 1 keeps every
+    token, 0 only the most likely one(s)."""
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or not (
+            math.isfinite(temperature) and temperature >= 0):
+        raise QwenError("temperature must be a number >= 0 (0 always picks the most likely token; Qwen suggests "
+                        "0.7), got {v!r}.",
+                        "temperature 必须是 >= 0 的数（0 表示总是选最可能的词元；Qwen 建议 0.7），实际是 {v!r}。",
+                        v=temperature)
+    if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 0:
+        raise QwenError("top_k must be a whole number >= 0 (0 keeps every token; Qwen suggests 20), got {v!r}.",
+                        "top_k 必须是 >= 0 的整数（0 表示保留所有词元；Qwen 建议 20），实际是 {v!r}。", v=top_k)
+    if isinstance(top_p, bool) or not isinstance(top_p, numbers.Real) or not 0 <= top_p <= 1:
+        raise QwenError("top_p must be a number from 0 to 1 (1 keeps every token, 0 only the most likely one; "
+                        "Qwen suggests 0.8), got {v!r}.",
+                        "top_p 必须是 0 到 1 之间的数（1 表示保留所有词元，0 只保留最可能的那个；Qwen 建议 0.8），"
+                        "实际是 {v!r}。", v=top_p)
+
+
 def top_k_filter(logits, k):
-    """Keep the k largest logits (ties with the k-th kept too); the rest become -inf."""
-    if k <= 0 or k >= logits.shape[-1]:
+    """Keep the k largest logits and every logit tied with the k-th (as transformers' top-k does:
+    bf16 logits tie often); the rest become -inf. k = 0 keeps all of them."""
+    check_sampling(top_k=k)
+    if k == 0 or k >= logits.shape[-1]:
         return logits
     kth = logits.topk(k, dim=-1).values[..., -1:]                          # (..., 1)
     return logits.masked_fill(logits < kth, float("-inf"))
 
 
+TOP_P_FIRST = 256          # top-p looks among the 256 most likely tokens first,
+TOP_P_WINDOW = 4096        # ... else narrows the cut down to at most this many tokens, then sorts those
+
+
 def top_p_filter(logits, p):
     """Keep the smallest set of most likely tokens whose probabilities sum to at least p.
 
-    Sorted by probability, a token is kept when the mass before it is still below p: so the token
-    that crosses p is kept, and the most likely token always is."""
-    if p >= 1.0:
+    The rule, precisely: a token is kept when the probability mass of the tokens MORE likely than
+    it is below p. So the token that crosses p is kept; when the most likely tokens sum to exactly
+    p, the next one is not (its mass ahead is p, not below it); the most likely token is always
+    kept (p = 0 keeps it alone, with any tied with it). Tokens tied with the crossing one are kept
+    with it (the rule does not depend on the tokens' order); without ties this is transformers'
+    TopPLogitsWarper, which keeps some of a tie, by its sort's order, and one token at p = 0.
+
+    The sums are float64: an fp32 running sum over 248,320 probabilities rounds away more than a
+    flat tail's tokens hold (bench/bench_sampling.py: on 300 seeded vectors the fp32 cut differed
+    from a float64 one in 81, by up to 2,333 tokens, and in 46 kept less than p). Each row costs a
+    top-k of 256 and a few passes, not a sort of the whole vocabulary (`_top_p_cut`)."""
+    check_sampling(top_p=p)
+    if p == 1:
         return logits
-    ordered, order = logits.sort(dim=-1, descending=True)
-    probs = ordered.softmax(dim=-1)
-    before = probs.cumsum(dim=-1) - probs                                  # mass of the tokens ahead
-    ordered = ordered.masked_fill(before >= p, float("-inf"))
-    return torch.empty_like(logits).scatter_(-1, order, ordered)           # back to vocabulary order
+    rows = logits.reshape(-1, logits.shape[-1])                            # (rows, vocab)
+    cut = torch.stack([_top_p_cut(row, p) for row in rows])                # (rows,) the lowest kept logit
+    cut = cut.to(logits.dtype).reshape(*logits.shape[:-1], 1)              # (..., 1), exact: one of the logits
+    return logits.masked_fill(logits < cut, float("-inf"))
+
+
+def _top_p_cut(row, p):
+    """The lowest logit top-p keeps in one row (vocab,): the logit of the token that crosses p.
+
+    1. The crossing token is usually among the most likely few (a trained model's top-p set is a
+       few dozen tokens): sum the probabilities of the 256 largest logits, in order.
+    2. Else (a flat distribution: random weights keep thousands of tokens) narrow it down without
+       sorting the vocabulary, 16 bits of the logit at a time (`_sortable_bits`): the probability
+       mass of each of the 65,536 values of the top 16 bits is one bincount; summed from the top,
+       they say which value holds the crossing token. Keep only the tokens with that value, and go
+       on with the next 16 bits, until a few thousand tokens are left: sort those. (A radix
+       select: for fp32 logits, two passes of counting instead of a sort.)"""
+    first = row.topk(min(TOP_P_FIRST, len(row))).values.double()           # (256,) largest first
+    if not torch.isfinite(first[0]):                                       # all -inf, or an inf logit
+        return first[0]
+    probs = row.to(torch.float64, copy=True).sub_(first[0]).exp_()          # (vocab,) softmax, before dividing
+    total = probs.sum()
+    mass = ((first - first[0]).exp() / total).cumsum(0)                    # mass of the tokens up to each
+    j = int(torch.searchsorted(mass, p))                                   # the first whose sum reaches p
+    if j < len(first):
+        return first[j]
+    probs /= total                                                         # (vocab,)
+    keys = _sortable_bits(row if row.dtype == torch.float64 else row.float())   # (vocab,) int32 (bf16: exact)
+    where = None                                                           # the window's positions in row (None: all)
+    above = 0.0                                                            # mass of the tokens above the window
+    for shift in range(keys.element_size() * 8 - 16, -1, -16):             # 16, 0 (float64: 48, 32, 16, 0)
+        if len(keys) <= TOP_P_WINDOW:
+            break
+        digit = (keys >> shift).bitwise_and_(0xFFFF)                       # (n,) 16 bits: 0..65535
+        per_digit = torch.bincount(digit, weights=probs, minlength=1 << 16).flip(0)   # (65536,) top value first
+        reached = above + per_digit.cumsum(0)                              # mass at or above each value
+        j = int(torch.searchsorted(reached, p))                            # the value that holds the crossing
+        j = min(j, int(per_digit.nonzero()[-1]))                           # (rounding: stay where tokens are)
+        above = reached[j - 1] if j else above
+        inside = (digit == 0xFFFF - j).nonzero().squeeze(1)                # (m,) the tokens with that value
+        probs, keys, where = probs[inside], keys[inside], inside if where is None else where[inside]
+    x = row.double() if where is None else row[where].double()             # (m,) the window's logits
+    if len(x) > TOP_P_WINDOW:                                              # all bits read: every one tied
+        return x[0]
+    x, order = x.sort(descending=True)
+    mass = above + probs[order].cumsum(0)
+    j = min(int(torch.searchsorted(mass, p)), len(x) - 1)                  # (rounding: keep the whole window)
+    return x[j]
+
+
+def _sortable_bits(x):
+    """float32 or float64 (n,) -> int32 or int64 (n,) whose bits, read as an unsigned number, sort
+    as the floats do (then 16 bits at a time can be counted from the top, as digits).
+
+    A positive float's bits grow with it (exponent first, then mantissa): set the sign bit, so they
+    come after the negatives. A negative float's bits grow as it shrinks: flip them all."""
+    kind = torch.int64 if x.dtype == torch.float64 else torch.int32
+    bits = x.view(kind)
+    flip = (bits >> (bits.element_size() * 8 - 1)).bitwise_or_(torch.iinfo(kind).min)  # all ones, or the sign
+    return flip.bitwise_xor_(bits)                                         # negative: ~bits; else sign bit set
+
+
+def distribution(logits, temperature=1.0, top_k=0, top_p=1.0):
+    """What sampling draws from: (ids, probs), the tokens that can be drawn and their probabilities.
+
+    Logits (vocab,) are divided by the temperature, then top-k, then top-p, in the order of
+    transformers' warpers (TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper), and the
+    softmax is taken over what is left. With top-k, top-p looks only at the k tokens kept, not at
+    the whole 248k vocabulary. Temperature 0: the most likely token, with probability 1."""
+    check_sampling(temperature, top_k, top_p)
+    logits = logits.cpu()
+    z = logits.to(torch.promote_types(logits.dtype, torch.float32))       # (vocab,) bf16 -> fp32, exactly
+    if temperature == 0:
+        return z.argmax(-1, keepdim=True), torch.ones(1, dtype=z.dtype)
+    z = z / temperature
+    ids = None                                                             # None: every token, in order
+    if 0 < top_k < z.shape[-1]:
+        top, ids = z.topk(top_k)                                           # (k,) largest first
+        if int(torch.count_nonzero(z >= top[-1])) > top_k:                 # logits tied with the k-th left out
+            ids = (z >= top[-1]).nonzero().squeeze(1)                      # (more than k,): keep them too
+        z = z[ids]
+    if top_p < 1:
+        kept = (top_p_filter(z, top_p) > float("-inf")).nonzero().squeeze(1)
+        ids, z = kept if ids is None else ids[kept], z[kept]
+    return torch.arange(len(z)) if ids is None else ids, z.softmax(-1)
 
 
 def sample(logits, temperature=0.0, top_k=0, top_p=1.0, generator=None):
-    """One token id from logits (vocab,): greedy when temperature is 0, else drawn after
-    temperature, top-k and top-p, in that order. With top-k, only the k largest logits are
-    sorted and drawn from (not the whole 248k vocabulary: that sort would cost more than the
-    draw). Dividing by a positive temperature keeps the order, so the k best are picked first and
-    only they are divided: the same numbers, without a pass over the whole vocabulary."""
-    logits = logits.float().cpu()
-    if temperature <= 0:
+    """One token id from logits (vocab,): greedy (the largest logit, no draw) when temperature is 0,
+    else drawn from `distribution` with a seeded generator, so a run can be repeated exactly."""
+    check_sampling(temperature, top_k, top_p)
+    if temperature == 0:
         return int(logits.argmax(dim=-1))
-    if 0 < top_k < logits.shape[-1]:
-        logits, ids = logits.topk(top_k)             # only the k best can be drawn: work on those
-    else:
-        ids = None
-    z = logits / temperature
-    probs = top_p_filter(z, top_p).softmax(dim=-1)
-    token = int(torch.multinomial(probs, 1, generator=generator))
-    return token if ids is None else int(ids[token])
+    ids, probs = distribution(logits, temperature, top_k, top_p)
+    return int(ids[torch.multinomial(probs, 1, generator=generator)])
 
 
 def stop_ids(tok):
@@ -242,6 +355,7 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
     below it are picked (generate passes the tokenizer's size: Qwen3.5's output layer has 248,320
     rows for 248,077 ids, and the rows past them are padding that no text maps to; random weights,
     the tiny checkpoint's included, do pick them, and the reply could not be decoded)."""
+    check_sampling(temperature, top_k, top_p)                                  # before the prompt is read
     cache = model.new_cache() if cache is None else cache
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
     stop = set(stop)

@@ -4,6 +4,7 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -270,17 +271,6 @@ def test_chat_loop_streams_resets_and_reports_the_cache_in_readable_units(tiny_p
     assert "(conversation and cache cleared)" in out and out.rstrip().endswith("Bye.")
 
 
-def test_top_k_before_the_temperature_draws_what_temperature_then_top_k_draws():
-    # sample() picks the k best before dividing by the temperature (the order is the same): same tokens
-    logits = torch.randn(5000, generator=torch.Generator().manual_seed(1)) * 3
-    for temperature, k, p in [(0.7, 20, 0.8), (1.3, 5, 1.0), (0.2, 50, 0.5)]:
-        g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
-        for _ in range(50):
-            z, ids = (logits / temperature).topk(k)
-            expected = int(ids[int(torch.multinomial(top_p_filter(z, p).softmax(-1), 1, generator=g2))])
-            assert sample(logits, temperature, k, p, g1) == expected
-
-
 GROWTH = r"""
 import sys, torch
 from qwen.model import load_model
@@ -335,3 +325,199 @@ def test_generation_does_not_import_torchs_symbolic_shape_machinery(tiny_path):
                        env={**os.environ, "PYTHONPATH": str(root)}, timeout=100)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.split("\n")[-2] == "[]"
+
+
+# --------------------------------------------------------------------------------------------- sampling
+# Each behaviour against transformers' warpers (test-only) on the same logits: the kept set and the
+# probability vector. transformers' TopPLogitsWarper keeps some of a tie at the cut (by its sort's
+# order) and one token at top_p = 0; ours keeps the whole tie (documented in top_p_filter).
+
+def transformers_probs(logits, temperature, top_k, top_p):
+    """The probability vector transformers samples from: its warpers in generate's order, then softmax."""
+    from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+    z = TemperatureLogitsWarper(float(temperature))(None, logits[None].clone())
+    if top_k:
+        z = TopKLogitsWarper(top_k)(None, z)
+    if top_p < 1:
+        z = TopPLogitsWarper(top_p)(None, z)
+    return z[0].softmax(-1)
+
+
+def our_probs(logits, temperature, top_k, top_p):
+    """distribution()'s (ids, probs), as a probability vector over the whole vocabulary."""
+    from qwen.generate import distribution
+    ids, probs = distribution(logits, temperature, top_k, top_p)
+    return torch.zeros(logits.shape[-1], dtype=probs.dtype).index_put_((ids,), probs)
+
+
+def kept(filtered):
+    """The kept token ids of one row of logits ((vocab,) or (1, vocab))."""
+    return torch.isfinite(filtered).flatten().nonzero().flatten().tolist()
+
+
+def test_top_k_keeps_the_logits_tied_with_the_kth_as_transformers_does():
+    """The issue's example: logits [3, 2, 2, 2, 1], k = 2. sample() took logits.topk(2), which keeps
+    one of the three tied 2s: {0.73, 0.27}. transformers keeps the tie: {0.475, 0.175 x 3}."""
+    logits = torch.tensor([3.0, 2.0, 2.0, 2.0, 1.0])
+    ref = transformers_probs(logits, 1.0, 2, 1.0)
+    assert torch.allclose(ref, torch.tensor([0.475, 0.175, 0.175, 0.175, 0.0]), atol=5e-4)
+    assert torch.allclose(our_probs(logits, 1.0, 2, 1.0), ref, atol=1e-7, rtol=0)
+    drawn = {sample(logits, 1.0, top_k=2, generator=torch.Generator().manual_seed(s)) for s in range(100)}
+    assert drawn == {0, 1, 2, 3}                             # every tied token can be drawn, the 1 cannot
+
+
+def test_sampling_distribution_equals_transformers_warpers_with_bf16_ties():
+    """Temperature, top-k, top-p in transformers' order. On fp32 logits: the same kept set, the same
+    probabilities (to 1e-6). On bf16 logits, which tie often (20,000 logits in bf16's 65,536 values),
+    top-p's cut often falls in a tie: transformers keeps part of it, we keep all of it, so our kept
+    set is every token at least as likely as transformers' least likely kept token."""
+    g = torch.Generator().manual_seed(0)
+    settings = [(1.0, 0, 0.9), (0.7, 20, 0.8), (1.3, 50, 1.0), (0.5, 0, 0.5), (2.0, 5, 0.3), (0.7, 1000, 0.95)]
+    ties = 0
+    for trial in range(12):
+        logits = torch.randn(20000, generator=g) * (1 + trial % 3)
+        if trial % 2:
+            logits = logits.bfloat16()
+        for temperature, k, p in settings:
+            ref = transformers_probs(logits.float(), temperature, k, p)
+            ours = our_probs(logits, temperature, k, p)
+            if logits.dtype == torch.bfloat16 and not torch.equal(ours > 0, ref > 0):
+                z = logits.float() / temperature
+                assert torch.equal(ours > 0, z >= z[ref > 0].min()), (trial, temperature, k, p)
+                ties += 1
+                continue
+            assert torch.allclose(ours, ref, atol=1e-6, rtol=0), (trial, temperature, k, p)
+    assert ties > 0                                          # the tie rule was exercised
+
+
+def test_top_p_zero_keeps_the_most_likely_token():
+    """top_p = 0 masked every token and the draw failed: 'probability tensor contains either inf, nan'.
+    The most likely token is always kept, as in transformers."""
+    from transformers.generation.logits_process import TopPLogitsWarper
+    logits = torch.randn(1, 1000, generator=torch.Generator().manual_seed(0))
+    best = int(logits.argmax())
+    assert kept(top_p_filter(logits, 0.0)) == [best] == kept(TopPLogitsWarper(0.0)(None, logits.clone()))
+    assert sample(logits[0], 0.7, top_p=0.0, generator=torch.Generator().manual_seed(0)) == best
+    assert sample(logits[0], 0.7, top_k=20, top_p=0.0, generator=torch.Generator().manual_seed(0)) == best
+
+
+def test_top_p_at_an_exact_boundary_keeps_the_smallest_set_that_reaches_p():
+    """Probabilities 1/2, 1/4, 1/8, 1/8, from float64 logits whose softmax is exact (logits 0,
+    log 1/2, log 1/4: their exp is exactly 1, 1/2, 1/4, the sum 2), so that every sum below is
+    exact. When the most likely tokens sum to exactly p, they are the set (the next token's mass
+    ahead is p, not below it); a hair above p takes one more. As TopPLogitsWarper, except at the
+    tie: the two 1/8 tokens are equally likely and both stay (transformers keeps one).
+    (fp32 logits have no such exact case: exp of a rounded log(1/4) is not exactly 1/4.)"""
+    from transformers.generation.logits_process import TopPLogitsWarper
+    import math
+    logits = torch.tensor([math.log(0.25), 0.0, math.log(0.25), math.log(0.5)], dtype=torch.float64)
+    probs = torch.tensor([0.125, 0.5, 0.125, 0.25], dtype=torch.float64)
+    assert torch.equal(logits.exp() / logits.exp().sum(), probs) and torch.equal(logits.softmax(-1), probs)
+    hair = 2.0 ** -40
+    for p, expected in [(0.0, [1]), (0.25, [1]), (0.5, [1]), (0.5 + hair, [1, 3]), (0.75, [1, 3])]:
+        assert kept(top_p_filter(logits, p)) == expected, p
+        assert kept(TopPLogitsWarper(p)(None, logits[None].clone())) == expected, p
+    assert kept(top_p_filter(logits, 0.75 + hair)) == [0, 1, 2, 3]           # the tie at the cut: both kept
+    assert len(kept(TopPLogitsWarper(0.75 + hair)(None, logits[None].clone()))) == 3
+    assert kept(top_p_filter(logits, 1.0)) == [0, 1, 2, 3]
+
+
+def _reference_cut(logits, p):
+    """Float64 reference, by a full sort (numpy): the logit of the first token, in descending order,
+    at which the running sum of probabilities reaches p; the kept set is every logit >= it."""
+    a = logits.double().numpy()
+    ordered = np.sort(a)[::-1]
+    probs = np.exp(ordered - ordered[0])
+    probs /= probs.sum()
+    cum = np.cumsum(probs)
+    return ordered[min(int(np.searchsorted(cum, p)), len(a) - 1)], probs, cum
+
+
+def _vocab_cases(n, vocab=248320):
+    """Seeded logit vectors of the real vocabulary size: flat (thousands of tokens kept: random
+    weights), peaked (a few likely tokens: a trained model), some rounded to bf16 (ties)."""
+    g = torch.Generator().manual_seed(2024)
+    for i in range(n):
+        u = torch.rand(4, generator=g).tolist()
+        logits = torch.randn(vocab, generator=g) * 10 ** (u[0] * 1.7 - 0.5)           # scale 0.3 .. 16
+        if u[1] < 0.3:                                                                 # a few spikes
+            spikes = torch.randint(vocab, (1 + int(u[1] * 100),), generator=g)
+            logits[spikes] += torch.rand(len(spikes), generator=g) * 15
+        if u[2] < 0.25:
+            logits = logits.bfloat16().float()
+        p = [0.99, 0.999, 0.0][i % 3] if i % 10 == 9 else u[3]
+        yield i, logits, p
+
+
+def test_top_p_over_the_whole_vocabulary_equals_a_float64_reference():
+    """100 seeded logit vectors of 248,320 tokens. The fp32 descending cumsum put the cut elsewhere
+    than a float64 sum in 142 of 300 (up to 2,566 tokens off), and in 127 the kept set held less
+    than p. Now: the kept set is the float64 reference's in every case, and holds at least p
+    (to 1e-12: the reference's own sum order)."""
+    wrong, short = [], []
+    for i, logits, p in _vocab_cases(100):
+        cut, probs, cum = _reference_cut(logits, p)
+        ours = torch.isfinite(top_p_filter(logits, p))
+        n_ref = int((logits.double() >= cut).sum())
+        if int(ours.sum()) != n_ref or not torch.equal(ours, logits.double() >= cut):
+            wrong.append((i, p, int(ours.sum()), n_ref))
+        if probs[:int(ours.sum())].sum() < p - 1e-12:        # kept = a prefix of the sorted order
+            short.append((i, p, float(cum[int(ours.sum()) - 1])))
+    assert not wrong and not short, (wrong[:5], short[:5], len(wrong), len(short))
+
+
+@pytest.mark.parametrize("option, value", [("temperature", -1.0), ("temperature", float("nan")),
+                                           ("temperature", float("inf")), ("temperature", "0.7"),
+                                           ("top_k", -3), ("top_k", 2.5), ("top_k", True),
+                                           ("top_p", 1.5), ("top_p", -0.1), ("top_p", float("nan"))])
+def test_bad_sampling_settings_are_refused_in_one_line(option, value):
+    """top_p = 1.5 and top_k = -3 were ignored without a word, a negative temperature was greedy,
+    nan failed inside the draw. transformers refuses them too (ValueError); we say which setting,
+    what it may be, in the learner's language, before the prompt is read."""
+    from qwen.lang import set_lang
+    settings = {"temperature": 0.7, "top_k": 20, "top_p": 0.8, option: value}
+    logits = torch.randn(100, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(QwenError) as e:
+        sample(logits, **settings)
+    assert str(e.value).startswith(f"{option} must be ") and "\n" not in str(e.value) and repr(value) in str(e.value)
+    set_lang("zh")
+    assert str(e.value) == e.value.zh and e.value.zh.startswith(f"{option} 必须是") and "（" in e.value.zh
+    model = ScriptedModel([1, 2])
+    with pytest.raises(QwenError, match=option):
+        list(generate_ids(model, [1, 2], max_new_tokens=2, **settings))
+    assert model.calls == []                                 # refused before the prompt was read
+    if option == "top_p" and value == value:
+        with pytest.raises(QwenError, match="top_p"):
+            top_p_filter(logits, value)
+    if option == "top_k" and isinstance(value, int) and not isinstance(value, bool):
+        with pytest.raises(QwenError, match="top_k"):
+            top_k_filter(logits, value)
+
+
+def test_transformers_refuses_the_same_top_k_and_top_p():
+    from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+    for make in (lambda: TopKLogitsWarper(-3), lambda: TopPLogitsWarper(1.5), lambda: TopPLogitsWarper(-0.1)):
+        with pytest.raises(ValueError):
+            make()
+
+
+def test_zero_temperature_is_greedy_and_draws_nothing():
+    """temperature 0 is greedy (documented: transformers' warper refuses 0 and wants do_sample=False):
+    the largest logit, whatever top_k and top_p say, and the generator is not advanced."""
+    logits = torch.randn(1000, generator=torch.Generator().manual_seed(0))
+    g = torch.Generator().manual_seed(5)
+    state = g.get_state()
+    assert sample(logits, 0.0, top_k=3, top_p=0.1, generator=g) == int(logits.argmax())
+    assert sample(logits, 0, generator=g) == int(logits.argmax()) and torch.equal(g.get_state(), state)
+
+
+def test_top_p_and_sampling_leave_the_logits_unchanged():
+    """Float64 logits' .double() is the tensor itself: top-p's in-place exp must not reach them."""
+    g = torch.Generator().manual_seed(1)
+    for dtype in (torch.float64, torch.float32, torch.bfloat16):
+        for scale in (0.5, 10.0):                               # flat (the radix select), peaked (the first 256)
+            logits = (torch.randn(10000, generator=g) * scale).to(dtype)
+            before = logits.clone()
+            top_p_filter(logits, 0.7)
+            sample(logits, 1.0, top_p=0.7, generator=g)
+            assert torch.equal(logits, before), (dtype, scale)
