@@ -137,12 +137,13 @@ TOP_P_WINDOW = 4096        # ... else narrows the cut down to at most this many 
 def top_p_filter(logits, p):
     """Keep the smallest set of most likely tokens whose probabilities sum to at least p.
 
-    The rule, precisely: a token is kept when the probability mass of the tokens MORE likely than
+    The rule, precisely: sorted by probability, a token is kept when the mass of the tokens before
     it is below p. So the token that crosses p is kept; when the most likely tokens sum to exactly
-    p, the next one is not (its mass ahead is p, not below it); the most likely token is always
-    kept (p = 0 keeps it alone, with any tied with it). Tokens tied with the crossing one are kept
-    with it (the rule does not depend on the tokens' order); without ties this is transformers'
-    TopPLogitsWarper, which keeps some of a tie, by its sort's order, and one token at p = 0.
+    p, the next one is not (the mass before it is p, not below it); the most likely token is always
+    kept (p = 0 keeps it alone). Equal logits at the cut are taken in vocabulary order, as many as
+    the rule needs: the set's size never depends on the order, only which of the tied tokens are
+    in it (transformers' TopPLogitsWarper keeps the same number, in its sort's order; exercise 232
+    accepts any of them).
 
     The sums are float64: an fp32 running sum over 248,320 probabilities rounds away more than a
     flat tail's tokens hold (bench/bench_sampling.py: on 300 seeded vectors the fp32 cut differed
@@ -152,9 +153,24 @@ def top_p_filter(logits, p):
     if p == 1:
         return logits
     rows = logits.reshape(-1, logits.shape[-1])                            # (rows, vocab)
-    cut = torch.stack([_top_p_cut(row, p) for row in rows])                # (rows,) the lowest kept logit
-    cut = cut.to(logits.dtype).reshape(*logits.shape[:-1], 1)              # (..., 1), exact: one of the logits
-    return logits.masked_fill(logits < cut, float("-inf"))
+    keep = torch.stack([_top_p_keep(row, p) for row in rows])              # (rows, vocab) bool
+    return logits.masked_fill(~keep.reshape(logits.shape), float("-inf"))
+
+
+def _top_p_keep(row, p):
+    """Which tokens of one row (vocab,) top-p keeps: every logit above the cut, and of those equal
+    to it (a tie), the first ones in vocabulary order while the mass before each is below p."""
+    cut = _top_p_cut(row, p)                                               # the crossing token's logit
+    if not torch.isfinite(cut):                                            # all -inf, or an inf logit
+        return row >= cut
+    x = row.double()
+    probs = (x - x.max()).exp_()
+    probs /= probs.sum()                                                   # (vocab,) float64 softmax
+    above, tied = row > cut, row == cut
+    n_tied = int(tied.sum())
+    before = probs[above].sum() + probs[tied][0] * torch.arange(n_tied, dtype=torch.float64)  # (n_tied,)
+    need = max(1, int((before < p).sum()))                                 # p = 0: the most likely alone
+    return above | (tied & (tied.cumsum(-1) <= need))
 
 
 def _top_p_cut(row, p):
