@@ -53,10 +53,12 @@ def _figures(stdout):
 def test_ch08_in_chinese_without_a_cjk_font(tmp_path, tiny_path):
     """`main.py 8 --plot --tiny --lang zh` drew its token labels as boxes with 12 "Glyph missing"
     warnings, wrote its PNGs into the folder it ran from (the repository root, not in .gitignore),
-    numbered the RMS plot's layers 0..8 against the table's "embed, 0..7", and had no tiny title."""
+    numbered the RMS plot's layers 0..8 against the table's "embed, 0..7", and had no tiny title.
+    (The example sentence is English in both languages: --text gives the tokens Chinese glyphs.)"""
     code = (NO_CJK_FONT + RECORD_FIGURES +
             "import runpy, sys\n"
-            f"sys.argv = [{str(ROOT / 'main.py')!r}, '8', '--plot', '--tiny', '--lang', 'zh', '--no-reference']\n"
+            f"sys.argv = [{str(ROOT / 'main.py')!r}, '8', '--plot', '--tiny', '--lang', 'zh', '--no-reference',\n"
+            "            '--text', '法国的首都是']\n"
             "runpy.run_path(sys.argv[0], run_name='__main__')\n"
             "print('FIGURES ' + json.dumps(seen))\n")
     r = _run(code, cwd=tmp_path)
