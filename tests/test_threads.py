@@ -5,7 +5,7 @@ import sys
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import ROOT, run_course
 from qwen.lang import QwenError, set_lang
 from qwen.threads import Choice, busy_cores, choose, note, use
 
@@ -98,11 +98,16 @@ def test_no_chapter_leaks_its_thread_setting_into_the_next(tmp_path):
     assert "# ch07_sets_one.py" in r.stdout and "PROBE threads 3" in r.stdout, r.stdout[-500:]
 
 
+@pytest.fixture(scope="module")
+def course_en(tiny_path):
+    return run_course("--lang", "en")                   # the same run as tests/test_chapters.py's
+
+
 def test_chapters_say_how_many_threads_their_timings_used(course_en):
-    """Under each timing of chapters 5, 7 and 9, one line says how many threads it used and why (the
+    """Under each timing of chapters 5, 7, 8 and 9, one line says how many threads it used and why (the
     suite's processes run with OMP_NUM_THREADS=1: tests/conftest.py)."""
     lines = course_en.splitlines()
     said = "  (timed with 1 thread: OMP_NUM_THREADS=1; QWEN_THREADS=N to change)"
-    for timing in ("bf16 takes", "(best of 3 runs at 64 tokens", "tokens/s; reply"):
+    for timing in ("bf16 takes", "(best of 3 runs at 64 tokens", "parameters in fp32:", "tokens/s; reply"):
         at = next(i for i, line in enumerate(lines) if timing in line)
         assert said in lines[at + 1:at + 3], lines[at:at + 3]
