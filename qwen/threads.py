@@ -6,8 +6,9 @@ machine and badly wrong in two common cases, both measured by bench/bench_thread
   * work too small to split (the tiny checkpoint, a single layer on 48 tokens): every operation
     then pays for waking and joining the threads, and that costs more than the work itself;
   * a machine whose cores are busy with other programs: a thread that has no core of its own
-    holds up the others at every join (chapter 9 on the tiny checkpoint, 2 busy cores: prefill
-    58 tokens/s with 2 threads against 1426 with one).
+    holds up the others at every join (chapter 9 on the tiny checkpoint, 2 cores at load 3-4:
+    prefill 58 tokens/s with 2 threads against 1426 with one; the full-size model at load 2-4:
+    prefill 6.5 against 21.7 tokens/s, decode 0.59 against 2.49).
 
 So `choose()` decides, in this order:
     QWEN_THREADS=N          the learner's choice for this course, always wins;
