@@ -31,6 +31,7 @@ from qwen.lang import tr
 from qwen.mlp import MLP
 from qwen.model import load_model
 from qwen.norm import RMSNorm
+from qwen.threads import choose, note, use
 from qwen.weights import Config, load, short_name
 
 ch = chapter("Chapter 5: the SwiGLU MLP", "第 5 章：SwiGLU MLP")
@@ -195,10 +196,12 @@ def best_of(f, n=5):
 
 a32, w32 = torch.randn(64, 1024), torch.randn(3584, 1024) * 0.02
 a16, w16 = a32.bfloat16(), w32.bfloat16()
+ch.threads = use(choose(small=False))  # a Qwen3.5-0.8B-size product, on any checkpoint: big enough to split
 t32, t16 = best_of(lambda: a32 @ w32.T), best_of(lambda: a16 @ w16.T)
 say("  (64 x 1024) @ (1024 x 3584): fp32 {a:.2f} ms, bf16 {b:.2f} ms: bf16 takes {r:.2f}x the fp32 time here",
     "  (64 x 1024) @ (1024 x 3584)：fp32 {a:.2f} 毫秒，bf16 {b:.2f} 毫秒：在这里 bf16 用时是 fp32 的 {r:.2f} 倍",
     a=t32 * 1e3, b=t16 * 1e3, r=t16 / t32)
+note(ch.threads)
 ref = (a32.double() @ w16.double().T)                                            # the bf16 weights, exactly
 err16 = ((a16 @ w16.T).double() - (a16.double() @ w16.double().T)).abs().max().item()
 say("  bf16 result vs the same bf16 inputs multiplied in float64: max error {e:.1e} (outputs up to {s:.2f})",

@@ -26,11 +26,12 @@ from qwen.cli import chapter, section, say, size
 from qwen.deltanet import GatedDeltaNet, delta_rule_chunked, delta_rule_recurrent
 from qwen.lang import tr
 from qwen.norm import RMSNorm, l2norm
+from qwen.threads import choose, note, use
 from qwen.weights import load
 
 ch = chapter("Chapter 7: Gated DeltaNet (linear attention)", "第 7 章：Gated DeltaNet（线性注意力）", plot=True)
-torch.set_num_threads(1)            # small tensors: a second thread costs more than it saves (and section 7
-                                    # then times the work itself, not how busy the other cores are)
+ch.threads = use(choose(small=True))    # small tensors: a second thread costs more than it saves (and section 7
+                                        # then times the work itself, not how busy the other cores are)
 cfg, W = ch.cfg, ch.W
 NV, DK, DV = cfg.linear_num_value_heads, cfg.linear_key_head_dim, cfg.linear_value_head_dim
 L = cfg.linear_attention_layers[0]                       # the first linear-attention layer
@@ -359,10 +360,11 @@ for T, runs in ((64, 3), (512, 1), (2048, 1)):
     say("  {T:>5} tokens x {h} heads: recurrent {r:7.1f} ms, chunked {c:6.1f} ms ({x:.1f}x)",
         "  {T:>5} 个词元 x {h} 个头：递推 {r:7.1f} 毫秒，分块 {c:6.1f} 毫秒（{x:.1f} 倍）",
         T=T, h=NV, r=times[0] * 1e3, c=times[1] * 1e3, x=times[0] / times[1])
-say("  (one thread of this CPU; best of {a} runs at 64 tokens, one run at 512 and 2048;\n"
+say("  (best of {a} runs at 64 tokens, one run at 512 and 2048;\n"
     "  bench/bench_deltanet.py measures a Qwen3.5-0.8B-size layer properly, also with all threads)",
-    "  （这台 CPU 的一个线程；64 个词元取 {a} 次中最快的一次，512 和 2048 个词元各跑一次；\n"
+    "  （64 个词元取 {a} 次中最快的一次，512 和 2048 个词元各跑一次；\n"
     "  严格的测量（Qwen3.5-0.8B 大小的层，也包括用全部线程）见 bench/bench_deltanet.py）", a=3)
+note(ch.threads)
 if ch.tiny:
     say("  (tiny sizes, {h} heads of {dk} x {dv}: the recurrent form's time is mostly the fixed cost of its many\n"
         "  small calls, so these ratios say little about a Qwen3.5-0.8B layer of 16 heads of 128 x 128)",

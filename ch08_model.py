@@ -25,6 +25,7 @@ from qwen.cli import chapter, count, pad, say, section, size
 from qwen.lang import tr
 from qwen.model import load_model
 from qwen.rope import apply_rope
+from qwen.threads import note
 
 ch = chapter("Chapter 8: the whole model", "第 8 章：整个模型", plot=True, options={
     "--text": dict(default=None, help=("the sentence to run (default: 'The capital of France is', in either language)",
@@ -51,6 +52,7 @@ seconds = time.perf_counter() - start
 params = sum(p.numel() for p in model.parameters())
 say("  {n} parameters in fp32: {b}, loaded in {s:.1f} s", "  {n} 个参数，fp32：{b}，加载用时 {s:.1f} 秒",
     n=count(params), b=size(sum(p.nbytes for p in model.parameters())), s=seconds)
+note(ch.threads)
 pattern = " ".join("F" if layer.kind == "full_attention" else "L" for layer in model.layers)
 say("  layers (L = Gated DeltaNet, F = full attention): {p}", "  各层（L = Gated DeltaNet，F = 全注意力）：{p}",
     p=pattern)

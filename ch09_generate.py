@@ -25,6 +25,7 @@ from qwen.attention import ROOM
 from qwen.generate import ChatTemplate, TextStream, generate, kv_cache_bytes, prompt_ids, stop_ids
 from qwen.lang import QwenError, tr
 from qwen.model import load_model
+from qwen.threads import note
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else []) + \
           (["mps"] if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available() else [])
@@ -90,6 +91,7 @@ if ready:
         b=max(stats["new_tokens"] - 1, 1) / max(stats["decode_s"], 1e-9),
         why=tr("stopped at the end token", "遇到结束词元而停止") if stats["stopped"]
         else tr("stopped at --max-new-tokens", "达到 --max-new-tokens 而停止"))
+    note(ch.threads)
     if ch.tiny:
         say("  (random weights: the reply above is made-up tokens)", "  （随机权重：上面的回复是编造的词元）")
 

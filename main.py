@@ -57,6 +57,18 @@ def _figures_env(args):
     return restore
 
 
+def run_chapter(script):
+    """Run one chapter script in this process. Its thread count (torch.set_num_threads, qwen/threads.py)
+    is put back afterwards: the next chapter starts from the same setting as if it ran on its own."""
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    finally:
+        torch.set_num_threads(before)
+
+
 def run_chapters(args, numbers):
     from qwen.weights import Config
 
@@ -67,15 +79,17 @@ def run_chapters(args, numbers):
     banner(cfg)                                          # once per run; the chapters do not repeat it
     found = chapters()
     restore = _figures_env(args)
-    for n in numbers:
-        script = found[n]
-        print("\n" + "#" * 78 + "\n# " + script.name + "\n" + "#" * 78)
-        sys.argv = [str(script), "--model", str(path), "--lang", get_lang()] + (["--debug"] if args.debug else [])
-        sys.argv += args.rest                            # a chapter's own options (--prompt, --text ...)
-        if n == 9:                                       # a short reply when every chapter runs
-            sys.argv += ["--max-new-tokens", str(args.max_new_tokens or 24)]
-        runpy.run_path(str(script), run_name="__main__")
-    restore()
+    try:
+        for n in numbers:
+            script = found[n]
+            print("\n" + "#" * 78 + "\n# " + script.name + "\n" + "#" * 78)
+            sys.argv = [str(script), "--model", str(path), "--lang", get_lang()] + (["--debug"] if args.debug else [])
+            sys.argv += args.rest                        # a chapter's own options (--prompt, --text ...)
+            if n == 9:                                   # a short reply when every chapter runs
+                sys.argv += ["--max-new-tokens", str(args.max_new_tokens or 24)]
+            run_chapter(script)
+    finally:
+        restore()
     print("\n" + tr("Done: chapter(s) {ns} on {path}{tiny}.\nPractice: python practice/judge.py",
                    "完成：第 {ns} 章，模型 {path}{tiny}。\n练习：python practice/judge.py",
                    ns=tr(", ", "、").join(map(str, numbers)), path=path,
@@ -124,6 +138,9 @@ def main(argv=None):
                      "(--max-new-tokens to change it).",
                      "小检查点的回复是编造的词元：每次回复到 {n} 个词元为止（用 --max-new-tokens 修改）。",
                      n=limit))
+        from qwen import threads
+        used = threads.use(threads.choose(small=is_tiny(cfg)))
+        print(tr("Speeds below are timed with {c}.", "下面的速度计时使用 {c}。", c=used.text()))
         return chat_loop(path, max_new_tokens=limit or 512)
     if args.what == "all":
         return run_chapters(args, sorted(found))

@@ -6,7 +6,8 @@
 
 `chapter()` parses the options (--model --tiny --lang --debug, and --plot --out when asked),
 sets the language, finds the checkpoint, prints the tiny-checkpoint banner (once per run), and
-returns an object with `args`, `path`, `cfg`, `W` (lazy weights), `tiny`, and `tokenizer`.
+returns an object with `args`, `path`, `cfg`, `W` (lazy weights), `tiny`, `tokenizer`, and
+`threads` (the thread count it set for the chapter, and why: qwen/threads.py).
 Notebook users choose without flags: QWEN_TINY=1, QWEN_LANG=zh, QWEN_MODEL=/path, QWEN_PLOT=1. Unknown
 options (Jupyter's `-f kernel.json`) are ignored inside a notebook.
 
@@ -323,6 +324,7 @@ def _add_options(p, options):
 
 def chapter(en, zh, plot=False, options=None, argv=None):
     """Start a chapter: options, language, checkpoint, config, the banner. Returns a `Chapter`."""
+    from qwen import threads
     from qwen.weights import Config
 
     _quiet_notebook_progress()
@@ -341,7 +343,9 @@ def chapter(en, zh, plot=False, options=None, argv=None):
     cfg = Config.load(path)
     banner(cfg)
     say("\n" + "=" * 78 + "\n{title}\n" + "=" * 78, "\n" + "=" * 78 + "\n{title}\n" + "=" * 78, title=tr(en, zh))
-    return Chapter(args, path, cfg)
+    ch = Chapter(args, path, cfg)
+    ch.threads = threads.use(threads.choose(small=ch.tiny))     # the tiny checkpoint: 1 (qwen/threads.py)
+    return ch
 
 
 def section(n, en, zh):

@@ -36,6 +36,16 @@ os.environ.pop("QWEN_PLOT", None)                      # figures only where a te
 os.environ.pop("QWEN_FIGURES", None)
 os.environ["QWEN_CACHE"] = str(_TMP / "qwen-cache")
 os.environ["QWEN_LANG"] = "en"
+# Threads: the tests compute on tiny checkpoints, work too small to split across threads (qwen/threads.py),
+# and `-n auto` already runs one xdist worker per core. So one torch thread per test process, set before
+# torch is imported and inherited by every script a test starts. torch's default, one thread per core in
+# every worker, oversubscribed the cores (issue 23: on a loaded 2-core machine one decoding test took
+# 79 s, 18 s with one thread; the suite 7.5-9.5 minutes). A learner's QWEN_THREADS would change what
+# the chapters print.
+os.environ["OMP_NUM_THREADS"] = "1"
+os.environ.pop("QWEN_THREADS", None)
+if "torch" in sys.modules:                        # imported by a plugin before this file: too late for the variable
+    sys.modules["torch"].set_num_threads(1)
 # transformers imports torch._dynamo, whose import makes <system temp>/torchinductor_<user>: in the session's folder instead
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(_TMP / "torchinductor")
 
