@@ -4,7 +4,7 @@
                                  found or downloaded, else on the built-in tiny checkpoint
     python main.py 3             chapter 3 only
     python main.py download      fetch the model (1.77 GB) into the Hugging Face cache
-    python main.py chat          talk with the model (/reset clears it, Ctrl-C leaves)
+    python main.py chat          talk with the model (/help lists its commands, /quit leaves)
     options: --tiny  --model PATH  --lang en|zh  --debug
     (or the environment: QWEN_TINY=1, QWEN_MODEL=PATH, QWEN_LANG=zh)
 """
