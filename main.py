@@ -12,11 +12,12 @@ import runpy
 import sys
 from pathlib import Path
 
-from qwen.cli import banner, model_path, parser, setup
+from qwen.cli import CHAPTER_REPLY_TOKENS, banner, model_path, parser, setup
 from qwen.lang import QwenError, get_lang, tr
 
 ROOT = Path(__file__).resolve().parent
 TINY_CHAT_TOKENS = 32                            # chat's default reply length on the built-in tiny checkpoint
+CHAT_TOKENS = 512                                # and on a real one
 
 
 def chapters():
@@ -50,8 +51,8 @@ def run_chapters(args, numbers):
         print("\n" + "#" * 78 + "\n# " + script.name + "\n" + "#" * 78)
         sys.argv = [str(script), "--model", str(path), "--lang", get_lang()] + (["--debug"] if args.debug else [])
         sys.argv += args.rest                            # a chapter's own options (--prompt, --text, --plot ...)
-        if n == 9:                                       # a short reply when every chapter runs
-            sys.argv += ["--max-new-tokens", str(args.max_new_tokens or 24)]
+        if n == 9 and args.max_new_tokens:               # else chapter 9's own default, as when run alone
+            sys.argv += ["--max-new-tokens", str(args.max_new_tokens)]
         runpy.run_path(str(script), run_name="__main__")
     print("\n" + tr("Done: chapter(s) {ns} on {path}{tiny}.\nPractice: python practice/judge.py",
                    "完成：第 {ns} 章，模型 {path}{tiny}。\n练习：python practice/judge.py",
@@ -67,8 +68,9 @@ def main(argv=None):
                    help=tr("a chapter number, 'download', 'chat', or nothing for every chapter",
                           "章节号、download、chat，或留空运行所有章节"))
     p.add_argument("--max-new-tokens", type=int, default=None,
-                   help=tr("longest reply in chat and chapter 9 (default 512 / 24; chat on the tiny checkpoint: 32)",
-                           "chat 和第 9 章回复的最大词元数（默认 512 / 24；小检查点上的 chat：32）"))
+                   help=tr("longest reply in chat and chapter 9 (default {c} / {n}; chat on the tiny checkpoint: {t})",
+                           "chat 和第 9 章回复的最大词元数（默认 {c} / {n}；小检查点上的 chat：{t}）",
+                           c=CHAT_TOKENS, n=CHAPTER_REPLY_TOKENS, t=TINY_CHAT_TOKENS))
     args = setup(p, argv, rest=True)
     if args.max_new_tokens is not None and args.max_new_tokens < 1:   # 0 read as "the default" (512 in chat),
         raise QwenError("--max-new-tokens must be at least 1.",          # and chat replied nothing to -3
@@ -95,7 +97,7 @@ def main(argv=None):
                      "(--max-new-tokens to change it).",
                      "小检查点的回复是编造的词元：每次回复到 {n} 个词元为止（用 --max-new-tokens 修改）。",
                      n=limit))
-        return chat_loop(path, max_new_tokens=limit or 512)
+        return chat_loop(path, max_new_tokens=limit or CHAT_TOKENS)
     if args.what == "all":
         return run_chapters(args, sorted(found))
     if args.what.isdigit() and int(args.what) in found:
