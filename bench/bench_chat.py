@@ -4,9 +4,14 @@ Qwen3.5's chat template writes earlier replies without their <think> block, so a
 parts from the previous one right after '<|im_start|>assistant\\n'; without reuse every turn
 reads the whole conversation again. With it, a copy of the cache kept at that point continues.
 Both run the same greedy five-turn chat (the replies are checked equal, token for token) in one
-process, alternately, `--rounds` times; per turn, the prompt tokens read and the best prefill time.
+process, alternately (each goes first in every other round), `--rounds` times; per turn, the
+prompt tokens read and the best prefill time.
 
     python bench/bench_chat.py [--full] [--keep DIR] [--new-tokens 16] [--rounds 3] [--threads N]
+
+Keeping the copy costs one more forward call a turn (the prompt is read in two parts), and on a
+CPU every call reads all the weights once: about a decode step. So the time saved is the tokens
+not read again minus one such step, and it grows with the conversation, not the token count.
 
 Without --full: the built-in tiny checkpoint (real format, made-up numbers: the token counts
 are what a real chat reads; its seconds are not the real model's). --full: a full-size checkpoint
@@ -36,8 +41,8 @@ torch.set_grad_enabled(False)
 model, tok = load_model(path), Tokenizer.load(path)
 messages = json.loads(sys.argv[5])
 best = {}
-for _ in range(rounds):
-    for reuse in (False, True):
+for r in range(rounds):
+    for reuse in ((False, True) if r % 2 == 0 else (True, False)):   # each goes first in turn
         chat = Chat(model, tok, reuse=reuse, temperature=0.0)
         for turn, text in enumerate(messages, 1):
             stats = {}

@@ -146,7 +146,7 @@ class Reader(threading.Thread):
         while chunk := os.read(self.pipe.fileno(), 4096):
             self.text += chunk.decode("utf-8", errors="replace")
 
-    def wait_for(self, test, timeout=60):
+    def wait_for(self, test, timeout=100):
         end = time.monotonic() + timeout
         while not test(self.text):
             assert time.monotonic() < end, self.text[-2000:]
@@ -164,9 +164,11 @@ def test_ctrl_c_stops_the_reply_and_the_chat_goes_on():
     out.start(), err.start()
     try:
         for n, message in enumerate((b"hello\n", b"again\n"), 1):
+            out.wait_for(lambda t: t.endswith("> "))                       # waiting for a message
+            mark = len(out.text)
             p.stdin.write(message)
             p.stdin.flush()
-            out.wait_for(lambda t: t.count("> ") >= n and len(t.rsplit("> ", 1)[1]) > 20)   # replying
+            out.wait_for(lambda t: len(t) > mark + 20)                     # replying (random tokens)
             p.send_signal(signal.SIGINT)
             err.wait_for(lambda t: t.count("[reply stopped (Ctrl-C): the part shown stays in the conversation]") == n)
         p.stdin.write(b"/quit\n")
@@ -175,5 +177,5 @@ def test_ctrl_c_stops_the_reply_and_the_chat_goes_on():
     finally:
         p.kill()
     out.join(5), err.join(5)
-    assert out.text.count("> ") == 3 and out.text.rstrip().endswith("Bye.")
+    assert out.text.rstrip().endswith("Bye.")
     assert "Traceback" not in err.text and "tokens; reused" not in err.text   # both replies were stopped
