@@ -20,32 +20,54 @@ import time
 
 import torch
 
-from qwen.cli import chapter, say, section, size
+from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, size
 from qwen.attention import ROOM
 from qwen.generate import ChatTemplate, TextStream, generate, kv_cache_bytes, prompt_ids, stop_ids
 from qwen.lang import QwenError, tr
 from qwen.model import load_model
 from qwen.threads import note
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else []) + \
-          (["mps"] if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available() else [])
+
+def check_device(device):
+    """A device this torch can use, else one line that says what is missing (not argparse's
+    "invalid choice: 'cuda' (choose from 'cpu')" on a CUDA build of torch without a GPU)."""
+    if device == "cuda" and not torch.cuda.is_available():
+        build = torch.version.cuda
+        raise QwenError("--device cuda: no CUDA GPU was found ({why}). Use --device cpu.",
+                        "--device cuda：没有找到 CUDA GPU（{why_zh}）。请用 --device cpu。",
+                        why=f"this torch is built for CUDA {build}, but no GPU answers" if build
+                        else "this torch is built for the CPU only",
+                        why_zh=f"这个 torch 是为 CUDA {build} 构建的，但没有可用的 GPU" if build
+                        else "这个 torch 只支持 CPU")
+    if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise QwenError("--device mps: no Apple GPU (MPS) was found. Use --device cpu.",
+                        "--device mps：没有找到 Apple GPU（MPS）。请用 --device cpu。")
+
+
 ch = chapter("Chapter 9: generation with a cache", "第 9 章：带缓存的生成", options={
     "--prompt": dict(default=None, help=("the message to send (default: a short bilingual one)",
                                          "要发送的消息（默认：一句简短的中英双语消息）")),
-    "--max-new-tokens": dict(type=int, default=64, help=("longest reply, in tokens", "回复的最大词元数")),
-    "--device": dict(default="cpu", choices=DEVICES, help=("where to compute", "在哪里计算")),
+    "--max-new-tokens": dict(type=int, default=CHAPTER_REPLY_TOKENS, help=(
+        f"longest reply, in tokens (default {CHAPTER_REPLY_TOKENS}; a reply that ends sooner stops at its end token)",
+        f"回复的最大词元数（默认 {CHAPTER_REPLY_TOKENS}；更早结束的回复在结束词元处停止）")),
+    "--device": dict(default="cpu", choices=["cpu", "cuda", "mps"], help=("where to compute", "在哪里计算")),
     "--dtype": dict(default="float32", choices=["float32", "bfloat16"], help=("compute dtype", "计算精度")),
     "--think": dict(action="store_true", help=("let the model reason in <think> first", "让模型先在 <think> 中推理"))})
 args, path, cfg, tok = ch.args, ch.path, ch.cfg, ch.tokenizer
 torch.set_grad_enabled(False)
 if args.max_new_tokens < 1:
     raise QwenError("--max-new-tokens must be at least 1.", "--max-new-tokens 至少为 1。")
-model = load_model(path, dtype=getattr(torch, args.dtype)).to(args.device)
-ready = tok is not None and (path / "chat_template.jinja").is_file()
-if not ready:
+check_device(args.device)
+try:                                   # chat_template.jinja, else tokenizer_config.json's chat_template
+    template = ChatTemplate.load(path)
+except QwenError:
+    template = None
+ready = tok is not None and template is not None
+if ready:                              # checked first: without them, the weights need not be read
+    model = load_model(path, dtype=getattr(torch, args.dtype)).to(args.device)
+else:
     say("  (no tokenizer or chat template in this folder: this chapter needs both; it stops here)",
         "  （这个文件夹里没有分词器或对话模板：本章两者都需要，到此为止）")
-template = ChatTemplate.load(path) if ready else None
 if ch.tiny:
     say("  The tiny checkpoint's weights are random: it generates made-up tokens, not language.",
         "  小检查点的权重是随机的：它生成的是编造的词元，不是语言。")

@@ -4,7 +4,7 @@
                                  found or downloaded, else on the built-in tiny checkpoint
     python main.py 3             chapter 3 only
     python main.py download      fetch the model (1.77 GB) into the Hugging Face cache
-    python main.py chat          talk with the model (/reset clears it, Ctrl-C leaves)
+    python main.py chat          talk with the model (/help lists its commands, /quit leaves)
     python main.py --plot        every chapter, and their figures as PNGs in out/figures
     options: --tiny  --model PATH  --lang en|zh  --plot  --out DIR  --debug
     (or the environment: QWEN_TINY=1, QWEN_MODEL=PATH, QWEN_LANG=zh, QWEN_PLOT=1, QWEN_FIGURES=DIR)
@@ -14,11 +14,12 @@ import runpy
 import sys
 from pathlib import Path
 
-from qwen.cli import banner, model_path, parser, setup
+from qwen.cli import CHAPTER_REPLY_TOKENS, banner, model_path, parser, setup
 from qwen.lang import QwenError, get_lang, tr
 
 ROOT = Path(__file__).resolve().parent
 TINY_CHAT_TOKENS = 32                            # chat's default reply length on the built-in tiny checkpoint
+CHAT_TOKENS = 512                                # and on a real one
 
 
 def chapters():
@@ -85,8 +86,8 @@ def run_chapters(args, numbers):
             print("\n" + "#" * 78 + "\n# " + script.name + "\n" + "#" * 78)
             sys.argv = [str(script), "--model", str(path), "--lang", get_lang()] + (["--debug"] if args.debug else [])
             sys.argv += args.rest                        # a chapter's own options (--prompt, --text ...)
-            if n == 9:                                   # a short reply when every chapter runs
-                sys.argv += ["--max-new-tokens", str(args.max_new_tokens or 24)]
+            if n == 9 and args.max_new_tokens:           # else chapter 9's own default, as when run alone
+                sys.argv += ["--max-new-tokens", str(args.max_new_tokens)]
             run_chapter(script)
     finally:
         restore()
@@ -104,8 +105,9 @@ def main(argv=None):
                    help=tr("a chapter number, 'download', 'chat', or nothing for every chapter",
                           "章节号、download、chat，或留空运行所有章节"))
     p.add_argument("--max-new-tokens", type=int, default=None,
-                   help=tr("longest reply in chat and chapter 9 (default 512 / 24; chat on the tiny checkpoint: 32)",
-                           "chat 和第 9 章回复的最大词元数（默认 512 / 24；小检查点上的 chat：32）"))
+                   help=tr("longest reply in chat and chapter 9 (default {c} / {n}; chat on the tiny checkpoint: {t})",
+                           "chat 和第 9 章回复的最大词元数（默认 {c} / {n}；小检查点上的 chat：{t}）",
+                           c=CHAT_TOKENS, n=CHAPTER_REPLY_TOKENS, t=TINY_CHAT_TOKENS))
     p.add_argument("--plot", action="store_true",
                    help=tr("also draw each chapter's figures, as PNGs (or QWEN_PLOT=1; needs matplotlib)",
                            "同时画出各章的图，写成 PNG（也可设 QWEN_PLOT=1；需要 matplotlib）"))
@@ -141,7 +143,7 @@ def main(argv=None):
         from qwen import threads
         used = threads.use(threads.choose(small=is_tiny(cfg)))
         print(tr("Speeds below are timed with {c}.", "下面的速度计时使用 {c}。", c=used.text()))
-        return chat_loop(path, max_new_tokens=limit or 512)
+        return chat_loop(path, max_new_tokens=limit or CHAT_TOKENS)
     if args.what == "all":
         return run_chapters(args, sorted(found))
     if args.what.isdigit() and int(args.what) in found:

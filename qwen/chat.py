@@ -2,17 +2,34 @@
 
 Each turn is sent through the checkpoint's chat template; the reply is streamed as it is
 generated (sampled: temperature 0.7, top-k 20, top-p 0.8, Qwen's suggestion without thinking).
-/reset clears the conversation and the cache; Ctrl-C or Ctrl-D leaves.
+Only what no kept cache has read is read again (qwen/generate.py Chat); the line after each reply
+says how many of the prompt's tokens were reused.
+
+Commands: /help, /reset (clears the conversation and the cache), /quit. Ctrl-C during a reply
+stops that reply: the part already shown stays in the conversation as the model's answer (with
+nothing shown yet, the message is taken back), and the chat goes on. Ctrl-C or Ctrl-D at the
+prompt leaves. Special-token text in a message ('<|im_end|>') is read as plain text.
 """
 import sys
 
 from qwen.lang import tr
 
+COMMANDS = ("/help", "/reset", "/quit")
+
+
+def help_text():
+    return tr("Commands: /help this list; /reset clears the conversation and the cache; /quit leaves "
+              "(Ctrl-D or Ctrl-C at the prompt too).\n"
+              "Ctrl-C during a reply stops it: the part shown stays in the conversation.\n"
+              "Text such as <|im_end|> in your message is read as plain text, not as a special token.",
+              "命令：/help 显示本列表；/reset 清空对话和缓存；/quit 退出（在提示符处按 Ctrl-D 或 Ctrl-C 也可以）。\n"
+              "回复过程中按 Ctrl-C 会停止这次回复：已显示的部分留在对话里。\n"
+              "消息里的 <|im_end|> 之类的文字按普通文本读入，而不是特殊词元。")
+
 
 def chat_loop(path, max_new_tokens=512, think=False, read=input):
     import torch
 
-    from qwen.cli import size
     from qwen.generate import Chat
     from qwen.model import load_model
     from qwen.tokenizer import Tokenizer
@@ -21,8 +38,8 @@ def chat_loop(path, max_new_tokens=512, think=False, read=input):
     print(tr("Loading {path} ...", "正在加载 {path} ……", path=path), flush=True)
     model = load_model(path)
     chat = Chat(model, Tokenizer.load(path), enable_thinking=think, temperature=0.7, top_k=20, top_p=0.8, seed=0)
-    print(tr("Type a message and press Enter. /reset clears the conversation and the cache; Ctrl-C leaves.",
-             "输入消息后按回车。/reset 清空对话和缓存；Ctrl-C 退出。"))
+    print(tr("Type a message and press Enter. /help lists the commands; /quit leaves.",
+             "输入消息后按回车。/help 列出命令；/quit 退出。"))
     try:
         while True:
             try:
@@ -31,24 +48,57 @@ def chat_loop(path, max_new_tokens=512, think=False, read=input):
                 break
             if not line:
                 continue
-            if line == "/reset":
-                chat.reset()
-                print(tr("(conversation and cache cleared)", "（对话和缓存已清空）"))
+            if line.startswith("/") and " " not in line:             # a command, never sent to the model
+                if line == "/quit":
+                    break
+                if line == "/reset":
+                    chat.reset()
+                    print(tr("(conversation and cache cleared)", "（对话和缓存已清空）"))
+                elif line == "/help":
+                    print(help_text())
+                else:
+                    print(tr("Unknown command {c}: the commands are {all}.", "没有 {c} 这个命令：可用的命令是 {all}。",
+                             c=line, all=tr(", ", "、").join(COMMANDS)))
                 continue
-            stats = {}
-            for piece in chat.say(line, max_new_tokens=max_new_tokens, stats=stats):
-                print(piece, end="", flush=True)
-            print()
-            # reading the prompt (prefill) and writing the reply (decode) are timed apart, as in ch09:
-            # one rate over both would mostly measure the prompt's length
-            print(tr("  [{n} tokens; read {p} prompt tokens in {ps:.2f} s, then {d:.1f} tokens/s; cache {t} tokens, "
-                     "{b}{again}]",
-                     "  [{n} 个词元；用 {ps:.2f} 秒读入提示词的 {p} 个词元，然后 {d:.1f} 词元/秒；缓存 {t} 个词元，{b}{again}]",
-                     n=stats["new_tokens"], p=stats["prompt_tokens"], ps=stats["prefill_s"],
-                     d=max(stats["new_tokens"] - 1, 1) / max(stats["decode_s"], 1e-9),
-                     t=chat.cache.length, b=size(chat.cache.nbytes),
-                     again=tr("; history read again", "；历史重新读取") if chat.reused == 0 and len(chat.messages) > 2
-                     else ""), file=sys.stderr)
-    except KeyboardInterrupt:
+            reply(chat, line, max_new_tokens)
+    except KeyboardInterrupt:                                         # at the prompt: leave
         pass
     print(tr("\nBye.", "\n再见。"))
+
+
+def reply(chat, line, max_new_tokens):
+    """One turn: the reply streamed, then one line of what it cost (or of how it was stopped)."""
+    special = sorted({t for t in chat.tok.special if t in line})
+    if special:
+        print(tr("  ({t}: read as plain text, not as special tokens)", "  （{t}：按普通文本读入，不是特殊词元）",
+                 t=" ".join(special)), file=sys.stderr)
+    stats = {}
+    pieces = chat.say(line, max_new_tokens=max_new_tokens, stats=stats)
+    try:
+        for piece in pieces:
+            print(piece, end="", flush=True)
+    except KeyboardInterrupt:                                         # in the model, or while printing
+        pieces.close()
+        print()
+        kept = chat.messages and chat.messages[-1]["role"] == "assistant"
+        print(tr("  [reply stopped (Ctrl-C): {what}]",
+                 "  [回复已停止（Ctrl-C）：{what}]",
+                 what=tr("the part shown stays in the conversation", "已显示的部分留在对话里") if kept
+                 else tr("nothing was shown, so the message was taken back", "还没有显示任何内容，所以这条消息已撤回")),
+              file=sys.stderr)
+        return
+    print()
+    print(speed_line(chat, stats), file=sys.stderr)
+
+
+def speed_line(chat, stats):
+    """Reading the prompt (prefill) and writing the reply (decode) timed apart, as in ch09: one rate
+    over both would mostly measure the prompt's length. And how much of the prompt a kept cache had read."""
+    from qwen.cli import size
+    return tr("  [{n} tokens; reused {r} of {m} prompt tokens, read {p} in {ps:.2f} s, then {d:.1f} tokens/s; "
+              "cache {t} tokens, {b}]",
+              "  [{n} 个词元；提示词的 {m} 个词元中复用了 {r} 个，用 {ps:.2f} 秒读入 {p} 个，然后 {d:.1f} 词元/秒；"
+              "缓存 {t} 个词元，{b}]",
+              n=stats["new_tokens"], r=chat.reused, m=chat.prompt_tokens, p=stats["prompt_tokens"],
+              ps=stats["prefill_s"], d=max(stats["new_tokens"] - 1, 1) / max(stats["decode_s"], 1e-9),
+              t=chat.cache.length, b=size(chat.cache.nbytes))

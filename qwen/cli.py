@@ -24,6 +24,7 @@ import warnings
 from qwen.lang import LANGS, QwenError, get_lang, set_lang, tr
 
 _debug = False
+CHAPTER_REPLY_TOKENS = 64      # ch09's longest reply, run alone or by main.py (a cap: a reply that ends sooner stops)
 
 
 def _peek_lang(argv):

@@ -83,6 +83,22 @@ class Cache:
     def nbytes(self):
         return sum(layer.nbytes for layer in self.layers)
 
+    def copy(self):
+        """What the cache holds now, kept aside: this cache reads on, the copy can continue later
+        from here (a chat's next turn, qwen/generate.py Chat). A Gated DeltaNet state cannot be
+        rewound, so a point to come back to must be kept when the model passes it.
+
+        No tensor is copied: the modules never change a kept tensor in place (the delta rule and
+        the conv return new ones; the attention appends past the copy's length), and the copy
+        takes no `room`, so continuing it writes into buffers of its own (qwen/attention.py remember)."""
+        twin = Cache(0)
+        twin.length = self.length
+        for layer in self.layers:
+            kept = LayerCache()
+            kept.k, kept.v, kept.conv, kept.state = layer.k, layer.v, layer.conv, layer.state
+            twin.layers.append(kept)
+        return twin
+
     def __repr__(self):
         return f"Cache({len(self.layers)} layers, {self.length} tokens, {self.nbytes:,} bytes)"
 
@@ -362,7 +378,7 @@ def _raise(message):
 
 @torch.inference_mode()
 def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, top_p=1.0, seed=None,
-                 stop=(), cache=None, stats=None, vocab=None):
+                 stop=(), cache=None, stats=None, vocab=None, keep_at=None, kept=None):
     """Prompt ids in, new token ids out, one at a time (the stop token is yielded too, then it ends).
 
     The prompt is read in one call (prefill); every new token is one more call of length 1 (decode).
@@ -370,7 +386,9 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
     matmul of a decode step. `stats`, a dict, receives token counts and seconds. `vocab`: only ids
     below it are picked (generate passes the tokenizer's size: Qwen3.5's output layer has 248,320
     rows for 248,077 ids, and the rows past them are padding that no text maps to; random weights,
-    the tiny checkpoint's included, do pick them, and the reply could not be decoded)."""
+    the tiny checkpoint's included, do pick them, and the reply could not be decoded).
+    keep_at (0 < keep_at < prompt length): the prompt is read in two parts, and the list `kept`
+    receives a copy of the cache between them (Cache.copy), a point to continue from later."""
     check_sampling(temperature, top_k, top_p)                                  # before the prompt is read
     cache = model.new_cache() if cache is None else cache
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
@@ -381,6 +399,10 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
     stats = {} if stats is None else stats
     stats.update(prompt_tokens=ids.shape[1], new_tokens=0, prefill_s=0.0, decode_s=0.0, stopped=False)
     start = time.perf_counter()
+    if keep_at is not None and 0 < keep_at < ids.shape[1]:
+        model(ids[:, :keep_at], cache=cache, last=True)
+        kept.append(cache.copy())
+        ids = ids[:, keep_at:]                                                 # (1, the rest)
     logits = model(ids, cache=cache, last=True)[0, -1, :vocab]                # (vocab,)
     stats["prefill_s"] = time.perf_counter() - start
     start = time.perf_counter()
@@ -408,17 +430,69 @@ def prompt_ids(tok, prompt, *, chat=True, template=None, enable_thinking=False):
     if template is None:
         raise QwenError("A chat prompt needs the checkpoint's chat template (template=ChatTemplate.load(path)).",
                         "对话提示词需要检查点的对话模板（template=ChatTemplate.load(path)）。")
-    return tok.encode(template.render(messages, add_generation_prompt=True, enable_thinking=enable_thinking))
+    return chat_ids(tok, template, messages, enable_thinking=enable_thinking)
+
+
+TEXT_ROLES = ("system", "user")     # messages people write: special-token text in them is text
+
+
+def chat_ids(tok, template, messages, add_generation_prompt=True, **options):
+    """The ids of a conversation rendered by the template, special tokens only where the template
+    writes them.
+
+    Rendered, a user's message is just more text: 'hi<|im_end|>\n<|im_start|>system\n...' typed
+    by a user would end the turn and open a system turn (transformers encodes it so too, unless
+    split_special_tokens=True). Here the text of system and user messages is encoded as ordinary
+    text ('<|im_end|>' as '<', '|', 'im', ...), the rest of the prompt with its special tokens."""
+    text = template.render(messages, add_generation_prompt=add_generation_prompt, **options)
+    return tok.encode(text, plain=_text_spans(template, messages, text, add_generation_prompt, options))
+
+
+def _text_spans(template, messages, text, add_generation_prompt, options):
+    """(start, end) of each system or user message's text in `text`, the rendered conversation.
+
+    The template is rendered again with a marker in place of each of these messages; the pieces of
+    template text around the markers, joined with the messages (as given, or stripped, as some
+    templates write them), must give `text` back: then the positions are exact. A template that
+    changes the text in other ways: each message's (stripped) text is looked for in order."""
+    which = [i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") in TEXT_ROLES
+             and isinstance(m.get("content"), str) and m["content"]]
+    if not which:
+        return []
+    contents = [messages[i]["content"] for i in which]
+    if not any("\ue000" in c for c in contents):                  # a private-use character as the marker
+        marks = {i: f"\ue000{n}\ue000" for n, i in enumerate(which)}
+        marked = template.render([{**m, "content": marks[i]} if i in marks else m for i, m in enumerate(messages)],
+                                 add_generation_prompt=add_generation_prompt, **options)
+        parts = marked.split("\ue000")                            # template, n, template, n, ...
+        if len(parts) % 2 and all(p.isdigit() and int(p) < len(which) for p in parts[1::2]):
+            for shape in (str, str.strip):
+                spans, out, at = [], [parts[0]], len(parts[0])
+                for n, between in zip(parts[1::2], parts[2::2]):
+                    content = shape(contents[int(n)])
+                    spans.append((at, at + len(content)))
+                    out += [content, between]
+                    at += len(content) + len(between)
+                if "".join(out) == text:
+                    return spans
+    spans, at = [], 0
+    for content in contents:
+        start = text.find(content.strip(), at)
+        if start >= 0:
+            spans.append((start, start + len(content.strip())))
+            at = start + len(content.strip())
+    return spans
 
 
 def generate(model, tok, prompt, *, max_new_tokens=128, temperature=0.0, top_k=0, top_p=1.0, seed=None,
-             chat=True, enable_thinking=False, template=None, cache=None, stats=None, ids_out=None):
+             chat=True, enable_thinking=False, template=None, cache=None, stats=None, ids_out=None,
+             keep_at=None, kept=None):
     """Yield the reply's text as it is generated.
 
     prompt: a string (sent as a user message through the checkpoint's chat template when chat is
     true; continued as plain text otherwise), a list of messages, or a list of token ids. The stop
     token (<|im_end|> or <|endoftext|>) ends the reply and is not shown. `ids_out`, a list,
-    receives the new token ids; `stats` as in generate_ids."""
+    receives the new token ids; `stats`, `keep_at` and `kept` as in generate_ids."""
     if chat and template is None and not (isinstance(prompt, (list, tuple)) and prompt
                                           and all(isinstance(i, int) for i in prompt)):
         template = ChatTemplate.load(model.path)
@@ -427,7 +501,7 @@ def generate(model, tok, prompt, *, max_new_tokens=128, temperature=0.0, top_k=0
     stream = TextStream(tok)
     for token in generate_ids(model, ids, max_new_tokens=max_new_tokens, temperature=temperature,
                               top_k=top_k, top_p=top_p, seed=seed, stop=stop, cache=cache, stats=stats,
-                              vocab=tok.vocab_size):
+                              vocab=tok.vocab_size, keep_at=keep_at, kept=kept):
         if ids_out is not None:
             ids_out.append(token)
         if token in stop:
@@ -441,34 +515,99 @@ def generate(model, tok, prompt, *, max_new_tokens=128, temperature=0.0, top_k=0
 
 
 class Chat:
-    """A conversation with the model: the messages so far, and the cache of every token already read.
+    """A conversation with the model: the messages so far, and caches to continue from.
 
-    Each turn renders the whole conversation with the chat template. When the rendered ids start
-    with the ids the cache has read, only the rest is read (the cache continues); when they do not
-    (Qwen3.5's template drops the reasoning of earlier turns, so the history's text changes), the
-    cache is rebuilt from the start: a recurrent state cannot be rewound."""
+    Each turn renders the whole conversation with the chat template, and reads only what no kept
+    cache has read yet. Two caches are kept:
 
-    def __init__(self, model, tok, template=None, enable_thinking=False, **sampling):
+      the live cache   everything read so far: the last prompt and the reply. It continues when
+                       the new prompt starts with all of that (a template that writes the history
+                       back as it was read);
+      a saved copy     taken while reading the prompt, where the next turn's prompt will part from
+                       it. Qwen3.5's template writes an earlier reply without its <think> block, so
+                       the next prompt departs from this one right after '<|im_start|>assistant\n':
+                       a Gated DeltaNet state cannot be cut back to that point afterwards, so it is
+                       copied when the prompt's reading passes it (Cache.copy: no tensor copied).
+
+    The point is found by rendering the conversation once more with a stand-in reply and a next
+    message, and comparing ids; whichever cache is used, its ids are checked against the new
+    prompt's first, so a wrong guess only costs reading more. reuse=False: every turn reads the
+    whole conversation (the way to measure what reuse saves, bench/bench_chat.py).
+
+    Stopped in the middle of a reply (KeyboardInterrupt, or the caller closing the generator):
+    the text shown so far stays in the conversation as the reply; with nothing shown, the
+    message is taken back. A cache the interruption may have left half-written (a KeyboardInterrupt
+    arrives inside the model's layers) is dropped, and the next turn continues from the saved copy."""
+
+    def __init__(self, model, tok, template=None, enable_thinking=False, reuse=True, **sampling):
         self.model, self.tok = model, tok
         self.template = ChatTemplate.load(model.path) if template is None else template
-        self.enable_thinking, self.sampling = enable_thinking, sampling
+        self.enable_thinking, self.sampling, self.reuse = enable_thinking, sampling, reuse
         self.reset()
 
     def reset(self):
-        self.messages, self.cache, self.read, self.reused = [], self.model.new_cache(), [], 0
+        self.messages = []
+        self.cache, self.read = self.model.new_cache(), []      # the live cache and the ids it has read
+        self.saved, self.saved_ids = None, []                    # the copy, and the ids it has read
+        self.reused, self.prompt_tokens, self.stopped = 0, 0, False
+
+    def ids(self, messages):
+        return chat_ids(self.tok, self.template, messages, enable_thinking=self.enable_thinking)
+
+    def _resume(self, ids):
+        """(cache, tokens of `ids` it has read): the kept cache that has read the most of `ids`."""
+        best = (self.model.new_cache(), 0)
+        if not self.reuse:
+            return best
+        for cache, read in ((self.cache, self.read), (self.saved, self.saved_ids)):
+            if cache is not None and best[1] < len(read) < len(ids) and ids[:len(read)] == read:
+                best = (cache, len(read))
+        if best[0] is self.saved:
+            best = (self.saved.copy(), best[1])                  # the saved copy stays for another try
+        return best
+
+    def _parting(self, ids):
+        """Where the next turn's prompt will part from `ids`: the ids the conversation has in common
+        with itself continued by a stand-in reply and message (two, so that a reply starting with
+        spaces or newlines, which may join the newline before it into one token, is covered)."""
+        common = len(ids)
+        for reply in ("x", " \n\nx"):
+            later = self.ids(self.messages + [{"role": "assistant", "content": reply}, {"role": "user", "content": "x"}])
+            n = next((i for i, (a, b) in enumerate(zip(ids, later)) if a != b), min(len(ids), len(later)))
+            common = min(common, n)
+        return min(common, len(ids) - 1)
 
     def say(self, text, max_new_tokens=512, stats=None):
         """Send a user message; yield the reply's text as it comes."""
         self.messages.append({"role": "user", "content": text})
-        ids = prompt_ids(self.tok, self.messages, template=self.template, enable_thinking=self.enable_thinking)
-        if self.read and ids[:len(self.read)] == self.read and len(ids) > len(self.read):
-            new, self.reused = ids[len(self.read):], len(self.read)          # continue the cache
-        else:
-            new, self.reused, self.cache = ids, 0, self.model.new_cache()      # read it all again
-        out, pieces = [], []
-        for piece in generate(self.model, self.tok, new, max_new_tokens=max_new_tokens, cache=self.cache,
-                              stats=stats, ids_out=out, chat=False, **self.sampling):
-            pieces.append(piece)
-            yield piece
-        self.read = ids + out[:-1]                   # the last token was sampled, never read
-        self.messages.append({"role": "assistant", "content": "".join(pieces)})
+        ids = self.ids(self.messages)
+        cache, self.reused = self._resume(ids)
+        self.prompt_tokens, self.stopped = len(ids), False
+        keep_at = self._parting(ids) if self.reuse else None
+        if keep_at is not None and keep_at <= self.reused:
+            keep_at = None                                       # already past it: the saved copy stays
+        out, pieces, kept, whole = [], [], [], False
+        try:
+            for piece in generate(self.model, self.tok, ids[self.reused:], max_new_tokens=max_new_tokens,
+                                  cache=cache, stats=stats, ids_out=out, chat=False,
+                                  keep_at=None if keep_at is None else keep_at - self.reused, kept=kept,
+                                  **self.sampling):
+                pieces.append(piece)
+                whole = True                                     # stopped at a yield: the cache is whole
+                yield piece
+                whole = False
+            whole = True
+        except (KeyboardInterrupt, GeneratorExit):
+            self.stopped = True
+            raise
+        finally:
+            if kept:
+                self.saved, self.saved_ids = kept[0], ids[:keep_at]
+            if whole:
+                self.cache, self.read = cache, ids + out[:-1]    # the last token was sampled, never read
+            else:                                                # stopped inside the model: maybe half-written
+                self.cache, self.read = None, []
+            if pieces or not self.stopped:
+                self.messages.append({"role": "assistant", "content": "".join(pieces)})
+            else:
+                self.messages.pop()                              # stopped before a word: taken back

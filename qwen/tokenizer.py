@@ -196,13 +196,20 @@ class Tokenizer:
 
     # ---------------------------------------------------------------------------- encoding
 
-    def encode(self, text):
-        """Text -> token ids. Special tokens written in the text are matched whole."""
+    def encode(self, text, special=True, plain=()):
+        """Text -> token ids. Special tokens written in the text are matched whole, as Hugging Face
+        tokenizers do by default: so '<|im_end|>' in a user's message would end the turn.
+
+        special=False: special-token text is ordinary text ('<|im_end|>' becomes '<', '|', 'im', ...:
+        transformers' split_special_tokens=True). plain: (start, end) character ranges of the text in
+        which special-token text is ordinary text (a chat prompt's user messages, qwen/generate.py);
+        elsewhere it is matched."""
         if not isinstance(text, str):
             raise QwenError("encode() takes a str, not {t}.", "encode() 需要 str，而不是 {t}。", t=type(text).__name__)
         _check_unicode(text)
         ids = []
-        for chunk, special in self.split_special(text):
+        chunks = [(text, False)] if not special else self.split_special(text, list(plain))
+        for chunk, special in chunks:
             if special:
                 ids.append(self.special[chunk])
             else:
@@ -240,18 +247,23 @@ class Tokenizer:
             return chunk
         return unicodedata.normalize("NFC", _LONG_MARK_RUN.sub(_in_canonical_order, chunk))
 
-    def split_special(self, text):
-        """(chunk, is_special) pairs, in order: the text cut around special tokens."""
+    def split_special(self, text, plain=()):
+        """(chunk, is_special) pairs, in order: the text cut around special tokens. A special token
+        that overlaps one of the `plain` (start, end) ranges stays part of the ordinary text around
+        it, so the text on both sides of a range is split and merged as if the range were not there."""
         if self._special_re is None:
             if text:
                 yield text, False
             return
-        start = 0
-        for m in self._special_re.finditer(text):
+        start = at = 0
+        while (m := self._special_re.search(text, at)) is not None:
+            if any(a < m.end() and m.start() < b for a, b in plain):
+                at = m.start() + 1                                   # text: look for the next one after it
+                continue
             if m.start() > start:
                 yield text[start:m.start()], False
             yield m.group(), True
-            start = m.end()
+            start = at = m.end()
         if start < len(text):
             yield text[start:], False
 

@@ -563,3 +563,52 @@ def test_download_failure_in_chinese_reads_as_a_sentence(run_script):
     """It said "而且https://huggingface.co 出错": no space before the address, and no verb (访问)."""
     r = run_script("main.py", "download", "--lang", "zh", env={"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"})
     assert r.returncode == 1 and "里没有，而且访问 http://127.0.0.1:9 出错（" in r.stderr, r.stderr
+
+
+def test_ch09_finds_the_template_in_tokenizer_config_and_replies_as_long_as_from_main(run_script, tiny_path,
+                                                                                     tmp_path, course_en):
+    """ch09 stopped with "no chat template" when the template was in tokenizer_config.json (where
+    ChatTemplate.load finds it too). And `python main.py 9` replied at most 24 tokens, ch09 alone 64."""
+    import json
+    import shutil
+    from qwen.cli import CHAPTER_REPLY_TOKENS
+    folder = tmp_path / "ckpt"
+    shutil.copytree(tiny_path, folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    config["chat_template"] = (folder / "chat_template.jinja").read_text(encoding="utf-8")
+    (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    (folder / "chat_template.jinja").unlink()
+    r = run_script("ch09_generate.py", "--model", folder)
+    assert r.returncode == 0 and "it stops here" not in r.stdout, r.stdout + r.stderr
+    alone = re.search(r"reply (\d+) tokens: decode [\d.]+ tokens/s \((.*)\)", r.stdout)
+    from_main = re.search(r"reply (\d+) tokens: decode [\d.]+ tokens/s \((.*)\)", _chapter(course_en, "ch09_generate.py"))
+    assert alone.group(1, 2) == from_main.group(1, 2) == (str(CHAPTER_REPLY_TOKENS), "stopped at --max-new-tokens")
+
+
+def test_ch09_without_a_template_stops_before_reading_the_weights(run_script, tiny_path, tmp_path):
+    """It loaded the whole model (3 GB on the real one) before finding there was nothing to do."""
+    import shutil
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):     # no weights, no template
+        shutil.copy(tiny_path / name, tmp_path / name)
+    r = run_script("ch09_generate.py", "--model", tmp_path)
+    assert r.returncode == 0 and "no tokenizer or chat template in this folder" in r.stdout, r.stdout + r.stderr
+    assert "Error" not in r.stderr
+
+
+NO_GPU = """
+import runpy, sys, torch
+torch.cuda.is_available = lambda: False                # a CUDA build of torch on a machine without a GPU
+torch.version.cuda = "12.4"
+sys.argv = ["ch09_generate.py", "--tiny", "--device", "cuda"] + sys.argv[1:]
+runpy.run_path("ch09_generate.py", run_name="__main__")
+"""
+
+
+def test_ch09_device_without_a_gpu_says_so_in_one_line(run_script):
+    """It said "invalid choice: 'cuda' (choose from 'cpu')", as if cuda were not a device."""
+    r = run_script("-c", NO_GPU)
+    assert r.returncode == 1 and "invalid choice" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert ("Error: --device cuda: no CUDA GPU was found (this torch is built for CUDA 12.4, but no GPU answers). "
+            "Use --device cpu.") in r.stderr
+    r = run_script("-c", NO_GPU, "--lang", "zh")
+    assert "错误：--device cuda：没有找到 CUDA GPU（这个 torch 是为 CUDA 12.4 构建的，但没有可用的 GPU）。请用 --device cpu。" in r.stderr

@@ -218,7 +218,8 @@ def test_chat_continues_the_cache_when_the_history_is_unchanged(tok):
     plain = ChatTemplate("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
                          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
     reply = tok.encode("Fine, thanks.")
-    model = ScriptedModel(reply + [248046] + reply + [248046])
+    # each prompt is read in two calls, the first one's logits unused (a copy of the cache is kept between)
+    model = ScriptedModel([0] + reply + [248046] + [0] + reply + [248046])
     chat = Chat(model, tok, template=plain)
     assert "".join(chat.say("Hi")) == "Fine, thanks." and chat.reused == 0
     first = len(model.calls)
@@ -230,14 +231,20 @@ def test_chat_continues_the_cache_when_the_history_is_unchanged(tok):
     assert chat.messages == [] and chat.cache.length == 0
 
 
-def test_chat_rebuilds_the_cache_when_the_template_rewrites_the_history(tok, tiny_path):
+def test_chat_continues_from_a_kept_copy_when_the_template_rewrites_the_history(tok, tiny_path):
+    """Qwen3.5's format drops old think blocks, so the next prompt parts from this one after the last
+    '<|im_start|>assistant\n': the cache copied there continues (it was read from 0 again)."""
     from qwen.generate import Chat
-    model = ScriptedModel(tok.encode("Hello") + [248046] + tok.encode("Bye") + [248046])
+    model = ScriptedModel([0] + tok.encode("Hello") + [248046] + [0] + tok.encode("Bye") + [248046])
     model.path = tiny_path
-    chat = Chat(model, tok)                                      # Qwen3.5's format: old think blocks dropped
+    chat = Chat(model, tok)
     assert "".join(chat.say("Hi")) == "Hello"
-    assert "".join(chat.say("Go")) == "Bye" and chat.reused == 0
-    assert model.calls[len(tok.encode("Hello")) + 1][1] == 0     # read from position 0 again
+    first = len(model.calls)
+    parted = len(tok.encode("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"))
+    assert model.calls[0][0] == parted and model.calls[1][:2] == (4, parted)   # <think>\n\n</think>\n\n after it
+    assert "".join(chat.say("Go")) == "Bye" and chat.reused == parted
+    assert model.calls[first][1] == parted                       # read from where the copy was kept
+    assert chat.prompt_tokens == len(chat.ids(chat.messages[:3]))
 
 
 def test_top_k_sampling_draws_from_the_renormalized_k_best():
@@ -260,12 +267,13 @@ def test_chat_loop_streams_resets_and_reports_the_cache_in_readable_units(tiny_p
             raise EOFError from None
     chat_loop(tiny_path, max_new_tokens=3, read=read)
     out, err = capsys.readouterr()
-    stats = re.findall(r"\[3 tokens; read (\d+) prompt tokens in [\d.]+ s, then [\d.]+ tokens/s; "
-                       r"cache (\d+) tokens, ([\d.]+) (B|KB|MB)", err)
+    stats = re.findall(r"\[3 tokens; reused (\d+) of (\d+) prompt tokens, read (\d+) in [\d.]+ s, then [\d.]+ "
+                       r"tokens/s; cache (\d+) tokens, ([\d.]+) (B|KB|MB)", err)
     assert len(stats) == 3, err                                          # the empty line is skipped
-    read_, stats = [int(r) for r, *_ in stats], [s[1:] for s in stats]   # prefill and decode apart (as ch09)
-    # the cache holds what was read plus the reply but its last token (not fed back yet)
-    assert all(r <= int(c) - 2 for r, (c, *_) in zip(read_, stats)) and read_[0] == int(stats[0][0]) - 2
+    counts, stats = [tuple(map(int, s[:3])) for s in stats], [s[3:] for s in stats]   # prefill, decode apart
+    # the cache holds the prompt plus the reply but its last token (not fed back yet)
+    assert all(r + n == m == int(c) - 2 for (r, m, n), (c, *_) in zip(counts, stats))
+    assert counts[0][0] == 0 and counts[1][0] > 0 and counts[2][0] == 0     # kept for "again", not after /reset
     assert int(stats[1][0]) > int(stats[0][0]) and int(stats[2][0]) < int(stats[1][0])   # grows; /reset empties it
     assert all(float(n) > 0 for _, n, _ in stats)                       # a tiny cache is not shown as '0.0 MB'
     assert "(conversation and cache cleared)" in out and out.rstrip().endswith("Bye.")
