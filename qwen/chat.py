@@ -19,10 +19,10 @@ COMMANDS = ("/help", "/reset", "/quit")
 
 def help_text():
     return tr("Commands: /help this list; /reset clears the conversation and the cache; /quit leaves "
-              "(Ctrl-D or Ctrl-C at the prompt too).\n"
+              "(so do Ctrl-D and Ctrl-C while it waits for your message).\n"
               "Ctrl-C during a reply stops it: the part shown stays in the conversation.\n"
               "Text such as <|im_end|> in your message is read as plain text, not as a special token.",
-              "命令：/help 显示本列表；/reset 清空对话和缓存；/quit 退出（在提示符处按 Ctrl-D 或 Ctrl-C 也可以）。\n"
+              "命令：/help 显示本列表；/reset 清空对话和缓存；/quit 退出（等待输入消息时按 Ctrl-D 或 Ctrl-C 也可以）。\n"
               "回复过程中按 Ctrl-C 会停止这次回复：已显示的部分留在对话里。\n"
               "消息里的 <|im_end|> 之类的文字按普通文本读入，而不是特殊词元。")
 
@@ -30,11 +30,15 @@ def help_text():
 def chat_loop(path, max_new_tokens=512, think=False, read=input):
     import torch
 
+    with torch.no_grad():          # for the chat only: a notebook (or a test) that called it goes on with gradients
+        return _chat_loop(path, max_new_tokens, think, read)
+
+
+def _chat_loop(path, max_new_tokens, think, read):
     from qwen.generate import Chat
     from qwen.model import load_model
     from qwen.tokenizer import Tokenizer
 
-    torch.set_grad_enabled(False)
     print(tr("Loading {path} ...", "正在加载 {path} ……", path=path), flush=True)
     model = load_model(path)
     chat = Chat(model, Tokenizer.load(path), enable_thinking=think, temperature=0.7, top_k=20, top_p=0.8, seed=0)

@@ -133,6 +133,8 @@ def test_commands_are_not_sent_to_the_model(tiny_path, capsys):
     assert err.count("[3 tokens; reused 0 of ") == 1                       # one message went to the model
     assert "(<|im_end|> <|im_start|>: read as plain text, not as special tokens)" in err
     assert out.rstrip().endswith("Bye.") and next(lines) == "never read"
+    assert torch.is_grad_enabled()          # chat_loop turned gradients off for the whole process: a later
+                                            # test in this worker (test_deltanet's backward) then failed
 
 
 class Reader(threading.Thread):
