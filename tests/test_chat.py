@@ -148,10 +148,10 @@ class Reader(threading.Thread):
         while chunk := os.read(self.pipe.fileno(), 4096):
             self.text += chunk.decode("utf-8", errors="replace")
 
-    def wait_for(self, test, timeout=100):
+    def wait_for(self, test, timeout=100, also=None):
         end = time.monotonic() + timeout
         while not test(self.text):
-            assert time.monotonic() < end, self.text[-2000:]
+            assert time.monotonic() < end, (self.text[-2000:], also and also.text[-2000:])   # both pipes
             time.sleep(0.05)
 
 
@@ -172,7 +172,8 @@ def test_ctrl_c_stops_the_reply_and_the_chat_goes_on():
             p.stdin.flush()
             out.wait_for(lambda t: len(t) > mark + 20)                     # replying (random tokens)
             p.send_signal(signal.SIGINT)
-            err.wait_for(lambda t: t.count("[reply stopped (Ctrl-C): the part shown stays in the conversation]") == n)
+            err.wait_for(lambda t: t.count("[reply stopped (Ctrl-C): the part shown stays in the conversation]") == n,
+                         also=out)
         p.stdin.write(b"/quit\n")
         p.stdin.flush()
         assert p.wait(timeout=60) == 0
