@@ -151,8 +151,8 @@ if ready:
         d=dtype, i=itemsize, r=itemsize / 2, al=size(allocated), room=cache[full_layers[0]].room[0].shape[2], step=ROOM)
     for tokens in (cache.length, 32768):
         ours = kv_cache_bytes(cfg, tokens, itemsize, layers=len(full_layers)) + fixed
-        say("  at {t:>6} tokens: this cache {a:>9}; keys/values ({d}) in all {n} layers would be {b:>9}",
-            "  {t:>6} 个词元时：这个缓存 {a:>9}；若全部 {n} 层都存键/值（{d}）则需 {b:>9}",
+        say("  at {t:>6,} tokens: this cache {a:>9}; keys/values ({d}) in all {n} layers would be {b:>9}",
+            "  {t:>6,} 个词元时：这个缓存 {a:>9}；若全部 {n} 层都存键/值（{d}）则需 {b:>9}",
             t=tokens, a=size(ours), n=cfg.num_hidden_layers, b=size(kv_cache_bytes(cfg, tokens, itemsize)),
             d=dtype)
     recomputed = model(torch.tensor([read]))[:, -1:]

@@ -249,7 +249,7 @@ def cmd_all(args):
     if skipped and not args.json:
         print(T("Not started, so not graded: {ids} (python practice/judge.py {first} starts one).",
                 "还没开始，所以没有评测：{ids}（python practice/judge.py {first} 开始一个）。",
-                ids=", ".join(skipped), first=skipped[0]))
+                ids=T(", ", "、").join(skipped), first=skipped[0]))
     elif args.json and not started:
         print("[]")
     return code
@@ -325,6 +325,10 @@ def cmd_solution(ex):
 
 def cmd_reset(ex):
     path = WORK / ex.filename
+    if not os.path.lexists(path):                                # never started: nothing to put back
+        print(T("{f} does not exist yet: nothing to reset (python practice/judge.py {id} creates it).",
+                "{f} 还不存在：没有可恢复的（python practice/judge.py {id} 会创建它）。", f=shown(path), id=ex.id))
+        return 0
     try:
         if path.exists():
             mine = read_regular(path)                            # a folder, a device or a pipe is left alone

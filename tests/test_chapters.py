@@ -510,7 +510,7 @@ def test_ch09_cache_sizes_name_their_dtype_and_match_chapter_7(course_en, tiny_p
     assert "sizes are 1/2 of these" in out
     room = 256 * 2 * cfg.num_key_value_heads * cfg.head_dim * 4 * len(cfg.full_attention_layers)
     assert f"the buffers behind k and v: {size(room)}, room for 256 tokens" in out
-    ours = re.search(r"at  32768 tokens: this cache +(\S+ \S+); keys/values \(fp32\) in all 8 layers would be +(\S+ \S+)", out)
+    ours = re.search(r"at 32,768 tokens: this cache +(\S+ \S+); keys/values \(fp32\) in all 8 layers would be +(\S+ \S+)", out)
     bf16 = re.search(r"32,768 tokens: KV cache +(\S+ \S+) .* all 8 layers full attention: +(\S+ \S+)",
                      _chapter(course_en, "ch07_deltanet.py"))
     assert ours and bf16, out

@@ -161,6 +161,14 @@ def test_all_on_a_fresh_folder_creates_nothing_and_records_nothing(judge, capsys
     assert json.loads(capsys.readouterr().out) == []
 
 
+def test_reset_of_an_exercise_never_started_creates_nothing(judge, capsys, tmp_path):
+    """It created the starter and said 'is the starter again', and --all then graded it as 'not finished'."""
+    (tmp_path / "work").mkdir()
+    assert judge.main(["204", "--reset"]) == 0
+    assert "does not exist yet: nothing to reset" in capsys.readouterr().out
+    assert list((tmp_path / "work").iterdir()) == [] and not (tmp_path / "progress.json").exists()
+
+
 def test_reset_after_a_pass_says_the_starter_was_restored(judge, capsys, tmp_path, tiny_path):
     mine = tmp_path / "work" / "205_l2norm.py"
     mine.parent.mkdir()

@@ -30,7 +30,7 @@ def _colon():
 def case_line(c):
     line = _colon().join((c['function'], c['name'], c['message']))
     if c.get("diagnosis"):
-        line += " — " + c["diagnosis"]["says"]
+        line += T(" — ", "——") + c["diagnosis"]["says"]
     return line
 
 
