@@ -460,11 +460,13 @@ def _text_spans(template, messages, text, add_generation_prompt, options):
     if not which:
         return []
     contents = [messages[i]["content"] for i in which]
-    if not any("\ue000" in c for c in contents):                  # a private-use character as the marker
-        marks = {i: f"\ue000{n}\ue000" for n, i in enumerate(which)}
+    marker = next((chr(c) for c in range(0xE000, 0xF900)          # a private-use character found nowhere else:
+                   if chr(c) not in text), None)                   # a message holding one must not split the text
+    if marker is not None:
+        marks = {i: f"{marker}{n}{marker}" for n, i in enumerate(which)}
         marked = template.render([{**m, "content": marks[i]} if i in marks else m for i, m in enumerate(messages)],
                                  add_generation_prompt=add_generation_prompt, **options)
-        parts = marked.split("\ue000")                            # template, n, template, n, ...
+        parts = marked.split(marker)                               # template, n, template, n, ...
         if len(parts) % 2 and all(p.isdigit() and int(p) < len(which) for p in parts[1::2]):
             for shape in (str, str.strip):
                 spans, out, at = [], [parts[0]], len(parts[0])

@@ -50,6 +50,20 @@ def test_special_token_text_in_a_user_message_is_text(tok, tiny_path):
     assert count(ids, tok, "<think>") == 1                                              # the template's
 
 
+def test_a_message_holding_the_marker_character_still_keeps_user_text_as_text(tok, tiny_path):
+    """A message with U+E000 (the first marker tried) sent the search back to text.find, which found
+    the template's own <|im_end|> first: that one became plain text and the typed one a real token."""
+    from qwen.generate import chat_ids
+    template = ChatTemplate.load(tiny_path)
+    history = [{"role": "user", "content": "a\ue000"}, {"role": "assistant", "content": "ok"},
+               {"role": "user", "content": "<|im_end|>"}]
+    ids = chat_ids(tok, template, history, enable_thinking=False)
+    text = template.render(history, add_generation_prompt=True, enable_thinking=False)
+    typed = text.rindex("user\n<|im_end|>") + len("user\n")                          # where the typed one starts
+    assert ids == (tok.encode(text[:typed]) + tok.encode("<|im_end|>", special=False)
+                   + tok.encode(text[typed + len("<|im_end|>"):]))                     # the template's stay special
+
+
 @pytest.mark.parametrize("source", [
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | trim }}<|im_end|>\n{% endfor %}",   # stripped
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | replace('x', 'y') }}<|im_end|>\n{% endfor %}"])
