@@ -255,8 +255,8 @@ def distribution(logits, temperature=1.0, top_k=0, top_p=1.0):
     check_sampling(temperature, top_k, top_p)
     logits = logits.cpu()
     z = logits.to(torch.promote_types(logits.dtype, torch.float32))       # (vocab,) bf16 -> fp32, exactly
-    if temperature == 0:
-        return z.argmax(-1, keepdim=True), torch.ones(1, dtype=z.dtype)
+    if temperature == 0 or not torch.isfinite(z.max() / temperature):     # so small a temperature that z
+        return z.argmax(-1, keepdim=True), torch.ones(1, dtype=z.dtype)   # overflows: greedy, as its limit
     z = z / temperature
     ids = None                                                             # None: every token, in order
     if 0 < top_k < z.shape[-1]:

@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from qwen.lang import get_lang, tr
+from qwen.lang import QwenError, get_lang, tr
 
 FIGURES = os.path.join("out", "figures")      # the default folder, relative to where you run from
 
@@ -180,9 +180,14 @@ def save(fig, name, out=None):
     would otherwise show it a second time at the end of the cell."""
     import matplotlib.pyplot as plt
     path = figures_folder(out) / name
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+    except OSError as e:                          # a file in the way, no such place, no permission
+        raise QwenError("Cannot write the figure {p} ({e}): choose another folder with --out DIR or QWEN_FIGURES.",
+                        "无法写出图片 {p}（{e}）：请用 --out DIR 或 QWEN_FIGURES 换一个文件夹。",
+                        p=path, e=e.strerror or e) from None
     print(tr("  wrote {p}", "  已写出 {p}", p=path))
     if in_notebook():
         try:

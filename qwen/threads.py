@@ -50,14 +50,26 @@ def _count(name, value, strict):
     if not value:
         return None
     first = value.split(",")[0].strip()
-    if first.isdigit() and int(first) >= 1:
+    if first.isdigit() and 1 <= int(first) <= most_threads():
         return int(first)
+    if first.isdigit() and int(first) >= 1:      # torch crashes on a count far past the cores (999999: a segfault)
+        if strict:
+            raise QwenError("{name}={value} is more threads than this machine can use: at most {m} "
+                            "(4 per core), e.g. {name}={c}.",
+                            "{name}={value} 超出了本机能用的线程数：最多 {m} 个（每个核心 4 个），例如 {name}={c}。",
+                            name=name, value=first, m=most_threads(), c=cores())
+        return most_threads()
     if strict:
         raise QwenError("{name}={value!r} is not a thread count: use a whole number of at least 1, e.g. {name}=1, "
                         "or unset it to let the course choose.",
                         "{name}={value!r} 不是线程数：请用至少为 1 的整数，例如 {name}=1；或者取消它，由课程来选。",
                         name=name, value=value)
     return None                                  # another program's syntax: torch reads it, we do not guess
+
+
+def most_threads():
+    """The largest count accepted: 4 threads per core (more only slows down, and torch crashes far past it)."""
+    return 4 * cores()
 
 
 def cores():

@@ -538,3 +538,13 @@ def test_top_p_and_sampling_leave_the_logits_unchanged():
             top_p_filter(logits, 0.7)
             sample(logits, 1.0, top_p=0.7, generator=g)
             assert torch.equal(logits, before), (dtype, scale)
+
+
+def test_a_temperature_so_small_that_the_logits_overflow_is_greedy():
+    """1e-300 passed the settings check, then z / temperature overflowed to inf and the draw failed
+    ('probability tensor contains either inf, nan'); 1e-45 gave nan probabilities. Greedy is its limit."""
+    from qwen.generate import distribution
+    logits = torch.tensor([3.0, 2.0, 2.0, 2.0, 1.0])
+    assert sample(logits, 1e-300, generator=torch.Generator().manual_seed(0)) == 0
+    ids, probs = distribution(logits, 1e-45)
+    assert ids.tolist() == [0] and probs.tolist() == [1.0]

@@ -216,3 +216,21 @@ def test_plot_options_and_qwen_plot(tiny_path, monkeypatch):
     assert ch.args.plot is False and figures_folder(ch.args.out).as_posix() == "/tmp/elsewhere"
     ch = cli.chapter("c", "c", plot=True, argv=["--tiny", "--out", "mine"])
     assert figures_folder(ch.args.out).as_posix() == "mine"
+
+
+def test_a_figures_folder_that_cannot_be_made_is_one_line(tmp_path):
+    """QWEN_FIGURES (or --out) naming a file, or a place under one, gave a 20-line FileExistsError traceback."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import qwen.plots as plots
+    from qwen.lang import QwenError
+    blocker = tmp_path / "a-file"
+    blocker.write_text("", encoding="utf-8")
+    for out in (blocker, blocker / "under"):
+        fig = plt.figure()
+        with pytest.raises(QwenError) as e:
+            plots.save(fig, "x.png", out=str(out))
+        plt.close(fig)
+        assert "Cannot write the figure" in e.value.en and "--out DIR or QWEN_FIGURES" in e.value.en
+        assert "无法写出图片" in e.value.zh and "\n" not in e.value.en

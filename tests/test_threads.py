@@ -47,6 +47,16 @@ def test_a_bad_qwen_threads_is_one_line_naming_it(value):
     assert "不是线程数：" in e.value.zh
 
 
+def test_a_thread_count_far_past_the_cores_is_refused_or_capped():
+    """QWEN_THREADS=999999 (or OMP_NUM_THREADS) reached torch.set_num_threads, which crashed (segfault, rc 139)."""
+    from qwen.threads import most_threads
+    with pytest.raises(QwenError) as e:
+        choose(small=True, env={"QWEN_THREADS": "999999"})
+    assert "QWEN_THREADS=999999 is more threads than this machine can use" in e.value.en and "超出了" in e.value.zh
+    assert choose(small=True, env={"OMP_NUM_THREADS": "999999"}).threads == most_threads()
+    assert choose(small=True, env={"QWEN_THREADS": str(most_threads())}).threads == most_threads()
+
+
 def test_use_sets_torchs_threads_and_note_says_how_many(restore_threads, capsys):
     use(Choice(3, "QWEN_THREADS=3", "QWEN_THREADS=3"))
     assert torch.get_num_threads() == 3
