@@ -238,7 +238,8 @@ def count(n):
 
 
 def _env_flag(name):
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+    from qwen.hub import env_flag                   # one rule for QWEN_TINY=1 and the like (imported late: start-up)
+    return env_flag(name)
 
 
 def _quiet_notebook_progress():

@@ -32,7 +32,7 @@ def find_model(name_or_path=None, *, download=True):
     Without an argument and with QWEN_TINY=1 (as the chapters read it, e.g. set in a notebook's
     first cell), the built-in tiny checkpoint: the README's code then runs without the real model.
     """
-    if name_or_path is None and os.environ.get("QWEN_TINY", "").strip().lower() in ("1", "true", "yes", "on"):
+    if name_or_path is None and env_flag("QWEN_TINY"):
         from qwen.tiny import tiny_model_path
         return tiny_model_path()
     for value, origin in ((name_or_path, "argument"), (os.environ.get("QWEN_MODEL"), "QWEN_MODEL")):
@@ -65,7 +65,7 @@ def _model_folder(path):
 
 def _hub_offline():
     from huggingface_hub import constants
-    env = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    env = env_flag("HF_HUB_OFFLINE")
     return env or bool(constants.HF_HUB_OFFLINE)
 
 
@@ -77,6 +77,11 @@ def _complete(folder):
         return kind_of(Path(folder) / "config.json") == "file"
     except QwenError:
         return False
+
+
+def env_flag(name):
+    """An environment variable set to a true value (1, true, yes, on), as QWEN_TINY=1."""
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def through_mirror():
