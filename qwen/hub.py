@@ -14,9 +14,10 @@ from qwen.lang import QwenError, T
 from qwen.weights import INDEX_NAME, weight_files
 
 DEFAULT_REPO = "Qwen/Qwen3.5-0.8B"
-# What the course reads from the Hub; the vision preprocessors, README and LICENSE stay behind.
-COURSE_FILES = ["config.json", INDEX_NAME, "*.safetensors", "tokenizer.json",
-                "tokenizer_config.json", "vocab.json", "merges.txt"]
+# What the course reads from the Hub: the weights, the tokenizer, the chat template and the image
+# preprocessor's settings (chapters 10-11); the video preprocessor, README and LICENSE stay behind.
+COURSE_FILES = ["config.json", INDEX_NAME, "*.safetensors", "tokenizer.json", "tokenizer_config.json",
+                "vocab.json", "merges.txt", "chat_template.jinja", "preprocessor_config.json"]
 
 
 class ModelNotFound(QwenError):

@@ -111,9 +111,10 @@ def test_downloads_only_the_course_files_when_online(tmp_path, monkeypatch, no_c
     assert [c[2] for c in calls] == [True, False] and calls[1][0] == "Qwen/Qwen3.5-2B"
     wanted = lambda name: any(fnmatch.fnmatch(name, p) for p in calls[1][1])
     for name in (REAL_SHARD_NAME, "model.safetensors.index.json", "config.json", "tokenizer.json",
-                 "model-00001-of-00002.safetensors", "vocab.json", "merges.txt"):
+                 "model-00001-of-00002.safetensors", "vocab.json", "merges.txt", "chat_template.jinja",
+                 "preprocessor_config.json"):
         assert wanted(name), name
-    for name in ("README.md", "LICENSE", "preprocessor_config.json", "pytorch_model.bin"):
+    for name in ("README.md", "LICENSE", "video_preprocessor_config.json", "pytorch_model.bin"):
         assert not wanted(name), name
 
 
