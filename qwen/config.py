@@ -88,6 +88,20 @@ class Config:
     def linear_attention_layers(self):
         return [i for i, t in enumerate(self.layer_types) if t == "linear_attention"]
 
+    def image_tokens(self):
+        """(image_token_id, spatial_merge_size) for images in the prompt.
+
+        Read when an image is given, not at load time: a text-only export has none of them, and
+        its text chapters must not fail for that. The id is a top-level key of the multimodal
+        config.json, the merge size is vision_config's (2 x 2 patches become one token)."""
+        if not isinstance(self.raw.get("vision_config"), dict):
+            raise QwenError("{source} has no vision_config: this checkpoint has no vision tower (a text-only "
+                            "export), so it cannot read images. Use the multimodal checkpoint (Qwen/Qwen3.5-0.8B).",
+                            "{source} 里没有 vision_config：这个检查点没有视觉塔（纯文本导出），读不了图像。"
+                            "请使用多模态检查点（Qwen/Qwen3.5-0.8B）。", source=self.source)
+        image = _int(self.raw, "image_token_id", self.vocab_size - 1, self.source)
+        return image, _int(self.raw["vision_config"], "spatial_merge_size", 64, self.source)
+
 
 def _field(d, name, source):
     if name not in d:

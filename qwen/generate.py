@@ -71,7 +71,9 @@ class Cache:
 
     def __init__(self, num_layers):
         self.layers = [LayerCache() for _ in range(num_layers)]
-        self.length = 0                # tokens seen: the next token's position
+        self.length = 0                # tokens seen: the next token's index
+        self.delta = 0                 # the next token's position minus its index: 0 for text, negative after
+                                       # an image (its tokens span fewer positions: qwen/rope.py rope_index)
 
     def __getitem__(self, i):
         return self.layers[i]
@@ -92,7 +94,7 @@ class Cache:
         the conv return new ones; the attention appends past the copy's length), and the copy
         takes no `room`, so continuing it writes into buffers of its own (qwen/attention.py remember)."""
         twin = Cache(0)
-        twin.length = self.length
+        twin.length, twin.delta = self.length, self.delta
         for layer in self.layers:
             kept = LayerCache()
             kept.k, kept.v, kept.conv, kept.state = layer.k, layer.v, layer.conv, layer.state
@@ -100,7 +102,8 @@ class Cache:
         return twin
 
     def __repr__(self):
-        return f"Cache({len(self.layers)} layers, {self.length} tokens, {self.nbytes:,} bytes)"
+        shift = "" if isinstance(self.delta, int) and self.delta == 0 else f", rope delta {self.delta}"
+        return f"Cache({len(self.layers)} layers, {self.length} tokens{shift}, {self.nbytes:,} bytes)"
 
 
 def kv_cache_bytes(cfg, tokens, itemsize, layers=None):
