@@ -14,7 +14,7 @@
 # 它们把一张图像变成几百个与语言模型同宽的向量，第 11 章把这些向量放进提示词，替换 `<|image_pad|>`
 # 词元。本章手算一张图像穿过视觉塔的每一步，并逐步与库（`qwen/vision.py`）核对：图像切成 16 x 16
 # 像素的图块，图块嵌入（一个等于一次矩阵乘法的 Conv3d），拉伸到图像网格上的可学习位置表，
-# 二维旋转位置（行和列），12 个双向注意力加 MLP 的块，以及把每 2 x 2 个图块合成一个词元的合并器。
+# 2D RoPE（行和列），12 个双向注意力加 MLP 的块，以及把每 2 x 2 个图块合成一个词元的合并器。
 # 最后看它的计算量。
 #
 # Run: `python ch10_vision.py [--image PATH] [--model PATH] [--tiny] [--lang zh] [--plot]`
@@ -169,17 +169,17 @@ if ready:
     x = x + stretched[cell_r, cell_c]                                           # (N, D), merge-block order
 
 # %% [markdown]
-# ## 4. 2D rotary positions: row and column / 二维旋转位置：行和列
+# ## 4. 2D RoPE: row and column / 2D RoPE：行和列
 # Inside the blocks, attention also gets RoPE (chapter 4), in two dimensions: a quarter of each
 # head's frequencies turn by the patch's row, a quarter by its column, and rotate-half uses each
 # twice. Then a score between two patches depends only on how far apart they are, across and down.
 #
-# 在块内部，注意力也用 RoPE（第 4 章），而且是二维的：每个头的频率中四分之一按图块的行旋转，四分之一
+# 在块内部，注意力也用 RoPE（第 4 章），而且是 2D RoPE：每个头的频率中四分之一按图块的行旋转，四分之一
 # 按列旋转，rotate-half 把每个用两次。于是两个图块之间的分数只取决于它们横向和纵向相距多远。
 
 # %%
 if ready:
-    section(4, "2D rotary positions: row and column", "二维旋转位置：行和列")
+    section(4, "2D RoPE: row and column", "2D RoPE：行和列")
     HD = D // NH                                                                # head_dim
     theta = (V.get("rope_parameters") or {}).get("rope_theta", 10000.0)
     inv_freq = 1.0 / theta ** (torch.arange(0, HD // 2, 2, dtype=torch.float) / (HD // 2))   # (HD / 4,)
@@ -433,7 +433,7 @@ if ready and args.plot:
 # into one vector of the language model's width, so a 448 x 448 picture is 196 tokens.
 #
 # 把图像切成小块以后，视觉塔读图像的方式就像语言模型读文字：每个 16 x 16 的图块经一次矩阵乘法变成
-# 一个向量，得到一个位置（一张拉伸到图像上的可学习表，再加上注意力里行和列的二维 RoPE），12 个注意力块
+# 一个向量，得到一个位置（一张拉伸到图像上的可学习表，再加上注意力里行和列的2D RoPE），12 个注意力块
 # 让每个图块读其他所有图块。合并器再把每 2 x 2 个图块打包成一个与语言模型同宽的向量，所以一张
 # 448 x 448 的图像是 196 个词元。
 #
@@ -445,7 +445,7 @@ if ready and args.plot:
 #
 # - `preprocess(image, path)` -> pixel_values（图块数, 1536）、grid_thw（图像数, 3）；按合并块顺序。
 # - 图块嵌入 = 步长等于卷积核的 Conv3d = 一次矩阵乘法；位置表双线性插值，角对齐。
-# - 块：层归一化，带偏置的 qkv，二维 RoPE，每张图像内部没有掩码的注意力，gelu-tanh MLP。
+# - 块：层归一化，带偏置的 qkv，2D RoPE，每张图像内部没有掩码的注意力，gelu-tanh MLP。
 # - 合并器：层归一化，4 个邻居并排（4 x 768 = 3072），MLP 到 1024：每 2 x 2 个图块一个词元。
 
 # %%
