@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from qwen.cli import chapter, count, say, section
 from qwen.known import real_inventory
-from qwen.lang import tr
+from qwen.lang import QwenError, tr
 from qwen.threads import note
 
 ch = chapter("Chapter 10: the vision tower", "第 10 章：视觉塔", plot=True, options={
@@ -88,6 +88,12 @@ if ready:
     prep_s = time.perf_counter() - start
     P, M, TP = V["patch_size"], V["spatial_merge_size"], V["temporal_patch_size"]
     C, D, NH = V.get("in_channels", 3), V["hidden_size"], V["num_heads"]
+    if pixel_values.shape[1] != C * TP * P * P:                       # the two files disagree on the patch
+        raise QwenError("{f} cuts patches of {k} values, but config.json's vision tower takes {c} x {t} x {p} x {p} = {n}: "
+                        "the two files come from different checkpoints. Download the folder again.",
+                        "{f} 切出的图块有 {k} 个数，而 config.json 里的视觉塔要的是 {c} x {t} x {p} x {p} = {n} 个："
+                        "这两个文件来自不同的检查点。请重新下载这个文件夹。",
+                        f=path / "preprocessor_config.json", k=pixel_values.shape[1], c=C, t=TP, p=P, n=C * TP * P * P)
     t, h, w_ = grid_thw[0].tolist()
     N = pixel_values.shape[0]                                          # patches
     say("  resized to {W} x {H} pixels (multiples of {f} = patch {p} x merge {m}): grid (t, h, w) = ({t}, {h}, {w})",
