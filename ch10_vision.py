@@ -201,9 +201,9 @@ if ready:
         return v * cos + torch.cat([-v[..., half:], v[..., :half]], -1) * sin
 
     cos, sin = rotary(cell_r, cell_c)                                          # (N, HD)
-    say("  head_dim {d}: {f} frequencies for the row, {f} for the column, each used twice (rotate-half); theta {t:g}",
+    say("  head_dim {d}: {f} frequenc{y} for the row, {f} for the column, each used twice (rotate-half); theta {t:g}",
         "  head_dim {d}：{f} 个频率给行，{f} 个给列，各用两次（rotate-half）；theta {t:g}",
-        d=HD, f=len(inv_freq), t=theta)
+        d=HD, f=len(inv_freq), y="y" if len(inv_freq) == 1 else "ies", t=theta)
     g = torch.Generator().manual_seed(0)
     q, k = torch.randn(HD, generator=g), torch.randn(HD, generator=g)
 
@@ -373,9 +373,9 @@ if ready:
         start = time.perf_counter()
         visual(pixel_values, grid_thw)
         best = min(best, time.perf_counter() - start)
-    say("  {n} patches: patch embedding {a}, {L} block(s) {b}, merger {c}: {t} FLOPs",
+    say("  {n} patches: patch embedding {a}, {L} block{s} {b}, merger {c}: {t} FLOPs",
         "  {n} 个图块：图块嵌入 {a}，{L} 个块 {b}，合并器 {c}：共 {t} 次浮点运算",
-        n=N, a=count(flops["patch embedding"]), L=V["depth"], b=count(flops["blocks"]), c=count(flops["merger"]),
+        n=N, a=count(flops["patch embedding"]), L=V["depth"], s="" if V["depth"] == 1 else "s", b=count(flops["blocks"]), c=count(flops["merger"]),
         t=count(sum(flops.values())))
     say("  the tower took {s:.3f} s ({g:.2f} GFLOP/s); preprocessing {p:.3f} s",
         "  视觉塔用时 {s:.3f} 秒（每秒 {g:.2f} G 次浮点运算）；预处理 {p:.3f} 秒",

@@ -41,6 +41,13 @@ tower = isinstance(cfg.raw.get("vision_config"), dict) and any(
 if not tower:
     say("  (this checkpoint has no vision tower (a text-only export): this chapter needs one; it stops here)",
         "  （这个检查点没有视觉塔（纯文本导出）：本章需要它，到此为止）")
+else:
+    try:                                                                # the image token's id, from config.json
+        image_id, merge = cfg.image_tokens()
+    except QwenError as e:                                              # e.g. an id outside the vocabulary
+        tower = False
+        say("  (this checkpoint cannot take an image in a prompt: {e} This chapter needs that; it stops here)",
+            "  （这个检查点不能在提示词里放图像：{e}本章需要这一点，到此为止）", e=str(e))
 
 
 def cell(*numbers):
@@ -66,7 +73,6 @@ if tower:
     from qwen.rope import rope_index
 
     section(1, "3D positions: the image is a grid, the text a line", "3D 位置：图像是网格，文字是一条线")
-    image_id, merge = cfg.image_tokens()
     start_id, end_id = cfg.raw["vision_start_token_id"], cfg.raw["vision_end_token_id"]
     small = torch.tensor([[1, 4, 6]])                                   # (t, h, w) patches: 2 x 3 tokens after merging
     n_small = int(small.prod()) // merge ** 2
