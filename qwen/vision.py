@@ -232,7 +232,8 @@ class VisionModel(nn.Module):
         super().__init__()
         self.cfg = vcfg
         self.patch_embed = PatchEmbed(vcfg)
-        self.pos_embed = nn.Embedding(vcfg.num_position_embeddings, vcfg.hidden_size)
+        table = torch.empty(vcfg.num_position_embeddings, vcfg.hidden_size)   # filled by the loader: no random
+        self.pos_embed = nn.Embedding(*table.shape, _weight=table)   # init (normal_ on "meta" imports torch._dynamo: 3-4 s)
         with torch.device("cpu"):                           # no weights: real even when built on "meta"
             self.rotary = VisionRotary(vcfg)
         self.blocks = nn.ModuleList(VisionBlock(vcfg) for _ in range(vcfg.depth))

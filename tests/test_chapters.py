@@ -612,3 +612,22 @@ def test_ch09_device_without_a_gpu_says_so_in_one_line(run_script):
             "Use --device cpu.") in r.stderr
     r = run_script("-c", NO_GPU, "--lang", "zh")
     assert "错误：--device cuda：没有找到 CUDA GPU（这个 torch 是为 CUDA 12.4 构建的，但没有可用的 GPU）。请用 --device cpu。" in r.stderr
+
+
+# ---------------------------------------------------------------- chapters 10-11
+
+NO_DYNAMO = """
+import sys
+from qwen.model import load_model
+from qwen.tiny import tiny_model_path
+model = load_model(tiny_model_path())
+print("VISUAL", model.visual is not None, "DYNAMO", "torch._dynamo" in sys.modules)
+"""
+
+
+def test_loading_the_tower_does_not_import_torch_dynamo(run_script, tiny_path):
+    """nn.Embedding's random init of the position table, on the "meta" device, imported torch._dynamo:
+    3-4 s more for every load_model (ch10 --tiny took 2-3x `import torch`, chapters 8, 9, 11 and chat
+    as much more). The loader fills the table, so no init is needed."""
+    r = run_script("-c", NO_DYNAMO)
+    assert r.returncode == 0 and "VISUAL True DYNAMO False" in r.stdout, r.stdout + r.stderr[-2000:]
