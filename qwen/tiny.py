@@ -3,8 +3,8 @@
 Nobody can learn from numbers that are not there. When the real Qwen/Qwen3.5-0.8B cannot be
 found or downloaded, the course still runs, on this: the same files (nested multimodal
 config.json, the odd shard name `model.safetensors-00001-of-00001.safetensors`, its index),
-the same key names (`model.language_model.*`, the whole tower `model.visual.*`, a few `mtp.*`), the image
-settings (preprocessor_config.json), the same
+the same key names (`model.language_model.*`, the whole tower `model.visual.*`, a few `mtp.*`), the
+image settings (preprocessor_config.json), the same
 dtypes (bf16, with `linear_attn.A_log` and `linear_attn.norm.weight` in fp32) and the same
 shape rules, only smaller. Its values are random (seeded, so every machine gets the same
 bytes) and its norm weights are drawn so that a forgotten `1 +` or two swapped norms change
@@ -26,7 +26,7 @@ from qwen.lang import QwenError
 from qwen.config import Config, VisionConfig, language_model_shapes, vision_shapes  # noqa: F401  (tests import them from here)
 from qwen.weights import INDEX_NAME
 
-TINY_VERSION = 4                 # 3 twice (vis-tower: the whole tower; vis-image: preprocessor_config.json)
+TINY_VERSION = 4
 REAL_SHARD_NAME = "model.safetensors-00001-of-00001.safetensors"
 MARKER = "transformer_by_hand_tiny"         # top-level config key: "this is not Qwen3.5"
 SPECIAL_TOKENS = [
