@@ -135,18 +135,18 @@ if REAL:
 # ## 4. Every tensor, grouped / 所有张量，分组统计
 # Groups come from the loader's short names (`layers.3.self_attn.q_proj.weight`, whatever the
 # prefix in the file); a tensor the course does not know (a saved rotary buffer, a layer beyond
-# the config) lands in "other". The vision tower and the multi-token-prediction head ship in
-# the file but the course does not use them.
+# the config) lands in "other". The vision tower ships in the same file and is built in
+# chapter 10; the multi-token-prediction head ships there too, but the course does not use it.
 #
 # 分组依据加载器的短名字（无论文件里的前缀是什么，都是 `layers.3.self_attn.q_proj.weight` 这样）；
-# 课程不认识的张量（存下来的旋转位置缓冲、超出配置的层）归入“其他”。视觉塔和多词元预测头
-# 也在文件里，但课程不用它们。
+# 课程不认识的张量（存下来的旋转位置缓冲、超出配置的层）归入“其他”。视觉塔也在同一个文件里，
+# 第 10 章会搭建它；多词元预测头也在文件里，但课程不用它。
 
 # %%
 def group(full, cfg):
     short = short_name(full)
     if short is None:
-        return tr("vision tower (not used)", "视觉塔（不用）") if full.startswith("model.visual.") \
+        return tr("vision tower (used in chapter 10)", "视觉塔（第 10 章用到）") if full.startswith("model.visual.") \
             else tr("multi-token prediction (not used)", "多词元预测（不用）")
     layer = re.match(r"layers\.(\d+)\.", short)
     if layer and int(layer[1]) >= cfg.num_hidden_layers:                       # a layer beyond the config

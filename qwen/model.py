@@ -19,10 +19,12 @@ the delta rule run in fp32 inside the modules; logits are returned in fp32.
 Loading: `load_model(path)` builds the model on the "meta" device (shapes only, no memory),
 then fills it key by key with the strict `load()`: each tensor is read from its file once, with
 plain reads a slice at a time, and converted once, straight into its final buffer (a tensor
-already in the compute dtype is mapped from the file instead: no copy at all). Vision and
-multi-token-prediction tensors are never read; language-model tensors the model has no place for
-(a rotary buffer some exports keep, a layer beyond the config) are not read either, and listed in
-`model.unused`.
+already in the compute dtype is mapped from the file instead: no copy at all). The vision tower
+(`model.visual.*`, qwen/vision.py, chapter 10) is loaded the same way, strictly, into
+`model.visual` when the checkpoint has it and its config.json a "vision_config"; else
+`model.visual` is None (a text-only export). Multi-token-prediction tensors are never read;
+language-model tensors the model has no place for (a rotary buffer some exports keep, a layer
+beyond the config) are not read either, and listed in `model.unused`.
 """
 from pathlib import Path
 
@@ -38,6 +40,7 @@ from qwen.lang import QwenError
 from qwen.mlp import MLP
 from qwen.norm import GatedRMSNorm, RMSNorm
 from qwen.rope import RotaryEmbedding, rope_index
+from qwen.vision import VisionConfig, VisionModel
 from qwen.weights import DTYPES, Config, load, load_weights
 
 
@@ -79,6 +82,7 @@ class Qwen35(nn.Module):
             self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         with torch.device("cpu"):                           # no weights: computed from the config, for
             self.rotary = RotaryEmbedding(cfg)              # real even when the rest is built on "meta"
+        self.visual = None                                  # the vision tower, set by load_model (chapter 10)
         self.path = None                                    # the checkpoint folder, set by load_model
         self.unused = []                                    # checkpoint tensors it has no place for
 
@@ -172,6 +176,7 @@ def _is_zero(delta):
 # --------------------------------------------------------------------------------------------
 
 READ_BYTES = 1 << 24                                   # converted 16 MB at a time
+VISUAL = "model.visual."                               # the vision tower's keys, as stored
 
 
 class _Converted:
@@ -243,6 +248,11 @@ def load_model(path, dtype=torch.float32):
     parts += [("norm", model.norm)] + ([("lm_head", model.lm_head)] if not cfg.tie_word_embeddings else [])
     for prefix, module in parts:
         load(module, source, prefix + ".")
+    vcfg = VisionConfig.from_config(cfg)
+    if vcfg is not None and W.names_under(VISUAL):                           # a text-only export has no tower
+        with torch.device("meta"):
+            model.visual = VisionModel(vcfg, out_hidden=cfg.hidden_size)
+        load(model.visual, source, VISUAL)
     model.unused = sorted(set(W) - source.read)             # e.g. a rotary buffer some exports keep: never read
     for name, t in [*model.named_parameters(), *model.named_buffers()]:
         if t.is_meta:

@@ -3,7 +3,7 @@
 Nobody can learn from numbers that are not there. When the real Qwen/Qwen3.5-0.8B cannot be
 found or downloaded, the course still runs, on this: the same files (nested multimodal
 config.json, the odd shard name `model.safetensors-00001-of-00001.safetensors`, its index),
-the same key names (`model.language_model.*`, a few `model.visual.*` and `mtp.*`), the same
+the same key names (`model.language_model.*`, the whole tower `model.visual.*`, a few `mtp.*`), the same
 dtypes (bf16, with `linear_attn.A_log` and `linear_attn.norm.weight` in fp32) and the same
 shape rules, only smaller. Its values are random (seeded, so every machine gets the same
 bytes) and its norm weights are drawn so that a forgotten `1 +` or two swapped norms change
@@ -22,7 +22,7 @@ import zlib
 from pathlib import Path
 
 from qwen.lang import QwenError
-from qwen.config import Config, language_model_shapes  # noqa: F401  (tests import it from here)
+from qwen.config import Config, VisionConfig, language_model_shapes, vision_shapes  # noqa: F401  (tests import them from here)
 from qwen.weights import INDEX_NAME
 
 TINY_VERSION = 3
@@ -151,15 +151,11 @@ def is_tiny(cfg):
 
 
 def _extra_shapes(cfg):
-    """A few vision-tower and multi-token-prediction tensors, as the real checkpoint has."""
-    H, v = cfg.hidden_size, TINY_VISION_CONFIG
-    vh, p = v["hidden_size"], v["patch_size"]
+    """The whole vision tower (chapter 10) and a few multi-token-prediction tensors, as the real
+    checkpoint has them."""
+    H = cfg.hidden_size
     return {
-        "model.visual.patch_embed.proj.weight": ((vh, 3, v["temporal_patch_size"], p, p), "BF16"),
-        "model.visual.patch_embed.proj.bias": ((vh,), "BF16"),
-        "model.visual.blocks.0.norm1.weight": ((vh,), "BF16"),
-        "model.visual.blocks.0.norm1.bias": ((vh,), "BF16"),
-        "model.visual.merger.linear_fc2.weight": ((H, 4 * vh), "BF16"),
+        **vision_shapes(VisionConfig.from_config(cfg), out_hidden=H),
         "mtp.fc.weight": ((H, 2 * H), "BF16"),
         "mtp.pre_fc_norm_embedding.weight": ((H,), "BF16"),
         "mtp.pre_fc_norm_hidden.weight": ((H,), "BF16"),
@@ -181,6 +177,8 @@ def _values(name, shape, layer):
         return -0.3 + 0.6 * u
     if name.endswith("linear_attn.norm.weight"):       # gated norm: a plain multiplier near 1
         return 0.7 + 0.6 * u
+    if name.startswith("model.visual.") and name.endswith(("norm1.weight", "norm2.weight", "norm.weight")):
+        return 0.6 + 0.8 * u                           # LayerNorms: a plain multiplier around 1
     if name.endswith("A_log"):
         return torch.log(1 + 15 * u)
     if name.endswith("norm.weight"):                   # the final norm (and mtp's): large, like the real one

@@ -62,7 +62,7 @@ def test_ch01(course_en):
     assert "Qwen3.5-0.8B: 488 entries, n = 59,840 bytes (5 of them padding)" in out
     table = section_of(out, "  Qwen3.5-0.8B (its published inventory):")
     assert any(re.match(r"\s+norms \(chapter 3\)\s+79\s", line) for line in table)
-    assert any(re.match(r"\s+vision tower \(not used\)\s+153\s", line) for line in table)
+    assert any(re.match(r"\s+vision tower \(used in chapter 10\)\s+153\s", line) for line in table)
 
 
 def test_ch02(course_en):
@@ -101,7 +101,7 @@ def test_ch03(course_en):
                      r"[\d.]+/(-?[\d.]+)/(-?[\d.]+)", out)
     assert pre and post and float(pre[3]) > 3 * float(pre[1]) and float(pre[6]) > 0.1 > abs(float(post[2]))
     assert "17 residual-stream RMSNorms + 4 q/k RMSNorms + 6 gated RMSNorms = 27" in out
-    assert "not used: 5 more norm weights" in out
+    assert "vision tower: 3 LayerNorms (chapter 10)" in out and "not used: 4 more norm weights in the MTP head" in out
     assert "Qwen3.5-0.8B (published inventory): 79 in the language model; " in out
 
 
@@ -166,7 +166,7 @@ def test_every_chapter_runs_on_checkpoints_written_by_transformers(tmp_path, run
         assert "(no tokenizer files with 'Hello' here: the example token row is skipped)" in r.stdout
         assert "(no tokenizer files in this folder: this section is skipped" in r.stdout
     if layout == "multimodal":
-        assert "vision tower (not used)" in r.stdout
+        assert "vision tower (used in chapter 10)" in r.stdout
 
 
 # ---------------------------------------------------------------- single chapters, options, notebooks
