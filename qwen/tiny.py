@@ -3,7 +3,8 @@
 Nobody can learn from numbers that are not there. When the real Qwen/Qwen3.5-0.8B cannot be
 found or downloaded, the course still runs, on this: the same files (nested multimodal
 config.json, the odd shard name `model.safetensors-00001-of-00001.safetensors`, its index),
-the same key names (`model.language_model.*`, the whole tower `model.visual.*`, a few `mtp.*`), the same
+the same key names (`model.language_model.*`, the whole tower `model.visual.*`, a few `mtp.*`), the
+image settings (preprocessor_config.json), the same
 dtypes (bf16, with `linear_attn.A_log` and `linear_attn.norm.weight` in fp32) and the same
 shape rules, only smaller. Its values are random (seeded, so every machine gets the same
 bytes) and its norm weights are drawn so that a forgotten `1 +` or two swapped norms change
@@ -132,6 +133,18 @@ TINY_VISION_CONFIG = {
     "spatial_merge_size": 2, "temporal_patch_size": 2,
 }
 
+# preprocessor_config.json in the real file's format (keys and order of Qwen3.5-0.8B's). The patch
+# geometry follows TINY_VISION_CONFIG (patch 4, merge 2: sides in multiples of 8); the pixel bounds,
+# 32 x 32 to 96 x 96 pixels, keep an image at 64 to 576 patches (16 to 144 tokens after merging),
+# as the real bounds (256 x 256 to 4096 x 4096 pixels) do at 16 px patches for 256 to 65,536 patches.
+TINY_PREPROCESSOR_CONFIG = {
+    "size": {"longest_edge": 96 * 96, "shortest_edge": 32 * 32},
+    "patch_size": TINY_VISION_CONFIG["patch_size"], "temporal_patch_size": TINY_VISION_CONFIG["temporal_patch_size"],
+    "merge_size": TINY_VISION_CONFIG["spatial_merge_size"], "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5], "processor_class": "Qwen3VLProcessor",
+    "image_processor_type": "Qwen2VLImageProcessorFast",
+}
+
 
 def tiny_config(layout="multimodal"):
     """config.json for the tiny model: nested like the real one, or flat like a text-only export."""
@@ -245,6 +258,9 @@ def _write_tokenizer_config(folder):
 def write_tiny(folder, layout="multimodal", shards=1, index=True):
     """The tiny checkpoint in a chosen layout (the tests use every combination), tokenizer included."""
     folder = write_checkpoint(folder, tiny_tensors(layout), tiny_config(layout), shards=shards, index=index)
+    if layout == "multimodal":                   # a text-only export has no vision tower, so no image settings
+        (folder / "preprocessor_config.json").write_text(json.dumps(TINY_PREPROCESSOR_CONFIG, indent=2),
+                                                         encoding="utf-8")
     return write_tokenizer_files(folder)
 
 
