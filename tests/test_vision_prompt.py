@@ -51,10 +51,9 @@ def checkpoint():
 @pytest.fixture(scope="module")
 def ours(checkpoint):
     from qwen.model import load_model
+    from qwen.vision import VisionModel
     model = load_model(checkpoint[0])
-    if getattr(model, "visual", None) is None:            # until qwen/vision.py's tower is loaded: transformers'
-        ref = checkpoint[1].model.visual                  # tower, so that these tests check the prompt side
-        model.visual = lambda pixels, grid: ref(pixels, grid_thw=grid).pooler_output
+    assert isinstance(model.visual, VisionModel)          # the whole model is ours, the tower included
     return model
 
 
@@ -96,7 +95,7 @@ CASES = {"text-image-text": (5, "wide", 7), "two images": (3, "wide", 2, "tall",
 @pytest.mark.parametrize("case", list(CASES))
 def test_rope_index_equals_get_rope_index(case, checkpoint):
     from qwen.config import Config
-    from qwen.rope import rope_index
+    from qwen.vision import rope_index
     ids, grids = _prompt(*CASES[case])
     ref, delta = _hf_positions(checkpoint[1], ids, grids)
     got = rope_index(ids, grids, Config.load(checkpoint[0]))
@@ -111,7 +110,7 @@ def test_text_after_a_448_image_continues_at_14_not_196():
     """The issue's example: 448 x 448 -> a 28 x 28 patch grid -> 14 x 14 = 196 tokens spanning 14 positions."""
     from qwen.tiny import tiny_config
     from qwen.config import Config
-    from qwen.rope import rope_index
+    from qwen.vision import rope_index
     cfg = Config.from_dict(tiny_config())
     image = cfg.raw["image_token_id"]
     ids = torch.tensor([[1, 2] + [image] * 196 + [3, 4]])
@@ -123,7 +122,7 @@ def test_text_after_a_448_image_continues_at_14_not_196():
 
 def test_rope_index_starts_after_a_cache(checkpoint):
     from qwen.config import Config
-    from qwen.rope import rope_index
+    from qwen.vision import rope_index
     cfg = Config.load(checkpoint[0])
     ids, grids = _prompt(5, "wide", 3)
     whole = rope_index(ids, grids, cfg)
@@ -204,7 +203,7 @@ def test_pad_count_mismatch_is_one_line(change, ours):
         grids = torch.cat([grids, grids])
         pixels = _pixels(grids)
     if change == "no image given":
-        from qwen.rope import rope_index
+        from qwen.vision import rope_index
         with pytest.raises(QwenError, match="image pad tokens"):
             rope_index(ids, None, ours.cfg)
         return
@@ -256,26 +255,10 @@ def test_typed_image_pad_opens_no_image_slot(tiny, tiny_path):
         image_prompt_ids(text_only, cfg, torch.tensor([[1, 4, 4]]))
 
 
-class StandInTower(torch.nn.Module):
-    """A fixed map from each 2 x 2 block of patches to the hidden size: the chat tests need image
-    features that depend on the pixels, not the tower (tested against transformers above)."""
-
-    def __init__(self, patch_values, hidden):
-        super().__init__()
-        self.w = torch.randn(4 * patch_values, hidden, generator=torch.Generator().manual_seed(7)) / 8
-
-    def forward(self, pixel_values, grid_thw):
-        return pixel_values.reshape(-1, self.w.shape[0]).float() @ self.w      # (tokens, hidden)
-
-
 @pytest.fixture(scope="module")
 def tiny_model(tiny_path):
     from qwen.model import load_model
-    model = load_model(tiny_path)
-    if getattr(model, "visual", None) is None:                              # until the tiny tower is merged
-        v = model.cfg.raw["vision_config"]
-        model.visual = StandInTower(3 * v["temporal_patch_size"] * v["patch_size"] ** 2, model.cfg.hidden_size)
-    return model
+    return load_model(tiny_path)
 
 
 def _tiny_image(model, t=1, h=8, w=12, seed=0):
