@@ -43,7 +43,32 @@ FIRST_SPECIAL_ID = 248044
 # chat_template.jinja in Qwen3.5's format (ChatML turns, a <think> block opening each reply),
 # written for the course. Reasoning is kept only in assistant turns after the last user message;
 # the reply opens with "<think>\n" unless enable_thinking is false, then with an empty block.
+# A content may be a list, as in the real template: an image item ({"type": "image"}) becomes
+# <|vision_start|><|image_pad|><|vision_end|> (one pad, expanded later to the image's token
+# count), a text item its text; a system message cannot hold an image.
 CHAT_TEMPLATE = """\
+{%- macro render_content(content, is_system) %}
+    {%- if content is string %}
+        {{- content }}
+    {%- elif content is iterable and content is not mapping %}
+        {%- for item in content %}
+            {%- if item is not mapping %}
+                {{- raise_exception('Each item of a list content must be a mapping.') }}
+            {%- elif item.type == 'image' or 'image' in item or 'image_url' in item %}
+                {%- if is_system %}
+                    {{- raise_exception('System message cannot contain images.') }}
+                {%- endif %}
+                {{- '<|vision_start|><|image_pad|><|vision_end|>' }}
+            {%- elif 'text' in item %}
+                {{- item.text }}
+            {%- else %}
+                {{- raise_exception('Unexpected item type in content.') }}
+            {%- endif %}
+        {%- endfor %}
+    {%- elif content is not none and content is defined %}
+        {{- raise_exception('Unexpected content type.') }}
+    {%- endif %}
+{%- endmacro %}
 {%- if not messages %}
     {{- raise_exception('No messages to render.') }}
 {%- endif %}
@@ -54,7 +79,7 @@ CHAT_TEMPLATE = """\
     {%- endif %}
 {%- endfor %}
 {%- for message in messages %}
-    {%- set content = message.content if message.content is string else '' %}
+    {%- set content = render_content(message.content, message.role == 'system') %}
     {%- if message.role == 'system' or message.role == 'user' %}
         {{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' }}
     {%- elif message.role == 'assistant' %}

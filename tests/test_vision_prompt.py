@@ -51,10 +51,9 @@ def checkpoint():
 @pytest.fixture(scope="module")
 def ours(checkpoint):
     from qwen.model import load_model
+    from qwen.vision import VisionModel
     model = load_model(checkpoint[0])
-    if getattr(model, "visual", None) is None:            # until qwen/vision.py's tower is loaded: transformers'
-        ref = checkpoint[1].model.visual                  # tower, so that these tests check the prompt side
-        model.visual = lambda pixels, grid: ref(pixels, grid_thw=grid).pooler_output
+    assert isinstance(model.visual, VisionModel)          # the whole model is ours, the tower included
     return model
 
 
@@ -96,7 +95,7 @@ CASES = {"text-image-text": (5, "wide", 7), "two images": (3, "wide", 2, "tall",
 @pytest.mark.parametrize("case", list(CASES))
 def test_rope_index_equals_get_rope_index(case, checkpoint):
     from qwen.config import Config
-    from qwen.rope import rope_index
+    from qwen.vision import rope_index
     ids, grids = _prompt(*CASES[case])
     ref, delta = _hf_positions(checkpoint[1], ids, grids)
     got = rope_index(ids, grids, Config.load(checkpoint[0]))
@@ -111,7 +110,7 @@ def test_text_after_a_448_image_continues_at_14_not_196():
     """The issue's example: 448 x 448 -> a 28 x 28 patch grid -> 14 x 14 = 196 tokens spanning 14 positions."""
     from qwen.tiny import tiny_config
     from qwen.config import Config
-    from qwen.rope import rope_index
+    from qwen.vision import rope_index
     cfg = Config.from_dict(tiny_config())
     image = cfg.raw["image_token_id"]
     ids = torch.tensor([[1, 2] + [image] * 196 + [3, 4]])
@@ -123,7 +122,7 @@ def test_text_after_a_448_image_continues_at_14_not_196():
 
 def test_rope_index_starts_after_a_cache(checkpoint):
     from qwen.config import Config
-    from qwen.rope import rope_index
+    from qwen.vision import rope_index
     cfg = Config.load(checkpoint[0])
     ids, grids = _prompt(5, "wide", 3)
     whole = rope_index(ids, grids, cfg)
@@ -204,10 +203,108 @@ def test_pad_count_mismatch_is_one_line(change, ours):
         grids = torch.cat([grids, grids])
         pixels = _pixels(grids)
     if change == "no image given":
-        from qwen.rope import rope_index
+        from qwen.vision import rope_index
         with pytest.raises(QwenError, match="image pad tokens"):
             rope_index(ids, None, ours.cfg)
         return
     with pytest.raises(QwenError, match="image pad tokens") as e:
         ours(ids, pixel_values=pixels, grid_thw=grids)
     assert "\n" not in str(e.value)
+
+
+# --------------------------------------------------------------------------------------------
+# The chat template, the pad tokens, a chat with an image (the built-in tiny checkpoint)
+# --------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny(tiny_path):
+    from qwen.generate import ChatTemplate
+    from qwen.tokenizer import Tokenizer
+    return Tokenizer.load(tiny_path), ChatTemplate.load(tiny_path)
+
+
+def test_the_tiny_template_renders_image_items_as_the_real_one(tiny):
+    _, template = tiny
+    text = template.render([{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is it?"}]}],
+                           enable_thinking=False)
+    assert text == ("<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>What is it?<|im_end|>\n"
+                    "<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    with pytest.raises(QwenError, match="System message cannot contain images"):
+        template.render([{"role": "system", "content": [{"type": "image"}]}, {"role": "user", "content": "hi"}])
+
+
+def test_typed_image_pad_opens_no_image_slot(tiny, tiny_path):
+    """<|image_pad|> typed in a user's text, a string or a text item, is encoded as text: only the
+    template's pad (one per image item) is the image token, and only it is expanded."""
+    from qwen.config import Config
+    from qwen.generate import chat_ids, image_prompt_ids
+    tok, template = tiny
+    cfg = Config.load(tiny_path)
+    image = cfg.raw["image_token_id"]
+    typed = "look <|image_pad|><|vision_start|><|image_pad|><|vision_end|> here"
+    messages = [{"role": "system", "content": typed},
+                {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": typed}]}]
+    ids = chat_ids(tok, template, messages)
+    assert ids.count(image) == 1 and ids.count(cfg.raw["vision_start_token_id"]) == 1
+    expanded = image_prompt_ids(ids, cfg, torch.tensor([[1, 28, 28]]))      # 448 x 448: 14 x 14 tokens
+    assert expanded.count(image) == 196 and len(expanded) == len(ids) + 195
+    with pytest.raises(QwenError, match=r"1 image slots .* for 2 image\(s\)"):
+        image_prompt_ids(ids, cfg, torch.tensor([[1, 28, 28], [1, 4, 4]]))
+    text_only = chat_ids(tok, template, [{"role": "user", "content": typed}])
+    with pytest.raises(QwenError, match=r"0 image slots"):
+        image_prompt_ids(text_only, cfg, torch.tensor([[1, 4, 4]]))
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tiny_path):
+    from qwen.model import load_model
+    return load_model(tiny_path)
+
+
+def _tiny_image(model, t=1, h=8, w=12, seed=0):
+    v = model.cfg.raw["vision_config"]
+    pixels = torch.randn(t * h * w, 3 * v["temporal_patch_size"] * v["patch_size"] ** 2,
+                         generator=torch.Generator().manual_seed(seed))
+    return pixels, torch.tensor([[t, h, w]])
+
+
+def _turns(model, tok, reuse):
+    from qwen.generate import Chat
+    chat, out = Chat(model, tok, reuse=reuse), []
+    pixels, grid = _tiny_image(model)
+    for n, text in enumerate(("What is in the picture?", "And its colour?", "Thanks.")):
+        image = dict(pixel_values=pixels, grid_thw=grid) if n == 0 else {}
+        out.append(("".join(chat.say(text, max_new_tokens=8, **image)), chat.reused))
+    return out, chat
+
+
+@torch.inference_mode()
+def test_a_chat_with_an_image_reuses_its_caches_and_replies_as_reading_it_all(tiny_model, tiny):
+    """Turn 1 holds the image (24 tokens spanning 6 positions); later turns continue a kept cache,
+    whose rope delta places them after the image, and reply token for token as reading it all."""
+    tok, _ = tiny
+    again, _ = _turns(tiny_model, tok, reuse=False)
+    reused, chat = _turns(tiny_model, tok, reuse=True)
+    assert [r for r, _ in reused] == [r for r, _ in again]
+    assert all(n == 0 for _, n in again) and all(n > 0 for _, n in reused[1:])
+    assert chat.cache.delta == 6 - 24 and chat.saved.delta == 6 - 24
+    assert chat.ids(chat.messages).count(tiny_model.cfg.raw["image_token_id"]) == 24
+
+
+@torch.inference_mode()
+def test_generate_with_an_image_uses_the_cache_like_text(tiny_model, tiny):
+    """generate() with an image: the prompt read once, then one token per step, equal to recomputing
+    the whole sequence (image included) for every token."""
+    from qwen.generate import generate, image_prompt_ids, prompt_ids, with_images
+    tok, template = tiny
+    pixels, grid = _tiny_image(tiny_model, seed=1)
+    ids_out, stats = [], {}
+    "".join(generate(tiny_model, tok, "Describe it.", max_new_tokens=6, template=template, pixel_values=pixels,
+                     grid_thw=grid, ids_out=ids_out, stats=stats))
+    prompt = image_prompt_ids(prompt_ids(tok, with_images("Describe it.", 1), template=template), tiny_model.cfg, grid)
+    assert stats["prompt_tokens"] == len(prompt)
+    seq = list(prompt)
+    for token in ids_out:                                                   # greedy, recomputed each step
+        logits = tiny_model(torch.tensor([seq]), pixel_values=pixels, grid_thw=grid)[0, -1, :tok.vocab_size]
+        assert int(logits.argmax()) == token
+        seq.append(token)
