@@ -130,7 +130,7 @@ if ready:
     pixel_values, grid_thw = preprocess(image, path)                   # (patches, C*T*p*p), (1, 3)
     question = "What is in this picture? 图里有什么？" if args.prompt is None else args.prompt
     messages = with_images(question, 1)                                 # [{'role': 'user', 'content': [image, text]}]
-    rendered = template.render(messages)
+    rendered = template.render(messages, enable_thinking=False)   # as prompt_ids writes it
     short_ids = prompt_ids(tok, messages, template=template)
     ids = image_prompt_ids(short_ids, cfg, grid_thw)
     say("  {text!r}", "  {text!r}", text=rendered)
@@ -196,19 +196,19 @@ if ready:
     say("  first reply token's logits, this picture vs a blank one: max |difference| {d:.3f}; "
         "top token {a!r} vs {b!r}",
         "  回复第一个词元的 logits，这张图像与空白图像：最大差 {d:.3f}；最可能的词元 {a!r} 与 {b!r}",
-        d=(with_image - with_blank).abs().max().item(), a=tok.id_to_piece(int(with_image.argmax())),
-        b=tok.id_to_piece(int(with_blank.argmax())))
+        d=(with_image - with_blank).abs().max().item(), a=tok.readable(int(with_image.argmax())),
+        b=tok.readable(int(with_blank.argmax())))
     read = ids + reply_ids[:-1]                                         # the last token was sampled, never read
     cache = model.new_cache()
     cached = model(torch.tensor([ids]), cache=cache, last=True, pixel_values=pixel_values, grid_thw=grid_thw)
     for token in read[len(ids):]:
         cached = model(torch.tensor([[token]]), cache=cache, last=True)
     again = model(torch.tensor([read]), last=True, pixel_values=pixel_values, grid_thw=grid_thw)
-    say("  after {n} tokens: rope delta {delta} (positions = index {delta}); cached decoding vs reading it all again: "
-        "max |difference| of the last logits {d:.1e}",
-        "  读完 {n} 个词元后：rope delta {delta}（位置 = 序号 {delta}）；带缓存的解码与全部重新读一遍："
+    say("  after {n} tokens: rope delta {delta} (a new token's position = its index {shift}); "
+        "cached decoding vs reading it all again: max |difference| of the last logits {d:.1e}",
+        "  读完 {n} 个词元后：rope delta {delta}（新词元的位置 = 它的序号 {shift}）；带缓存的解码与全部重新读一遍："
         "最后一步 logits 的最大差 {d:.1e}",
-        n=cache.length, delta=f"{cache.delta:+d}" if isinstance(cache.delta, int) else cache.delta,
+        n=cache.length, delta=int(cache.delta), shift=f"{'-' if cache.delta < 0 else '+'} {abs(int(cache.delta))}",
         d=(cached - again).abs().max().item())
     say("  talk about a picture yourself: python main.py chat --image PATH", "  自己和它聊一张图像：python main.py chat --image PATH")
 
