@@ -154,11 +154,11 @@ if ready:
 if ready:
     section(3, "The reply, streamed", "流式输出的回复")
     model = load_model(path)
-    stats, reply_ids, first = {}, [], None
+    stats, reply_ids, first, cache = {}, [], None, model.new_cache()
     print("  ", end="", flush=True)
     start = time.perf_counter()
     for piece in generate(model, tok, ids, max_new_tokens=args.max_new_tokens, stats=stats, ids_out=reply_ids,
-                          pixel_values=pixel_values, grid_thw=grid_thw):
+                          cache=cache, pixel_values=pixel_values, grid_thw=grid_thw):
         if first is None:
             first = time.perf_counter() - start
         print(piece.replace("\n", "\n  "), end="", flush=True)
@@ -198,12 +198,9 @@ if ready:
         "  回复第一个词元的 logits，这张图像与空白图像：最大差 {d:.3f}；最可能的词元 {a!r} 与 {b!r}",
         d=(with_image - with_blank).abs().max().item(), a=tok.readable(int(with_image.argmax())),
         b=tok.readable(int(with_blank.argmax())))
-    read = ids + reply_ids[:-1]                                         # the last token was sampled, never read
-    cache = model.new_cache()
-    cached = model(torch.tensor([ids]), cache=cache, last=True, pixel_values=pixel_values, grid_thw=grid_thw)
-    for token in read[len(ids):]:
-        cached = model(torch.tensor([[token]]), cache=cache, last=True)
-    again = model(torch.tensor([read]), last=True, pixel_values=pixel_values, grid_thw=grid_thw)
+    with torch.inference_mode():                                        # generate's cache was made in this mode
+        cached = model(torch.tensor([reply_ids[-1:]]), cache=cache, last=True)  # the reply's cache: its last token,
+    again = model(torch.tensor([ids + reply_ids]), last=True, pixel_values=pixel_values, grid_thw=grid_thw)  # sampled, not read
     say("  after {n} tokens: rope delta {delta} (a new token's position = its index {shift}); "
         "cached decoding vs reading it all again: max |difference| of the last logits {d:.1e}",
         "  读完 {n} 个词元后：rope delta {delta}（新词元的位置 = 它的序号 {shift}）；带缓存的解码与全部重新读一遍："

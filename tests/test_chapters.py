@@ -631,3 +631,24 @@ def test_loading_the_tower_does_not_import_torch_dynamo(run_script, tiny_path):
     as much more). The loader fills the table, so no init is needed."""
     r = run_script("-c", NO_DYNAMO)
     assert r.returncode == 0 and "VISUAL True DYNAMO False" in r.stdout, r.stdout + r.stderr[-2000:]
+
+
+def test_chapters_in_one_process_read_the_tokenizer_once(tiny_path, tmp_path, monkeypatch):
+    """A whole-course run loaded Qwen3.5's tokenizer (2 s) in each of six chapters; now once per
+    process and folder, and again only when its files change."""
+    import os
+    import shutil
+    import qwen.cli as cli
+    from qwen.tokenizer import Tokenizer
+    loads = []
+    original = Tokenizer.load.__func__
+    monkeypatch.setattr(Tokenizer, "load", classmethod(lambda cls, path: loads.append(path) or original(cls, path)))
+    monkeypatch.setattr(cli, "_tokenizers", {})
+    folder = tmp_path / "ckpt"
+    shutil.copytree(tiny_path, folder)
+    first = cli.chapter("a", "a", argv=["--model", str(folder)]).tokenizer
+    second = cli.chapter("b", "b", argv=["--model", str(folder)]).tokenizer
+    assert first is second and len(loads) == 1
+    stat = os.stat(folder / "tokenizer.json")
+    os.utime(folder / "tokenizer.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))   # the file changed
+    assert cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer is not first and len(loads) == 2
