@@ -327,22 +327,27 @@ if ready:
 
 # %% [markdown]
 # ## 7. By hand = the library / 手算 = 库
-# `model.visual(pixel_values, grid_thw)` (`qwen/vision.py`) runs the same steps, with all images
-# of a prompt in one call; chapter 11 uses it.
+# `VisionModel` (`qwen/vision.py`) runs the same steps, with all images of a prompt in one call.
+# `load_model` puts it in `model.visual`, which chapter 11 uses; here it is loaded alone (like a
+# layer in chapters 3-7), so this chapter reads the tower's 100 M parameters, not the whole model.
 #
-# `model.visual(pixel_values, grid_thw)`（`qwen/vision.py`）执行同样的步骤，一次处理一个提示词里的所有
-# 图像；第 11 章用的就是它。
+# `VisionModel`（`qwen/vision.py`）执行同样的步骤，一次处理一个提示词里的所有图像。`load_model` 把它放在
+# `model.visual` 里，第 11 章用的就是它；这里单独加载它（就像第 3-7 章单独加载一层），所以本章只读视觉塔的
+# 1 亿个参数，而不是整个模型。
 
 # %%
 if ready:
-    from qwen.model import load_model
+    from qwen.vision import VisionConfig, VisionModel
+    from qwen.weights import load
 
     section(7, "By hand = the library", "手算 = 库")
-    visual = load_model(path).visual
-    library = visual(pixel_values, grid_thw)
-    say("  model.visual(pixel_values, grid_thw) -> {s}; by hand vs the library: max |difference| {d:.1e} "
+    with torch.device("meta"):                                                  # shapes only: the loader fills it
+        visual = VisionModel(VisionConfig.from_config(cfg), out_hidden=cfg.hidden_size)
+    visual = load(visual, W, "model.visual.").float()                           # fp32, as load_model's model.visual
+    library = visual(pixel_values, grid_thw)                                    # (tokens, text hidden)
+    say("  VisionModel (model.visual) -> {s}; by hand vs the library: max |difference| {d:.1e} "
         "(values up to {m:.2f})",
-        "  model.visual(pixel_values, grid_thw) -> {s}；手算与库：最大差 {d:.1e}（数值最大 {m:.2f}）",
+        "  VisionModel（model.visual）-> {s}；手算与库：最大差 {d:.1e}（数值最大 {m:.2f}）",
         s=list(library.shape), d=(library - tokens).abs().max().item(), m=library.abs().max().item())
 
 # %% [markdown]
