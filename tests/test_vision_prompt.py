@@ -308,3 +308,39 @@ def test_generate_with_an_image_uses_the_cache_like_text(tiny_model, tiny):
         logits = tiny_model(torch.tensor([seq]), pixel_values=pixels, grid_thw=grid)[0, -1, :tok.vocab_size]
         assert int(logits.argmax()) == token
         seq.append(token)
+
+
+def _picture(folder):
+    from PIL import Image, ImageDraw
+    image = Image.new("RGB", (48, 40), "white")
+    ImageDraw.Draw(image).ellipse((8, 6, 40, 34), fill="red")
+    image.save(folder / "circle.png")
+    return folder / "circle.png"
+
+
+def test_chat_image_goes_with_the_first_message(tiny_path, tmp_path, capsys):
+    """python main.py chat --image PATH: the picture's tokens are in the first prompt, not the second."""
+    from qwen.chat import chat_loop
+    from qwen.vision import preprocess
+    picture = _picture(tmp_path)
+    grid = preprocess(picture, tiny_path)[1][0].tolist()
+    n = grid[0] * grid[1] * grid[2] // 4
+    prompts = {}
+    for image in (None, picture):
+        lines = iter(["hi", "and now?", "/quit"])
+        chat_loop(tiny_path, max_new_tokens=2, image=image, read=lambda prompt: next(lines))
+        out, err = capsys.readouterr()
+        prompts[image] = [int(line.split(" of ")[1].split()[0]) for line in err.splitlines() if " of " in line]
+    assert f"Image {picture}: {grid[1]} x {grid[2]} patches, {n} tokens; it goes with your first message." in out
+    assert prompts[picture][0] == prompts[None][0] + n + 2                 # <|vision_start|>, n pads, <|vision_end|>
+    assert len(prompts[picture]) == 2 and prompts[picture][1] > prompts[picture][0]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["chat", "--tiny", "--image", "no/such/picture.png"], "picture.png"),
+    (["3", "--tiny", "--image", "x.png"], "--image goes with chat"),
+])
+def test_chat_image_bad_input_is_one_line(args, says, run_script, tmp_path):
+    r = run_script("main.py", *args)
+    assert r.returncode != 0 and says in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 2, r.stderr
