@@ -26,7 +26,7 @@ from qwen.lang import QwenError
 from qwen.config import Config, VisionConfig, language_model_shapes, vision_shapes  # noqa: F401  (tests import them from here)
 from qwen.weights import INDEX_NAME
 
-TINY_VERSION = 3
+TINY_VERSION = 4
 REAL_SHARD_NAME = "model.safetensors-00001-of-00001.safetensors"
 MARKER = "transformer_by_hand_tiny"         # top-level config key: "this is not Qwen3.5"
 SPECIAL_TOKENS = [

@@ -37,7 +37,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from qwen.config import VisionConfig  # noqa: F401  (re-exported: qwen.vision.VisionConfig)
-from qwen.image import preprocess  # noqa: F401  (re-exported: qwen.vision.preprocess)
+from qwen.image import preprocess  # noqa: F401  (re-exported: qwen.vision.preprocess, issue 18's name)
 from qwen.lang import QwenError
 from qwen.rope import apply_rope, inverse_frequencies, rope_index  # noqa: F401  (rope_index re-exported)
 
