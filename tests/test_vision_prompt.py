@@ -344,3 +344,44 @@ def test_chat_image_bad_input_is_one_line(args, says, run_script, tmp_path):
     r = run_script("main.py", *args)
     assert r.returncode != 0 and says in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 2, r.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# Exercise 242: the 3D position ids
+# --------------------------------------------------------------------------------------------
+
+def _grade_242(judge, file, explain_all=False):
+    from practice._judge.grading import grade
+    from qwen.tiny import tiny_model_path
+    return grade(judge.BY_ID["242"], tiny_model_path(), file=file, explain_all=explain_all)
+
+
+def test_exercise_242_wrong_files_are_named_with_their_own_mistake(judge):
+    from conftest import ROOT
+    wrong = judge.BY_ID["242"].wrong
+    assert "242_plus_n_tokens.py" in wrong and len(wrong) >= 4
+    for name, want in wrong.items():
+        result = _grade_242(judge, ROOT / "practice" / "_judge" / "wrong" / name)
+        named = {c["diagnosis"]["name"] for c in result["cases"] if c.get("diagnosis")}
+        failed = [c for c in result["cases"] if not c["ok"]]
+        assert result["status"] == "fail" and named == {want}, (name, named)
+        assert all(c["diagnosis"] for c in failed), name
+    ex = judge.BY_ID["242"]
+    for file in [ex.solution, *ex.equivalents()]:
+        result = _grade_242(judge, file, explain_all=True)
+        assert result["status"] == "pass" and not any(c.get("diagnosis") for c in result["cases"]), file.name
+
+
+def test_exercise_242_cases_are_the_448_example_and_the_edges(judge, tmp_path):
+    """The first case is the issue's: text after a 448 x 448 image continues 14 positions on, not 196."""
+    from practice._judge.exercises import Context
+    from qwen.tiny import tiny_model_path
+    cases = judge.BY_ID["242"].cases(Context(tiny_model_path(), tmp_path))
+    ids, grid, image, merge = cases[0].args
+    assert grid.tolist() == [[1, 28, 28]] and int((ids == image).sum()) == 196
+    first = int((ids == image).nonzero()[0])
+    expected = cases[0].expected
+    assert expected[:, first + 196].tolist() == [first + 14] * 3
+    kinds = {(bool((c.args[0] == image).any()), c.args[0][0].item() == image, c.args[0][-1].item() == image)
+             for c in cases}
+    assert {(True, True, False), (True, False, True), (False, False, False)} <= kinds   # first, last, text only

@@ -1,7 +1,8 @@
-"""Exercises 240-241 (chapters 10-11): the image's size (smart_resize) and its patches in merge-block order.
+"""Exercises 240-242 (chapters 10-11): the image's size (smart_resize), its patches in merge-block order,
+and the 3D position ids of a prompt with images (242, qwen/rope.py rope_index).
 
-Expected values come from the library (qwen/image.py), which tests/test_image.py checks against
-transformers' Qwen2VLImageProcessorPil. Inputs: the checkpoint's own image settings (its
+Expected values come from the library (qwen/image.py, qwen/rope.py), which tests/test_image.py and
+tests/test_vision_prompt.py check against transformers' Qwen2VLImageProcessorPil and get_rope_index. Inputs: the checkpoint's own image settings (its
 preprocessor_config.json: the tiny checkpoint's, or the real Qwen3.5-0.8B's values), plus sizes
 and shapes chosen so that each known mistake changes the result.
 """
@@ -212,6 +213,128 @@ DIAGNOSES_241 = [
 ]
 
 
+# ------------------------------------------------------------------------------------------ 242
+
+def position_ids_expected(ids, grid_thw, image_token_id, merge_size):
+    """qwen/rope.py rope_index on one prompt, with a config holding these two numbers."""
+    from qwen.rope import rope_index
+    return rope_index(ids, grid_thw, _ImageConfig(image_token_id, merge_size))[:, 0]    # (3, seq)
+
+
+class _ImageConfig:
+    """The two numbers rope_index reads from a Config (cfg.image_tokens(), the image token id)."""
+
+    def __init__(self, image_token_id, merge_size):
+        self.raw = {"image_token_id": image_token_id, "vision_config": {"spatial_merge_size": merge_size}}
+        self._pair = (image_token_id, merge_size)
+
+    def image_tokens(self):
+        return self._pair
+
+
+def _positions_mistake(advance="max", time_from_p=True, swap=False, as_text=False):
+    """The positions with one rule changed: how far the text after an image moves on ("max", "n":
+    the image's token count, "max+1"), the time stream's start, rows and columns, or the image
+    numbered like text."""
+    def mistaken(ids, grid_thw, image_token_id, merge_size):
+        torch = _torch()
+        if as_text:
+            return torch.arange(len(ids)).expand(3, len(ids)).clone()
+        out, p, i, images, tokens = [], 0, 0, iter(grid_thw.tolist()), ids.tolist()
+        while i < len(tokens):
+            if tokens[i] != image_token_id:
+                out.append(torch.tensor([[p], [p], [p]]))
+                p, i = p + 1, i + 1
+                continue
+            t, h, w = next(images)
+            h, w = h // merge_size, w // merge_size
+            a, r, c = torch.meshgrid(torch.arange(t), torch.arange(h), torch.arange(w), indexing="ij")
+            grid = torch.stack([a, c, r] if swap else [a, r, c]).reshape(3, -1) + p
+            if not time_from_p:
+                grid[0] -= p
+            out.append(grid)
+            p += {"max": max(h, w), "n": t * h * w, "max+1": max(h, w) + 1}[advance]
+            i += t * h * w
+        return torch.cat(out, dim=1)
+    return mistaken
+
+
+def cases_242(ctx):
+    torch = _torch()
+    image_id, merge = ctx.cfg.image_tokens()                   # from the checkpoint's config.json
+    g = ctx.gen(242)
+
+    def text(n):
+        return torch.randint(0, 248044, (n,), generator=g)    # ordinary tokens (the special ones start at 248044)
+
+    def prompt(*parts):
+        """ids (seq,) and grid_thw (images, 3): an int n is n text tokens, a tuple (t, h, w) an image."""
+        ids, grids = [], []
+        for part in parts:
+            if isinstance(part, tuple):
+                t, h, w = part
+                ids.append(torch.full((t * (h // merge) * (w // merge),), image_id))
+                grids.append(part)
+            else:
+                ids.append(text(part))
+        return torch.cat(ids), torch.tensor(grids, dtype=torch.int64).reshape(-1, 3)
+
+    def case(name, parts, about):
+        ids, grid = prompt(*parts)
+        args = (ids, grid, image_id, merge)
+        return Case("position_ids", name, args, position_ids_expected(*args), Tol(0, 0), about=about)
+
+    side = 448 // 16                                           # 448 x 448 pixels: 28 x 28 patches of 16
+    after = ("the text after an image continues at the image's largest position + 1: p + max(h, w) // merge_size",
+             "图像之后的文本从图像的最大位置 + 1 接着排：p + max(h, w) // merge_size")
+    grid = ("an image's tokens: (p + time, p + row, p + column) of the merged grid, row by row",
+            "图像的词元：合并后网格的 (p + 时间, p + 行, p + 列)，逐行排列")
+    m2 = merge * 2
+    return [
+        case(("text, a 448 x 448 image (28 x 28 patches: 196 tokens), text",
+              "文本、一张 448 x 448 的图像（28 x 28 个图像块：196 个词元）、文本"), (5, (1, side, side), 7), after),
+        case(("two images of different shapes, text around and between them", "两张形状不同的图像，前后和中间都有文本"),
+             (3, (1, 2 * merge, 3 * merge), 2, (1, 3 * merge, m2), 4), grid),
+        case(("an image first (a wide one), then text", "图像在最前（一张宽图），然后是文本"),
+             ((1, merge, 4 * merge), 6), after),
+        case(("an image last (a tall one), after text", "图像在最后（一张高图），前面是文本"), (4, (1, 3 * merge, merge)), grid),
+        case(("two frame groups (t = 2): time p and p + 1", "两组帧（t = 2）：时间为 p 和 p + 1"),
+             (2, (2, m2, m2), 3), grid),
+        case(("text only: three equal streams, 0, 1, 2, ...", "只有文本：三路相等，0、1、2……"), (9,),
+             ("text tokens get (p, p, p) and p moves on by one", "文本词元得到 (p, p, p)，p 每次加一")),
+    ]
+
+
+DIAGNOSES_242 = [
+    Diagnosis("plus_n_tokens", "position_ids",
+              ("looks like the text after an image continues at + its number of tokens: it continues at the image's "
+               "largest position + 1, p + max(h, w) // merge_size (14 for a 448 x 448 image, not 196)",
+               "看起来图像之后的文本从 + 图像的词元数处接着排：应当从图像的最大位置 + 1 接着排，即 "
+               "p + max(h, w) // merge_size（448 x 448 的图像是 14，不是 196）"),
+              mistake=_positions_mistake(advance="n"), hint=1),
+    Diagnosis("one_past", "position_ids",
+              ("looks like the text after an image starts one position too far: the image's largest position is "
+               "p + max(h, w) // merge_size - 1, so the next text token is at p + max(h, w) // merge_size",
+               "看起来图像之后的文本多跳了一个位置：图像的最大位置是 p + max(h, w) // merge_size - 1，所以下一个文本词元"
+               "在 p + max(h, w) // merge_size"),
+              mistake=_positions_mistake(advance="max+1"), hint=1),
+    Diagnosis("image_as_text", "position_ids",
+              ("looks like the image's tokens were numbered like text (one position each, three equal streams): "
+               "they stand on a grid, (p + time, p + row, p + column)",
+               "看起来图像的词元像文本一样编号了（每个一个位置，三路相等）：它们排在网格上，(p + 时间, p + 行, p + 列)"),
+              mistake=_positions_mistake(as_text=True), hint=0),
+    Diagnosis("rows_cols_swapped", "position_ids",
+              ("looks like rows and columns are swapped: the height stream (row 1) gets the token's row, the width "
+               "stream (row 2) its column",
+               "看起来行和列互换了：高这一路（第 1 行）是词元所在的行，宽这一路（第 2 行）是它所在的列"),
+              mistake=_positions_mistake(swap=True), hint=0),
+    Diagnosis("time_not_offset", "position_ids",
+              ("looks like the image's time stream starts at 0: like the other two, it starts at p (p + time)",
+               "看起来图像的时间一路从 0 开始：它和另外两路一样从 p 开始（p + 时间）"),
+              mistake=_positions_mistake(time_from_p=False), hint=0),
+]
+
+
 # ------------------------------------------------------------------------------------------ registry
 
 EXERCISES = [
@@ -246,4 +369,19 @@ EXERCISES = [
              cases_241, DIAGNOSES_241,
              {"241_raster_order.py": "raster_order", "241_frame_before_channel.py": "frame_before_channel",
               "241_channels_last.py": "channels_last", "241_block_by_columns.py": "block_by_columns"}),
+    Exercise("242", "position_ids", ("The 3D position ids of a prompt with images", "带图像的提示词的三维位置编号"),
+             "medium", True, ("position_ids",),
+             [("An image's tokens stand on its merged grid (t, h // merge_size, w // merge_size), row-major: the token "
+               "at (a, r, c) gets (p + a, p + r, p + c). torch.meshgrid(..., indexing='ij') gives the three.",
+               "图像的词元排在合并后的网格 (t, h // merge_size, w // merge_size) 上，行优先：位于 (a, r, c) 的词元得到 "
+               "(p + a, p + r, p + c)。torch.meshgrid(..., indexing='ij') 能一次给出这三个。"),
+              ("After the image, p moves on by max(h, w) // merge_size, the number of positions the image spans, not by "
+               "its number of tokens.",
+               "图像之后，p 增加 max(h, w) // merge_size，即图像占的位置数，而不是它的词元数。"),
+              ("Collect the pieces (3, n) and torch.cat them along dimension 1; the result is int64.",
+               "把各段 (3, n) 收集起来，沿第 1 维 torch.cat；结果是 int64。")],
+             cases_242, DIAGNOSES_242,
+             {"242_plus_n_tokens.py": "plus_n_tokens", "242_one_past.py": "one_past",
+              "242_image_as_text.py": "image_as_text", "242_rows_cols_swapped.py": "rows_cols_swapped",
+              "242_time_not_offset.py": "time_not_offset"}),
 ]
