@@ -5,6 +5,7 @@
     python main.py 3             chapter 3 only
     python main.py download      fetch the model (1.77 GB) into the Hugging Face cache
     python main.py chat          talk with the model (/help lists its commands, /quit leaves)
+    python main.py chat --image PATH   ... about a picture (it goes with your first message)
     python main.py --plot        every chapter, and their figures as PNGs in out/figures
     options: --tiny  --model PATH  --lang en|zh  --plot  --out DIR  --debug
     (or the environment: QWEN_TINY=1, QWEN_MODEL=PATH, QWEN_LANG=zh, QWEN_PLOT=1, QWEN_FIGURES=DIR)
@@ -108,6 +109,9 @@ def main(argv=None):
                    help=tr("longest reply in chat and chapter 9 (default {c} / {n}; chat on the tiny checkpoint: {t})",
                            "chat 和第 9 章回复的最大词元数（默认 {c} / {n}；小检查点上的 chat：{t}）",
                            c=CHAT_TOKENS, n=CHAPTER_REPLY_TOKENS, t=TINY_CHAT_TOKENS))
+    p.add_argument("--image", metavar="PATH", default=None,
+                   help=tr("chat about this picture: it goes with your first message (chat only)",
+                           "就这张图片对话：它随你的第一条消息一起发送（仅用于 chat）"))
     p.add_argument("--plot", action="store_true",
                    help=tr("also draw each chapter's figures, as PNGs (or QWEN_PLOT=1; needs matplotlib)",
                            "同时画出各章的图，写成 PNG（也可设 QWEN_PLOT=1；需要 matplotlib）"))
@@ -124,6 +128,9 @@ def main(argv=None):
                    "e.g. python main.py 9 --prompt \"...\")",
                    "无法识别的参数：{a}（章节自己的选项写在章节号后面，例如 python main.py 9 --prompt \"...\"）",
                    a=" ".join(args.rest)))
+    if args.image is not None and args.what != "chat":
+        raise QwenError("--image goes with chat: python main.py chat --image PATH",
+                        "--image 只用于 chat：python main.py chat --image PATH")
     if args.what == "download":
         return download(args)
     if args.what == "chat":
@@ -143,7 +150,7 @@ def main(argv=None):
         from qwen import threads
         used = threads.use(threads.choose(small=is_tiny(cfg)))
         print(tr("Speeds below are timed with {c}.", "下面的速度计时使用 {c}。", c=used.text()))
-        return chat_loop(path, max_new_tokens=limit or CHAT_TOKENS)
+        return chat_loop(path, max_new_tokens=limit or CHAT_TOKENS, image=args.image)
     if args.what == "all":
         return run_chapters(args, sorted(found))
     if args.what.isdigit() and int(args.what) in found:

@@ -12,12 +12,20 @@ shapes and dtypes, random values, written to a temp folder with the real config.
                 loaded and the image opened, and read after its tokens are out;
   fidelity      max |ours - transformers| / max |transformers| of the image tokens.
 
+  prefill       a chat prompt with the same image (`--parts prefill`): the picture preprocessed, the
+                tower, and the whole language model reading the prompt (216 tokens, 196 of them the
+                image's), the last position's logits out, as generation's first step. On the full-size
+                checkpoint (common.full_checkpoint: all 488 tensors, random values); each side in its
+                own fresh processes (two 0.8B models in one process would be too large), alternated
+                `--repeat` times, each the best of `--rounds` after a warm-up. transformers:
+                Qwen3_5ForConditionalGeneration with logits_to_keep=1, as its generate prefills.
+
 Both sides read the same tower from the same file, converted to the compute dtype once at load
 (fp32, then bf16); loading is not timed. Neither side loads the language model: the tower alone
 is what is measured (the whole model would put two 3.5 GB fp32 copies on the machine).
 
     python bench/bench_vision.py [--keep DIR] [--threads N] [--dtypes float32,bfloat16]
-                                 [--repeat 2] [--rounds 5]
+                                 [--repeat 2] [--rounds 5] [--parts tower,prefill] [--keep-full DIR]
 """
 import argparse
 import json
@@ -30,7 +38,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import ENV, MANIFEST, ROOT  # noqa: E402
+from common import ENV, MANIFEST, ROOT, full_checkpoint  # noqa: E402
 
 SIZE = 448                                                   # 28 x 28 patches, 196 tokens
 
@@ -158,6 +166,105 @@ def child_speed(path, dtype, out, rounds):
                                    attention=sides[1].tower.config._attn_implementation)))
 
 
+# --------------------------------------------------------------------------------------------- prefill
+
+QUESTION = "Describe this picture in one sentence."
+
+
+def prompt_ids(path):
+    """The chat prompt's ids with the image's pad tokens expanded (ours; transformers gets the same ids)."""
+    from qwen.config import Config
+    from qwen.generate import ChatTemplate, chat_ids, image_prompt_ids, with_images
+    from qwen.tokenizer import Tokenizer
+    from qwen.vision import preprocess
+    grid = preprocess(image(), path)[1]
+    ids = chat_ids(Tokenizer.load(path), ChatTemplate.load(path), with_images(QUESTION, 1), enable_thinking=False)
+    return image_prompt_ids(ids, Config.load(path), grid)
+
+
+class OursPrefill:
+    def __init__(self, path, dtype):
+        from qwen.model import load_model
+        self.path, self.model = path, load_model(path, dtype=dtype)
+
+    def __call__(self, img, ids):
+        import torch
+        from qwen.vision import preprocess
+        pixels, grid = preprocess(img, self.path)
+        return self.model(torch.tensor([ids]), cache=self.model.new_cache(), last=True,
+                          pixel_values=pixels, grid_thw=grid)[0, -1]
+
+
+class TransformersPrefill:
+    def __init__(self, path, dtype):
+        import transformers
+        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+        from qwen.image import REAL_SETTINGS as s
+        transformers.logging.set_verbosity_error()
+        self.model = transformers.Qwen3_5ForConditionalGeneration.from_pretrained(path, dtype=dtype).eval()
+        self.processor = Qwen2VLImageProcessorPil(
+            size={"shortest_edge": s.min_pixels, "longest_edge": s.max_pixels}, patch_size=s.patch_size,
+            temporal_patch_size=s.temporal_patch_size, merge_size=s.merge_size, image_mean=list(s.image_mean),
+            image_std=list(s.image_std))
+
+    def __call__(self, img, ids):
+        import torch
+        inputs = self.processor(images=[img], return_tensors="pt")
+        ids = torch.tensor([ids])
+        out = self.model(input_ids=ids, pixel_values=inputs["pixel_values"], image_grid_thw=inputs["image_grid_thw"],
+                         mm_token_type_ids=(ids == self.model.config.image_token_id).int(), use_cache=True,
+                         logits_to_keep=1)
+        return out.logits[0, -1]
+
+
+PREFILL = {"ours": OursPrefill, "transformers": TransformersPrefill}
+
+
+def child_prefill(side, path, dtype, out, rounds):
+    """Fresh process, one side: load the whole model, then warm-up + `rounds` timed prefills; the best."""
+    import torch
+    ids, img = prompt_ids(path), image()
+    model = PREFILL[side](path, dtype)
+    with torch.inference_mode():
+        logits = model(img, ids)                                     # warm-up
+        best = float("inf")
+        for _ in range(rounds):
+            start = time.perf_counter()
+            logits = model(img, ids)
+            best = min(best, time.perf_counter() - start)
+    torch.save(logits.float(), out.with_suffix(".pt"))
+    from qwen.config import Config
+    image_id = Config.load(path).image_tokens()[0]
+    out.write_text(json.dumps(dict(best=best, tokens=len(ids), image_tokens=ids.count(image_id))))
+
+
+def compare_prefill(path, dtype, threads, repeat, rounds):
+    import torch
+    best, logits = {side: [] for side in PREFILL}, {}
+    for _ in range(repeat):                                          # alternated fresh processes
+        for side in PREFILL:
+            with tempfile.TemporaryDirectory() as tmp:
+                out = Path(tmp) / "result.json"
+                argv = [sys.executable, __file__, "--child", "prefill", "--side", side, "--path", str(path),
+                        "--dtype", dtype, "--out", str(out), "--threads", str(threads), "--rounds", str(rounds)]
+                r = subprocess.run(argv, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                if r.returncode != 0:
+                    raise SystemExit(f"prefill {side} {dtype} failed:\n{r.stderr.decode()[-3000:]}")
+                result = json.loads(out.read_text())
+                best[side].append(result["best"])
+                logits[side] = torch.load(out.with_suffix(".pt"))
+    o, h = min(best["ours"]), min(best["transformers"])
+    ours, ref = logits["ours"], logits["transformers"]
+    print(f"\n== prefill, {dtype}, {threads} threads: a chat prompt of {result['tokens']} tokens with one "
+          f"{SIZE} x {SIZE} image ({result['image_tokens']} of them), full-size model ==")
+    print(f"{'':44}{'ours':>10}{'transformers':>14}{'ours / theirs':>15}")
+    print(f"{f'preprocess + prefill, best of {repeat} x {rounds} (s)':44}{o:>10.3f}{h:>14.3f}{o / h:>14.2f}x")
+    print(f"last logits: max |ours - transformers| / max |transformers| = "
+          f"{((ours - ref).abs().max() / ref.abs().max()).item():.2e}; same top token: "
+          f"{int(ours.argmax()) == int(ref.argmax())}")
+    return [(f"{dtype}: one-image prefill, ours / transformers", o / h, 1.0)]
+
+
 # --------------------------------------------------------------------------------------------- parent
 
 def run_child(kind, path, dtype, threads, side="", rounds=1):
@@ -200,6 +307,10 @@ def main():
     p.add_argument("--dtypes", default="float32,bfloat16")
     p.add_argument("--repeat", type=int, default=2, help="fresh processes per side for the memory, alternated")
     p.add_argument("--rounds", type=int, default=5, help="alternated timed runs per side, in one process")
+    p.add_argument("--parts", default="tower,prefill", help="tower (preprocessing + tower), prefill (a one-image prompt)")
+    p.add_argument("--prefill-dtypes", default="float32",
+                   help="dtypes of the prefill (default: fp32, the course's; one 3.5 GB process at a time)")
+    p.add_argument("--keep-full", help="write (or reuse) the full-size checkpoint of the prefill here")
     p.add_argument("--child"), p.add_argument("--side"), p.add_argument("--path"), p.add_argument("--dtype")
     p.add_argument("--out")
     args = p.parse_args()
@@ -211,22 +322,32 @@ def main():
         dtype, out = getattr(torch, args.dtype), Path(args.out)
         if args.child == "memory":
             child_memory(args.side, args.path, dtype, out)
+        elif args.child == "prefill":
+            child_prefill(args.side, args.path, dtype, out, args.rounds)
         else:
             child_speed(args.path, dtype, out, args.rounds)
         return
 
     threads = args.threads or int(subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
                                                  capture_output=True, text=True, env=ENV).stdout)
+    parts = args.parts.split(",")
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="qwen-tower-"))
-    if not (folder / "config.json").is_file():
+    if "tower" in parts and not (folder / "config.json").is_file():
         print(f"writing the full-size tower to {folder}" + ("" if args.keep else " (deleted at the end)"), flush=True)
         code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); " \
                f"from bench_vision import write_tower_checkpoint; write_tower_checkpoint({str(folder)!r})"
         subprocess.run([sys.executable, "-c", code], check=True, env=ENV)
     print(f"machine load (uptime): {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     targets = []
-    for dtype in args.dtypes.split(","):
+    for dtype in args.dtypes.split(",") if "tower" in parts else ():
         targets += compare(folder, dtype, threads, args.repeat, args.rounds)
+    if "prefill" in parts:
+        full = full_checkpoint(args.keep_full)
+        for dtype in args.prefill_dtypes.split(","):
+            targets += compare_prefill(full, dtype, threads, args.repeat, args.rounds)
+        if not args.keep_full:
+            import shutil
+            shutil.rmtree(full, ignore_errors=True)
     print()
     ok = True
     for text, value, limit in targets:

@@ -86,7 +86,10 @@ def image_settings(path=None):
         return REAL_SETTINGS
     raw = read_json(file)                                   # a broken file: one line naming it
     if not isinstance(raw, dict):
-        raise _bad_setting(file, "the whole file", "a JSON object", type(raw).__name__)
+        raise QwenError("{file} should hold a JSON object, but it holds a {kind}. Download it again, or delete it to "
+                        "use Qwen3.5's values.",
+                        "{file} 应当是一个 JSON 对象，实际是 {kind}。请重新下载，或者删掉它，使用 Qwen3.5 的值。",
+                        file=file, kind=type(raw).__name__)
     size = raw.get("size") if isinstance(raw.get("size"), dict) else {}
     # Top-level min_pixels / max_pixels win over size.*, as transformers' processor reads them.
     low = raw.get("min_pixels", size.get("shortest_edge"))
@@ -103,26 +106,29 @@ def image_settings(path=None):
                             "{file}：缺少 {name}。文件不完整：请重新下载，或者删掉它，使用 Qwen3.5 的值。",
                             file=file, name=name)
         if type(value) is not int or value < 1:
-            raise _bad_setting(file, key, "a positive whole number", repr(value))
+            raise _bad_setting(file, key, ("a positive whole number", "正整数"), repr(value))
     if values["min_pixels"] > values["max_pixels"]:
-        raise _bad_setting(file, "the pixel bounds", "shortest_edge <= longest_edge",
+        raise _bad_setting(file, "size", ("shortest_edge <= longest_edge", "满足 shortest_edge <= longest_edge"),
                            f"{values['min_pixels']} > {values['max_pixels']}")
     for key in ("image_mean", "image_std"):
         value = raw.get(key, REAL_SETTINGS.image_mean if key == "image_mean" else REAL_SETTINGS.image_std)
         if (not isinstance(value, list) or len(value) != 3
                 or not all(type(v) in (int, float) and math.isfinite(v) for v in value)
                 or (key == "image_std" and not all(v > 0 for v in value))):
-            wanted = "3 positive numbers" if key == "image_std" else "3 numbers"
+            wanted = (("a list of 3 positive numbers", "由 3 个正数组成的列表") if key == "image_std"
+                      else ("a list of 3 numbers", "由 3 个数组成的列表"))
             raise _bad_setting(file, key, wanted, repr(value)[:60])
         values[key] = tuple(float(v) for v in value)
     return ImageSettings(**values, source=str(file))
 
 
 def _bad_setting(file, key, wanted, value):
+    """`wanted` is an (English, Chinese) pair."""
+    fields = dict(file=file, key=key, value=value)
     return QwenError("{file}: {key} should be {wanted}, but it is {value}. Download the file again, or delete it "
-                     "to use Qwen3.5's values.",
-                     "{file}：{key} 应当是 {wanted}，实际是 {value}。请重新下载这个文件，或者删掉它，使用 Qwen3.5 的值。",
-                     file=file, key=key, wanted=wanted, value=value)
+                     "to use Qwen3.5's values.".format(wanted=wanted[0], **fields),
+                     "{file}：{key} 应当是{wanted}，实际是 {value}。请重新下载这个文件，或者删掉它，使用 Qwen3.5 的值。"
+                     .format(wanted=wanted[1], **fields))
 
 
 # ---------------------------------------------------------------------------- loading
@@ -188,7 +194,7 @@ def check_size(width, height, factor, name="the image"):
     if min(width, height) < factor:
         raise QwenError("{name} is {w} x {h} pixels; each side must be at least {f} pixels (one {f} x {f} block "
                         "of patches). Use a larger picture.",
-                        "{name} 是 {w} x {h} 像素；每条边至少要 {f} 像素（一个 {f} x {f} 的图像块组）。请换一张更大的图片。",
+                        "{name} 是 {w} x {h} 像素；每条边至少要 {f} 像素（一个 {f} x {f} 的合并块）。请换一张更大的图片。",
                         name=name, w=width, h=height, f=factor)
     if max(width, height) > MAX_ASPECT_RATIO * min(width, height):
         raise QwenError("{name} is {w} x {h} pixels: one side is {r:.0f} times the other, over the limit of {m}. "

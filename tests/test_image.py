@@ -116,11 +116,16 @@ def test_two_images_are_concatenated_in_order(settings_by_name):
         assert grid.shape == (2, 3) and torch.equal(pixel_values[:len(first)], first)
 
 
-@pytest.mark.parametrize("mode", ["RGBA", "P", "LA"])
+@pytest.mark.parametrize("mode", ["RGBA", "P", "P transparent", "LA", "CMYK"])
 def test_load_image_files_equal_transformers(tmp_path, mode):
     """A file through load_image then preprocess equals transformers on Image.open of the same file."""
-    file = tmp_path / f"picture_{mode}.png"
-    picture(90, 50, mode, seed=3).save(file)
+    image = picture(90, 50, mode.split()[0], seed=3)
+    if mode == "P transparent":
+        image.info["transparency"] = image.getpixel((5, 5))
+    file = tmp_path / ("picture.jpg" if mode == "CMYK" else "picture.png")
+    image.save(file)
+    with Image.open(file) as opened:
+        assert opened.mode == mode.split()[0] and (mode != "P transparent" or "transparency" in opened.info)
     ours = preprocess(load_image(file), REAL_SETTINGS)
     with Image.open(file) as opened:
         ref = hf_processor(REAL_SETTINGS)(images=[opened], return_tensors="np")
@@ -205,15 +210,15 @@ def test_min_and_max_pixels_win_over_size(tmp_path):
 
 BROKEN_SETTINGS = [
     ("{ not json", "is not valid JSON", "不是合法的 JSON"),
-    ("[1, 2]", "should be a JSON object", "应当是 a JSON object"),
+    ("[1, 2]", "should hold a JSON object", "应当是一个 JSON 对象"),
     (json.dumps({k: v for k, v in TINY_PREPROCESSOR_CONFIG.items() if k != "patch_size"}),
      "patch_size is missing", "缺少 patch_size"),
     (json.dumps({**TINY_PREPROCESSOR_CONFIG, "size": {}}), "size.shortest_edge (or min_pixels) is missing",
      "缺少 size.shortest_edge"),
     (json.dumps({**TINY_PREPROCESSOR_CONFIG, "merge_size": "2"}), "merge_size should be a positive whole number",
-     "merge_size 应当是"),
-    (json.dumps({**TINY_PREPROCESSOR_CONFIG, "image_std": [0.5, 0, 0.5]}), "image_std should be 3 positive numbers",
-     "image_std 应当是"),
+     "merge_size 应当是正整数"),
+    (json.dumps({**TINY_PREPROCESSOR_CONFIG, "image_std": [0.5, 0, 0.5]}), "image_std should be a list of 3 positive numbers",
+     "image_std 应当是由 3 个正数组成的列表"),
     (json.dumps({**TINY_PREPROCESSOR_CONFIG, "size": {"shortest_edge": 10 ** 6, "longest_edge": 10}}),
      "shortest_edge <= longest_edge", "shortest_edge <= longest_edge"),
 ]

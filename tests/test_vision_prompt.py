@@ -308,3 +308,80 @@ def test_generate_with_an_image_uses_the_cache_like_text(tiny_model, tiny):
         logits = tiny_model(torch.tensor([seq]), pixel_values=pixels, grid_thw=grid)[0, -1, :tok.vocab_size]
         assert int(logits.argmax()) == token
         seq.append(token)
+
+
+def _picture(folder):
+    from PIL import Image, ImageDraw
+    image = Image.new("RGB", (48, 40), "white")
+    ImageDraw.Draw(image).ellipse((8, 6, 40, 34), fill="red")
+    image.save(folder / "circle.png")
+    return folder / "circle.png"
+
+
+def test_chat_image_goes_with_the_first_message(tiny_path, tmp_path, capsys):
+    """python main.py chat --image PATH: the picture's tokens are in the first prompt, not the second."""
+    from qwen.chat import chat_loop
+    from qwen.vision import preprocess
+    picture = _picture(tmp_path)
+    grid = preprocess(picture, tiny_path)[1][0].tolist()
+    n = grid[0] * grid[1] * grid[2] // 4
+    prompts = {}
+    for image in (None, picture):
+        lines = iter(["hi", "and now?", "/quit"])
+        chat_loop(tiny_path, max_new_tokens=2, image=image, read=lambda prompt: next(lines))
+        out, err = capsys.readouterr()
+        prompts[image] = [int(line.split(" of ")[1].split()[0]) for line in err.splitlines() if " of " in line]
+    assert f"Image {picture}: {grid[1]} x {grid[2]} patches, {n} tokens; it goes with your first message." in out
+    assert prompts[picture][0] == prompts[None][0] + n + 2                 # <|vision_start|>, n pads, <|vision_end|>
+    assert len(prompts[picture]) == 2 and prompts[picture][1] > prompts[picture][0]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["chat", "--tiny", "--image", "no/such/picture.png"], "picture.png"),
+    (["3", "--tiny", "--image", "x.png"], "--image goes with chat"),
+])
+def test_chat_image_bad_input_is_one_line(args, says, run_script, tmp_path):
+    r = run_script("main.py", *args)
+    assert r.returncode != 0 and says in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 2, r.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# Exercise 242: the 3D position ids
+# --------------------------------------------------------------------------------------------
+
+def _grade_242(judge, file, explain_all=False):
+    from practice._judge.grading import grade
+    from qwen.tiny import tiny_model_path
+    return grade(judge.BY_ID["242"], tiny_model_path(), file=file, explain_all=explain_all)
+
+
+def test_exercise_242_wrong_files_are_named_with_their_own_mistake(judge):
+    from conftest import ROOT
+    wrong = judge.BY_ID["242"].wrong
+    assert "242_plus_n_tokens.py" in wrong and len(wrong) >= 4
+    for name, want in wrong.items():
+        result = _grade_242(judge, ROOT / "practice" / "_judge" / "wrong" / name)
+        named = {c["diagnosis"]["name"] for c in result["cases"] if c.get("diagnosis")}
+        failed = [c for c in result["cases"] if not c["ok"]]
+        assert result["status"] == "fail" and named == {want}, (name, named)
+        assert all(c["diagnosis"] for c in failed), name
+    ex = judge.BY_ID["242"]
+    for file in [ex.solution, *ex.equivalents()]:
+        result = _grade_242(judge, file, explain_all=True)
+        assert result["status"] == "pass" and not any(c.get("diagnosis") for c in result["cases"]), file.name
+
+
+def test_exercise_242_cases_are_the_448_example_and_the_edges(judge, tmp_path):
+    """The first case is the issue's: text after a 448 x 448 image continues 14 positions on, not 196."""
+    from practice._judge.exercises import Context
+    from qwen.tiny import tiny_model_path
+    cases = judge.BY_ID["242"].cases(Context(tiny_model_path(), tmp_path))
+    ids, grid, image, merge = cases[0].args
+    assert grid.tolist() == [[1, 28, 28]] and int((ids == image).sum()) == 196
+    first = int((ids == image).nonzero()[0])
+    expected = cases[0].expected
+    assert expected[:, first + 196].tolist() == [first + 14] * 3
+    kinds = {(bool((c.args[0] == image).any()), c.args[0][0].item() == image, c.args[0][-1].item() == image)
+             for c in cases}
+    assert {(True, True, False), (True, False, True), (False, False, False)} <= kinds   # first, last, text only
