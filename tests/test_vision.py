@@ -177,6 +177,8 @@ def test_a_checkpoint_without_the_tower_still_loads(tower_checkpoint, tmp_path):
                         lambda t: [t.pop(k) for k in [k for k in t if k.startswith("model.visual.")]])
     model = load_model(stripped)                                          # a vision_config, no tower tensors
     assert model.visual is None and model(torch.tensor([[1, 2, 3]])).shape == (1, 3, TEXT["vocab_size"])
+    text_only = load_model(tower_checkpoint[0], vision=False)                 # asked not to read it
+    assert text_only.visual is None and not any(k.startswith("visual.") for k in text_only.state_dict())
 
 
 def test_pixel_values_that_do_not_fit_the_grid_are_one_line(tiny_path):
