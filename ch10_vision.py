@@ -354,10 +354,10 @@ if ready:
 # ## 8. What it costs / 计算量
 # Almost all the work is matrix products: 2 FLOPs (a multiply and an add) per weight per patch, and
 # for attention 4 x hidden FLOPs per pair of patches, which grows with the square of the patches.
-# The seconds are measured on your CPU (best of 3).
+# The seconds are measured on your CPU (the better of 2 runs).
 #
 # 几乎所有的计算都是矩阵乘法：每个图块、每个权重 2 次浮点运算（一次乘、一次加）；注意力对每一对图块
-# 是 4 x hidden 次，随图块数的平方增长。秒数是在你的 CPU 上测得的（3 次中最快的一次）。
+# 是 4 x hidden 次，随图块数的平方增长。秒数是在你的 CPU 上测得的（2 次中较快的一次）。
 
 # %%
 def tower_flops(v, patches, per_image):
@@ -374,7 +374,7 @@ if ready:
     section(8, "What it costs", "计算量")
     flops = tower_flops(V, N, per_image)
     best = float("inf")
-    for _ in range(3):
+    for _ in range(2):                                                         # the better of 2 runs
         start = time.perf_counter()
         visual(pixel_values, grid_thw)
         best = min(best, time.perf_counter() - start)
