@@ -4,18 +4,19 @@
 # Qwen3.5 is natively multimodal: 153 of its 488 tensors (`model.visual.*`, about 100 M
 # parameters) are its eyes. They turn an image into a few hundred vectors of the language
 # model's width, which chapter 11 puts into the prompt in place of `<|image_pad|>` tokens. This
-# chapter sends one picture through the tower by hand, step by step, and checks every step
-# against the library (`qwen/vision.py`): the image cut into patches of 16 x 16 pixels, the patch
-# embedding (a Conv3d that is one matmul), the learned position table stretched to the image's
-# grid, 2D rotary positions (row and column), 12 blocks of bidirectional attention and MLP, and
-# the merger, which turns each 2 x 2 group of patches into one token. Then what it costs.
+# chapter sends one picture through the tower by hand, step by step, checks the steps against
+# torch's own operations and the result against the library (`qwen/vision.py`): the image cut
+# into patches of 16 x 16 pixels, the patch embedding (a Conv3d that is one matmul), the learned
+# position table stretched to the image's grid, 2D rotary positions (row and column), 12 blocks
+# of bidirectional attention and MLP, and the merger, which turns each 2 x 2 group of patches
+# into one token. Then what it costs.
 #
 # Qwen3.5 天生是多模态的：它的 488 个张量中有 153 个（`model.visual.*`，约 1 亿个参数）是它的眼睛。
 # 它们把一张图像变成几百个与语言模型同宽的向量，第 11 章把这些向量放进提示词，替换 `<|image_pad|>`
-# 词元。本章手算一张图像穿过视觉塔的每一步，并逐步与库（`qwen/vision.py`）核对：图像切成 16 x 16
-# 像素的图块，图块嵌入（一个等于一次矩阵乘法的 Conv3d），拉伸到图像网格上的可学习位置表，
-# 2D RoPE（行和列），12 个双向注意力加 MLP 的块，以及把每 2 x 2 个图块合成一个词元的合并器。
-# 最后看它的计算量。
+# 词元。本章手算一张图像穿过视觉塔的每一步，各步与 torch 自己的运算核对，结果与库（`qwen/vision.py`）
+# 核对：图像切成 16 x 16 像素的图块，图块嵌入（一个等于一次矩阵乘法的 Conv3d），拉伸到图像网格上的
+# 可学习位置表，2D RoPE（行和列），12 个双向注意力加 MLP 的块，以及把每 2 x 2 个图块合成一个词元的
+# 合并器。最后看它的计算量。
 #
 # Run: `python ch10_vision.py [--image PATH] [--model PATH] [--tiny] [--lang zh] [--plot]`
 
@@ -176,12 +177,13 @@ if ready:
 
 # %% [markdown]
 # ## 4. 2D RoPE: row and column / 2D RoPE：行和列
-# Inside the blocks, attention also gets RoPE (chapter 4), in two dimensions: a quarter of each
-# head's frequencies turn by the patch's row, a quarter by its column, and rotate-half uses each
-# twice. Then a score between two patches depends only on how far apart they are, across and down.
+# Inside the blocks, attention also gets RoPE (chapter 4), in two dimensions: half of each head's
+# rotating pairs turn by the patch's row, the other half by its column (16 frequencies each at
+# head_dim 64). Then a score between two patches depends only on how far apart they are, across
+# and down.
 #
-# 在块内部，注意力也用 RoPE（第 4 章），而且是 2D RoPE：每个头的频率中四分之一按图块的行旋转，四分之一
-# 按列旋转，rotate-half 把每个用两次。于是两个图块之间的分数只取决于它们横向和纵向相距多远。
+# 在块内部，注意力也用 RoPE（第 4 章），而且是 2D RoPE：每个头旋转的数对中，一半按图块的行旋转，另一半
+# 按列旋转（head_dim 64 时各 16 个频率）。于是两个图块之间的分数只取决于它们横向和纵向相距多远。
 
 # %%
 if ready:
