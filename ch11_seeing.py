@@ -198,6 +198,9 @@ if ready:
         "  回复第一个词元的 logits，这张图像与空白图像：最大差 {d:.3f}；最可能的词元 {a!r} 与 {b!r}",
         d=(with_image - with_blank).abs().max().item(), a=tok.readable(int(with_image.argmax())),
         b=tok.readable(int(with_blank.argmax())))
+    if ch.tiny:
+        say("  (tiny checkpoint: made-up weights: these tokens mean nothing; the difference shows only that the pixels "
+            "reach the logits)", "  （小检查点：权重是编造的：这些词元没有意义；这个差只说明像素影响到了 logits）")
     with torch.inference_mode():                                        # generate's cache was made in this mode
         cached = model(torch.tensor([reply_ids[-1:]]), cache=cache, last=True)  # the reply's cache: its last token,
     again = model(torch.tensor([ids + reply_ids]), last=True, pixel_values=pixel_values, grid_thw=grid_thw)  # sampled, not read
