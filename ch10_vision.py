@@ -238,6 +238,7 @@ if ready:
 if ready:
     section(5, "The blocks: bidirectional attention across the image", "块：在整幅图像上的双向注意力")
     EPS = 1e-6
+    QUERIES = 1024                                                             # queries per step of the attention
     depth = V["depth"]
     per_image = (grid_thw[:, 0] * grid_thw[:, 1] * grid_thw[:, 2]).tolist()   # each image attends to itself only
 
@@ -249,15 +250,18 @@ if ready:
         qkv = (v @ w(f"blocks.{i}.attn.qkv.weight").T + w(f"blocks.{i}.attn.qkv.bias")).view(-1, 3, NH, HD)
         qh, kh, vh = qkv.unbind(1)                                                  # (N, NH, HD) each
         qh, kh = turn(qh, cos[:, None], sin[:, None]), turn(kh, cos[:, None], sin[:, None])
-        out, row, at = [], None, 0
+        out, row, at = torch.empty(qh.shape[0], NH, HD), None, 0
         for n in per_image:
-            qs, ks, vs = (a[at:at + n].transpose(0, 1) for a in (qh, kh, vh))      # (NH, n, HD)
-            weights = torch.softmax(qs @ ks.transpose(1, 2) / math.sqrt(HD), dim=-1)   # (NH, n, n), no mask
-            if keep and at == 0:
-                row = weights[keep[0], keep[1]]
-            out.append((weights @ vs).transpose(0, 1).reshape(n, D))
+            for head in range(NH):                                                  # one head, 1024 queries at a
+                ks, vs = kh[at:at + n, head], vh[at:at + n, head]                   # time: (1024, n) weights at
+                for q0 in range(0, n, QUERIES):                                     # most, whatever the image
+                    qs = qh[at + q0:at + min(q0 + QUERIES, n), head]                # (queries, HD)
+                    weights = torch.softmax(qs @ ks.T / math.sqrt(HD), dim=-1)      # (queries, n), no mask
+                    if keep and at == 0 and head == keep[0] and q0 <= keep[1] < q0 + QUERIES:
+                        row = weights[keep[1] - q0]
+                    out[at + q0:at + q0 + len(qs), head] = weights @ vs
             at += n
-        out = torch.cat(out) @ w(f"blocks.{i}.attn.proj.weight").T + w(f"blocks.{i}.attn.proj.bias")
+        out = out.reshape(-1, D) @ w(f"blocks.{i}.attn.proj.weight").T + w(f"blocks.{i}.attn.proj.bias")
         return out, row
 
     def mlp(v, i):
