@@ -135,18 +135,19 @@ if REAL:
 # ## 4. Every tensor, grouped / 所有张量，分组统计
 # Groups come from the loader's short names (`layers.3.self_attn.q_proj.weight`, whatever the
 # prefix in the file); a tensor the course does not know (a saved rotary buffer, a layer beyond
-# the config) lands in "other". The vision tower and the multi-token-prediction head ship in
-# the file but the course does not use them.
+# the config) lands in "other". The vision tower (`model.visual.*`, the model's eyes) is built
+# in chapter 10 and reads an image in chapter 11; the multi-token-prediction head ships in the
+# file but the course does not use it.
 #
 # 分组依据加载器的短名字（无论文件里的前缀是什么，都是 `layers.3.self_attn.q_proj.weight` 这样）；
-# 课程不认识的张量（存下来的旋转位置缓冲、超出配置的层）归入“其他”。视觉塔和多词元预测头
-# 也在文件里，但课程不用它们。
+# 课程不认识的张量（存下来的旋转位置缓冲、超出配置的层）归入“其他”。视觉塔（`model.visual.*`，
+# 模型的眼睛）在第 10 章搭建，第 11 章用它读图像；多词元预测头也在文件里，但课程不用它。
 
 # %%
 def group(full, cfg):
     short = short_name(full)
     if short is None:
-        return tr("vision tower (not used)", "视觉塔（不用）") if full.startswith("model.visual.") \
+        return tr("vision tower (used in chapter 10)", "视觉塔（第 10 章用到）") if full.startswith("model.visual.") \
             else tr("multi-token prediction (not used)", "多词元预测（不用）")
     layer = re.match(r"layers\.(\d+)\.", short)
     if layer and int(layer[1]) >= cfg.num_hidden_layers:                       # a layer beyond the config
@@ -313,11 +314,11 @@ for v in (1.001, 257.0, 0.001):
 #
 # ## Summary / 小结
 # - safetensors = 8-byte length + JSON header + raw bytes; `qwen.weights` reads it lazily.
-# - Group tensors by the loader's short names; the vision tower and the MTP head are not used.
+# - Group tensors by the loader's short names; the vision tower is chapters 10-11's, the MTP head is not used.
 # - bf16 everywhere except two fp32 tensors per linear-attention layer; 8 significant bits.
 #
 # - safetensors = 8 字节长度 + JSON 文件头 + 原始字节；`qwen.weights` 按需读取。
-# - 按加载器的短名字给张量分组；视觉塔和多词元预测头不用。
+# - 按加载器的短名字给张量分组；视觉塔在第 10、11 章用到，多词元预测头不用。
 # - 除每个线性注意力层的两个 fp32 张量外都是 bf16；有效位 8 个二进制位。
 
 # %%

@@ -227,10 +227,13 @@ if ch.tiny:
 # ## 6. Multimodal RoPE reduces to plain RoPE for text / 多模态 RoPE 对文本就是普通 RoPE
 # The config's `mrope_section` deals the frequency pairs out among three position streams
 # (time, height, width), interleaved, for images and video. For text the three streams are the
-# same number, so every pair gets position x f_i whatever stream it reads.
+# same number, so every pair gets position x f_i whatever stream it reads: the plain RoPE of
+# this chapter is the special case of 3D RoPE where t = h = w. Chapter 11 puts an image in the
+# prompt, where its tokens get three different positions (t, h, w).
 #
 # 配置里的 `mrope_section` 把频率对交替分给三个位置流（时间、高、宽），用于图像和视频。
-# 对文本来说三个流是同一个数，所以不管读哪个流，每一对得到的都是 位置 x f_i。
+# 对文本来说三个流是同一个数，所以不管读哪个流，每一对得到的都是 位置 x f_i：本章的普通 RoPE
+# 就是 3D RoPE 在 t = h = w 时的特例。第 11 章把图像放进提示词，图像的词元得到三个不同的位置（t, h, w）。
 
 # %%
 section(6, "Multimodal RoPE reduces to plain RoPE for text", "多模态 RoPE 对文本就是普通 RoPE")
@@ -245,6 +248,8 @@ say("  text positions (three equal streams): max |mrope - plain| = {a:.1e}",
 say("  image-grid positions (three different streams): max |mrope - plain| = {a:.1f} rad",
     "  图像网格位置（三个流不同）：max |mrope - 普通| = {a:.1f} 弧度",
     a=(mrope_angles(grid, f, section_sizes) - pos[:, None].float() * f).abs().max().item())
+say("  so plain RoPE is 3D RoPE with t = h = w; chapter 11 gives an image's tokens three different positions",
+    "  所以普通 RoPE 就是 t = h = w 时的 3D RoPE；第 11 章给图像的词元三个不同的位置")
 
 # %% [markdown]
 # ## 7. Angles in fp32 / 角度用 fp32
@@ -309,7 +314,8 @@ if ch.args.plot:
 # ## Summary / 小结
 # - `RotaryEmbedding(cfg)(positions)` -> (cos, sin) in fp32; `apply_rope(x, cos, sin)` rotates the
 #   first rotary_dim entries (rotate-half) and passes the rest through.
-# - Rotations keep lengths; scores depend only on m - n; multimodal RoPE is plain RoPE for text.
+# - Rotations keep lengths; scores depend only on m - n; multimodal RoPE is plain RoPE for text
+#   (plain RoPE is the special case t = h = w of the 3D RoPE of chapter 11).
 # - Practice: `python practice/judge.py 207` (RoPE with partial rotation).
 
 # %%

@@ -39,10 +39,12 @@ torch.set_grad_enabled(False)
 # ## 1. Build it from the config, fill it from the weights / 按配置搭建，用权重填满
 # `load_model` builds the modules on the "meta" device (shapes, no memory), then loads every
 # tensor key by key, strictly: each is read once and converted once to fp32. The vision tower
-# and the multi-token-prediction head are never read.
+# is loaded too, into `model.visual` (chapter 10 uses it); the multi-token-prediction head is
+# never read.
 #
 # `load_model` 先在 "meta" 设备上搭出各个模块（只有形状，不占内存），再逐个键严格加载每个张量：
-# 每个张量只读一次、只转换一次（转成 fp32）。视觉塔和多词元预测的头从不读取。
+# 每个张量只读一次、只转换一次（转成 fp32）。视觉塔也会加载，放在 `model.visual` 里（第 10 章用它）；
+# 多词元预测的头从不读取。
 
 # %%
 section(1, "Build the model and load it", "搭建模型并加载权重")
@@ -52,6 +54,9 @@ seconds = time.perf_counter() - start
 params = sum(p.numel() for p in model.parameters())
 say("  {n} parameters in fp32: {b}, loaded in {s:.1f} s", "  {n} 个参数，fp32：{b}，加载用时 {s:.1f} 秒",
     n=count(params), b=size(sum(p.nbytes for p in model.parameters())), s=seconds)
+if model.visual is not None:
+    say("  of them in the vision tower (chapter 10): {n}", "  其中视觉塔（第 10 章）：{n}",
+        n=count(sum(p.numel() for p in model.visual.parameters())))
 note(ch.threads)
 pattern = " ".join("F" if layer.kind == "full_attention" else "L" for layer in model.layers)
 say("  layers (L = Gated DeltaNet, F = full attention): {p}", "  各层（L = Gated DeltaNet，F = 全注意力）：{p}",

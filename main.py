@@ -5,6 +5,8 @@
     python main.py 3             chapter 3 only
     python main.py download      fetch the model (1.77 GB) into the Hugging Face cache
     python main.py chat          talk with the model (/help lists its commands, /quit leaves)
+    python main.py chat --image PATH   ... about a picture (it goes with your first message)
+    python main.py 11 --image PATH     chapters 10 and 11 (and the whole course) look at your picture
     python main.py --plot        every chapter, and their figures as PNGs in out/figures
     options: --tiny  --model PATH  --lang en|zh  --plot  --out DIR  --debug
     (or the environment: QWEN_TINY=1, QWEN_MODEL=PATH, QWEN_LANG=zh, QWEN_PLOT=1, QWEN_FIGURES=DIR)
@@ -19,6 +21,8 @@ from qwen.lang import QwenError, get_lang, tr
 
 ROOT = Path(__file__).resolve().parent
 TINY_CHAT_TOKENS = 32                            # chat's default reply length on the built-in tiny checkpoint
+IMAGE_CHAPTERS = (10, 11)                        # the chapters that take --image (the vision tower, an image in the prompt)
+REPLY_CHAPTERS = (9, 11)                         # the chapters that take --max-new-tokens
 CHAT_TOKENS = 512                                # and on a real one
 
 
@@ -86,8 +90,10 @@ def run_chapters(args, numbers):
             print("\n" + "#" * 78 + "\n# " + script.name + "\n" + "#" * 78)
             sys.argv = [str(script), "--model", str(path), "--lang", get_lang()] + (["--debug"] if args.debug else [])
             sys.argv += args.rest                        # a chapter's own options (--prompt, --text ...)
-            if n == 9 and args.max_new_tokens:           # else chapter 9's own default, as when run alone
+            if n in REPLY_CHAPTERS and args.max_new_tokens:   # else the chapter's own default, as when run alone
                 sys.argv += ["--max-new-tokens", str(args.max_new_tokens)]
+            if n in IMAGE_CHAPTERS and args.image is not None:
+                sys.argv += ["--image", args.image]
             run_chapter(script)
     finally:
         restore()
@@ -105,9 +111,12 @@ def main(argv=None):
                    help=tr("a chapter number, 'download', 'chat', or nothing for every chapter",
                           "章节号、download、chat，或留空运行所有章节"))
     p.add_argument("--max-new-tokens", type=int, default=None,
-                   help=tr("longest reply in chat and chapter 9 (default {c} / {n}; chat on the tiny checkpoint: {t})",
-                           "chat 和第 9 章回复的最大词元数（默认 {c} / {n}；小检查点上的 chat：{t}）",
+                   help=tr("longest reply in chat and chapters 9 and 11 (default {c} / {n}; chat on the tiny checkpoint: {t})",
+                           "chat 和第 9、11 章回复的最大词元数（默认 {c} / {n}；小检查点上的 chat：{t}）",
                            c=CHAT_TOKENS, n=CHAPTER_REPLY_TOKENS, t=TINY_CHAT_TOKENS))
+    p.add_argument("--image", metavar="PATH", default=None,
+                   help=tr("a picture: chat about it (it goes with your first message), or chapters 10 and 11 look at it",
+                           "一张图片：就它对话（它随你的第一条消息一起发送），或者让第 10、11 章看它"))
     p.add_argument("--plot", action="store_true",
                    help=tr("also draw each chapter's figures, as PNGs (or QWEN_PLOT=1; needs matplotlib)",
                            "同时画出各章的图，写成 PNG（也可设 QWEN_PLOT=1；需要 matplotlib）"))
@@ -124,6 +133,12 @@ def main(argv=None):
                    "e.g. python main.py 9 --prompt \"...\")",
                    "无法识别的参数：{a}（章节自己的选项写在章节号后面，例如 python main.py 9 --prompt \"...\"）",
                    a=" ".join(args.rest)))
+    takes_image = args.what in ("chat", "all") or args.what.isdigit() and int(args.what) in IMAGE_CHAPTERS
+    if args.image is not None and not takes_image:
+        raise QwenError("--image goes with chat or chapters 10 and 11: python main.py chat --image PATH, "
+                        "python main.py 11 --image PATH",
+                        "--image 只用于 chat 或第 10、11 章：python main.py chat --image PATH、"
+                        "python main.py 11 --image PATH")
     if args.what == "download":
         return download(args)
     if args.what == "chat":
@@ -143,7 +158,7 @@ def main(argv=None):
         from qwen import threads
         used = threads.use(threads.choose(small=is_tiny(cfg)))
         print(tr("Speeds below are timed with {c}.", "下面的速度计时使用 {c}。", c=used.text()))
-        return chat_loop(path, max_new_tokens=limit or CHAT_TOKENS)
+        return chat_loop(path, max_new_tokens=limit or CHAT_TOKENS, image=args.image)
     if args.what == "all":
         return run_chapters(args, sorted(found))
     if args.what.isdigit() and int(args.what) in found:

@@ -9,6 +9,10 @@ Commands: /help, /reset (clears the conversation and the cache), /quit. Ctrl-C d
 stops that reply: the part already shown stays in the conversation as the model's answer (with
 nothing shown yet, the message is taken back), and the chat goes on. Ctrl-C or Ctrl-D at the
 prompt leaves. Special-token text in a message ('<|im_end|>') is read as plain text.
+
+`--image PATH`: the picture is preprocessed (qwen/image.py) before the model is loaded, so a file
+that is not an image costs one line and no wait, and goes with the first message (again with the
+first one after /reset): its pad tokens, one per merged 2 x 2 block of patches, in that message.
 """
 import sys
 
@@ -27,21 +31,37 @@ def help_text():
               "消息里的 <|im_end|> 之类的文字按普通文本读入，而不是特殊词元。")
 
 
-def chat_loop(path, max_new_tokens=512, think=False, read=input):
+def chat_loop(path, max_new_tokens=512, think=False, read=input, image=None):
     import torch
 
     with torch.no_grad():          # for the chat only: a notebook (or a test) that called it goes on with gradients
-        return _chat_loop(path, max_new_tokens, think, read)
+        return _chat_loop(path, max_new_tokens, think, read, image)
 
 
-def _chat_loop(path, max_new_tokens, think, read):
+def load_chat_image(path, image):
+    """(pixel_values, grid_thw) of the picture `image` for the checkpoint in `path`: one line if it
+    is no image (qwen/image.py load_image) or the checkpoint has no vision tower."""
+    from qwen.config import Config
+    from qwen.vision import preprocess
+
+    Config.load(path).image_tokens()                                  # a text-only export: one line
+    return preprocess(image, path)
+
+
+def _chat_loop(path, max_new_tokens, think, read, image=None):
     from qwen.generate import Chat
     from qwen.model import load_model
     from qwen.tokenizer import Tokenizer
 
+    picture = None if image is None else load_chat_image(path, image)
     print(tr("Loading {path} ...", "正在加载 {path} ……", path=path), flush=True)
     model = load_model(path)
     chat = Chat(model, Tokenizer.load(path), enable_thinking=think, temperature=0.7, top_k=20, top_p=0.8, seed=0)
+    if picture is not None:
+        _, h, w = picture[1][0].tolist()
+        print(tr("Image {file}: {h} x {w} patches, {n} tokens; it goes with your first message.",
+                 "图像 {file}：{h} x {w} 个图块，{n} 个词元；它随你的第一条消息一起发送。",
+                 file=image, h=h, w=w, n=h * w // model.cfg.image_tokens()[1] ** 2))
     print(tr("Type a message and press Enter. /help lists the commands; /quit leaves.",
              "输入消息后按回车。/help 列出命令；/quit 退出。"))
     try:
@@ -64,20 +84,22 @@ def _chat_loop(path, max_new_tokens, think, read):
                     print(tr("Unknown command {c}: the commands are {all}.", "没有 {c} 这个命令：可用的命令是 {all}。",
                              c=line, all=tr(", ", "、").join(COMMANDS)))
                 continue
-            reply(chat, line, max_new_tokens)
+            image_args = {} if picture is None or chat.messages else dict(pixel_values=picture[0], grid_thw=picture[1])
+            reply(chat, line, max_new_tokens, **image_args)
     except KeyboardInterrupt:                                         # at the prompt: leave
         pass
     print(tr("\nBye.", "\n再见。"))
 
 
-def reply(chat, line, max_new_tokens):
-    """One turn: the reply streamed, then one line of what it cost (or of how it was stopped)."""
+def reply(chat, line, max_new_tokens, **image):
+    """One turn: the reply streamed, then one line of what it cost (or of how it was stopped).
+    image: pixel_values and grid_thw of a picture sent with this message (Chat.say)."""
     special = sorted({t for t in chat.tok.special if t in line})
     if special:
         print(tr("  ({t}: read as plain text, not as special tokens)", "  （{t}：按普通文本读入，不是特殊词元）",
                  t=" ".join(special)), file=sys.stderr)
     stats = {}
-    pieces = chat.say(line, max_new_tokens=max_new_tokens, stats=stats)
+    pieces = chat.say(line, max_new_tokens=max_new_tokens, stats=stats, **image)
     try:
         for piece in pieces:
             print(piece, end="", flush=True)

@@ -249,6 +249,9 @@ def _quiet_notebook_progress():
     warnings.filterwarnings("ignore", message="Using `tqdm.autonotebook.tqdm` in notebook mode")
 
 
+_tokenizers = {}                                   # (folder, its tokenizer files' sizes and times): Tokenizer
+
+
 class Chapter:
     """What a chapter works on: its options, checkpoint folder, config and (lazy) weights."""
 
@@ -265,11 +268,20 @@ class Chapter:
 
     @functools.cached_property
     def tokenizer(self):
-        """The checkpoint's tokenizer, or None when the folder has no tokenizer files."""
+        """The checkpoint's tokenizer, or None when the folder has no tokenizer files.
+
+        Read once per process and folder (2 s for Qwen3.5's 248,077 ids): a whole-course run
+        or a notebook has six chapters that need it. Files changed since are read again."""
         from qwen.tokenizer import Tokenizer
-        if not any((self.path / f).is_file() for f in ("tokenizer.json", "vocab.json", "merges.txt")):
+        files = [self.path / f for f in ("tokenizer.json", "vocab.json", "merges.txt")]
+        if not any(f.is_file() for f in files):
             return None
-        return Tokenizer.load(self.path)
+        key = (str(self.path.resolve()), tuple((f.stat().st_size, f.stat().st_mtime_ns) if f.is_file() else None
+                                               for f in files))
+        if key not in _tokenizers:
+            _tokenizers.clear()                        # one folder's at a time: a tokenizer holds 100 MB
+            _tokenizers[key] = Tokenizer.load(self.path)
+        return _tokenizers[key]
 
     def sentence(self, text):
         """(ids, readable names) of `text` through the checkpoint's tokenizer; without one (or with a

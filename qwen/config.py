@@ -12,6 +12,7 @@ can make the course allocate terabytes), and consistent with the others. qwen/we
 checks the config against the tensors' shapes before anything is allocated.
 """
 import dataclasses
+import math
 from pathlib import Path
 
 from qwen.files import kind_of, missing_path, read_json
@@ -87,6 +88,20 @@ class Config:
     @property
     def linear_attention_layers(self):
         return [i for i, t in enumerate(self.layer_types) if t == "linear_attention"]
+
+    def image_tokens(self):
+        """(image_token_id, spatial_merge_size) for images in the prompt.
+
+        Read when an image is given, not at load time: a text-only export has none of them, and
+        its text chapters must not fail for that. The id is a top-level key of the multimodal
+        config.json, the merge size is vision_config's (2 x 2 patches become one token)."""
+        if not isinstance(self.raw.get("vision_config"), dict):
+            raise QwenError("{source} has no vision_config: this checkpoint has no vision tower (a text-only "
+                            "export), so it cannot read images. Use the multimodal checkpoint (Qwen/Qwen3.5-0.8B).",
+                            "{source} 里没有 vision_config：这个检查点没有视觉塔（纯文本导出），读不了图像。"
+                            "请使用多模态检查点（Qwen/Qwen3.5-0.8B）。", source=self.source)
+        image = _int(self.raw, "image_token_id", self.vocab_size - 1, self.source)
+        return image, _int(self.raw["vision_config"], "spatial_merge_size", 64, self.source)
 
 
 def _field(d, name, source):
@@ -180,4 +195,115 @@ def language_model_shapes(cfg):
     shapes["norm.weight"] = ((H,), "BF16")
     if not cfg.tie_word_embeddings:
         shapes["lm_head.weight"] = ((V, H), "BF16")
+    return shapes
+
+
+# --------------------------------------------------------------------------------------------
+# The vision tower's numbers (chapter 10)
+# --------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class VisionConfig:
+    """The vision tower's numbers, from config.json's "vision_config" (the nested layout only:
+    a text-only export has no tower). Qwen3.5-0.8B: 12 blocks of width 768, 12 heads, patches
+    of 16 x 16 pixels x 2 frames, a learned 48 x 48 position table, 2 x 2 patches merged into
+    one token of width out_hidden_size = the language model's hidden_size (1024)."""
+    depth: int                         # blocks
+    hidden_size: int                   # width of every patch's vector inside the tower
+    intermediate_size: int             # the blocks' MLP width
+    num_heads: int
+    in_channels: int                   # 3: RGB
+    patch_size: int                    # pixels per patch side
+    temporal_patch_size: int           # frames per patch (an image is repeated to fill them)
+    spatial_merge_size: int            # m x m neighbouring patches become one token
+    out_hidden_size: int               # the merged tokens' width: the language model's hidden_size
+    num_position_embeddings: int       # rows of the learned position table, a square (48 x 48)
+    rope_theta: float = 10000.0        # base of the 2D rotary frequencies
+    source: str = dataclasses.field(default="", compare=False)
+
+    RANGES = {"depth": 1024, "hidden_size": 65536, "intermediate_size": 1 << 20, "num_heads": 1024,
+              "in_channels": 16, "patch_size": 1024, "temporal_patch_size": 64, "spatial_merge_size": 64,
+              "out_hidden_size": 65536, "num_position_embeddings": 1 << 20}
+
+    @property
+    def head_dim(self):
+        return self.hidden_size // self.num_heads
+
+    @property
+    def patch_values(self):
+        """Numbers per patch: channels x frames x pixels x pixels (0.8B: 3 x 2 x 16 x 16 = 1536)."""
+        return self.in_channels * self.temporal_patch_size * self.patch_size ** 2
+
+    @property
+    def grid_side(self):
+        """Side of the square position table (0.8B: 48)."""
+        return math.isqrt(self.num_position_embeddings)
+
+    @classmethod
+    def from_config(cls, cfg):
+        """The VisionConfig of a Config (or a raw config.json dict), None when it has no tower."""
+        raw = cfg.raw if isinstance(cfg, Config) else cfg
+        source = cfg.source if isinstance(cfg, Config) else "config.json"
+        if not isinstance(raw, dict) or "text_config" not in raw or raw.get("vision_config") is None:
+            return None
+        vision = raw["vision_config"]
+        if not isinstance(vision, dict):
+            raise _bad_field("vision_config", "a JSON object", vision, source)
+        values = {name: _int(vision, name, top, source) for name, top in cls.RANGES.items()}
+        values["rope_theta"] = _theta(vision, source)
+        _check_vision(values, vision, source)
+        return cls(**values, source=source)
+
+
+def _theta(vision, source):
+    params = vision.get("rope_parameters") or {}
+    theta = params.get("rope_theta", 10000.0) if isinstance(params, dict) else None
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not 1 < theta < 1e12:
+        raise _bad_field("vision_config.rope_parameters", "an object with rope_theta, a number above 1",
+                         params, source)
+    return float(theta)
+
+
+def _check_vision(v, vision, source):
+    """What the tower's shape rules need: heads split the width evenly into a multiple of 4 (the
+    2D rotary gives a quarter of each head to each of rows and columns, times two for cos/sin
+    pairs), a square position table, and the activations the course implements."""
+    if v["hidden_size"] % v["num_heads"] or (v["hidden_size"] // v["num_heads"]) % 4:
+        raise _bad_field("vision_config.hidden_size", f"a multiple of 4 x num_heads ({4 * v['num_heads']})",
+                         v["hidden_size"], source)
+    if math.isqrt(v["num_position_embeddings"]) ** 2 != v["num_position_embeddings"]:
+        raise _bad_field("vision_config.num_position_embeddings", "a square number (48 x 48 = 2304)",
+                         v["num_position_embeddings"], source)
+    act = vision.get("hidden_act", "gelu_pytorch_tanh")
+    if act != "gelu_pytorch_tanh":
+        raise _bad_field("vision_config.hidden_act", "'gelu_pytorch_tanh'", act, source)
+
+
+def vision_shapes(vcfg, out_hidden=None):
+    """{full name: (shape, dtype)} of every `model.visual.*` tensor, from the vision config alone
+    (the tests check them against the real checkpoint's 153). out_hidden: the merged tokens'
+    width, which must be the language model's hidden_size (default: the config's out_hidden_size)."""
+    D, I, m = vcfg.hidden_size, vcfg.intermediate_size, vcfg.spatial_merge_size
+    out = vcfg.out_hidden_size if out_hidden is None else out_hidden
+    kernel = (vcfg.temporal_patch_size, vcfg.patch_size, vcfg.patch_size)
+    v = "model.visual."
+    shapes = {v + "patch_embed.proj.weight": ((D, vcfg.in_channels, *kernel), "BF16"),   # a Conv3d's weight
+              v + "patch_embed.proj.bias": ((D,), "BF16"),
+              v + "pos_embed.weight": ((vcfg.num_position_embeddings, D), "BF16")}
+    for i in range(vcfg.depth):
+        b = f"{v}blocks.{i}."
+        for norm in ("norm1", "norm2"):                                  # LayerNorms: weight and bias
+            shapes[b + norm + ".weight"] = ((D,), "BF16")
+            shapes[b + norm + ".bias"] = ((D,), "BF16")
+        for name, (rows, cols) in (("attn.qkv", (3 * D, D)), ("attn.proj", (D, D)),
+                                   ("mlp.linear_fc1", (I, D)), ("mlp.linear_fc2", (D, I))):
+            shapes[b + name + ".weight"] = ((rows, cols), "BF16")
+            shapes[b + name + ".bias"] = ((rows,), "BF16")
+    merged = D * m * m                                                   # m x m patches side by side
+    shapes[v + "merger.norm.weight"] = ((D,), "BF16")
+    shapes[v + "merger.norm.bias"] = ((D,), "BF16")
+    shapes[v + "merger.linear_fc1.weight"] = ((merged, merged), "BF16")
+    shapes[v + "merger.linear_fc1.bias"] = ((merged,), "BF16")
+    shapes[v + "merger.linear_fc2.weight"] = ((out, merged), "BF16")
+    shapes[v + "merger.linear_fc2.bias"] = ((out,), "BF16")
     return shapes

@@ -71,7 +71,9 @@ class Cache:
 
     def __init__(self, num_layers):
         self.layers = [LayerCache() for _ in range(num_layers)]
-        self.length = 0                # tokens seen: the next token's position
+        self.length = 0                # tokens seen: the next token's index
+        self.delta = 0                 # the next token's position minus its index: 0 for text, negative after
+                                       # an image (its tokens span fewer positions: qwen/rope.py rope_index)
 
     def __getitem__(self, i):
         return self.layers[i]
@@ -92,7 +94,7 @@ class Cache:
         the conv return new ones; the attention appends past the copy's length), and the copy
         takes no `room`, so continuing it writes into buffers of its own (qwen/attention.py remember)."""
         twin = Cache(0)
-        twin.length = self.length
+        twin.length, twin.delta = self.length, self.delta
         for layer in self.layers:
             kept = LayerCache()
             kept.k, kept.v, kept.conv, kept.state = layer.k, layer.v, layer.conv, layer.state
@@ -100,7 +102,8 @@ class Cache:
         return twin
 
     def __repr__(self):
-        return f"Cache({len(self.layers)} layers, {self.length} tokens, {self.nbytes:,} bytes)"
+        shift = "" if isinstance(self.delta, int) and self.delta == 0 else f", rope delta {self.delta}"
+        return f"Cache({len(self.layers)} layers, {self.length} tokens{shift}, {self.nbytes:,} bytes)"
 
 
 def kv_cache_bytes(cfg, tokens, itemsize, layers=None):
@@ -378,7 +381,8 @@ def _raise(message):
 
 @torch.inference_mode()
 def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, top_p=1.0, seed=None,
-                 stop=(), cache=None, stats=None, vocab=None, keep_at=None, kept=None):
+                 stop=(), cache=None, stats=None, vocab=None, keep_at=None, kept=None, pixel_values=None,
+                 grid_thw=None):
     """Prompt ids in, new token ids out, one at a time (the stop token is yielded too, then it ends).
 
     The prompt is read in one call (prefill); every new token is one more call of length 1 (decode).
@@ -388,7 +392,10 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
     rows for 248,077 ids, and the rows past them are padding that no text maps to; random weights,
     the tiny checkpoint's included, do pick them, and the reply could not be decoded).
     keep_at (0 < keep_at < prompt length): the prompt is read in two parts, and the list `kept`
-    receives a copy of the cache between them (Cache.copy), a point to continue from later."""
+    receives a copy of the cache between them (Cache.copy), a point to continue from later.
+    pixel_values, grid_thw: the images whose pad tokens the prompt holds (already expanded, one per
+    merged token: image_prompt_ids); they are read with the prompt, and decoding goes on from the
+    cache as for text (its rope delta places the new tokens after the image)."""
     check_sampling(temperature, top_k, top_p)                                  # before the prompt is read
     cache = model.new_cache() if cache is None else cache
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
@@ -399,11 +406,15 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
     stats = {} if stats is None else stats
     stats.update(prompt_tokens=ids.shape[1], new_tokens=0, prefill_s=0.0, decode_s=0.0, stopped=False)
     start = time.perf_counter()
+    images = [(pixel_values, grid_thw)]
     if keep_at is not None and 0 < keep_at < ids.shape[1]:
-        model(ids[:, :keep_at], cache=cache, last=True)
+        images = [(None, None)] * 2 if grid_thw is None else split_images(model.cfg, ids[0].tolist(), keep_at,
+                                                                          pixel_values, grid_thw)
+    if len(images) == 2:                                                       # None: keep_at cuts an image
+        model(ids[:, :keep_at], cache=cache, last=True, **_image_args(*images[0]))
         kept.append(cache.copy())
         ids = ids[:, keep_at:]                                                 # (1, the rest)
-    logits = model(ids, cache=cache, last=True)[0, -1, :vocab]                # (vocab,)
+    logits = model(ids, cache=cache, last=True, **_image_args(*images[-1]))[0, -1, :vocab]   # (vocab,)
     stats["prefill_s"] = time.perf_counter() - start
     start = time.perf_counter()
     for n in range(max_new_tokens):
@@ -417,6 +428,65 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
         if n + 1 < max_new_tokens:
             logits = model(torch.tensor([[token]]), cache=cache, last=True)[0, -1, :vocab]
             stats["decode_s"] = time.perf_counter() - start
+
+
+def _image_args(pixel_values, grid_thw):
+    return {} if grid_thw is None else {"pixel_values": pixel_values, "grid_thw": grid_thw}
+
+
+def split_images(cfg, ids, at, pixel_values, grid_thw):
+    """The images of a prompt `ids` read in two parts, ids[:at] and ids[at:]: [(pixels, grid) of the
+    first part's images, (pixels, grid) of the second's], (None, None) for a part without one.
+    [(pixel_values, grid_thw)] (do not split) when `at` falls inside an image's pad tokens."""
+    if grid_thw is None or pixel_values is None:
+        return [(None, None), (pixel_values, grid_thw)]
+    image_id, merge = cfg.image_tokens()
+    grid_thw = torch.as_tensor(grid_thw).reshape(-1, 3)
+    tokens = (grid_thw.prod(-1) // merge ** 2).cumsum(0).tolist()              # pad tokens up to each image
+    before = sum(1 for i in ids[:at] if i == image_id)
+    if before and before not in tokens:
+        return [(pixel_values, grid_thw)]
+    k = tokens.index(before) + 1 if before else 0                              # images in the first part
+    patches = int(grid_thw[:k].prod(-1).sum())
+    part = lambda pv, g: (pv, g) if len(g) else (None, None)                   # noqa: E731
+    return [part(pixel_values[:patches], grid_thw[:k]), part(pixel_values[patches:], grid_thw[k:])]
+
+
+def image_prompt_ids(ids, cfg, grid_thw):
+    """The ids with each <|image_pad|> the template wrote repeated to its image's token count,
+    t * h * w / merge^2 (grid_thw (images, 3): 448 x 448 is a 1 x 28 x 28 grid, 196 tokens), as
+    transformers' processor expands them. The number of pads must equal the number of images."""
+    grids = [] if grid_thw is None else torch.as_tensor(grid_thw).reshape(-1, 3).tolist()
+    if not grids:
+        return list(ids)
+    image_id, merge = cfg.image_tokens()
+    pads = sum(1 for i in ids if i == image_id)
+    if pads != len(grids):
+        raise QwenError("The prompt has {p} image slots (<|vision_start|><|image_pad|><|vision_end|> from the chat "
+                        "template) for {n} image(s): put one {{'type': 'image'}} item per image in the messages.",
+                        "提示词里有 {p} 个图像位置（对话模板写出的 <|vision_start|><|image_pad|><|vision_end|>），"
+                        "但有 {n} 张图像：消息里每张图像放一个 {{'type': 'image'}} 项。", p=pads, n=len(grids))
+    counts = iter(t * h * w // merge ** 2 for t, h, w in grids)
+    out = []
+    for i in ids:
+        out += [i] * next(counts) if i == image_id else [i]
+    return out
+
+
+def with_images(prompt, images):
+    """A prompt string or message list with `images` image items put first into the first user
+    message's content (the real template's list content: {'type': 'image'}, {'type': 'text', ...})."""
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+    if not images:
+        return messages
+    for m in messages:
+        if m.get("role") == "user":
+            content = m["content"]
+            text = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+            m["content"] = [{"type": "image"}] * images + text
+            return messages
+    raise QwenError("An image goes into a user message, and these messages have none.",
+                    "图像要放进用户消息里，但这些消息里没有用户消息。")
 
 
 def prompt_ids(tok, prompt, *, chat=True, template=None, enable_thinking=False):
@@ -455,16 +525,15 @@ def _text_spans(template, messages, text, add_generation_prompt, options):
     template text around the markers, joined with the messages (as given, or stripped, as some
     templates write them), must give `text` back: then the positions are exact. A template that
     changes the text in other ways: each message's (stripped) text is looked for in order."""
-    which = [i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") in TEXT_ROLES
-             and isinstance(m.get("content"), str) and m["content"]]
+    which = _typed_texts(messages)                                 # [(message, item or None, text)]
     if not which:
         return []
-    contents = [messages[i]["content"] for i in which]
+    contents = [t for _, _, t in which]
     marker = next((chr(c) for c in range(0xE000, 0xF900)          # a private-use character found nowhere else:
                    if chr(c) not in text), None)                   # a message holding one must not split the text
     if marker is not None:
-        marks = {i: f"{marker}{n}{marker}" for n, i in enumerate(which)}
-        marked = template.render([{**m, "content": marks[i]} if i in marks else m for i, m in enumerate(messages)],
+        marks = {(i, j): f"{marker}{n}{marker}" for n, (i, j, _) in enumerate(which)}
+        marked = template.render(_replace_texts(messages, marks),
                                  add_generation_prompt=add_generation_prompt, **options)
         parts = marked.split(marker)                               # template, n, template, n, ...
         if len(parts) % 2 and all(p.isdigit() and int(p) < len(which) for p in parts[1::2]):
@@ -486,24 +555,72 @@ def _text_spans(template, messages, text, add_generation_prompt, options):
     return spans
 
 
+def _has_images(prompt):
+    """True when a message list already has image items in some content."""
+    return not isinstance(prompt, str) and any(
+        isinstance(m, dict) and isinstance(m.get("content"), (list, tuple))
+        and any(isinstance(item, dict) and item.get("type") == "image" for item in m["content"]) for m in prompt)
+
+
+def _typed_texts(messages):
+    """[(message index, item index or None, text)]: what people wrote in system and user messages, a
+    string content or the text items of a list content (the items around an image)."""
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") not in TEXT_ROLES:
+            continue
+        content = m.get("content")
+        if isinstance(content, str) and content:
+            out.append((i, None, content))
+        elif isinstance(content, (list, tuple)):
+            out += [(i, j, item["text"]) for j, item in enumerate(content) if isinstance(item, dict)
+                    and item.get("type", "text") == "text" and isinstance(item.get("text"), str) and item["text"]]
+    return out
+
+
+def _replace_texts(messages, marks):
+    """The messages with each typed text (message, item) replaced by marks[(message, item)]."""
+    out = []
+    for i, m in enumerate(messages):
+        if (i, None) in marks:
+            m = {**m, "content": marks[i, None]}
+        elif any(key[0] == i for key in marks):
+            m = {**m, "content": [{**item, "text": marks[i, j]} if (i, j) in marks else item
+                                  for j, item in enumerate(m["content"])]}
+        out.append(m)
+    return out
+
+
 def generate(model, tok, prompt, *, max_new_tokens=128, temperature=0.0, top_k=0, top_p=1.0, seed=None,
              chat=True, enable_thinking=False, template=None, cache=None, stats=None, ids_out=None,
-             keep_at=None, kept=None):
+             keep_at=None, kept=None, pixel_values=None, grid_thw=None):
     """Yield the reply's text as it is generated.
 
     prompt: a string (sent as a user message through the checkpoint's chat template when chat is
     true; continued as plain text otherwise), a list of messages, or a list of token ids. The stop
     token (<|im_end|> or <|endoftext|>) ends the reply and is not shown. `ids_out`, a list,
-    receives the new token ids; `stats`, `keep_at` and `kept` as in generate_ids."""
-    if chat and template is None and not (isinstance(prompt, (list, tuple)) and prompt
-                                          and all(isinstance(i, int) for i in prompt)):
+    receives the new token ids; `stats`, `keep_at` and `kept` as in generate_ids.
+    pixel_values, grid_thw (qwen.vision.preprocess): images in the prompt. A string or messages
+    without image items get them first in the first user message; the template writes a pad per
+    image and each pad is expanded to its image's token count. Ids must hold the expanded pads."""
+    given_ids = isinstance(prompt, (list, tuple)) and prompt and all(isinstance(i, int) for i in prompt)
+    if chat and template is None and not given_ids:
         template = ChatTemplate.load(model.path)
+    if grid_thw is not None and not given_ids:
+        if not chat:
+            raise QwenError("Images go into a chat prompt (chat=True): plain text has no place for them.",
+                            "图像只能放进对话提示词（chat=True）：纯文本里没有它们的位置。")
+        if not _has_images(prompt):
+            prompt = with_images(prompt, len(torch.as_tensor(grid_thw).reshape(-1, 3)))
     ids = prompt_ids(tok, prompt, chat=chat, template=template, enable_thinking=enable_thinking)
+    if grid_thw is not None and not given_ids:
+        ids = image_prompt_ids(ids, model.cfg, grid_thw)
     stop = stop_ids(tok)
     stream = TextStream(tok)
     for token in generate_ids(model, ids, max_new_tokens=max_new_tokens, temperature=temperature,
                               top_k=top_k, top_p=top_p, seed=seed, stop=stop, cache=cache, stats=stats,
-                              vocab=tok.vocab_size, keep_at=keep_at, kept=kept):
+                              vocab=tok.vocab_size, keep_at=keep_at, kept=kept, pixel_values=pixel_values,
+                              grid_thw=grid_thw):
         if ids_out is not None:
             ids_out.append(token)
         if token in stop:
@@ -549,12 +666,20 @@ class Chat:
 
     def reset(self):
         self.messages = []
+        self.pixels, self.grids = [], []                         # the conversation's images, in order
         self.cache, self.read = self.model.new_cache(), []      # the live cache and the ids it has read
         self.saved, self.saved_ids = None, []                    # the copy, and the ids it has read
         self.reused, self.prompt_tokens, self.stopped = 0, 0, False
 
     def ids(self, messages):
-        return chat_ids(self.tok, self.template, messages, enable_thinking=self.enable_thinking)
+        ids = chat_ids(self.tok, self.template, messages, enable_thinking=self.enable_thinking)
+        return image_prompt_ids(ids, self.model.cfg, self._images()[1]) if self.grids else ids
+
+    def _images(self):
+        """(pixel_values, grid_thw) of every image of the conversation, or (None, None)."""
+        if not self.grids:
+            return None, None
+        return torch.cat(self.pixels), torch.cat(self.grids)
 
     def _resume(self, ids):
         """(cache, tokens of `ids` it has read): the kept cache that has read the most of `ids`."""
@@ -579,11 +704,23 @@ class Chat:
             common = min(common, n)
         return min(common, len(ids) - 1)
 
-    def say(self, text, max_new_tokens=512, stats=None):
-        """Send a user message; yield the reply's text as it comes."""
-        self.messages.append({"role": "user", "content": text})
+    def say(self, text, max_new_tokens=512, stats=None, pixel_values=None, grid_thw=None):
+        """Send a user message; yield the reply's text as it comes. pixel_values, grid_thw
+        (qwen.vision.preprocess): images sent with this message, before its text."""
+        grid = None if grid_thw is None else torch.as_tensor(grid_thw).reshape(-1, 3)
+        if grid is not None and len(grid):
+            self.pixels.append(pixel_values)
+            self.grids.append(grid)
+            self.messages.append({"role": "user", "content": [{"type": "image"}] * len(grid)
+                                  + [{"type": "text", "text": text}]})
+        else:
+            grid = None
+            self.messages.append({"role": "user", "content": text})
         ids = self.ids(self.messages)
         cache, self.reused = self._resume(ids)
+        images = split_images(self.model.cfg, ids, self.reused, *self._images()) if self.grids else [(None, None)] * 2
+        if len(images) == 1:                                     # a kept cache ends inside an image: read it all
+            cache, self.reused, images = self.model.new_cache(), 0, [(None, None), self._images()]
         self.prompt_tokens, self.stopped = len(ids), False
         keep_at = self._parting(ids) if self.reuse else None
         if keep_at is not None and keep_at <= self.reused:
@@ -593,7 +730,7 @@ class Chat:
             for piece in generate(self.model, self.tok, ids[self.reused:], max_new_tokens=max_new_tokens,
                                   cache=cache, stats=stats, ids_out=out, chat=False,
                                   keep_at=None if keep_at is None else keep_at - self.reused, kept=kept,
-                                  **self.sampling):
+                                  pixel_values=images[1][0], grid_thw=images[1][1], **self.sampling):
                 pieces.append(piece)
                 whole = True                                     # stopped at a yield: the cache is whole
                 yield piece
@@ -613,3 +750,5 @@ class Chat:
                 self.messages.append({"role": "assistant", "content": "".join(pieces)})
             else:
                 self.messages.pop()                              # stopped before a word: taken back
+                if grid is not None:
+                    self.pixels.pop(), self.grids.pop()

@@ -19,10 +19,12 @@ the delta rule run in fp32 inside the modules; logits are returned in fp32.
 Loading: `load_model(path)` builds the model on the "meta" device (shapes only, no memory),
 then fills it key by key with the strict `load()`: each tensor is read from its file once, with
 plain reads a slice at a time, and converted once, straight into its final buffer (a tensor
-already in the compute dtype is mapped from the file instead: no copy at all). Vision and
-multi-token-prediction tensors are never read; language-model tensors the model has no place for
-(a rotary buffer some exports keep, a layer beyond the config) are not read either, and listed in
-`model.unused`.
+already in the compute dtype is mapped from the file instead: no copy at all). The vision tower
+(`model.visual.*`, qwen/vision.py, chapter 10) is loaded the same way, strictly, into
+`model.visual` when the checkpoint has it and its config.json a "vision_config"; else
+`model.visual` is None (a text-only export). Multi-token-prediction tensors are never read;
+language-model tensors the model has no place for (a rotary buffer some exports keep, a layer
+beyond the config) are not read either, and listed in `model.unused`.
 """
 from pathlib import Path
 
@@ -37,7 +39,8 @@ from qwen.generate import Cache
 from qwen.lang import QwenError
 from qwen.mlp import MLP
 from qwen.norm import GatedRMSNorm, RMSNorm
-from qwen.rope import RotaryEmbedding
+from qwen.rope import RotaryEmbedding, rope_index
+from qwen.vision import VisionConfig, VisionModel
 from qwen.weights import DTYPES, Config, load, load_weights
 
 
@@ -79,6 +82,7 @@ class Qwen35(nn.Module):
             self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         with torch.device("cpu"):                           # no weights: computed from the config, for
             self.rotary = RotaryEmbedding(cfg)              # real even when the rest is built on "meta"
+        self.visual = None                                  # the vision tower, set by load_model (chapter 10)
         self.path = None                                    # the checkpoint folder, set by load_model
         self.unused = []                                    # checkpoint tensors it has no place for
 
@@ -94,19 +98,27 @@ class Qwen35(nn.Module):
         """Final hidden states (..., hidden), already normalized -> scores (..., vocab) in fp32."""
         return F.linear(h, self.output_weight).float()
 
-    def forward(self, ids, cache=None, last=False, keep=None):
-        """ids (batch, seq) or (seq,). With a cache, positions continue from cache.length and
-        every layer continues from what it kept. last=True: logits of the last position only
-        (batch, 1, vocab), what generation needs. keep, a list, receives the residual stream
-        after the embedding and after every layer (for the logit lens)."""
+    def forward(self, ids, cache=None, last=False, keep=None, pixel_values=None, grid_thw=None):
+        """ids (batch, seq) or (seq,). With a cache, positions continue from cache.length (+ the
+        cache's rope delta, after an image) and every layer continues from what it kept.
+        last=True: logits of the last position only (batch, 1, vocab), what generation needs.
+        keep, a list, receives the residual stream after the embedding and after every layer
+        (for the logit lens). pixel_values (patches, patch values) and grid_thw (images, 3), as
+        qwen.vision.preprocess gives them: the images whose pad tokens are in ids (already
+        expanded, one per merged token); the tower's features replace those tokens' embeddings."""
         device = self.embed_tokens.weight.device
         ids = torch.as_tensor(ids, device=device)
         if ids.dim() == 1:
             ids = ids[None]                                                   # (1, seq)
         seq = ids.shape[1]
         past = 0 if cache is None else cache.length
-        cos, sin = self.rotary(torch.arange(past, past + seq, device=device))   # (seq, rotary_dim) each
         x = self.embed_tokens(ids)                                            # (batch, seq, hidden)
+        if pixel_values is not None or grid_thw is not None:
+            x, cos, sin = self._with_images(ids, x, pixel_values, grid_thw, cache)
+        elif cache is not None and not _is_zero(cache.delta):                 # text after an image
+            cos, sin = self.rotary(torch.arange(past, past + seq, device=device) + cache.delta)
+        else:                                                                 # text: plain 1-D RoPE
+            cos, sin = self.rotary(torch.arange(past, past + seq, device=device))   # (seq, rotary_dim) each
         if keep is not None:
             keep.append(x)
         for i, layer in enumerate(self.layers):
@@ -119,12 +131,52 @@ class Qwen35(nn.Module):
             x = x[:, -1:]                                                     # (batch, 1, hidden)
         return self.logits(self.norm(x))                                      # (batch, seq, vocab)
 
+    def _with_images(self, ids, x, pixel_values, grid_thw, cache):
+        """The image features in place of the pad tokens' embeddings, and the 3D positions' cos/sin.
+
+        With a cache, the positions start where the cache's left off (length + delta), and the
+        cache keeps the new delta: the next token's position minus its index."""
+        if pixel_values is None or grid_thw is None:
+            raise QwenError("Images need both pixel_values and grid_thw (qwen.vision.preprocess gives both).",
+                            "图像需要同时给出 pixel_values 和 grid_thw（qwen.vision.preprocess 两者都给）。")
+        if getattr(self, "visual", None) is None:
+            raise QwenError("{path} has no vision tower (model.visual.* tensors): this checkpoint cannot read "
+                            "images. Use the multimodal checkpoint (Qwen/Qwen3.5-0.8B).",
+                            "{path} 没有视觉塔（model.visual.* 张量）：这个检查点读不了图像。"
+                            "请使用多模态检查点（Qwen/Qwen3.5-0.8B）。", path=self.path or self.cfg.source)
+        grid_thw = torch.as_tensor(grid_thw).reshape(-1, 3).cpu()
+        past = 0 if cache is None else cache.length
+        start = past + (0 if cache is None else cache.delta)
+        if not isinstance(start, int):                                        # per-row deltas: one row at a time
+            raise QwenError("Images after a batch with different rope deltas per row are not supported: "
+                            "read images with a new cache.", "不支持在各行 rope delta 不同的批次之后再读图像："
+                            "请用新的缓存读入图像。")
+        positions = rope_index(ids.cpu(), grid_thw, self.cfg, start=start)    # (3, batch, seq); checks the counts
+        features = self.visual(pixel_values, grid_thw)                        # (image tokens, hidden)
+        slots = ids == self.cfg.image_tokens()[0]                             # (batch, seq)
+        if features.shape[0] != int(slots.sum()) or features.shape[-1] != x.shape[-1]:
+            raise QwenError("The vision tower gave {f} image features for {n} image pad tokens.",
+                            "视觉塔给出了 {f} 个图像特征，而图像占位词元有 {n} 个。",
+                            f=tuple(features.shape), n=int(slots.sum()))
+        x = x.masked_scatter(slots[..., None], features.to(x.dtype))          # (batch, seq, hidden)
+        if cache is not None:
+            after = positions.amax(dim=(0, 2)) + 1 - (past + ids.shape[1])    # (batch,) next position - index
+            cache.delta = int(after[0]) if bool((after == after[0]).all()) else after[:, None]
+        cos, sin = self.rotary(positions.to(x.device))                        # (batch, seq, rotary_dim) each
+        return x, cos, sin
+
+
+def _is_zero(delta):
+    """A cache's rope delta: 0 (text only, the usual case), another int, or (batch, 1) per row."""
+    return isinstance(delta, int) and delta == 0
+
 
 # --------------------------------------------------------------------------------------------
 # Loading
 # --------------------------------------------------------------------------------------------
 
 READ_BYTES = 1 << 24                                   # converted 16 MB at a time
+VISUAL = "model.visual."                               # the vision tower's keys, as stored
 
 
 class _Converted:
@@ -182,10 +234,12 @@ def _read_exactly(f, array, info):
         done += got
 
 
-def load_model(path, dtype=torch.float32):
+def load_model(path, dtype=torch.float32, vision=True):
     """Build Qwen3.5 from a checkpoint folder's config and fill it, strictly, from its weights.
 
-    dtype: the compute dtype every floating-point tensor is converted to (None: keep each as stored)."""
+    dtype: the compute dtype every floating-point tensor is converted to (None: keep each as stored).
+    vision=False: leave the vision tower unread (model.visual None), for text only: 0.8B's tower
+    is 100 M parameters, 400 MB in fp32."""
     path = Path(path).expanduser()
     cfg = Config.load(path)
     W = load_weights(path)
@@ -196,6 +250,11 @@ def load_model(path, dtype=torch.float32):
     parts += [("norm", model.norm)] + ([("lm_head", model.lm_head)] if not cfg.tie_word_embeddings else [])
     for prefix, module in parts:
         load(module, source, prefix + ".")
+    vcfg = VisionConfig.from_config(cfg) if vision and W.names_under(VISUAL) else None
+    if vcfg is not None:                                                      # a text-only export has no tower
+        with torch.device("meta"):
+            model.visual = VisionModel(vcfg, out_hidden=cfg.hidden_size)
+        load(model.visual, source, VISUAL)
     model.unused = sorted(set(W) - source.read)             # e.g. a rotary buffer some exports keep: never read
     for name, t in [*model.named_parameters(), *model.named_buffers()]:
         if t.is_meta:

@@ -21,17 +21,26 @@ Layout ("rotate-half"): pair i is made of entries i and i + rotary_dim/2, not of
 trained with rotate-half, so that is the one that reproduces it. cos and sin therefore hold
 each angle twice: [angles, angles].
 
-Multimodal RoPE: the config also names `mrope_section` and `mrope_interleaved`. For images
-and video, positions have three streams (time, height, width) and the frequency pairs are
-dealt out among them, interleaved (see `mrope_angles`). For text the three streams are equal,
-so whichever stream a pair reads, its angle is position * f_i: plain 1-D RoPE, which is what
-this module computes. `mrope_angles` is here to show (and test) that.
+Multimodal RoPE (3D): the config also names `mrope_section` and `mrope_interleaved`. Every
+token has three positions, (time, height, width), and the frequency pairs are dealt out among
+the three streams, interleaved (`mrope_angles`). An image's tokens stand on a grid: the same
+time, their own row and column (`rope_index`). Text tokens get three equal positions, so
+whichever stream a pair reads, its angle is position * f_i: plain 1-D RoPE is the special case
+of equal streams, and a text-only prompt takes that shorter road (RotaryEmbedding on 1-D
+positions), with the same numbers.
+
+After an image, the text goes on at the image's largest position + 1, not at its token count:
+a 448 x 448 image is 14 x 14 = 196 tokens but spans only 14 positions. So from there on a
+token's position is its index plus a constant, the "rope delta" (here 14 - 196 = -182), which
+decoding adds to every later position (qwen/generate.py Cache.delta).
 
 Precision: angles, cos and sin in fp32 (a bf16 angle at position 5000 would be off by up to
 16 radians); the rotation is computed in fp32 and cast back to the input's dtype once.
 """
 import torch
 import torch.nn as nn
+
+from qwen.lang import QwenError
 
 
 def rope_settings(cfg):
@@ -63,7 +72,7 @@ def inverse_frequencies(rotary_dim, theta):
 class RotaryEmbedding(nn.Module):
     """positions -> (cos, sin), fp32, last dimension rotary_dim (each angle twice: rotate-half).
 
-    positions (seq,) gives (seq, rotary_dim); positions (batch, seq) gives (batch, seq, rotary_dim).
+    positions (seq,) gives (seq, rotary_dim); (batch, seq) and (3, batch, seq) give (batch, seq, rotary_dim).
     It holds no weights: inv_freq is computed from the config, not stored in the checkpoint. It is a
     plain fp32 tensor, not a buffer, so that `model.to(torch.bfloat16)` cannot round the frequencies.
     """
@@ -74,8 +83,13 @@ class RotaryEmbedding(nn.Module):
         self.inv_freq = inverse_frequencies(self.rotary_dim, self.theta)     # (rotary_dim/2,), fp32
 
     def forward(self, positions):
+        """positions (seq,) or (batch, seq): one position per token (text); (3, batch, seq): the
+        time, height and width positions of rope_index, through the interleaved sections."""
         inv_freq = self.inv_freq.to(positions.device)
-        angles = positions.to(torch.float32)[..., None] * inv_freq          # (..., seq, rotary_dim/2)
+        if positions.dim() == 3:                                             # (3, batch, seq)
+            angles = mrope_angles(positions, inv_freq, self.mrope_section)   # (batch, seq, rotary_dim/2)
+        else:
+            angles = positions.to(torch.float32)[..., None] * inv_freq      # (..., seq, rotary_dim/2)
         angles = torch.cat((angles, angles), dim=-1)                         # (..., seq, rotary_dim)
         return angles.cos(), angles.sin()
 
@@ -118,3 +132,75 @@ def mrope_angles(positions_thw, inv_freq, mrope_section):
         take = slice(stream, 3 * mrope_section[stream], 3)
         out[..., take] = angles[stream][..., take]
     return out
+
+
+def rope_index(ids, grid_thw, cfg, start=0):
+    """The (time, height, width) position of every token: (3, batch, seq) int64.
+
+    ids (batch, seq) or (seq,), with each image's pad tokens already expanded (one per merged
+    token: t * h * w / merge^2 of them); grid_thw (images, 3), the patch grid of each image, in
+    the order the images appear (row by row of the batch). `start`: the position of the first
+    token (a prompt read after a cache: cache.length + cache.delta).
+
+    Text: three equal positions, one more per token. An image at position p: time p + (0 .. t-1),
+    row p + (0 .. h/merge - 1), column p + (0 .. w/merge - 1), its tokens in row-major order; the
+    text after it continues at p + max(h, w) / merge (the largest position + 1). The image token
+    id and the merge size come from the config (cfg.image_tokens()).
+    """
+    ids = torch.as_tensor(ids)
+    if ids.dim() == 1:
+        ids = ids[None]                                                      # (1, seq)
+    batch, seq = ids.shape
+    grids = [] if grid_thw is None else torch.as_tensor(grid_thw).reshape(-1, 3).tolist()
+    image_id, merge = cfg.image_tokens() if grids or (ids == _image_id(cfg)).any() else (None, 1)
+    out = torch.empty(3, batch, seq, dtype=torch.int64)
+    used = 0                                                                 # images placed so far
+    for b in range(batch):
+        slots = (ids[b] == image_id).nonzero().squeeze(1).tolist() if image_id is not None else []
+        pos, i, k = start, 0, 0                                              # next position, token, slot
+        while i < seq:
+            j = slots[k] if k < len(slots) else seq                          # the next image (or the end)
+            out[:, b, i:j] = torch.arange(pos, pos + j - i)                  # text: equal streams
+            pos, i = pos + j - i, j
+            if i == seq:
+                break
+            if used == len(grids):
+                raise _count_error(len(slots) + _slots_before(ids, b, image_id), grids, merge, cfg)
+            t, h, w = grids[used]
+            n = t * (h // merge) * (w // merge)
+            if i + n > seq or slots[k:k + n] != list(range(i, i + n)):
+                raise _count_error(len(slots) + _slots_before(ids, b, image_id), grids, merge, cfg)
+            out[:, b, i:i + n] = _grid_positions(pos, t, h // merge, w // merge)
+            pos, i, k, used = pos + max(h, w) // merge, i + n, k + n, used + 1
+    if used != len(grids):
+        raise _count_error(int((ids == image_id).sum()), grids, merge, cfg)
+    return out
+
+
+def _grid_positions(pos, t, h, w):
+    """(3, t * h * w): time, row and column of each merged token of one image, from pos, row-major."""
+    tt, hh, ww = torch.meshgrid(torch.arange(t), torch.arange(h), torch.arange(w), indexing="ij")
+    return torch.stack([tt, hh, ww]).reshape(3, -1) + pos
+
+
+def _image_id(cfg):
+    """The image pad token's id, or -1 for a checkpoint without one (text only: no token is an image)."""
+    value = cfg.raw.get("image_token_id") if isinstance(cfg.raw.get("vision_config"), dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
+
+
+def _slots_before(ids, b, image_id):
+    return int((ids[:b] == image_id).sum())
+
+
+def _count_error(slots, grids, merge, cfg):
+    """The image pad tokens and the images do not match: one line with both counts."""
+    need = sum(t * (h // merge) * (w // merge) for t, h, w in grids)
+    return QwenError("The prompt holds {slots} image pad tokens but the {n} image(s) need {need} ({each}), each "
+                     "image's in one run: render the prompt with the chat template and expand each "
+                     "<|image_pad|> to its image's token count (qwen/generate.py image_prompt_ids).",
+                     "提示词里有 {slots} 个图像占位词元，但这 {n} 张图像需要 {need} 个（{each}），每张图像的占位词元"
+                     "要连在一起：请用对话模板生成提示词，并把每个 <|image_pad|> 展开成该图像的词元数"
+                     "（qwen/generate.py image_prompt_ids）。",
+                     slots=slots, n=len(grids), need=need,
+                     each=" + ".join(str(t * (h // merge) * (w // merge)) for t, h, w in grids) or "0")

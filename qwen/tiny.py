@@ -3,7 +3,8 @@
 Nobody can learn from numbers that are not there. When the real Qwen/Qwen3.5-0.8B cannot be
 found or downloaded, the course still runs, on this: the same files (nested multimodal
 config.json, the odd shard name `model.safetensors-00001-of-00001.safetensors`, its index),
-the same key names (`model.language_model.*`, a few `model.visual.*` and `mtp.*`), the same
+the same key names (`model.language_model.*`, the whole tower `model.visual.*`, a few `mtp.*`), the
+image settings (preprocessor_config.json), the same
 dtypes (bf16, with `linear_attn.A_log` and `linear_attn.norm.weight` in fp32) and the same
 shape rules, only smaller. Its values are random (seeded, so every machine gets the same
 bytes) and its norm weights are drawn so that a forgotten `1 +` or two swapped norms change
@@ -22,10 +23,10 @@ import zlib
 from pathlib import Path
 
 from qwen.lang import QwenError
-from qwen.config import Config, language_model_shapes  # noqa: F401  (tests import it from here)
+from qwen.config import Config, VisionConfig, language_model_shapes, vision_shapes  # noqa: F401  (tests import them from here)
 from qwen.weights import INDEX_NAME
 
-TINY_VERSION = 2
+TINY_VERSION = 4
 REAL_SHARD_NAME = "model.safetensors-00001-of-00001.safetensors"
 MARKER = "transformer_by_hand_tiny"         # top-level config key: "this is not Qwen3.5"
 SPECIAL_TOKENS = [
@@ -42,7 +43,32 @@ FIRST_SPECIAL_ID = 248044
 # chat_template.jinja in Qwen3.5's format (ChatML turns, a <think> block opening each reply),
 # written for the course. Reasoning is kept only in assistant turns after the last user message;
 # the reply opens with "<think>\n" unless enable_thinking is false, then with an empty block.
+# A content may be a list, as in the real template: an image item ({"type": "image"}) becomes
+# <|vision_start|><|image_pad|><|vision_end|> (one pad, expanded later to the image's token
+# count), a text item its text; a system message cannot hold an image.
 CHAT_TEMPLATE = """\
+{%- macro render_content(content, is_system) %}
+    {%- if content is string %}
+        {{- content }}
+    {%- elif content is iterable and content is not mapping %}
+        {%- for item in content %}
+            {%- if item is not mapping %}
+                {{- raise_exception('Each item of a list content must be a mapping.') }}
+            {%- elif item.type == 'image' or 'image' in item or 'image_url' in item %}
+                {%- if is_system %}
+                    {{- raise_exception('System message cannot contain images.') }}
+                {%- endif %}
+                {{- '<|vision_start|><|image_pad|><|vision_end|>' }}
+            {%- elif 'text' in item %}
+                {{- item.text }}
+            {%- else %}
+                {{- raise_exception('Unexpected item type in content.') }}
+            {%- endif %}
+        {%- endfor %}
+    {%- elif content is not none and content is defined %}
+        {{- raise_exception('Unexpected content type.') }}
+    {%- endif %}
+{%- endmacro %}
 {%- if not messages %}
     {{- raise_exception('No messages to render.') }}
 {%- endif %}
@@ -53,7 +79,7 @@ CHAT_TEMPLATE = """\
     {%- endif %}
 {%- endfor %}
 {%- for message in messages %}
-    {%- set content = message.content if message.content is string else '' %}
+    {%- set content = render_content(message.content, message.role == 'system') %}
     {%- if message.role == 'system' or message.role == 'user' %}
         {{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' }}
     {%- elif message.role == 'assistant' %}
@@ -107,6 +133,18 @@ TINY_VISION_CONFIG = {
     "spatial_merge_size": 2, "temporal_patch_size": 2,
 }
 
+# preprocessor_config.json in the real file's format (keys and order of Qwen3.5-0.8B's). The patch
+# geometry follows TINY_VISION_CONFIG (patch 4, merge 2: sides in multiples of 8); the pixel bounds,
+# 32 x 32 to 96 x 96 pixels, keep an image at 64 to 576 patches (16 to 144 tokens after merging),
+# as the real bounds (256 x 256 to 4096 x 4096 pixels) do at 16 px patches for 256 to 65,536 patches.
+TINY_PREPROCESSOR_CONFIG = {
+    "size": {"longest_edge": 96 * 96, "shortest_edge": 32 * 32},
+    "patch_size": TINY_VISION_CONFIG["patch_size"], "temporal_patch_size": TINY_VISION_CONFIG["temporal_patch_size"],
+    "merge_size": TINY_VISION_CONFIG["spatial_merge_size"], "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5], "processor_class": "Qwen3VLProcessor",
+    "image_processor_type": "Qwen2VLImageProcessorFast",
+}
+
 
 def tiny_config(layout="multimodal"):
     """config.json for the tiny model: nested like the real one, or flat like a text-only export."""
@@ -126,15 +164,11 @@ def is_tiny(cfg):
 
 
 def _extra_shapes(cfg):
-    """A few vision-tower and multi-token-prediction tensors, as the real checkpoint has."""
-    H, v = cfg.hidden_size, TINY_VISION_CONFIG
-    vh, p = v["hidden_size"], v["patch_size"]
+    """The whole vision tower (chapter 10) and a few multi-token-prediction tensors, as the real
+    checkpoint has them."""
+    H = cfg.hidden_size
     return {
-        "model.visual.patch_embed.proj.weight": ((vh, 3, v["temporal_patch_size"], p, p), "BF16"),
-        "model.visual.patch_embed.proj.bias": ((vh,), "BF16"),
-        "model.visual.blocks.0.norm1.weight": ((vh,), "BF16"),
-        "model.visual.blocks.0.norm1.bias": ((vh,), "BF16"),
-        "model.visual.merger.linear_fc2.weight": ((H, 4 * vh), "BF16"),
+        **vision_shapes(VisionConfig.from_config(cfg), out_hidden=H),
         "mtp.fc.weight": ((H, 2 * H), "BF16"),
         "mtp.pre_fc_norm_embedding.weight": ((H,), "BF16"),
         "mtp.pre_fc_norm_hidden.weight": ((H,), "BF16"),
@@ -156,6 +190,8 @@ def _values(name, shape, layer):
         return -0.3 + 0.6 * u
     if name.endswith("linear_attn.norm.weight"):       # gated norm: a plain multiplier near 1
         return 0.7 + 0.6 * u
+    if name.startswith("model.visual.") and name.endswith(("norm1.weight", "norm2.weight", "norm.weight")):
+        return 0.6 + 0.8 * u                           # LayerNorms: a plain multiplier around 1
     if name.endswith("A_log"):
         return torch.log(1 + 15 * u)
     if name.endswith("norm.weight"):                   # the final norm (and mtp's): large, like the real one
@@ -222,6 +258,9 @@ def _write_tokenizer_config(folder):
 def write_tiny(folder, layout="multimodal", shards=1, index=True):
     """The tiny checkpoint in a chosen layout (the tests use every combination), tokenizer included."""
     folder = write_checkpoint(folder, tiny_tensors(layout), tiny_config(layout), shards=shards, index=index)
+    if layout == "multimodal":                   # a text-only export has no vision tower, so no image settings
+        (folder / "preprocessor_config.json").write_text(json.dumps(TINY_PREPROCESSOR_CONFIG, indent=2),
+                                                         encoding="utf-8")
     return write_tokenizer_files(folder)
 
 

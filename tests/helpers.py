@@ -5,7 +5,8 @@
 `layout="text"`: a flat config.json and `Qwen3_5ForCausalLM` keys (`model.layers.*`, a top-level
 `lm_head.weight` when untied), as a text-only export writes them. `layout="multimodal"`: the
 nested config and `Qwen3_5ForConditionalGeneration` keys (`model.language_model.*`,
-`model.visual.*`), the layout of the released checkpoints. The model is tiny (hidden 16, 4
+`model.visual.*`, and transformers' `preprocessor_config.json` for its patch size), the layout of
+the released checkpoints. The model is tiny (hidden 16, 4
 layers: 3 linear-attention, 1 full-attention) and seeded, so every run writes the same bytes.
 `extra` adds tensors the course does not know (e.g. a rotary `inv_freq` buffer, a layer beyond
 the config). `tokenizer=True` copies the built-in tiny checkpoint's tokenizer files (they need
@@ -42,6 +43,11 @@ def write_transformers_checkpoint(folder, layout="text", dtype=torch.float32, ti
     else:
         raise ValueError(f"layout must be 'text' or 'multimodal', not {layout!r}")
     model.to(dtype).save_pretrained(folder)
+    if layout == "multimodal":                   # a multimodal export ships its image settings (patch 4 here)
+        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+        Qwen2VLImageProcessorPil(patch_size=VISION["patch_size"], temporal_patch_size=VISION["temporal_patch_size"],
+                                 merge_size=VISION["spatial_merge_size"],
+                                 size={"shortest_edge": 32 * 32, "longest_edge": 64 * 64}).save_pretrained(folder)
     if extra:
         from safetensors.torch import load_file, save_file
         file = folder / "model.safetensors"

@@ -62,7 +62,7 @@ def test_ch01(course_en):
     assert "Qwen3.5-0.8B: 488 entries, n = 59,840 bytes (5 of them padding)" in out
     table = section_of(out, "  Qwen3.5-0.8B (its published inventory):")
     assert any(re.match(r"\s+norms \(chapter 3\)\s+79\s", line) for line in table)
-    assert any(re.match(r"\s+vision tower \(not used\)\s+153\s", line) for line in table)
+    assert any(re.match(r"\s+vision tower \(used in chapter 10\)\s+153\s", line) for line in table)
 
 
 def test_ch02(course_en):
@@ -101,7 +101,7 @@ def test_ch03(course_en):
                      r"[\d.]+/(-?[\d.]+)/(-?[\d.]+)", out)
     assert pre and post and float(pre[3]) > 3 * float(pre[1]) and float(pre[6]) > 0.1 > abs(float(post[2]))
     assert "17 residual-stream RMSNorms + 4 q/k RMSNorms + 6 gated RMSNorms = 27" in out
-    assert "not used: 5 more norm weights" in out
+    assert "vision tower: 3 LayerNorms (chapter 10)" in out and "not used: 4 more norm weights in the MTP head" in out
     assert "Qwen3.5-0.8B (published inventory): 79 in the language model; " in out
 
 
@@ -166,7 +166,13 @@ def test_every_chapter_runs_on_checkpoints_written_by_transformers(tmp_path, run
         assert "(no tokenizer files with 'Hello' here: the example token row is skipped)" in r.stdout
         assert "(no tokenizer files in this folder: this section is skipped" in r.stdout
     if layout == "multimodal":
-        assert "vision tower (not used)" in r.stdout
+        assert "vision tower (used in chapter 10)" in r.stdout
+        assert float(re.search(r"by hand vs the library: max \|difference\| (\S+)", r.stdout)[1]) < 1e-5   # ch10
+        assert "this checkpoint cannot take an image in a prompt:" in r.stdout and "'image_token_id'" in r.stdout  # vocab 512
+    else:                                                              # a text-only export: ch10 and ch11 stop
+        assert r.stdout.count("this checkpoint has no vision tower (a text-only export): this chapter needs one; "
+                              "it stops here") == 2
+    assert "Done: chapter(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 " in r.stdout
 
 
 # ---------------------------------------------------------------- single chapters, options, notebooks
@@ -418,7 +424,7 @@ def test_plots(run_script, tiny_path, tmp_path):
     code = ("import runpy, sys\n"
             "from qwen.lang import set_lang\n"
             "for s, lang in [('ch03_norm.py', 'zh'), ('ch04_rope.py', 'en'), ('ch06_attention.py', 'en'),"
-            " ('ch07_deltanet.py', 'en')]:\n"
+            " ('ch07_deltanet.py', 'en'), ('ch10_vision.py', 'en')]:\n"
             f"    sys.argv = [s, '--tiny', '--plot', '--out', {str(tmp_path)!r}, '--lang', lang]\n"
             "    runpy.run_path(s, run_name='__main__')\n")
     r = run_script("-c", code)
@@ -428,7 +434,8 @@ def test_plots(run_script, tiny_path, tmp_path):
     except ImportError:
         assert "--plot 需要 matplotlib" in r.stdout and "--plot needs matplotlib" in r.stdout
         return
-    for name in ("ch03_layer_scales.png", "ch04_rope.png", "ch06_attention.png", "ch07_decay.png"):
+    for name in ("ch03_layer_scales.png", "ch04_rope.png", "ch06_attention.png", "ch07_decay.png", "ch10_positions.png",
+                 "ch10_attention.png"):
         assert (tmp_path / name).stat().st_size > 10_000, name
     assert (tmp_path / "ch03_final_norm.png").is_file()
     from matplotlib import font_manager
@@ -612,3 +619,129 @@ def test_ch09_device_without_a_gpu_says_so_in_one_line(run_script):
             "Use --device cpu.") in r.stderr
     r = run_script("-c", NO_GPU, "--lang", "zh")
     assert "错误：--device cuda：没有找到 CUDA GPU（这个 torch 是为 CUDA 12.4 构建的，但没有可用的 GPU）。请用 --device cpu。" in r.stderr
+
+
+# ---------------------------------------------------------------- chapters 10-11
+
+NO_DYNAMO = """
+import sys
+from qwen.model import load_model
+from qwen.tiny import tiny_model_path
+model = load_model(tiny_model_path())
+print("VISUAL", model.visual is not None, "DYNAMO", "torch._dynamo" in sys.modules)
+"""
+
+
+def test_loading_the_tower_does_not_import_torch_dynamo(run_script, tiny_path):
+    """nn.Embedding's random init of the position table, on the "meta" device, imported torch._dynamo:
+    3-4 s more for every load_model (ch10 --tiny took 2-3x `import torch`, chapters 8, 9, 11 and chat
+    as much more). The loader fills the table, so no init is needed."""
+    r = run_script("-c", NO_DYNAMO)
+    assert r.returncode == 0 and "VISUAL True DYNAMO False" in r.stdout, r.stdout + r.stderr[-2000:]
+
+
+def test_chapters_in_one_process_read_the_tokenizer_once(tiny_path, tmp_path, monkeypatch):
+    """A whole-course run loaded Qwen3.5's tokenizer (2 s) in each of six chapters; now once per
+    process and folder, and again only when its files change."""
+    import os
+    import shutil
+    import qwen.cli as cli
+    from qwen.tokenizer import Tokenizer
+    loads = []
+    original = Tokenizer.load.__func__
+    monkeypatch.setattr(Tokenizer, "load", classmethod(lambda cls, path: loads.append(path) or original(cls, path)))
+    monkeypatch.setattr(cli, "_tokenizers", {})
+    folder = tmp_path / "ckpt"
+    shutil.copytree(tiny_path, folder)
+    first = cli.chapter("a", "a", argv=["--model", str(folder)]).tokenizer
+    second = cli.chapter("b", "b", argv=["--model", str(folder)]).tokenizer
+    assert first is second and len(loads) == 1
+    stat = os.stat(folder / "tokenizer.json")
+    os.utime(folder / "tokenizer.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))   # the file changed
+    assert cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer is not first and len(loads) == 2
+
+
+def test_ch10(course_en):
+    from qwen.cli import count
+    out = _chapter(course_en, "ch10_vision.py")
+    assert "the chapter's own picture: 448 x 448 pixels, a red square, a blue circle, a green triangle, the word 'CAT'" in out
+    assert "resized to 96 x 96 pixels (multiples of 8 = patch 4 x merge 2): grid (t, h, w) = (1, 24, 24)" in out
+    assert "pixel_values [576, 96]: 576 patches of 3 colours x 2 frames x 4 x 4 pixels = 96 numbers" in out
+    assert "the first 8 patches are the grid cells (0, 0) (0, 1) (1, 0) (1, 1) (0, 2) (0, 3) (1, 2) (1, 3):" in out
+    assert "Conv3d weight [8, 3, 2, 4, 4], stride [2, 4, 4] = its kernel -> as a matrix [8, 96]" in out
+    assert _number(r"the Conv3d gives the same: max \|difference\| (\S+)", out) < 1e-5
+    assert "pos_embed [16, 8] = a 4 x 4 grid of 8-vectors -> interpolated to the image's 24 x 24 grid" in out
+    assert _number(r"by hand vs F\.interpolate: max \|difference\| (\S+)", out) < 1e-6
+    assert "cell (23, 23) = table (3, 3): max |difference| 0.0e+00" in out
+    scores = re.search(r"scores (\S+) (\S+) (\S+): the same, only being \(2, 2\) apart matters; "
+                       r"\(2, 3\) with \(0, 4\): (\S+)", out)
+    assert scores and len(set(scores.groups()[:3])) == 1 and scores[4] != scores[1], out
+    assert "weights over the 576 patches sum to 1.000" in out and "where this head looks means nothing" in out
+    assert "576 patches x 8 -> 144 groups of 4 patches x 8 = 32 -> fc1, GELU 32 -> fc2 [144, 16]" in out
+    assert "width 16 = the language model's hidden size 16" in out and "144 <|image_pad|> between" in out
+    assert _number(r"by hand vs the library: max \|difference\| (\S+)", out) < 1e-5
+    assert _number(r"the tower took ([\d.]+) s", out) > 0
+    d, i, n, m = 768, 3072, 784, 196             # Qwen3.5-0.8B's tower (published config), 448 x 448 pixels
+    flops = 2 * n * 1536 * d + 12 * (6 * n * d * d + 4 * n * n * d + 2 * n * d * d + 4 * n * d * i) + 2 * m * 4 * d * (4 * d + 1024)
+    assert f"Qwen3.5-0.8B (config), 448 x 448 pixels = 784 patches: {count(flops)} FLOPs" in out
+
+
+def test_ch11(course_en):
+    out = _chapter(course_en, "ch11_seeing.py")
+    rows = re.findall(r"^ +(\d+)  (.+?) +\((\d+), (\d+), (\d+)\)$", out, flags=re.M)
+    assert [r[1].strip() for r in rows] == ["Look", ":", "<|vision_start|>"] + ["<|image_pad|>"] * 6 + ["<|vision_end|>", "What", "?"]
+    thw = [tuple(map(int, r[2:])) for r in rows]
+    assert thw[:3] == [(0, 0, 0), (1, 1, 1), (2, 2, 2)]                        # text: three equal positions
+    assert thw[3:9] == [(3, 3 + r, 3 + c) for r in range(2) for c in range(3)]  # the image: its 2 x 3 grid
+    assert thw[9:] == [(6, 6, 6), (7, 7, 7), (8, 8, 8)]                        # then max + 1 and on
+    assert "<|vision_end|> at position 6 = the image's largest position 5 + 1; counting the tokens before it would give 9" in out
+    assert "196 tokens on a 14 x 14 grid, spanning 14 positions, not 196" in out
+    assert "<|vision_start|><|image_pad|><|vision_end|>What is in this picture?" in out
+    assert "the one <|image_pad|> becomes 144 (grid 1 x 24 x 24 / 2^2)" in out
+    assert _number(r"time to the first token: ([\d.]+) s \(prefill of \d+ tokens, 144 of them the image's\)", out) > 0
+    assert "(tiny checkpoint: made-up weights: the reply above is made-up tokens, not a description)" in out
+    assert _number(r"this picture vs a blank one: max \|difference\| ([\d.]+)", out) > 0
+    assert "rope delta -132 (a new token's position = its index - 132)" in out          # 144 tokens on 12 positions
+    assert _number(r"cached decoding vs reading it all again: max \|difference\| of the last logits (\S+)", out) < 1e-4
+
+
+def test_ch10_ch11_in_chinese(course_zh):
+    out = _chapter(course_zh, "ch10_vision.py") + _chapter(course_zh, "ch11_seeing.py")
+    for text in ("图块嵌入就是一次矩阵乘法", "合并器：4 个图块变成 1 个词元", "网格（t，h，w）=（1，24，24）", "双向注意力",
+                 "首词元用时：", "图像最大的位置 5 + 1", "只占 14 个位置，而不是 196 个", "上面的回复是编造的词元，不是描述"):
+        assert text in out, text
+    assert "The patch embedding" not in out and "time to the first token" not in out
+
+
+OWN_IMAGE = """
+import runpy, sys
+from qwen.lang import QwenError
+mine, bad = sys.argv[1:3]
+for script, extra in [("ch10_vision.py", []), ("ch11_seeing.py", ["--lang", "zh", "--max-new-tokens", "2"]),
+                      ("ch10_vision.py", ["--image", bad])]:
+    sys.argv = [script, "--tiny", "--image", mine] + extra
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except QwenError as e:
+        print("ERROR", script, e)
+"""
+
+
+def test_ch10_ch11_with_your_own_image_and_a_file_that_is_not_one(run_script, tmp_path):
+    from PIL import Image
+    mine, bad = tmp_path / "mine.png", tmp_path / "notes.png"
+    picture = Image.new("RGB", (120, 60), (0, 128, 255))
+    picture.paste((255, 0, 0), (10, 10, 40, 40))
+    picture.save(mine)
+    bad.write_text("not a picture", encoding="utf-8")
+    r = run_script("-c", OWN_IMAGE, mine, bad)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert f"{mine}: 120 x 60 pixels" in r.stdout and "grid (t, h, w) = (1, 16, 30)" in r.stdout   # 64 x 120 pixels
+    assert "from patch 269 at cell (8, 15):" in r.stdout                           # the picture's centre
+    assert "那一个 <|image_pad|> 变成 120 个" in r.stdout and "首词元用时：" in r.stdout
+    errors = [line for line in r.stdout.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and errors[0].startswith(f"ERROR ch10_vision.py {bad}"), errors
+    r = run_script("main.py", "11", "--tiny", "--image", bad, "--lang", "zh")       # main.py hands --image on
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and "Traceback" not in r.stderr and len(lines) == 2 and str(bad) in lines[0], r.stderr
+    assert lines[0].startswith("错误：") and "第 11 章" in r.stdout

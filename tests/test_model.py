@@ -138,7 +138,7 @@ def test_decoder_layer_is_pre_norm():
     assert torch.allclose(layer(x, None, None), y + rms(y, -0.25) + 1, atol=1e-6)
 
 
-def test_loading_is_strict_and_reads_no_vision_or_mtp(tmp_path, monkeypatch):
+def test_loading_is_strict_reads_the_vision_tower_and_no_mtp(tmp_path, monkeypatch):
     from qwen import model as model_module
     folder = write_transformers_checkpoint(tmp_path / "mm", layout="multimodal", tied=True,
                                            extra={"mtp.fc.weight": torch.zeros(16, 32)})
@@ -146,7 +146,9 @@ def test_loading_is_strict_and_reads_no_vision_or_mtp(tmp_path, monkeypatch):
     original = model_module._Converted.__getitem__
     monkeypatch.setattr(model_module._Converted, "__getitem__", lambda self, n: read.append(n) or original(self, n))
     model = load_model(folder)
-    assert not any(n.startswith(("mtp", "model.visual", "visual")) for n in read)
+    assert not any(n.startswith("mtp") for n in read)
+    tower = sorted(n for n in read if n.startswith("model.visual."))              # every one of them, once
+    assert tower and tower == sorted("model.visual." + k for k in model.visual.state_dict())
     assert len(read) == len(set(read)) == sum(1 for _ in model.state_dict() if not _.startswith("rotary"))
     monkeypatch.undo()
     extra = write_transformers_checkpoint(tmp_path / "extra", layout="text",

@@ -23,7 +23,7 @@ def test_shape_rules_reproduce_the_real_checkpoint():
 def test_tiny_checkpoint_is_in_the_real_format(tiny_path):
     files = sorted(p.name for p in tiny_path.iterdir())
     assert files == sorted(["config.json", REAL_SHARD_NAME, INDEX_NAME, "tokenizer.json", "tokenizer_config.json",
-                            "chat_template.jinja"])
+                            "chat_template.jinja", "preprocessor_config.json"])
     config = json.loads((tiny_path / "config.json").read_text(encoding="utf-8"))
     assert "text_config" in config and "hidden_size" not in config       # nested, like the real one
     index = json.loads((tiny_path / INDEX_NAME).read_text(encoding="utf-8"))

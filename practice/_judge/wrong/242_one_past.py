@@ -1,0 +1,24 @@
+"""Wrong on purpose (judge --verify): the text after an image continues one position too far, at p + max(h, w) // merge + 1."""
+import torch
+
+
+def position_ids(ids, grid_thw, image_token_id, merge_size):
+    streams, p, i, g = [[], [], []], 0, 0, 0
+    tokens = ids.tolist()
+    while i < len(tokens):
+        if tokens[i] != image_token_id:
+            for s in streams:
+                s.append(p)
+            p, i = p + 1, i + 1
+            continue
+        t, h, w = (int(x) for x in grid_thw[g])
+        g += 1
+        h, w = h // merge_size, w // merge_size
+        for a in range(t):
+            for r in range(h):
+                for c in range(w):
+                    streams[0].append(p + a)
+                    streams[1].append(p + r)
+                    streams[2].append(p + c)
+        p, i = p + max(h, w) + 1, i + t * h * w                               # one too far
+    return torch.tensor(streams, dtype=torch.int64).reshape(3, -1)
