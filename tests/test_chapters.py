@@ -315,6 +315,33 @@ def test_chapter_api_reads_the_environment(tiny_path, monkeypatch, capsys):
     assert cli.chapter("c", "c", argv=[]).tiny
 
 
+def test_chapters_in_one_process_read_the_tokenizer_once(tiny_path, tmp_path, monkeypatch, capsys):
+    """main.py runs chapters 2, 8 and 9 in one process, and each read the 248k-entry tokenizer again
+    (about 2 s each). The same folder with the same files gives the same tokenizer; a file that
+    changed is read again."""
+    import os
+    import shutil
+    import qwen.cli as cli
+    from qwen.tokenizer import Tokenizer
+
+    loads = []
+    real = Tokenizer.load.__func__
+    monkeypatch.setattr(Tokenizer, "load", classmethod(lambda cls, p: loads.append(p) or real(cls, p)))
+    monkeypatch.setattr(cli, "_banner_shown", True)
+    folder = tmp_path / "ckpt"
+    shutil.copytree(tiny_path, folder)
+    first = cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer
+    second = cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer
+    assert first is second and len(loads) == 1
+    st = (folder / "tokenizer.json").stat()
+    os.utime(folder / "tokenizer.json", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))   # the file changed
+    third = cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer
+    assert third is not first and len(loads) == 2 and third.encode("Hello") == first.encode("Hello")
+    for name in ("tokenizer.json", "vocab.json", "merges.txt"):
+        (folder / name).unlink(missing_ok=True)
+    assert cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer is None and len(loads) == 2
+
+
 JUPYTER_FIRST_CELL = r"""
 import sys, types, warnings
 warnings.simplefilter("default")
