@@ -4,6 +4,7 @@ Each whole-course run is one process (main.py runs every chapter in it), shared 
 its output, so the suite stays fast.
 """
 import ast
+import os
 import re
 import unicodedata
 
@@ -146,27 +147,74 @@ def test_tables_align_by_display_width(course_zh):
 
 # ---------------------------------------------------------------- other checkpoints
 
-@pytest.mark.parametrize("layout, dtype, tied", [("text", torch.float32, False), ("multimodal", torch.float32, False),
-                                                 ("text", torch.bfloat16, True)])
-def test_every_chapter_runs_on_checkpoints_written_by_transformers(tmp_path, run_script, layout, dtype, tied):
-    big = tied                                                        # the bf16 tied one: real vocabulary + tokenizer
-    extra = None if big else {"model.rotary_emb.inv_freq": torch.ones(4),          # buffers some exports keep,
-                              "model.layers.9.mlp.up_proj.weight": torch.ones(2, 2),  # and a layer beyond the config,
-                              "model.layers.9.input_layernorm.weight": torch.ones(2)}  # its norm too
-    folder = write_transformers_checkpoint(tmp_path / "ckpt", layout, dtype, tied, vocab_size=248320 if big else 512,
-                                           extra=extra, tokenizer=big)
-    r = run_script("main.py", "--model", folder)
-    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
-    assert "Done: chapter(s) 1, 2, 3" in r.stdout and BANNER not in r.stdout
+CHECKPOINTS = {"text-fp32": ("text", torch.float32, False), "multimodal-fp32": ("multimodal", torch.float32, False),
+               "text-bf16-tied": ("text", torch.bfloat16, True)}
+EVERY_COURSE = r"""
+import contextlib, io, json, sys, traceback
+import main
+results = {}
+for name, folder in zip(sys.argv[1::2], sys.argv[2::2]):        # main.py --model FOLDER, one after the other
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main.main(["--model", folder]) or 0
+        except SystemExit as e:
+            code = e.code
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    results[name] = {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
+print("RESULTS " + json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def courses_on_transformers_checkpoints(tiny_path):
+    """The whole course (main.py --model FOLDER) on each of CHECKPOINTS, all in one process (one import
+    of torch and transformers, not three), once per session: under xdist the first worker that asks
+    writes the checkpoints and runs it, the others read its results."""
+    import fcntl
+    import json
+    import subprocess
+    import sys
+    from conftest import _TMP as TMP
+
+    done = TMP / "transformers-courses.json"
+    with open(str(done) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.is_file():
+            argv = []
+            for name, (layout, dtype, tied) in CHECKPOINTS.items():
+                big = tied                                        # the bf16 tied one: real vocabulary + tokenizer
+                extra = None if big else {"model.rotary_emb.inv_freq": torch.ones(4),          # buffers some exports keep,
+                                          "model.layers.9.mlp.up_proj.weight": torch.ones(2, 2),  # and a layer beyond the config,
+                                          "model.layers.9.input_layernorm.weight": torch.ones(2)}  # its norm too
+                folder = write_transformers_checkpoint(TMP / "transformers-checkpoints" / name, layout, dtype, tied,
+                                                       vocab_size=248320 if big else 512, extra=extra, tokenizer=big)
+                argv += [name, str(folder)]
+            r = subprocess.run([sys.executable, "-c", EVERY_COURSE, *argv], cwd=ROOT, capture_output=True, text=True,
+                               encoding="utf-8", env={**os.environ, "PYTHONIOENCODING": "utf-8"}, timeout=110)
+            assert r.returncode == 0 and "RESULTS " in r.stdout, r.stderr[-3000:]
+            done.write_text(r.stdout.split("RESULTS ", 1)[1], encoding="utf-8")
+        return json.loads(done.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("name", CHECKPOINTS)
+def test_every_chapter_runs_on_checkpoints_written_by_transformers(courses_on_transformers_checkpoints, name):
+    layout, dtype, tied = CHECKPOINTS[name]
+    big = tied
+    r = courses_on_transformers_checkpoints[name]
+    assert r["code"] == 0 and "Traceback" not in r["stderr"], r["stderr"][-3000:]
+    assert "Done: chapter(s) 1, 2, 3" in r["stdout"] and BANNER not in r["stdout"]
     if big:
-        assert "embed_tokens.weight[9419][:4]" in r.stdout and "9419 'Hello'" in r.stdout
-        assert "tie_word_embeddings = True" in r.stdout
+        assert "embed_tokens.weight[9419][:4]" in r["stdout"] and "9419 'Hello'" in r["stdout"]
+        assert "tie_word_embeddings = True" in r["stdout"]
     else:
-        assert "other (not used)                            3" in r.stdout
-        assert "(no tokenizer files with 'Hello' here: the example token row is skipped)" in r.stdout
-        assert "(no tokenizer files in this folder: this section is skipped" in r.stdout
+        assert "other (not used)                            3" in r["stdout"]
+        assert "(no tokenizer files with 'Hello' here: the example token row is skipped)" in r["stdout"]
+        assert "(no tokenizer files in this folder: this section is skipped" in r["stdout"]
     if layout == "multimodal":
-        assert "vision tower (not used)" in r.stdout
+        assert "vision tower (not used)" in r["stdout"]
 
 
 # ---------------------------------------------------------------- single chapters, options, notebooks
