@@ -11,8 +11,8 @@ import unicodedata
 import pytest
 import torch
 
-from conftest import ROOT, run_course
-from helpers import chinese_text_problems, write_transformers_checkpoint
+from conftest import ROOT, TRANSFORMERS_CHECKPOINTS, run_course
+from helpers import chinese_text_problems
 
 BANNER = "BUILT-IN TINY CHECKPOINT"
 
@@ -147,8 +147,6 @@ def test_tables_align_by_display_width(course_zh):
 
 # ---------------------------------------------------------------- other checkpoints
 
-CHECKPOINTS = {"text-fp32": ("text", torch.float32, False), "multimodal-fp32": ("multimodal", torch.float32, False),
-               "text-bf16-tied": ("text", torch.bfloat16, True)}
 EVERY_COURSE = r"""
 import contextlib, io, json, sys, traceback
 import main
@@ -169,10 +167,10 @@ print("RESULTS " + json.dumps(results))
 
 
 @pytest.fixture(scope="module")
-def courses_on_transformers_checkpoints(tiny_path):
-    """The whole course (main.py --model FOLDER) on each of CHECKPOINTS, all in one process (one import
-    of torch and transformers, not three), once per session: under xdist the first worker that asks
-    writes the checkpoints and runs it, the others read its results."""
+def courses_on_transformers_checkpoints(transformers_checkpoints):
+    """The whole course (main.py --model FOLDER) on each of conftest's transformers-written checkpoints,
+    all in one process (one import of torch and transformers, not three), once per session: under
+    xdist the first worker that asks runs it, the others read its results."""
     import fcntl
     import json
     import subprocess
@@ -183,26 +181,18 @@ def courses_on_transformers_checkpoints(tiny_path):
     with open(str(done) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.is_file():
-            argv = []
-            for name, (layout, dtype, tied) in CHECKPOINTS.items():
-                big = tied                                        # the bf16 tied one: real vocabulary + tokenizer
-                extra = None if big else {"model.rotary_emb.inv_freq": torch.ones(4),          # buffers some exports keep,
-                                          "model.layers.9.mlp.up_proj.weight": torch.ones(2, 2),  # and a layer beyond the config,
-                                          "model.layers.9.input_layernorm.weight": torch.ones(2)}  # its norm too
-                folder = write_transformers_checkpoint(TMP / "transformers-checkpoints" / name, layout, dtype, tied,
-                                                       vocab_size=248320 if big else 512, extra=extra, tokenizer=big)
-                argv += [name, str(folder)]
+            argv = [str(a) for name, folder in transformers_checkpoints.items() for a in (name, folder)]
             r = subprocess.run([sys.executable, "-c", EVERY_COURSE, *argv], cwd=ROOT, capture_output=True, text=True,
-                               encoding="utf-8", env={**os.environ, "PYTHONIOENCODING": "utf-8"}, timeout=110)
+                               encoding="utf-8", env={**os.environ, "PYTHONIOENCODING": "utf-8"}, timeout=330)
             assert r.returncode == 0 and "RESULTS " in r.stdout, r.stderr[-3000:]
             done.write_text(r.stdout.split("RESULTS ", 1)[1], encoding="utf-8")
         return json.loads(done.read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("name", CHECKPOINTS)
+@pytest.mark.timeout(360)                    # the first one runs all three courses: three tests' 120 s each
+@pytest.mark.parametrize("name", TRANSFORMERS_CHECKPOINTS)
 def test_every_chapter_runs_on_checkpoints_written_by_transformers(courses_on_transformers_checkpoints, name):
-    layout, dtype, tied = CHECKPOINTS[name]
-    big = tied
+    layout, big = TRANSFORMERS_CHECKPOINTS[name]["layout"], TRANSFORMERS_CHECKPOINTS[name]["tied"]
     r = courses_on_transformers_checkpoints[name]
     assert r["code"] == 0 and "Traceback" not in r["stderr"], r["stderr"][-3000:]
     assert "Done: chapter(s) 1, 2, 3" in r["stdout"] and BANNER not in r["stdout"]
