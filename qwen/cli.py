@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import warnings
+from pathlib import Path
 
 from qwen.lang import LANGS, QwenError, get_lang, set_lang, tr
 
@@ -249,7 +250,31 @@ def _quiet_notebook_progress():
     warnings.filterwarnings("ignore", message="Using `tqdm.autonotebook.tqdm` in notebook mode")
 
 
-_tokenizers = {}                                   # (folder, its tokenizer files' sizes and times): Tokenizer
+_TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json", "config.json")
+_tokenizers = {}                                   # (folder, its files' stat) -> Tokenizer: one load per process
+
+
+def _tokenizer(path):
+    """The tokenizer of the folder `path`, or None without tokenizer files. Loaded once per process
+    while its files stay the same: main.py runs chapters 2, 8 and 9 in one process, and each one
+    read the 248k-entry vocabulary and merges again (about 2 s each on a 2-core machine). A file
+    changed, added or removed (size, mtime or inode) loads it again."""
+    from qwen.tokenizer import Tokenizer
+    folder = Path(path).expanduser().resolve()
+    stats = []
+    for name in _TOKENIZER_FILES:
+        try:
+            st = (folder / name).stat()
+            stats.append((name, st.st_size, st.st_mtime_ns, st.st_ino))
+        except OSError:
+            stats.append((name, None))
+    if not any((folder / f).is_file() for f in _TOKENIZER_FILES[:3]):
+        return None
+    key = (str(folder), tuple(stats))
+    if key not in _tokenizers:
+        _tokenizers.clear()                           # one folder at a time: a changed file drops the old one
+        _tokenizers[key] = Tokenizer.load(path)
+    return _tokenizers[key]
 
 
 class Chapter:
@@ -268,20 +293,8 @@ class Chapter:
 
     @functools.cached_property
     def tokenizer(self):
-        """The checkpoint's tokenizer, or None when the folder has no tokenizer files.
-
-        Read once per process and folder (2 s for Qwen3.5's 248,077 ids): a whole-course run
-        or a notebook has six chapters that need it. Files changed since are read again."""
-        from qwen.tokenizer import Tokenizer
-        files = [self.path / f for f in ("tokenizer.json", "vocab.json", "merges.txt")]
-        if not any(f.is_file() for f in files):
-            return None
-        key = (str(self.path.resolve()), tuple((f.stat().st_size, f.stat().st_mtime_ns) if f.is_file() else None
-                                               for f in files))
-        if key not in _tokenizers:
-            _tokenizers.clear()                        # one folder's at a time: a tokenizer holds 100 MB
-            _tokenizers[key] = Tokenizer.load(self.path)
-        return _tokenizers[key]
+        """The checkpoint's tokenizer, or None when the folder has no tokenizer files."""
+        return _tokenizer(self.path)
 
     def sentence(self, text):
         """(ids, readable names) of `text` through the checkpoint's tokenizer; without one (or with a

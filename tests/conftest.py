@@ -1,4 +1,15 @@
-"""Shared fixtures. Tests never touch the network and never write outside their temp folders."""
+"""Shared fixtures. Tests never touch the network and never write outside their temp folders.
+
+What is built or run once per session (under xdist: once for all workers, through a file lock in the
+session's folder; reuse these instead of building your own):
+- `tiny_path`: the built-in tiny checkpoint (built by the controller before the workers start).
+- `run_course(*args)`: stdout of `python main.py ARGS`, the whole course in one process.
+- `transformers_checkpoints`: {name: folder} of the checkpoints in TRANSFORMERS_CHECKPOINTS, each
+  written by transformers itself (tests/helpers.py), once per session.
+The suite's budget: under two minutes with `-n auto` on a quiet 2-core machine. A test that starts
+Python (import torch alone is about 1.2 s of CPU) or runs chapters costs the most: share a run
+between the tests that read it, and run in-process where a subprocess adds nothing.
+"""
 import os
 import shutil
 import socket
@@ -135,3 +146,38 @@ def run_course(*args):
             assert r.returncode == 0, r.stderr
             out.write_text(r.stdout, encoding="utf-8")
         return out.read_text(encoding="utf-8")
+
+
+# name -> write_transformers_checkpoint's arguments (tests/helpers.py); tensors made when first written
+TRANSFORMERS_CHECKPOINTS = {
+    "text-fp32": dict(layout="text", dtype="float32", tied=False, vocab_size=512, extra=True),
+    "multimodal-fp32": dict(layout="multimodal", dtype="float32", tied=False, vocab_size=512, extra=True),
+    "text-bf16-tied": dict(layout="text", dtype="bfloat16", tied=True, vocab_size=248320, tokenizer=True),
+}
+
+
+@pytest.fixture(scope="session")
+def transformers_checkpoints():
+    """{name: folder} for TRANSFORMERS_CHECKPOINTS, written by transformers once per session (skips
+    without transformers). extra=True adds tensors the course does not know: a rotary inv_freq
+    buffer some exports keep, and a layer beyond the config with its norm. The bf16 tied one has
+    Qwen3.5's vocabulary size and the tiny checkpoint's tokenizer files."""
+    import fcntl
+    import torch
+    from helpers import write_transformers_checkpoint
+
+    folders = {}
+    with open(_TMP / "transformers-checkpoints.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for name, spec in TRANSFORMERS_CHECKPOINTS.items():
+            folder = _TMP / "transformers-checkpoints" / name
+            if not (folder / ".complete").is_file():
+                shutil.rmtree(folder, ignore_errors=True)
+                extra = {"model.rotary_emb.inv_freq": torch.ones(4), "model.layers.9.mlp.up_proj.weight": torch.ones(2, 2),
+                         "model.layers.9.input_layernorm.weight": torch.ones(2)} if spec.get("extra") else None
+                write_transformers_checkpoint(folder, spec["layout"], getattr(torch, spec["dtype"]), spec["tied"],
+                                              vocab_size=spec["vocab_size"], extra=extra,
+                                              tokenizer=spec.get("tokenizer", False))
+                (folder / ".complete").write_text("", encoding="utf-8")
+            folders[name] = folder
+    return folders

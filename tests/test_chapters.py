@@ -4,14 +4,15 @@ Each whole-course run is one process (main.py runs every chapter in it), shared 
 its output, so the suite stays fast.
 """
 import ast
+import os
 import re
 import unicodedata
 
 import pytest
 import torch
 
-from conftest import ROOT, run_course
-from helpers import chinese_text_problems, write_transformers_checkpoint
+from conftest import ROOT, TRANSFORMERS_CHECKPOINTS, run_course
+from helpers import chinese_text_problems
 
 BANNER = "BUILT-IN TINY CHECKPOINT"
 
@@ -146,33 +147,70 @@ def test_tables_align_by_display_width(course_zh):
 
 # ---------------------------------------------------------------- other checkpoints
 
-@pytest.mark.parametrize("layout, dtype, tied", [("text", torch.float32, False), ("multimodal", torch.float32, False),
-                                                 ("text", torch.bfloat16, True)])
-def test_every_chapter_runs_on_checkpoints_written_by_transformers(tmp_path, run_script, layout, dtype, tied):
-    big = tied                                                        # the bf16 tied one: real vocabulary + tokenizer
-    extra = None if big else {"model.rotary_emb.inv_freq": torch.ones(4),          # buffers some exports keep,
-                              "model.layers.9.mlp.up_proj.weight": torch.ones(2, 2),  # and a layer beyond the config,
-                              "model.layers.9.input_layernorm.weight": torch.ones(2)}  # its norm too
-    folder = write_transformers_checkpoint(tmp_path / "ckpt", layout, dtype, tied, vocab_size=248320 if big else 512,
-                                           extra=extra, tokenizer=big)
-    r = run_script("main.py", "--model", folder)
-    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
-    assert "Done: chapter(s) 1, 2, 3" in r.stdout and BANNER not in r.stdout
+EVERY_COURSE = r"""
+import contextlib, io, json, sys, traceback
+import main
+results = {}
+for name, folder in zip(sys.argv[1::2], sys.argv[2::2]):        # main.py --model FOLDER, one after the other
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main.main(["--model", folder]) or 0
+        except SystemExit as e:
+            code = e.code
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    results[name] = {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
+print("RESULTS " + json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def courses_on_transformers_checkpoints(transformers_checkpoints):
+    """The whole course (main.py --model FOLDER) on each of conftest's transformers-written checkpoints,
+    all in one process (one import of torch and transformers, not three), once per session: under
+    xdist the first worker that asks runs it, the others read its results."""
+    import fcntl
+    import json
+    import subprocess
+    import sys
+    from conftest import _TMP as TMP
+
+    done = TMP / "transformers-courses.json"
+    with open(str(done) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.is_file():
+            argv = [str(a) for name, folder in transformers_checkpoints.items() for a in (name, folder)]
+            r = subprocess.run([sys.executable, "-c", EVERY_COURSE, *argv], cwd=ROOT, capture_output=True, text=True,
+                               encoding="utf-8", env={**os.environ, "PYTHONIOENCODING": "utf-8"}, timeout=330)
+            assert r.returncode == 0 and "RESULTS " in r.stdout, r.stderr[-3000:]
+            done.write_text(r.stdout.split("RESULTS ", 1)[1], encoding="utf-8")
+        return json.loads(done.read_text(encoding="utf-8"))
+
+
+@pytest.mark.timeout(360)                    # the first one runs all three courses: three tests' 120 s each
+@pytest.mark.parametrize("name", TRANSFORMERS_CHECKPOINTS)
+def test_every_chapter_runs_on_checkpoints_written_by_transformers(courses_on_transformers_checkpoints, name):
+    layout, big = TRANSFORMERS_CHECKPOINTS[name]["layout"], TRANSFORMERS_CHECKPOINTS[name]["tied"]
+    r = courses_on_transformers_checkpoints[name]
+    assert r["code"] == 0 and "Traceback" not in r["stderr"], r["stderr"][-3000:]
+    assert "Done: chapter(s) 1, 2, 3" in r["stdout"] and BANNER not in r["stdout"]
     if big:
-        assert "embed_tokens.weight[9419][:4]" in r.stdout and "9419 'Hello'" in r.stdout
-        assert "tie_word_embeddings = True" in r.stdout
+        assert "embed_tokens.weight[9419][:4]" in r["stdout"] and "9419 'Hello'" in r["stdout"]
+        assert "tie_word_embeddings = True" in r["stdout"]
     else:
-        assert "other (not used)                            3" in r.stdout
-        assert "(no tokenizer files with 'Hello' here: the example token row is skipped)" in r.stdout
-        assert "(no tokenizer files in this folder: this section is skipped" in r.stdout
+        assert "other (not used)                            3" in r["stdout"]
+        assert "(no tokenizer files with 'Hello' here: the example token row is skipped)" in r["stdout"]
+        assert "(no tokenizer files in this folder: this section is skipped" in r["stdout"]
     if layout == "multimodal":
-        assert "vision tower (used in chapter 10)" in r.stdout
-        assert float(re.search(r"by hand vs the library: max \|difference\| (\S+)", r.stdout)[1]) < 1e-5   # ch10
-        assert "this checkpoint cannot take an image in a prompt:" in r.stdout and "'image_token_id'" in r.stdout  # vocab 512
+        assert "vision tower (used in chapter 10)" in r["stdout"]
+        assert float(re.search(r"by hand vs the library: max \|difference\| (\S+)", r["stdout"])[1]) < 1e-5   # ch10
+        assert "this checkpoint cannot take an image in a prompt:" in r["stdout"] and "'image_token_id'" in r["stdout"]  # vocab 512
     else:                                                              # a text-only export: ch10 and ch11 stop
-        assert r.stdout.count("this checkpoint has no vision tower (a text-only export): this chapter needs one; "
+        assert r["stdout"].count("this checkpoint has no vision tower (a text-only export): this chapter needs one; "
                               "it stops here") == 2
-    assert "Done: chapter(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 " in r.stdout
+    assert "Done: chapter(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 " in r["stdout"]
 
 
 # ---------------------------------------------------------------- single chapters, options, notebooks
@@ -319,6 +357,33 @@ def test_chapter_api_reads_the_environment(tiny_path, monkeypatch, capsys):
     monkeypatch.delenv("QWEN_TINY")
     monkeypatch.setenv("QWEN_MODEL", str(tiny_path))
     assert cli.chapter("c", "c", argv=[]).tiny
+
+
+def test_chapters_in_one_process_read_the_tokenizer_once(tiny_path, tmp_path, monkeypatch, capsys):
+    """main.py runs chapters 2, 8 and 9 in one process, and each read the 248k-entry tokenizer again
+    (about 2 s each). The same folder with the same files gives the same tokenizer; a file that
+    changed is read again."""
+    import os
+    import shutil
+    import qwen.cli as cli
+    from qwen.tokenizer import Tokenizer
+
+    loads = []
+    real = Tokenizer.load.__func__
+    monkeypatch.setattr(Tokenizer, "load", classmethod(lambda cls, p: loads.append(p) or real(cls, p)))
+    monkeypatch.setattr(cli, "_banner_shown", True)
+    folder = tmp_path / "ckpt"
+    shutil.copytree(tiny_path, folder)
+    first = cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer
+    second = cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer
+    assert first is second and len(loads) == 1
+    st = (folder / "tokenizer.json").stat()
+    os.utime(folder / "tokenizer.json", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))   # the file changed
+    third = cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer
+    assert third is not first and len(loads) == 2 and third.encode("Hello") == first.encode("Hello")
+    for name in ("tokenizer.json", "vocab.json", "merges.txt"):
+        (folder / name).unlink(missing_ok=True)
+    assert cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer is None and len(loads) == 2
 
 
 JUPYTER_FIRST_CELL = r"""
