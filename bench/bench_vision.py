@@ -261,6 +261,7 @@ def compare_prefill(path, dtype, threads, repeat, rounds):
                     raise SystemExit(f"prefill {side} {dtype} failed:\n{r.stderr.decode()[-3000:]}")
                 result = json.loads(out.read_text())
                 best[side].append(result["best"])
+                print(f"  prefill {side}: {result['best']:.3f} s", flush=True)      # kept if a later child is cut short
                 logits[side] = torch.load(out.with_suffix(".pt"))
     o, h = min(best["ours"]), min(best["transformers"])
     ours, ref = logits["ours"], logits["transformers"]
