@@ -64,7 +64,7 @@ except QwenError:
     template = None
 ready = tok is not None and template is not None
 if ready:                              # checked first: without them, the weights need not be read
-    model = load_model(path, dtype=getattr(torch, args.dtype)).to(args.device)
+    model = load_model(path, dtype=getattr(torch, args.dtype), vision=False).to(args.device)   # text only: no tower
 else:
     say("  (no tokenizer or chat template in this folder: this chapter needs both; it stops here)",
         "  （这个文件夹里没有分词器或对话模板：本章两者都需要，到此为止）")

@@ -38,7 +38,7 @@ path, new, rounds, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), in
 if threads:
     torch.set_num_threads(threads)
 torch.set_grad_enabled(False)
-model, tok = load_model(path), Tokenizer.load(path)
+model, tok = load_model(path, vision=False), Tokenizer.load(path)
 messages = json.loads(sys.argv[5])
 best = {}
 for r in range(rounds):

@@ -51,7 +51,7 @@ def child_ours(path, dtype_name, out):
     from qwen.model import load_model
 
     start = time.perf_counter()
-    model = load_model(path, dtype=getattr(torch, dtype_name))
+    model = load_model(path, dtype=getattr(torch, dtype_name), vision=False)
     next(generate_ids(model, _ids(SHORT, 1)[0].tolist(), max_new_tokens=1))
     first = time.perf_counter() - start
     cache = model.new_cache()                                 # then a whole run, for the peak RSS
@@ -107,7 +107,7 @@ def child_speed(path, dtype_name, out, rounds):
 
     transformers.logging.set_verbosity_error()
     dtype = getattr(torch, dtype_name)
-    ours = load_model(path, dtype=dtype)
+    ours = load_model(path, dtype=dtype, vision=False)
     theirs = transformers.Qwen3_5ForCausalLM.from_pretrained(path, dtype=dtype).eval()
     ids = _ids(PROMPT, 2)
     best = {"ours": [float("inf")] * 2, "hf": [float("inf")] * 2}
@@ -135,7 +135,7 @@ def child_fidelity(path, out):
         ref_greedy = ref_model.generate(ids, max_new_tokens=32, min_new_tokens=32, do_sample=False,
                                         eos_token_id=None, pad_token_id=0)[0, 32:].tolist()
         del ref_model
-        ours = load_model(path)
+        ours = load_model(path, vision=False)
         diff = (ours(ids) - ref).abs().max().item()
         greedy = list(generate_ids(ours, ids[0].tolist(), max_new_tokens=32))
     out.write_text(json.dumps(dict(max_abs_diff=diff, logit_scale=ref.abs().max().item(),
@@ -150,7 +150,7 @@ def child_context(path, out):
     import torch
     from qwen.model import load_model
 
-    model = load_model(path)
+    model = load_model(path, vision=False)
     cfg = model.cfg
     conv = 2 * cfg.linear_num_key_heads * cfg.linear_key_head_dim + cfg.linear_num_value_heads * cfg.linear_value_head_dim
     rows = {}

@@ -44,7 +44,7 @@ def child(path, rounds, prompt, new, out):
     from qwen.tiny import is_tiny
 
     torch.set_grad_enabled(False)
-    model = load_model(path)
+    model = load_model(path, vision=False)
     chosen = threads.choose(small=is_tiny(model.cfg))
     counts = {"1 thread": 1, "default": threads.DEFAULT, "policy": chosen.threads}
     ids = torch.randint(0, min(model.cfg.vocab_size, 248000), (prompt,), generator=torch.Generator().manual_seed(0))

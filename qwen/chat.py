@@ -55,7 +55,7 @@ def _chat_loop(path, max_new_tokens, think, read, image=None):
 
     picture = None if image is None else load_chat_image(path, image)
     print(tr("Loading {path} ...", "正在加载 {path} ……", path=path), flush=True)
-    model = load_model(path)
+    model = load_model(path, vision=picture is not None)          # the tower only for a picture
     chat = Chat(model, Tokenizer.load(path), enable_thinking=think, temperature=0.7, top_k=20, top_p=0.8, seed=0)
     if picture is not None:
         _, h, w = picture[1][0].tolist()

@@ -151,6 +151,21 @@ def test_commands_are_not_sent_to_the_model(tiny_path, capsys):
                                             # test in this worker (test_deltanet's backward) then failed
 
 
+@pytest.mark.parametrize("with_image", [False, True])
+def test_the_vision_tower_is_read_only_for_a_chat_with_a_picture(tiny_path, tmp_path, monkeypatch, with_image):
+    """A text chat leaves the tower unread (0.8B's: 100 M parameters, 400 MB in fp32); --image reads it."""
+    import qwen.model
+    from PIL import Image
+    from qwen.chat import chat_loop
+    loaded, real = [], qwen.model.load_model
+    monkeypatch.setattr(qwen.model, "load_model", lambda *a, **kw: loaded.append(real(*a, **kw)) or loaded[-1])
+    picture = tmp_path / "red.png"
+    Image.new("RGB", (64, 64), (200, 30, 30)).save(picture)
+    lines = iter(["/quit"])
+    chat_loop(tiny_path, max_new_tokens=1, read=lambda prompt: next(lines), image=picture if with_image else None)
+    assert (loaded[0].visual is not None) == with_image
+
+
 class Reader(threading.Thread):
     """Everything a pipe says, as it comes."""
 
