@@ -162,7 +162,7 @@ def cases_241(ctx):
     clip = torch.randn(4, 3, 16, 8, generator=g)                                       # 4 frames: t = 2
     about = ("rows: block by block (merge x merge patches), inside a block row by row; values of a row: channel, "
              "frame, pixel row, pixel column",
-             "行的顺序：一个合并块接一个合并块（merge x merge 个图像块），块内逐行；每行的数值：通道、帧、像素行、像素列")
+             "行的顺序：一个合并块接一个合并块（merge x merge 个图块），块内逐行；每行的数值：通道、帧、像素行、像素列")
     exact = Tol(0, 0)
 
     def case(name, args, why=about):
@@ -192,7 +192,7 @@ DIAGNOSES_241 = [
     Diagnosis("raster_order", "patchify",
               ("looks like the rows are in raster order (row by row of patches): the 4 patches of each merge x merge "
                "block must come one after another, so that the merger can join them with a reshape",
-               "看起来行是按光栅顺序（一行一行的图像块）排的：每个 merge x merge 合并块的 4 个图像块要连在一起，"
+               "看起来行是按光栅顺序（一行一行的图块）排的：每个 merge x merge 合并块的 4 个图块要连在一起，"
                "这样合并器才能用 reshape 把它们合起来"),
               mistake=_patchify_mistake(["t", "bh", "mh", "bw", "mw"], ["C", "T", "P", "Q"]), hint=1),
     Diagnosis("frame_before_channel", "patchify",
@@ -208,7 +208,7 @@ DIAGNOSES_241 = [
     Diagnosis("block_by_columns", "patchify",
               ("looks like the patches inside a block go column by column: inside a merge x merge block they go row "
                "by row (top-left, top-right, bottom-left, bottom-right)",
-               "看起来合并块内的图像块是按列排的：合并块内要逐行排（左上、右上、左下、右下）"),
+               "看起来合并块内的图块是按列排的：合并块内要逐行排（左上、右上、左下、右下）"),
               mistake=_patchify_mistake(["t", "bh", "bw", "mw", "mh"], ["C", "T", "P", "Q"]), hint=1),
 ]
 
@@ -292,7 +292,7 @@ def cases_242(ctx):
     m2 = merge * 2
     return [
         case(("text, a 448 x 448 image (28 x 28 patches: 196 tokens), text",
-              "文本、一张 448 x 448 的图像（28 x 28 个图像块：196 个词元）、文本"), (5, (1, side, side), 7), after),
+              "文本、一张 448 x 448 的图像（28 x 28 个图块：196 个词元）、文本"), (5, (1, side, side), 7), after),
         case(("two images of different shapes, text around and between them", "两张形状不同的图像，前后和中间都有文本"),
              (3, (1, 2 * merge, 3 * merge), 2, (1, 3 * merge, m2), 4), grid),
         case(("an image first (a wide one), then text", "图像在最前（一张宽图），然后是文本"),
@@ -355,7 +355,7 @@ EXERCISES = [
              {"240_round_at_bounds.py": "round_at_bounds", "240_bounds_on_original.py": "bounds_on_original",
               "240_no_factor_floor.py": "no_factor_floor", "240_swapped.py": "swapped",
               "240_truncates.py": "truncates"}),
-    Exercise("241", "patchify", ("Image patches in merge-block order", "按合并块顺序切出图像块"), "medium", True,
+    Exercise("241", "patchify", ("Image patches in merge-block order", "按合并块顺序切出图块"), "medium", True,
              ("patchify",),
              [("Name every axis with one reshape: frames.reshape(t, T, C, gh // m, m, P, gw // m, m, P), where "
                "gh = H // P, gw = W // P and t = F // T.",
@@ -365,7 +365,7 @@ EXERCISES = [
                "the order (C, T, P, P): permute(0, 3, 6, 4, 7, 2, 1, 5, 8).",
                "行的顺序是 (t, 块行, 块列, 块内行, 块内列)；每行数值的顺序是 (C, T, P, P)：permute(0, 3, 6, 4, 7, 2, 1, 5, 8)。"),
               ("Then reshape(t * gh * gw, C * T * P * P): one row per patch.",
-               "然后 reshape(t * gh * gw, C * T * P * P)：每个图像块一行。")],
+               "然后 reshape(t * gh * gw, C * T * P * P)：每个图块一行。")],
              cases_241, DIAGNOSES_241,
              {"241_raster_order.py": "raster_order", "241_frame_before_channel.py": "frame_before_channel",
               "241_channels_last.py": "channels_last", "241_block_by_columns.py": "block_by_columns"}),

@@ -19,7 +19,7 @@ the first step truncating instead of rounding.
 
 练习 240 · 缩放到 32 的倍数，并留在像素界限之内（简单；不需要 PyTorch）
 
-smart_resize(height, width, factor, min_pixels, max_pixels) -> (h, w)：图像在视觉塔把它切成图像块之前
+smart_resize(height, width, factor, min_pixels, max_pixels) -> (h, w)：图像在视觉塔把它切成图块之前
 要缩放到的尺寸。两条边都必须是 factor 的倍数（Qwen3.5 是 patch 16 x merge 2 = 32），尽量保持宽高比，
 像素数 h * w 在 [min_pixels, max_pixels] 之内（Qwen3.5：65,536 到 16,777,216，即 256 x 256 到 4096 x 4096）。
   1. 把每条边舍入到最近的倍数：h_bar = round(height / factor) * factor，w_bar 同理。

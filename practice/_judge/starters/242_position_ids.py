@@ -23,12 +23,12 @@ text, rows and columns swapped, the image's time stream not starting at p.
 position_ids(ids, grid_thw, image_token_id, merge_size) -> (3, seq) int64：多模态 RoPE 给一个提示词里
 每个词元的（时间、高、宽）位置。ids (seq,) int64 是提示词的词元，每张图像的占位词元已经展开：第 i 张图像
 是连续 t * (h // merge_size) * (w // merge_size) 个等于 image_token_id 的词元，其中 (t, h, w) =
-grid_thw[i] 是它的图像块网格（图像按出现的顺序排列）。用一个当前位置 p 从 0 开始走过提示词：
+grid_thw[i] 是它的图块网格（图像按出现的顺序排列）。用一个当前位置 p 从 0 开始走过提示词：
   - 文本词元得到 (p, p, p)，然后 p += 1（三路相等：普通的 RoPE）；
   - 图像的词元是合并后的网格，按行优先的顺序（先时间，再行，再列）：在 (t, h // merge_size,
     w // merge_size) 网格中时间 a、第 r 行、第 c 列的词元得到 (p + a, p + r, p + c)。然后
     p += max(h, w) // merge_size：图像之后的文本从图像的最大位置 + 1 接着排，而不是 p + 它的词元数
-    （448 x 448 的图像是 28 x 28 的图像块网格，14 x 14 = 196 个词元，只占 14 个位置，而不是 196 个）。
+    （448 x 448 的图像是 28 x 28 的图块网格，14 x 14 = 196 个词元，只占 14 个位置，而不是 196 个）。
 不要修改输入。
 
 检查方式：完全相同（int64，形状 (3, seq)）。已知错误会被指出：图像之后的文本放在了 + 词元数处、
