@@ -5,6 +5,7 @@
     python main.py 3             chapter 3 only
     python main.py download      fetch the model (1.77 GB) into the Hugging Face cache
     python main.py chat          talk with the model (/help lists its commands, /quit leaves)
+    python main.py 9 --speculative 3   chapter 9's reply with speculative decoding (chapter 12); chat takes it too
     python main.py --plot        every chapter, and their figures as PNGs in out/figures
     options: --tiny  --model PATH  --lang en|zh  --plot  --out DIR  --debug
     (or the environment: QWEN_TINY=1, QWEN_MODEL=PATH, QWEN_LANG=zh, QWEN_PLOT=1, QWEN_FIGURES=DIR)
@@ -14,7 +15,7 @@ import runpy
 import sys
 from pathlib import Path
 
-from qwen.cli import CHAPTER_REPLY_TOKENS, banner, model_path, parser, setup
+from qwen.cli import CHAPTER_REPLY_TOKENS, banner, model_path, parser, setup, speculative_option
 from qwen.lang import QwenError, get_lang, tr
 
 ROOT = Path(__file__).resolve().parent
@@ -88,6 +89,8 @@ def run_chapters(args, numbers):
             sys.argv += args.rest                        # a chapter's own options (--prompt, --text ...)
             if n == 9 and args.max_new_tokens:           # else chapter 9's own default, as when run alone
                 sys.argv += ["--max-new-tokens", str(args.max_new_tokens)]
+            if n in (9, 12) and args.speculative is not None:
+                sys.argv += ["--speculative", str(args.speculative)]
             run_chapter(script)
     finally:
         restore()
@@ -108,6 +111,12 @@ def main(argv=None):
                    help=tr("longest reply in chat and chapter 9 (default {c} / {n}; chat on the tiny checkpoint: {t})",
                            "chat 和第 9 章回复的最大词元数（默认 {c} / {n}；小检查点上的 chat：{t}）",
                            c=CHAT_TOKENS, n=CHAPTER_REPLY_TOKENS, t=TINY_CHAT_TOKENS))
+    p.add_argument("--speculative", metavar="K", default=None,
+                   help=tr("speculative decoding in chat and chapters 9 and 12: the MTP head drafts K tokens a step "
+                           "and the model verifies them in one forward pass; the reply is the greedy one, token for "
+                           "token (default: off; chapter 12 says why and measures it)",
+                           "chat 和第 9、12 章的投机解码：MTP 头每步起草 K 个词元，模型用一次前向计算验证它们；"
+                           "回复与贪心解码的逐词元相同（默认：关闭；第 12 章说明原因并测量它）"))
     p.add_argument("--plot", action="store_true",
                    help=tr("also draw each chapter's figures, as PNGs (or QWEN_PLOT=1; needs matplotlib)",
                            "同时画出各章的图，写成 PNG（也可设 QWEN_PLOT=1；需要 matplotlib）"))
@@ -118,6 +127,7 @@ def main(argv=None):
     if args.max_new_tokens is not None and args.max_new_tokens < 1:   # 0 read as "the default" (512 in chat),
         raise QwenError("--max-new-tokens must be at least 1.",          # and chat replied nothing to -3
                         "--max-new-tokens 至少为 1。")
+    args.speculative = speculative_option(args.speculative)             # before any model is read
     found = chapters()
     if args.rest and not (args.what.isdigit() and int(args.what) in found):
         p.error(tr("unrecognized arguments: {a} (a chapter's own options go after its number, "
@@ -143,7 +153,7 @@ def main(argv=None):
         from qwen import threads
         used = threads.use(threads.choose(small=is_tiny(cfg)))
         print(tr("Speeds below are timed with {c}.", "下面的速度计时使用 {c}。", c=used.text()))
-        return chat_loop(path, max_new_tokens=limit or CHAT_TOKENS)
+        return chat_loop(path, max_new_tokens=limit or CHAT_TOKENS, speculative=args.speculative)
     if args.what == "all":
         return run_chapters(args, sorted(found))
     if args.what.isdigit() and int(args.what) in found:
