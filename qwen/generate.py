@@ -378,7 +378,7 @@ def _raise(message):
 
 @torch.inference_mode()
 def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, top_p=1.0, seed=None,
-                 stop=(), cache=None, stats=None, vocab=None, keep_at=None, kept=None):
+                 stop=(), cache=None, stats=None, vocab=None, keep_at=None, kept=None, speculative=None):
     """Prompt ids in, new token ids out, one at a time (the stop token is yielded too, then it ends).
 
     The prompt is read in one call (prefill); every new token is one more call of length 1 (decode).
@@ -388,8 +388,15 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
     rows for 248,077 ids, and the rows past them are padding that no text maps to; random weights,
     the tiny checkpoint's included, do pick them, and the reply could not be decoded).
     keep_at (0 < keep_at < prompt length): the prompt is read in two parts, and the list `kept`
-    receives a copy of the cache between them (Cache.copy), a point to continue from later."""
+    receives a copy of the cache between them (Cache.copy), a point to continue from later.
+    speculative=k: the checkpoint's MTP head drafts k tokens per step, the model checks them in one
+    pass (qwen/mtp.py, chapter 12): greedy only, the same ids, fewer forward passes."""
     check_sampling(temperature, top_k, top_p)                                  # before the prompt is read
+    if speculative is not None:
+        from qwen.mtp import speculative_ids
+        yield from speculative_ids(model, ids, speculative, max_new_tokens=max_new_tokens, stop=stop, cache=cache,
+                                   stats=stats, vocab=vocab, keep_at=keep_at, kept=kept, temperature=temperature)
+        return
     cache = model.new_cache() if cache is None else cache
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
     stop = set(stop)

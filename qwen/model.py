@@ -19,8 +19,9 @@ the delta rule run in fp32 inside the modules; logits are returned in fp32.
 Loading: `load_model(path)` builds the model on the "meta" device (shapes only, no memory),
 then fills it key by key with the strict `load()`: each tensor is read from its file once, with
 plain reads a slice at a time, and converted once, straight into its final buffer (a tensor
-already in the compute dtype is mapped from the file instead: no copy at all). Vision and
-multi-token-prediction tensors are never read; language-model tensors the model has no place for
+already in the compute dtype is mapped from the file instead: no copy at all). Vision tensors
+are never read; the multi-token-prediction head (`mtp.*`, chapter 12) is loaded, strictly, as
+`model.mtp` when the checkpoint has it (else model.mtp is None); language-model tensors the model has no place for
 (a rotary buffer some exports keep, a layer beyond the config) are not read either, and listed in
 `model.unused`.
 """
@@ -44,9 +45,9 @@ from qwen.weights import DTYPES, Config, load, load_weights
 class DecoderLayer(nn.Module):
     """One layer: x + mixer(norm(x)), then x + mlp(norm(x)). The mixer is attention or Gated DeltaNet."""
 
-    def __init__(self, cfg, index):
+    def __init__(self, cfg, index, kind=None):
         super().__init__()
-        self.kind = cfg.layer_types[index]                  # "full_attention" or "linear_attention"
+        self.kind = kind or cfg.layer_types[index]          # "full_attention" or "linear_attention"
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         if self.kind == "full_attention":
             self.self_attn = Attention(cfg)
@@ -81,6 +82,7 @@ class Qwen35(nn.Module):
             self.rotary = RotaryEmbedding(cfg)              # real even when the rest is built on "meta"
         self.path = None                                    # the checkpoint folder, set by load_model
         self.unused = []                                    # checkpoint tensors it has no place for
+        self.mtp = None                                     # the MTP head (qwen/mtp.py), set by load_model
 
     @property
     def output_weight(self):
@@ -196,6 +198,8 @@ def load_model(path, dtype=torch.float32):
     parts += [("norm", model.norm)] + ([("lm_head", model.lm_head)] if not cfg.tie_word_embeddings else [])
     for prefix, module in parts:
         load(module, source, prefix + ".")
+    from qwen.mtp import load_head                          # (qwen/mtp.py imports this module)
+    model.mtp = load_head(cfg, source)                      # None when the checkpoint has no mtp.*
     model.unused = sorted(set(W) - source.read)             # e.g. a rotary buffer some exports keep: never read
     for name, t in [*model.named_parameters(), *model.named_buffers()]:
         if t.is_meta:

@@ -3,7 +3,7 @@
 Nobody can learn from numbers that are not there. When the real Qwen/Qwen3.5-0.8B cannot be
 found or downloaded, the course still runs, on this: the same files (nested multimodal
 config.json, the odd shard name `model.safetensors-00001-of-00001.safetensors`, its index),
-the same key names (`model.language_model.*`, a few `model.visual.*` and `mtp.*`), the same
+the same key names (`model.language_model.*`, a few `model.visual.*`, the 15 `mtp.*` of the MTP head), the same
 dtypes (bf16, with `linear_attn.A_log` and `linear_attn.norm.weight` in fp32) and the same
 shape rules, only smaller. Its values are random (seeded, so every machine gets the same
 bytes) and its norm weights are drawn so that a forgotten `1 +` or two swapped norms change
@@ -22,10 +22,10 @@ import zlib
 from pathlib import Path
 
 from qwen.lang import QwenError
-from qwen.config import Config, language_model_shapes  # noqa: F401  (tests import it from here)
+from qwen.config import Config, language_model_shapes, mtp_shapes  # noqa: F401  (tests import it from here)
 from qwen.weights import INDEX_NAME
 
-TINY_VERSION = 2
+TINY_VERSION = 5
 REAL_SHARD_NAME = "model.safetensors-00001-of-00001.safetensors"
 MARKER = "transformer_by_hand_tiny"         # top-level config key: "this is not Qwen3.5"
 SPECIAL_TOKENS = [
@@ -126,7 +126,7 @@ def is_tiny(cfg):
 
 
 def _extra_shapes(cfg):
-    """A few vision-tower and multi-token-prediction tensors, as the real checkpoint has."""
+    """A few vision-tower tensors, and the whole multi-token-prediction head, as the real checkpoint has."""
     H, v = cfg.hidden_size, TINY_VISION_CONFIG
     vh, p = v["hidden_size"], v["patch_size"]
     return {
@@ -135,11 +135,7 @@ def _extra_shapes(cfg):
         "model.visual.blocks.0.norm1.weight": ((vh,), "BF16"),
         "model.visual.blocks.0.norm1.bias": ((vh,), "BF16"),
         "model.visual.merger.linear_fc2.weight": ((H, 4 * vh), "BF16"),
-        "mtp.fc.weight": ((H, 2 * H), "BF16"),
-        "mtp.pre_fc_norm_embedding.weight": ((H,), "BF16"),
-        "mtp.pre_fc_norm_hidden.weight": ((H,), "BF16"),
-        "mtp.norm.weight": ((H,), "BF16"),
-        "mtp.layers.0.input_layernorm.weight": ((H,), "BF16"),
+        **mtp_shapes(cfg),                                # the whole MTP head (chapter 12)
     }
 
 
