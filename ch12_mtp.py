@@ -27,7 +27,7 @@ import torch.nn as nn
 
 import qwen
 from qwen import plots
-from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, count, say, section, speculative_option
+from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, count, pad, say, section, speculative_option
 from qwen.generate import ChatTemplate, generate_ids, prompt_ids, stop_ids
 from qwen.lang import QwenError, tr
 from qwen.model import DecoderLayer, load_model
@@ -36,15 +36,19 @@ from qwen.norm import RMSNorm
 from qwen.threads import note
 from qwen.weights import load
 
+TINY_REPLY_TOKENS = 16                                   # the reply's length on the tiny checkpoint's random weights
 ch = chapter("Chapter 12: reading ahead with the MTP head", "第 12 章：用 MTP 头往前多看一步", plot=True, options={
     "--prompt": dict(default=None, help=("the message to send (default: chapter 9's)", "要发送的消息（默认：第 9 章的那句）")),
     "--speculative": dict(default="3", metavar="K", help=(
         "tokens the head drafts per step (default 3)", "MTP 头每步起草的词元数（默认 3）")),
-    "--max-new-tokens": dict(type=int, default=CHAPTER_REPLY_TOKENS, help=(
-        f"longest reply, in tokens (default {CHAPTER_REPLY_TOKENS})", f"回复的最大词元数（默认 {CHAPTER_REPLY_TOKENS}）"))})
+    "--max-new-tokens": dict(type=int, default=None, help=(
+        f"longest reply, in tokens (default {CHAPTER_REPLY_TOKENS}; {TINY_REPLY_TOKENS} on the tiny checkpoint)",
+        f"回复的最大词元数（默认 {CHAPTER_REPLY_TOKENS}；小检查点上 {TINY_REPLY_TOKENS}）"))})
 args, path, cfg, tok = ch.args, ch.path, ch.cfg, ch.tokenizer
 torch.set_grad_enabled(False)
 K = speculative_option(args.speculative)                 # one line for a bad K, before the weights are read
+if args.max_new_tokens is None:                          # made-up tokens: a few show every path as well as 64
+    args.max_new_tokens = TINY_REPLY_TOKENS if ch.tiny else CHAPTER_REPLY_TOKENS
 if args.max_new_tokens < 1:
     raise QwenError("--max-new-tokens must be at least 1.", "--max-new-tokens 至少为 1。")
 try:                                                     # chat_template.jinja, else tokenizer_config.json's
@@ -199,9 +203,10 @@ if ready:
 # %%
 if ready:
     section(3, "A speculative reply against chapter 9's greedy reply", "推测解码的回复与第 9 章贪心回复的对比")
-    say("  the accept rule on a made-up step: drafts {d}, the model's choices {y} -> accepted {r}",
-        "  在一个编造的步骤上演示接受规则：草稿 {d}，模型的选择 {y} -> 接受结果 {r}",
-        d=[5, 7, 9], y=[5, 7, 4, 8], r=accepted([5, 7, 9], [5, 7, 4, 8]))
+    n_ok, after = accepted([5, 7, 9], [5, 7, 4, 8])                      # qwen/mtp.py's rule (exercise 250)
+    say("  the accept rule on a made-up step: drafts {d}, the model's choices {y} -> {a} accepted, then the model's {n}",
+        "  在一个编造的步骤上演示接受规则：草稿 {d}，模型的选择 {y} -> 接受 {a} 个，然后是模型自己的 {n}",
+        d=[5, 7, 9], y=[5, 7, 4, 8], a=n_ok, n=after)
     prompt = "Say hello in English and in Chinese, in one short sentence. 用一句话打招呼。" if args.prompt is None else args.prompt
     prompt_tokens = prompt_ids(tok, [{"role": "user", "content": prompt}], template=template)
     stop = stop_ids(tok)
@@ -245,7 +250,7 @@ if ready:
 if ready:
     section(4, "Replayed drafts: all accepted, all rejected, a mix; the caches afterwards",
             "重放的草稿：全部接受、全部拒绝、混合；之后的缓存")
-    n_replay = min(args.max_new_tokens, 24)
+    n_replay = min(args.max_new_tokens, 16)
     base = plain[:n_replay]
     wrong = lambda t: (t + 1) % V                                          # never the model's token
     replays = {
@@ -284,3 +289,181 @@ if ready:
         s=state_diff, c=conv_diff, kv=kv_diff)
     say("  (replayed drafts: these counts show the mechanism, not how well any head guesses)",
         "  （重放的草稿：这些数字展示的是机制，不是哪个 MTP 头猜得多好）")
+
+# %% [markdown]
+# ## 5. A draft vocabulary cut to the frequent tokens / 只含常用词元的草稿词表
+# The head shares the output layer: 248,320 rows, the largest matmul of a decode step, and each
+# draft pays for it again. Letting the head guess only among the most frequent tokens (EAGLE-3
+# does this) makes a draft far cheaper. The output stays exact, since the model still chooses every
+# token among all of them; what the cut can cost is acceptance: a draft outside the cut cannot be
+# guessed, so the share of a text's tokens inside it (its coverage) bounds what acceptance is kept.
+# The frequencies are counted on the course's own prose (the markdown cells of the chapters
+# before this one, through the real tokenizer), and the coverage is measured on this chapter's
+# prose, which the counts never saw.
+#
+# MTP 头共用输出层：248,320 行，是解码一步里最大的矩阵乘法，而每个草稿都要再算一次。只让 MTP 头在最常用的
+# 词元里猜（EAGLE-3 就这样做），草稿就便宜得多。输出仍然精确，因为每个词元仍由模型在全部词元里选出；
+# 这样做可能损失的是接受率：草稿词表之外的词元猜不到，所以一段文本落在草稿词表里的比例（覆盖率）
+# 就是能保住的接受率的上限。频率统计自课程自己的讲解文字（本章之前各章的 markdown 格，经过真实的分词器），
+# 覆盖率则在本章的讲解文字上测量，统计时没有见过它。
+
+# %%
+
+
+def course_prose(script):
+    """(English lines, Chinese lines) of a chapter script's markdown cells."""
+    en, zh = [], []
+    for cell in script.read_text(encoding="utf-8").split("# %% [markdown]")[1:]:
+        for line in cell.split("\n# %%")[0].splitlines():
+            text = line[1:].strip() if line.startswith("#") else ""
+            if text and not text.startswith(("Run:", "#")):
+                (zh if any("\u4e00" <= c <= "\u9fff" for c in text) else en).append(text)
+    return " ".join(en), "".join(zh)
+
+
+if ready:
+    section(5, "The draft vocabulary: the course's prose through the tokenizer", "草稿词表：课程的讲解文字经过分词器")
+    root = Path(qwen.__file__).resolve().parents[1]                      # the chapters sit beside qwen/
+    scripts = sorted(p for p in root.glob("ch[0-9][0-9]_*.py") if int(p.name[2:4]) < 12)
+    counted = [tok.encode(text) for s in scripts for text in course_prose(s)]
+    own = [tok.encode(text) for text in course_prose(root / "ch12_mtp.py")] if (root / "ch12_mtp.py").is_file() else []
+    seen = len(frequent_tokens(counted, V))
+    say("  counted: {t:,} tokens of prose in {n} chapters, {s:,} different ids; measured on: chapter 12's {e:,} English "
+        "and {z:,} Chinese tokens",
+        "  统计用：{n} 章讲解文字的 {t:,} 个词元，{s:,} 个不同的编号；测量用：第 12 章的 {e:,} 个英文词元和 {z:,} 个中文词元",
+        t=sum(map(len, counted)), n=len(scripts), s=seen, e=len(own[0]) if own else 0, z=len(own[1]) if own else 0)
+    sizes = [n for n in (256, 1024, 4096) if n < seen] + [seen]
+    cover = {n: [coverage(frequent_tokens(counted, n), ids) for ids in own] for n in sizes}
+    first = [coverage(range(seen), ids) for ids in own]                  # ids in BPE merge order, for comparison
+    rows = [(tr("draft vocabulary", "草稿词表"), tr("English", "英文"), tr("Chinese", "中文"))]
+    rows += [(tr("{n:,} most frequent ids", "最常用的 {n:,} 个编号", n=n), f"{cover[n][0]:.1%}", f"{cover[n][1]:.1%}")
+             for n in sizes]
+    rows += [(tr("the first {n:,} ids (merge order)", "前 {n:,} 个编号（合并顺序）", n=seen), f"{first[0]:.1%}", f"{first[1]:.1%}")]
+    for name, a, b in rows:                                              # aligned by display width (CJK: 2 columns)
+        print("  " + pad(name, 36) + pad(a, 8, right=True) + pad(b, 10, right=True))
+    cut = DraftVocabulary(model, frequent_tokens(counted, seen))
+    cut_stats = {}
+    with_cut = list(speculative_ids(model, prompt_tokens, K, stats=cut_stats, cut=cut, **run))
+    say("  the head guessing among these {n:,} ids ({r:.1%} of the output layer's rows): the plain greedy reply: {same}",
+        "  MTP 头只在这 {n:,} 个编号里猜（输出层行数的 {r:.1%}）：与普通贪心解码的回复相同：{same}",
+        n=len(cut), r=len(cut) / cfg.vocab_size, same=with_cut == plain)
+
+# %% [markdown]
+# ## 6. Where the time goes / 时间花在哪里
+# A decode step reads every weight once to produce one token; on a CPU that is mostly waiting for
+# memory, so a forward pass of k + 1 tokens costs little more than one of a single token. A round
+# costs k drafts and one verify pass, and yields on average (1 - a^(k+1)) / (1 - a) tokens when
+# each draft is accepted with probability a (given the ones before it were). In units of a decode
+# step: speedup(a) = ((1 - a^(k+1)) / (1 - a)) / (k x draft + verify). The costs below are measured
+# in this chapter's runs; the speedups at a = 0.65 and 0.8 are projections from them, not
+# measurements of a trained head. bench/bench_speculative.py measures the full-size model.
+#
+# 解码一步要把每个权重读一遍，才得到一个词元；在 CPU 上，这主要是在等内存，所以一次前向计算读 k + 1 个词元，
+# 只比读一个词元贵一点。一轮的代价是 k 次起草加一次验证；如果每个草稿（在前面的都被接受的条件下）被接受的
+# 概率是 a，一轮平均得到 (1 - a^(k+1)) / (1 - a) 个词元。以解码一步为单位：
+# speedup(a) = ((1 - a^(k+1)) / (1 - a)) / (k x draft + verify)。下面的代价是在本章的运行中测量的；
+# a = 0.65 和 0.8 时的加速比是用这些代价算出的预计加速比，不是训练过的 MTP 头的测量结果。
+# bench/bench_speculative.py 测量全尺寸模型。
+
+# %%
+
+
+def projected(a, k, draft, verify):
+    """Tokens per round over the round's cost, in decode steps: the speedup at acceptance a."""
+    tokens = k + 1 if a == 1 else (1 - a ** (k + 1)) / (1 - a)
+    return tokens / (k * draft + verify)
+
+
+if ready:
+    section(6, "Where the time goes: a decode step, a draft, a verify pass", "时间花在哪里：解码一步、起草一次、验证一次")
+    step = plain_stats["decode_s"] / max(plain_stats["new_tokens"] - 1, 1)                # one plain decode step
+    draft = spec_stats["draft_s"] / max(spec_stats["drafted"], 1) / step                  # in decode steps
+    draft_cut = cut_stats["draft_s"] / max(cut_stats["drafted"], 1) / step
+    verify = spec_stats["verify_s"] / max(spec_stats["rounds"], 1) / step
+    say("  one plain decode step: {ms:.1f} ms", "  普通解码一步：{ms:.1f} 毫秒", ms=step * 1e3)
+    say("  one verify pass of {n} tokens = {v:.2f} decode steps", "  一次验证（{n} 个词元）= {v:.2f} 步解码", n=K + 1, v=verify)
+    say("  one draft = {d:.2f} decode steps with the whole output layer, {c:.2f} with the cut vocabulary of {n:,} ids",
+        "  起草一次 = {d:.2f} 步解码（用整个输出层），{c:.2f} 步（用 {n:,} 个编号的草稿词表）", d=draft, c=draft_cut, n=len(cut))
+    rate = lambda s: max(s["new_tokens"] - 1, 1) / max(s["decode_s"], 1e-9)               # decode tokens/s
+    perfect = replay_stats[next(iter(replays))]
+    say("  decode: plain {p:.1f} tokens/s; speculative, the head's own drafts {s:.1f} ({sr:.2f}x), with the cut "
+        "vocabulary {c:.1f} ({cr:.2f}x); replayed drafts, all accepted {r:.1f} ({rr:.2f}x)",
+        "  解码：普通 {p:.1f} 词元/秒；推测解码，MTP 头自己的草稿 {s:.1f}（{sr:.2f} 倍），用草稿词表 {c:.1f}（{cr:.2f} 倍）；"
+        "重放的草稿、全部接受 {r:.1f}（{rr:.2f} 倍）",
+        p=rate(plain_stats), s=rate(spec_stats), sr=rate(spec_stats) / rate(plain_stats), c=rate(cut_stats),
+        cr=rate(cut_stats) / rate(plain_stats), r=rate(perfect), rr=rate(perfect) / rate(plain_stats))
+    say("  projected, speedup(a) = ((1 - a^(k+1)) / (1 - a)) / (k x draft + verify) with k = {k}, verify = {v:.2f}:",
+        "  预计加速比 speedup(a) = ((1 - a^(k+1)) / (1 - a)) / (k x draft + verify)，k = {k}，verify = {v:.2f}：",
+        k=K, v=verify)
+    for d, name in ((draft, tr("whole output layer", "整个输出层")), (draft_cut, tr("cut vocabulary", "草稿词表"))):
+        say("    {n}, draft = {d:.2f}: a = 0.65: {a:.2f}x; a = 0.8: {b:.2f}x; a = 1 (every draft right): {c:.2f}x",
+            "    {n}，draft = {d:.2f}：a = 0.65：{a:.2f} 倍；a = 0.8：{b:.2f} 倍；a = 1（草稿全对）：{c:.2f} 倍",
+            n=name, d=d, a=projected(0.65, K, d, verify), b=projected(0.8, K, d, verify), c=projected(1, K, d, verify))
+    say("  (a = 1 against the replayed drafts, all accepted, with the whole output layer: measured {r:.2f}x)",
+        "  （a = 1 与重放的草稿、全部接受、用整个输出层的实测对比：{r:.2f} 倍）", r=rate(perfect) / rate(plain_stats))
+    note(ch.threads)
+    if ch.tiny:
+        say("  (tiny sizes: hidden {h}, and a 248,320-row output layer that is most of every step; these ratios say\n"
+            "  little about Qwen3.5-0.8B, and a = 0.65 / 0.8 are third-party figures for the trained head, not this one)",
+            "  （小检查点的大小：hidden 为 {h}，而 248,320 行的输出层占了每一步的大部分；这些比值说明不了\n"
+            "  Qwen3.5-0.8B 的情况；a = 0.65、0.8 是第三方给训练过的 MTP 头的数字，不是这个 MTP 头的）", h=cfg.hidden_size)
+
+    if args.plot and (plt := ch.pyplot()) is not None:
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
+        grid = sorted({*range(64, seen, max(seen // 24, 1)), seen})
+        for ids, name in zip(own, (ch.label("English", "英文"), ch.label("Chinese", "中文"))):
+            ax1.plot(grid, [coverage(frequent_tokens(counted, n), ids) for n in grid], label=name)
+        ax1.set_xlabel(ch.label("draft vocabulary: most frequent ids", "草稿词表：最常用的编号数"))
+        ax1.set_ylabel(ch.label("coverage of chapter 12's prose", "第 12 章讲解文字的覆盖率"))
+        ax1.legend()
+        a = torch.linspace(0, 0.95, 40).tolist()
+        for k in range(1, 5):
+            ax2.plot(a, [projected(x, k, draft_cut, verify) for x in a], label=f"k = {k}")
+        ax2.axhline(1, color="grey", lw=0.5)
+        ax2.set_xlabel(ch.label("acceptance a", "接受率 a"))
+        ax2.set_ylabel(ch.label("projected speedup (measured costs)", "预计加速比（用测量的代价）"))
+        ax2.legend()
+        fig.suptitle(ch.label("Speculative decoding", "推测解码")
+                     + (ch.label(" (tiny checkpoint: made-up weights, tiny sizes)", "（小检查点：权重是编造的，尺寸很小）")
+                        if ch.tiny else ""))
+        ch.save(fig, "ch12_speculative.png")
+
+# %% [markdown]
+# ## How to explain it / 怎么讲给别人听
+# The MTP head is a small extra layer that, given what the model just thought and the token it just
+# chose, guesses the token after. Let it guess a few tokens ahead, then give the model all of them
+# at once: reading k + 1 tokens costs about as much as reading one, because the time goes into
+# fetching the weights. The model keeps the guesses it agrees with, up to the first one it would
+# not have chosen, and adds its own token there. Nothing it would not have written gets through, so
+# the greedy reply is unchanged; a good head just gets several tokens out of one pass. After a
+# wrong guess the caches are put back: attention caches are cut, and the Gated DeltaNet layers,
+# whose state cannot be cut, get back the copy they kept after each token.
+#
+# MTP 头是一个小小的额外层：知道模型刚才的想法和它刚选的词元，就猜下一个之后的词元。让它往前猜几个，再把
+# 它们一次交给模型：读 k + 1 个词元和读一个差不多贵，因为时间都花在取权重上。模型接受它同意的猜测，直到
+# 第一个它自己不会选的为止，并在那里换上自己的词元。模型不会写的东西一个也过不去，所以贪心回复不变；好的
+# MTP 头只是让一次前向计算得到好几个词元。猜错之后要恢复缓存：注意力缓存截短即可，Gated DeltaNet 层的状态
+# 截不短，就放回它在每个词元之后保留的那一份。
+#
+# ## Summary / 小结
+# - Head: fc(cat[norm(embed(x_{t+1})), norm(h_t)]), embedding first, h_t after the final norm; one
+#   full-attention layer with its own cache; mtp.norm; the shared output layer: a guess for x_{t+2}.
+# - Round: k drafts, one verify pass of k + 1 tokens, accept up to the first disagreement, plus the
+#   model's own next token: the output is plain greedy decoding's, token for token.
+# - Rollback: KV caches cut; Gated DeltaNet conv windows and states kept per token, put back.
+# - Speed: speedup(a) = ((1 - a^(k+1)) / (1 - a)) / (k x draft + verify); a cut draft vocabulary
+#   makes drafts cheap, at most its coverage of acceptance is kept.
+#
+# - MTP 头：fc(cat[norm(embed(x_{t+1})), norm(h_t)])，嵌入在前，h_t 取最终归一化之后的；一个有自己缓存的
+#   全注意力层；mtp.norm；共享的输出层：对 x_{t+2} 的猜测。
+# - 一轮：起草 k 个，一次验证 k + 1 个词元，接受到第一个不一致为止，再加上模型自己的下一个词元：
+#   输出与普通贪心解码逐词元相同。
+# - 回滚：键值缓存截短；Gated DeltaNet 的卷积窗口和状态按词元保留，再放回去。
+# - 速度：speedup(a) = ((1 - a^(k+1)) / (1 - a)) / (k x draft + verify)；草稿词表让起草变便宜，
+#   接受率最多保住它的覆盖率那么多。
+
+# %%
+say("\nExercise for this chapter: 250 (the accept rule). Try it: python practice/judge.py 250\n"
+    "Speculative decoding elsewhere: python main.py 9 --speculative 3, python main.py chat --speculative 3",
+    "\n本章练习：250（接受规则）。试一试：python practice/judge.py 250\n"
+    "在别处用推测解码：python main.py 9 --speculative 3、python main.py chat --speculative 3")
