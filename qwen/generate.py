@@ -495,13 +495,13 @@ def _text_spans(template, messages, text, add_generation_prompt, options):
 
 def generate(model, tok, prompt, *, max_new_tokens=128, temperature=0.0, top_k=0, top_p=1.0, seed=None,
              chat=True, enable_thinking=False, template=None, cache=None, stats=None, ids_out=None,
-             keep_at=None, kept=None):
+             keep_at=None, kept=None, speculative=None):
     """Yield the reply's text as it is generated.
 
     prompt: a string (sent as a user message through the checkpoint's chat template when chat is
     true; continued as plain text otherwise), a list of messages, or a list of token ids. The stop
     token (<|im_end|> or <|endoftext|>) ends the reply and is not shown. `ids_out`, a list,
-    receives the new token ids; `stats`, `keep_at` and `kept` as in generate_ids."""
+    receives the new token ids; `stats`, `keep_at`, `kept` and `speculative` as in generate_ids."""
     if chat and template is None and not (isinstance(prompt, (list, tuple)) and prompt
                                           and all(isinstance(i, int) for i in prompt)):
         template = ChatTemplate.load(model.path)
@@ -510,7 +510,7 @@ def generate(model, tok, prompt, *, max_new_tokens=128, temperature=0.0, top_k=0
     stream = TextStream(tok)
     for token in generate_ids(model, ids, max_new_tokens=max_new_tokens, temperature=temperature,
                               top_k=top_k, top_p=top_p, seed=seed, stop=stop, cache=cache, stats=stats,
-                              vocab=tok.vocab_size, keep_at=keep_at, kept=kept):
+                              vocab=tok.vocab_size, keep_at=keep_at, kept=kept, speculative=speculative):
         if ids_out is not None:
             ids_out.append(token)
         if token in stop:

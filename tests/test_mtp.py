@@ -231,3 +231,15 @@ def test_a_partial_head_is_refused_naming_the_missing_tensor(tmp_path):
                                            extra={"mtp.fc.weight": torch.zeros(16, 32)})
     with pytest.raises(QwenError, match=r"mtp\.pre_fc_norm_embedding\.weight"):
         load_model(folder)
+
+
+def test_a_chat_with_speculative_decoding_says_what_plain_greedy_says(tiny_path, tiny):
+    """Two turns: the same replies, and the live cache it keeps (continued the next turn) as plain's."""
+    from qwen.generate import Chat
+    from qwen.tokenizer import Tokenizer
+    tok = Tokenizer.load(tiny_path)
+    plain, spec = Chat(tiny, tok), Chat(tiny, tok, speculative=2)
+    for text in ("hi", "and then?"):
+        assert "".join(spec.say(text, max_new_tokens=6)) == "".join(plain.say(text, max_new_tokens=6))
+        assert spec.read == plain.read
+        _same_cache(spec.cache, plain.cache)
