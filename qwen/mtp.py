@@ -296,7 +296,7 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
     if p in stop or max_new_tokens == 1:
         return
     todo, todo_hidden = ids[0, 1:].tolist() + [p], hidden          # pairs the head has not read yet
-    head_cache = model.mtp.new_cache()
+    head_cache = cache.mtp = model.mtp.new_cache()                 # the head's own, kept with the model's
     while True:
         n = min(k, max_new_tokens - len(out) - 1)                  # drafts past the last token are waste
         t0 = time.perf_counter()

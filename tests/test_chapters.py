@@ -63,6 +63,7 @@ def test_ch01(course_en):
     table = section_of(out, "  Qwen3.5-0.8B (its published inventory):")
     assert any(re.match(r"\s+norms \(chapter 3\)\s+79\s", line) for line in table)
     assert any(re.match(r"\s+vision tower \(not used\)\s+153\s", line) for line in table)
+    assert any(re.match(r"\s+multi-token prediction \(chapter 12\)\s+15\s", line) for line in table)
 
 
 def test_ch02(course_en):
