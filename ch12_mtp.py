@@ -357,6 +357,10 @@ if ready:
 # step: speedup(a) = ((1 - a^(k+1)) / (1 - a)) / (k x draft + verify). The costs below are measured
 # in this chapter's runs; the speedups at a = 0.65 and 0.8 are projections from them, not
 # measurements of a trained head. bench/bench_speculative.py measures the full-size model.
+# That is also why chapter 9 and `python main.py chat` decode plainly unless given
+# `--speculative K`: a round whose drafts are all rejected costs k drafts and a verify pass for a
+# single token, slower than plain decoding, and the chat samples (temperature 0.7) where
+# speculative decoding here is greedy only. Turn it on where the head guesses well.
 #
 # 解码一步要把每个权重读一遍，才得到一个词元；在 CPU 上，这主要是在等内存，所以一次前向计算读 k + 1 个词元，
 # 只比读一个词元贵一点。一轮的代价是 k 次起草加一次验证；如果每个草稿（在前面的都被接受的条件下）被接受的
@@ -364,6 +368,9 @@ if ready:
 # speedup(a) = ((1 - a^(k+1)) / (1 - a)) / (k x draft + verify)。下面的代价是在本章的运行中测量的；
 # a = 0.65 和 0.8 时的加速比是用这些代价算出的预计加速比，不是训练过的 MTP 头的测量结果。
 # bench/bench_speculative.py 测量全尺寸模型。
+# 这也是第 9 章和 `python main.py chat` 默认用普通解码、只有加上 `--speculative K` 才起草的原因：
+# 草稿全被拒绝的一轮，要花 k 次起草加一次验证才得到一个词元，比普通解码慢；而且对话默认采样（温度 0.7），
+# 这里的推测解码只支持贪心解码。在 MTP 头猜得准的地方再打开它。
 
 # %%
 
@@ -401,6 +408,10 @@ if ready:
             n=name, d=d, a=projected(0.65, K, d, verify), b=projected(0.8, K, d, verify), c=projected(1, K, d, verify))
     say("  (a = 1 against the replayed drafts, all accepted, with the whole output layer: measured {r:.2f}x)",
         "  （a = 1 与重放的草稿、全部接受、用整个输出层的实测对比：{r:.2f} 倍）", r=rate(perfect) / rate(plain_stats))
+    say("  with this head's own drafts, decoding ran at {r:.2f}x plain decoding here: chapter 9 and the chat decode "
+        "plainly unless given --speculative K",
+        "  用这个 MTP 头自己的草稿，这里的解码速度是普通解码的 {r:.2f} 倍：第 9 章和对话默认用普通解码，"
+        "加上 --speculative K 才用推测解码", r=rate(spec_stats) / rate(plain_stats))
     note(ch.threads)
     if ch.tiny:
         say("  (tiny sizes: hidden {h}, and a 248,320-row output layer that is most of every step; these ratios say\n"
@@ -416,12 +427,14 @@ if ready:
         ax1.set_xlabel(ch.label("draft vocabulary: most frequent ids", "草稿词表：最常用的编号数"))
         ax1.set_ylabel(ch.label("coverage of chapter 12's prose", "第 12 章讲解文字的覆盖率"))
         ax1.legend()
-        a = torch.linspace(0, 0.95, 40).tolist()
-        for k in range(1, 5):
-            ax2.plot(a, [projected(x, k, draft_cut, verify) for x in a], label=f"k = {k}")
+        a = torch.linspace(0, 1, 41).tolist()                          # the costs were measured at k = K only
+        for d, name in ((draft, ch.label("whole output layer", "整个输出层")), (draft_cut, ch.label("cut vocabulary", "草稿词表"))):
+            ax2.plot(a, [projected(x, K, d, verify) for x in a], label=name)
+        ax2.scatter([1], [rate(perfect) / rate(plain_stats)], color="black", zorder=3,
+                    label=ch.label("replayed drafts, all accepted (measured)", "重放的草稿，全部接受（实测）"))
         ax2.axhline(1, color="grey", lw=0.5)
         ax2.set_xlabel(ch.label("acceptance a", "接受率 a"))
-        ax2.set_ylabel(ch.label("projected speedup (measured costs)", "预计加速比（用测量的代价）"))
+        ax2.set_ylabel(ch.label("projected speedup at k = {k} (measured costs)", "k = {k} 时的预计加速比（用测量的代价）", k=K))
         ax2.legend()
         fig.suptitle(ch.label("Speculative decoding", "推测解码")
                      + (ch.label(" (tiny checkpoint: made-up weights, tiny sizes)", "（小检查点：权重是编造的，尺寸很小）")

@@ -423,9 +423,9 @@ def test_plots(run_script, tiny_path, tmp_path):
     """Every chapter's --plot, in one process (ch03 in Chinese: the CJK font or a one-line fallback)."""
     code = ("import runpy, sys\n"
             "from qwen.lang import set_lang\n"
-            "for s, lang in [('ch03_norm.py', 'zh'), ('ch04_rope.py', 'en'), ('ch06_attention.py', 'en'),"
-            " ('ch07_deltanet.py', 'en')]:\n"
-            f"    sys.argv = [s, '--tiny', '--plot', '--out', {str(tmp_path)!r}, '--lang', lang]\n"
+            "for s, lang, more in [('ch03_norm.py', 'zh', []), ('ch04_rope.py', 'en', []), ('ch06_attention.py', 'en', []),"
+            " ('ch07_deltanet.py', 'en', []), ('ch12_mtp.py', 'zh', ['--max-new-tokens', '4'])]:\n"
+            f"    sys.argv = [s, '--tiny', '--plot', '--out', {str(tmp_path)!r}, '--lang', lang] + more\n"
             "    runpy.run_path(s, run_name='__main__')\n")
     r = run_script("-c", code)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -434,7 +434,7 @@ def test_plots(run_script, tiny_path, tmp_path):
     except ImportError:
         assert "--plot 需要 matplotlib" in r.stdout and "--plot needs matplotlib" in r.stdout
         return
-    for name in ("ch03_layer_scales.png", "ch04_rope.png", "ch06_attention.png", "ch07_decay.png"):
+    for name in ("ch03_layer_scales.png", "ch04_rope.png", "ch06_attention.png", "ch07_decay.png", "ch12_speculative.png"):
         assert (tmp_path / name).stat().st_size > 10_000, name
     assert (tmp_path / "ch03_final_norm.png").is_file()
     from matplotlib import font_manager
