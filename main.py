@@ -134,6 +134,10 @@ def main(argv=None):
                    "e.g. python main.py 9 --prompt \"...\")",
                    "无法识别的参数：{a}（章节自己的选项写在章节号后面，例如 python main.py 9 --prompt \"...\"）",
                    a=" ".join(args.rest)))
+    if args.speculative is not None and args.what not in ("all", "chat", "9", "12"):
+        p.error(tr("--speculative is for chat and chapters 9 and 12 (e.g. python main.py 9 --speculative 3), not {w}",
+                   "--speculative 用于 chat 和第 9、12 章（例如 python main.py 9 --speculative 3），不用于 {w}",
+                   w=args.what))
     if args.what == "download":
         return download(args)
     if args.what == "chat":

@@ -666,6 +666,7 @@ def test_ch12(course_en):
     assert abs(a65 * (3 * d + verify) - tokens(0.65)) < 0.05 * tokens(0.65) and a65 < a80 < a1
     assert "a = 0.65 / 0.8 are third-party figures for the trained head, not this one" in out
     assert "Exercise for this chapter: 250" in out
+    assert re.search(r"Done: chapter\(s\) 1, 2, [\d, ]*\b12\b", course_en)        # main.py runs it with the others
 
 
 def test_ch12_in_chinese(course_zh):
@@ -687,6 +688,8 @@ def test_speculative_option_refuses_bad_values_in_one_line(run_script):
         assert r.returncode == 1 and "Traceback" not in r.stderr and "Chapter 9" not in r.stdout, r.stderr
         assert f"Error: --speculative {value}: give how many tokens the MTP head drafts per step, a whole number " \
                f"from 1 to {MAX_DRAFTS}" in r.stderr.splitlines()[0]
+    r = run_script("main.py", "3", "--tiny", "--speculative", "3")          # a chapter that does not generate
+    assert r.returncode == 2 and "--speculative is for chat and chapters 9 and 12" in r.stderr, r.stderr
     r = run_script("ch12_mtp.py", "--tiny", "--speculative", str(MAX_DRAFTS + 1), "--lang", "zh")
     assert r.returncode == 1 and f"错误：--speculative {MAX_DRAFTS + 1}：请给出 MTP 头每步起草的词元数" in r.stderr
     assert "1. " not in r.stdout                                      # refused before the chapter computes anything
