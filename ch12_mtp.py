@@ -19,7 +19,7 @@
 
 # %%
 import inspect
-import time
+import re
 from pathlib import Path
 
 import torch
@@ -44,7 +44,7 @@ ch = chapter("Chapter 12: reading ahead with the MTP head", "第 12 章：用 MT
     "--max-new-tokens": dict(type=int, default=None, help=(
         f"longest reply, in tokens (default {CHAPTER_REPLY_TOKENS}; {TINY_REPLY_TOKENS} on the tiny checkpoint)",
         f"回复的最大词元数（默认 {CHAPTER_REPLY_TOKENS}；小检查点上 {TINY_REPLY_TOKENS}）"))})
-args, path, cfg, tok = ch.args, ch.path, ch.cfg, ch.tokenizer
+args, path, cfg = ch.args, ch.path, ch.cfg
 torch.set_grad_enabled(False)
 K = speculative_option(args.speculative)                 # one line for a bad K, before the weights are read
 if args.max_new_tokens is None:                          # made-up tokens: a few show every path as well as 64
@@ -55,13 +55,12 @@ try:                                                     # chat_template.jinja, 
     template = ChatTemplate.load(path)
 except QwenError:
     template = None
-has_head = any(name.startswith("mtp.") for name in ch.W.all_names)
+has_head = any(name.startswith("mtp.") for name in ch.W.all_names)   # from the headers: nothing read yet
+tok = ch.tokenizer if has_head else None
 ready = has_head and tok is not None and template is not None
-if not has_head:                                         # checked first: without it, the weights need not be read
-    say("  (this checkpoint has no MTP head, no mtp.* tensors (transformers' save_pretrained drops them):\n"
-        "  speculative decoding is unavailable with it, and this chapter stops here)",
-        "  （这个检查点没有 MTP 头，即没有 mtp.* 张量（transformers 的 save_pretrained 会丢掉它们）：\n"
-        "  用它不能做推测解码，本章到此为止）")
+if not has_head:                                         # checked first: without it, nothing else need be read
+    say("  (no MTP head in this checkpoint, no mtp.* tensors: speculative decoding is unavailable; this chapter stops here)",
+        "  （这个检查点里没有 MTP 头，没有 mtp.* 张量：不能做推测解码；本章到此为止）")
 elif not ready:
     say("  (no tokenizer or chat template in this folder: this chapter needs both; it stops here)",
         "  （这个文件夹里没有分词器或对话模板：本章两者都需要，到此为止）")
@@ -313,8 +312,8 @@ if ready:
 def course_prose(script):
     """(English lines, Chinese lines) of a chapter script's markdown cells."""
     en, zh = [], []
-    for cell in script.read_text(encoding="utf-8").split("# %% [markdown]")[1:]:
-        for line in cell.split("\n# %%")[0].splitlines():
+    for cell in re.split(r"^# %% \[markdown\]$", script.read_text(encoding="utf-8"), flags=re.M)[1:]:
+        for line in re.split(r"^# %%", cell, flags=re.M)[0].splitlines():
             text = line[1:].strip() if line.startswith("#") else ""
             if text and not text.startswith(("Run:", "#")):
                 (zh if any("\u4e00" <= c <= "\u9fff" for c in text) else en).append(text)
