@@ -280,12 +280,12 @@ for pre, label in ((True, ("Pre-Norm ", "前置归一化")), (False, ("Post-Norm
 # ## 9. Every normalization of the model / 模型里所有的归一化
 # `qwen.model.model_norms` walks the config: two RMSNorms per layer plus the final one, a q_norm
 # and a k_norm in each full-attention layer, a gated RMSNorm in each linear-attention layer:
-# 49 + 12 + 18 = 79 in Qwen3.5-0.8B's language model. The multi-token-prediction head and the
-# vision tower (LayerNorms) ship more, which the course does not use. `--plot` draws the scales.
+# 49 + 12 + 18 = 79 in Qwen3.5-0.8B's language model. The multi-token-prediction head has 7 more
+# (chapter 12 uses it), the vision tower LayerNorms, which the course does not use. `--plot` draws the scales.
 #
 # `qwen.model.model_norms` 按配置逐层构建：每层两个 RMSNorm 加最后一个，每个全注意力层一个 q_norm 和
 # 一个 k_norm，每个线性注意力层一个带门的 RMSNorm：Qwen3.5-0.8B 的语言模型里 49 + 12 + 18 = 79 个。
-# 多词元预测头和视觉塔（层归一化）里还有更多，课程不用。`--plot` 把缩放画出来。
+# 多词元预测头里还有 7 个（第 12 章用到它），视觉塔里还有层归一化，课程不用。`--plot` 把缩放画出来。
 
 # %%
 section(9, "Every normalization in the model, built from the config", "根据配置构建模型里所有的归一化")
@@ -295,12 +295,19 @@ gated_n = sum(isinstance(m, GatedRMSNorm) for m in norms.values())
 say("  language model: {a} residual-stream RMSNorms + {b} q/k RMSNorms + {c} gated RMSNorms = {n}",
     "  语言模型：残差流上 {a} 个 RMSNorm + {b} 个 q/k RMSNorm + {c} 个带门的 RMSNorm = {n} 个",
     a=len(norms) - qk - gated_n, b=qk, c=gated_n, n=len(norms))
-unused = [n for n in W.all_names if n.startswith(("mtp.", "model.visual.")) and "norm" in n and n.endswith(".weight")]
-say("  not used: {k} more norm weights in the MTP head and the vision tower", "  不用的：多词元预测头和视觉塔里还有 {k} 个归一化权重", k=len(unused))
+def norm_weights(names, prefix):
+    return sum(n.startswith(prefix) and "norm" in n and n.endswith(".weight") for n in names)
+
+
+vision = norm_weights(W.all_names, "model.visual.")
+say("  MTP head: {m} RMSNorms (chapter 12); not used: {k} more norm weight{s} in the vision tower",
+    "  多词元预测头：{m} 个 RMSNorm（第 12 章）；不用的：视觉塔里还有 {k} 个归一化权重",
+    m=norm_weights(W.all_names, "mtp."), k=vision, s="" if vision == 1 else "s")
 if REAL:
-    say("  Qwen3.5-0.8B (published inventory): 79 in the language model; {k} more norm weights in the MTP head and the vision tower",
-        "  Qwen3.5-0.8B（公开的张量清单）：语言模型里 79 个；多词元预测头和视觉塔里还有 {k} 个归一化权重",
-        k=sum(n.startswith(("mtp.", "model.visual.")) and "norm" in n and n.endswith(".weight") for n in REAL["tensors"]))
+    say("  Qwen3.5-0.8B (published inventory): 79 in the language model; {m} in the MTP head; {k} more norm weights "
+        "in the vision tower",
+        "  Qwen3.5-0.8B（公开的张量清单）：语言模型里 79 个；多词元预测头里 {m} 个；视觉塔里还有 {k} 个归一化权重",
+        m=norm_weights(REAL["tensors"], "mtp."), k=norm_weights(REAL["tensors"], "model.visual."))
 say("  1 + w per layer, mean (input_layernorm / post_attention_layernorm):", "  每层的 1 + w 均值（input_layernorm / post_attention_layernorm）：")
 scale = {k: 1 + m.weight.detach().float() for k, m in norms.items()}
 pairs = [f"{i}: {scale[f'layers.{i}.input_layernorm'].mean():.2f}/{scale[f'layers.{i}.post_attention_layernorm'].mean():.2f}"

@@ -267,10 +267,6 @@ def _quiet_notebook_progress():
     warnings.filterwarnings("ignore", message="Using `tqdm.autonotebook.tqdm` in notebook mode")
 
 
-TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json")
-_tokenizers = {}                                                   # the files' (path, size, time) -> Tokenizer
-
-
 class Chapter:
     """What a chapter works on: its options, checkpoint folder, config and (lazy) weights."""
 
@@ -287,20 +283,11 @@ class Chapter:
 
     @functools.cached_property
     def tokenizer(self):
-        """The checkpoint's tokenizer, or None when the folder has no tokenizer files.
-
-        Loaded once per process for the same files (main.py runs every chapter in one process, and
-        reading the 248k-entry vocabulary costs about a second of CPU each time); a file changed
-        since (its size or time) is read again."""
+        """The checkpoint's tokenizer, or None when the folder has no tokenizer files."""
         from qwen.tokenizer import Tokenizer
-        files = [self.path / f for f in TOKENIZER_FILES if (self.path / f).is_file()]
-        if not any(f.name in ("tokenizer.json", "vocab.json", "merges.txt") for f in files):
+        if not any((self.path / f).is_file() for f in ("tokenizer.json", "vocab.json", "merges.txt")):
             return None
-        key = tuple((str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
-        if key not in _tokenizers:
-            _tokenizers.clear()                                    # one checkpoint's at a time
-            _tokenizers[key] = Tokenizer.load(self.path)
-        return _tokenizers[key]
+        return Tokenizer.load(self.path)
 
     def sentence(self, text):
         """(ids, readable names) of `text` through the checkpoint's tokenizer; without one (or with a

@@ -102,7 +102,8 @@ def test_ch03(course_en):
                      r"[\d.]+/(-?[\d.]+)/(-?[\d.]+)", out)
     assert pre and post and float(pre[3]) > 3 * float(pre[1]) and float(pre[6]) > 0.1 > abs(float(post[2]))
     assert "17 residual-stream RMSNorms + 4 q/k RMSNorms + 6 gated RMSNorms = 27" in out
-    assert "not used: 5 more norm weights" in out
+    assert "MTP head: 7 RMSNorms (chapter 12); not used: 1 more norm weight in the vision tower" in out
+    assert "Qwen3.5-0.8B (published inventory): 79 in the language model; 7 in the MTP head; " in out
     assert "Qwen3.5-0.8B (published inventory): 79 in the language model; " in out
 
 
