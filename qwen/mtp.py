@@ -230,20 +230,29 @@ def check_speculative(model, k, temperature=0.0):
                         "会丢掉它们）：请不加 --speculative 运行。", path=getattr(model, "path", None) or "the model")
 
 
+def _forward(model, ids, cache, last=False):
+    """model(ids, cache) -> (logits, the main model's hidden states after its final norm for every
+    position (1, seq, hidden)). The last layer's output is caught on its way to the final norm (a
+    forward hook), so that last=True still computes the logits of the last position only."""
+    caught = []
+    hook = model.layers[-1].register_forward_hook(lambda module, args, out: caught.append(out))
+    try:
+        logits = model(ids, cache=cache, last=last)
+    finally:
+        hook.remove()
+    return logits, model.norm(caught[-1])
+
+
 def _read_prompt(model, ids, cache, keep_at, kept):
     """Prefill as plain generation does (the same calls, so the same first token), also returning
     the main model's hidden states after its final norm for every prompt token (1, prompt, hidden)."""
     hidden = []
     if keep_at is not None and 0 < keep_at < ids.shape[1]:
-        keep = []
-        model(ids[:, :keep_at], cache=cache, last=True, keep=keep)
-        hidden.append(model.norm(keep[-1]))
+        hidden.append(_forward(model, ids[:, :keep_at], cache, last=True)[1])
         kept.append(cache.copy())
         ids = ids[:, keep_at:]
-    keep = []
-    logits = model(ids, cache=cache, last=True, keep=keep)[0, -1]    # (vocab,)
-    hidden.append(model.norm(keep[-1]))
-    return logits, torch.cat(hidden, 1)                               # (vocab,), (1, prompt, hidden)
+    logits, h = _forward(model, ids, cache, last=True)
+    return logits[0, -1], torch.cat(hidden + [h], 1)                 # (vocab,), (1, prompt, hidden)
 
 
 def _verify(model, block, cache):
@@ -253,13 +262,12 @@ def _verify(model, block, cache):
     trails = [Trail() if layer.kind != "full_attention" else None for layer in model.layers]
     for lc, trail in zip(cache.layers, trails):
         lc.trail = trail
-    keep = []
     try:
-        logits = model(torch.tensor([block]), cache=cache, keep=keep)[0]   # (len, vocab)
+        logits, hidden = _forward(model, torch.tensor([block]), cache)
     finally:
         for lc in cache.layers:
             lc.trail = None
-    return logits, model.norm(keep[-1]), trails
+    return logits[0], hidden, trails                                  # (len, vocab), (1, len, hidden)
 
 
 @torch.inference_mode()
