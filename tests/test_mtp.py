@@ -261,3 +261,22 @@ def test_the_head_reads_the_hidden_state_after_the_final_norm(hf_model):
     read = cache.mtp[0].k[:, :, :len(HF_PROMPT)]                  # the prompt's pairs, then p's
     assert torch.allclose(read, k["after"], atol=1e-5)
     assert not torch.allclose(read, k["before"], atol=1e-3)
+
+
+def test_teacher_forced_acceptance_counts_the_heads_agreements_along_a_text(hf_model):
+    """Against a loop: at each t, the head's guess from (ids[t + 1], hidden_t) and the model's greedy
+    token after ids[0 .. t + 1], each computed from scratch."""
+    from qwen.mtp import teacher_forced_acceptance
+    text = [5, 11, 100, 7, 42, 42, 300, 9, 1, 77]
+    share, n = teacher_forced_acceptance(hf_model, text, rows=3)
+    agree = 0
+    for t in range(len(text) - 2):
+        keep = []
+        hf_model(torch.tensor([text[:t + 2]]), keep=keep)
+        hidden = hf_model.norm(keep[-1])                                    # (1, t + 2, hidden)
+        greedy = int(hf_model.logits(hidden[0, -1]).argmax())
+        g = head_read(hf_model, text[1:t + 2], hidden[:, :t + 1], None, 0)
+        agree += int(hf_model.logits(g[0, -1]).argmax()) == greedy
+    assert n == len(text) - 2 and share == agree / n
+    with pytest.raises(QwenError, match="3 tokens"):
+        teacher_forced_acceptance(hf_model, [1, 2])
