@@ -49,6 +49,10 @@ def best(times):
     return min(times)
 
 
+def progress(what):
+    print(f"  [{time.strftime('%H:%M:%S')}] {what}", file=sys.stderr, flush=True)
+
+
 def child(path, dtype_name, args):
     import torch
     from qwen.generate import generate_ids
@@ -91,6 +95,7 @@ def child(path, dtype_name, args):
 
         items = {"decode": decode, **{f"verify {k + 1}": verify(k) for k in (1, 2, 3, 4)},
                  "draft": draft(None), "draft (cut)": draft(cut)}
+        progress("steps: warm-up")
         for fn in items.values():                                              # warm-up
             fn()
         times = {name: [] for name in items}
@@ -101,6 +106,7 @@ def child(path, dtype_name, args):
                 times[name].append(time.perf_counter() - start)
         out["step_s"] = {name: best(t) for name, t in times.items()}
 
+    progress("plain and replayed runs")
     plain = list(generate_ids(model, ids, max_new_tokens=args.new, vocab=vocab))
 
     def replay(out_, guesses):
@@ -121,6 +127,7 @@ def child(path, dtype_name, args):
 
     exact, drafted, accepted = {}, 0, 0
     for k in (1, 2, 3, 4):
+        progress(f"exactness, the head's own guesses, k = {k}")
         st = {}
         got = list(generate_ids(model, ids, max_new_tokens=args.new, vocab=vocab, stats=st, speculative=k))
         exact[k] = got == plain
@@ -186,10 +193,10 @@ def main():
     for dtype in args.dtypes.split(","):
         argv = [sys.executable, __file__, "--child", dtype, "--path", str(path), "--rounds", str(args.rounds),
                 "--prompt", str(args.prompt), "--new", str(args.new), "--cut", str(args.cut)]
-        p = subprocess.run(argv, cwd=ROOT, env=ENV, capture_output=True, text=True)
+        p = subprocess.run(argv, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, text=True)   # progress: stderr
         lines = [line for line in p.stdout.splitlines() if line.startswith("RESULT ")]
         if p.returncode or not lines:
-            raise SystemExit(f"{dtype} failed:\n{p.stdout}\n{p.stderr}")
+            raise SystemExit(f"{dtype} failed:\n{p.stdout}")
         report(json.loads(lines[-1][len("RESULT "):]))
     load = os.getloadavg()
     print(f"\nload average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")

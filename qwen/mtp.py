@@ -153,6 +153,33 @@ def coverage(ids, tokens):
     return sum(1 for t in tokens if t in inside) / max(1, len(tokens))
 
 
+@torch.inference_mode()
+def teacher_forced_acceptance(model, ids, vocab=None, cut=None, rows=64):
+    """How often the head's guess for token t + 2 equals the model's own greedy choice there, along a
+    text read as it is (teacher forcing: the text's tokens, not the model's, are the inputs).
+
+    The model reads ids (one pass); the head reads the pairs (ids[t + 1], hidden_t); its guess from
+    pair t is compared with the model's greedy token after ids[0 .. t + 1]. Returns (share, number of
+    guesses). The chance that a first draft is accepted, on this text."""
+    ids = torch.as_tensor(ids, dtype=torch.long).reshape(1, -1)               # (1, T)
+    if ids.shape[1] < 3:
+        raise QwenError("teacher_forced_acceptance needs a text of 3 tokens or more, got {n}.",
+                        "teacher_forced_acceptance 需要至少 3 个词元的文本，实际是 {n} 个。", n=ids.shape[1])
+    _, hidden = _forward(model, ids, None, last=True)                         # (1, T, hidden)
+    g = head_read(model, ids[0, 1:].tolist(), hidden[:, :-1], None, 0)        # (1, T - 1, hidden)
+    agree = 0
+    for s in range(0, g.shape[1] - 1, rows):                                  # a few rows of logits at a time
+        e = min(s + rows, g.shape[1] - 1)
+        greedy = model.logits(hidden[0, s + 1:e + 1])[:, :vocab].argmax(-1)   # the model after ids[.. t + 1]
+        if cut is None:
+            guess = model.logits(g[0, s:e])[:, :vocab].argmax(-1)
+        else:
+            guess = cut.ids[F.linear(g[0, s:e], cut.weight).float().argmax(-1)]
+        agree += int((guess == greedy).sum())
+    n = g.shape[1] - 1
+    return agree / n, n
+
+
 # --------------------------------------------------------------------------------------------
 # Rollback
 # --------------------------------------------------------------------------------------------
@@ -230,20 +257,29 @@ def check_speculative(model, k, temperature=0.0):
                         "会丢掉它们）：请不加 --speculative 运行。", path=getattr(model, "path", None) or "the model")
 
 
+def _forward(model, ids, cache, last=False):
+    """model(ids, cache) -> (logits, the main model's hidden states after its final norm for every
+    position (1, seq, hidden)). The last layer's output is caught on its way to the final norm (a
+    forward hook), so that last=True still computes the logits of the last position only."""
+    caught = []
+    hook = model.layers[-1].register_forward_hook(lambda module, args, out: caught.append(out))
+    try:
+        logits = model(ids, cache=cache, last=last)
+    finally:
+        hook.remove()
+    return logits, model.norm(caught[-1])
+
+
 def _read_prompt(model, ids, cache, keep_at, kept):
     """Prefill as plain generation does (the same calls, so the same first token), also returning
     the main model's hidden states after its final norm for every prompt token (1, prompt, hidden)."""
     hidden = []
     if keep_at is not None and 0 < keep_at < ids.shape[1]:
-        keep = []
-        model(ids[:, :keep_at], cache=cache, last=True, keep=keep)
-        hidden.append(model.norm(keep[-1]))
+        hidden.append(_forward(model, ids[:, :keep_at], cache, last=True)[1])
         kept.append(cache.copy())
         ids = ids[:, keep_at:]
-    keep = []
-    logits = model(ids, cache=cache, last=True, keep=keep)[0, -1]    # (vocab,)
-    hidden.append(model.norm(keep[-1]))
-    return logits, torch.cat(hidden, 1)                               # (vocab,), (1, prompt, hidden)
+    logits, h = _forward(model, ids, cache, last=True)
+    return logits[0, -1], torch.cat(hidden + [h], 1)                 # (vocab,), (1, prompt, hidden)
 
 
 def _verify(model, block, cache):
@@ -253,13 +289,12 @@ def _verify(model, block, cache):
     trails = [Trail() if layer.kind != "full_attention" else None for layer in model.layers]
     for lc, trail in zip(cache.layers, trails):
         lc.trail = trail
-    keep = []
     try:
-        logits = model(torch.tensor([block]), cache=cache, keep=keep)[0]   # (len, vocab)
+        logits, hidden = _forward(model, torch.tensor([block]), cache)
     finally:
         for lc in cache.layers:
             lc.trail = None
-    return logits, model.norm(keep[-1]), trails
+    return logits[0], hidden, trails                                  # (len, vocab), (1, len, hidden)
 
 
 @torch.inference_mode()

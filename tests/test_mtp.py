@@ -243,3 +243,40 @@ def test_a_chat_with_speculative_decoding_says_what_plain_greedy_says(tiny_path,
         assert "".join(spec.say(text, max_new_tokens=6)) == "".join(plain.say(text, max_new_tokens=6))
         assert spec.read == plain.read
         _same_cache(spec.cache, plain.cache)
+
+
+def test_the_head_reads_the_hidden_state_after_the_final_norm(hf_model):
+    """As vLLM and SGLang feed it: the head's cache holds what norm(last layer's output) gives, not
+    what the raw residual stream would."""
+    cache = hf_model.new_cache()
+    list(speculative_ids(hf_model, HF_PROMPT, 1, max_new_tokens=3, cache=cache))   # one round drafts
+    p = list(generate_ids(hf_model, HF_PROMPT, max_new_tokens=1))[0]
+    keep = []
+    hf_model(torch.tensor([HF_PROMPT]), keep=keep)
+    k = {}
+    for side, hidden in (("after", hf_model.norm(keep[-1])), ("before", keep[-1])):
+        ref = hf_model.mtp.new_cache()
+        head_read(hf_model, HF_PROMPT[1:] + [p], hidden, ref, 0)
+        k[side] = ref[0].k
+    read = cache.mtp[0].k[:, :, :len(HF_PROMPT)]                  # the prompt's pairs, then p's
+    assert torch.allclose(read, k["after"], atol=1e-5)
+    assert not torch.allclose(read, k["before"], atol=1e-3)
+
+
+def test_teacher_forced_acceptance_counts_the_heads_agreements_along_a_text(hf_model):
+    """Against a loop: at each t, the head's guess from (ids[t + 1], hidden_t) and the model's greedy
+    token after ids[0 .. t + 1], each computed from scratch."""
+    from qwen.mtp import teacher_forced_acceptance
+    text = [5, 11, 100, 7, 42, 42, 300, 9, 1, 77]
+    share, n = teacher_forced_acceptance(hf_model, text, rows=3)
+    agree = 0
+    for t in range(len(text) - 2):
+        keep = []
+        hf_model(torch.tensor([text[:t + 2]]), keep=keep)
+        hidden = hf_model.norm(keep[-1])                                    # (1, t + 2, hidden)
+        greedy = int(hf_model.logits(hidden[0, -1]).argmax())
+        g = head_read(hf_model, text[1:t + 2], hidden[:, :t + 1], None, 0)
+        agree += int(hf_model.logits(g[0, -1]).argmax()) == greedy
+    assert n == len(text) - 2 and share == agree / n
+    with pytest.raises(QwenError, match="3 tokens"):
+        teacher_forced_acceptance(hf_model, [1, 2])
