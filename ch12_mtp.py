@@ -31,7 +31,8 @@ from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, count, pad, say, section, sp
 from qwen.generate import ChatTemplate, generate_ids, prompt_ids, stop_ids
 from qwen.lang import QwenError, tr
 from qwen.model import DecoderLayer, load_model
-from qwen.mtp import DraftVocabulary, MTPHead, accepted, coverage, frequent_tokens, speculative_ids
+from qwen.mtp import (DraftVocabulary, MTPHead, accepted, coverage, frequent_tokens, speculative_ids,
+                      teacher_forced_acceptance)
 from qwen.norm import RMSNorm
 from qwen.threads import note
 from qwen.weights import load
@@ -153,25 +154,28 @@ if ready:
 if ready:
     section(2, "Teacher-forced acceptance on a text", "在一段文本上用教师强制测接受率")
     greedy = main_logits[:, :V].argmax(-1)                                # (T,): the model's token after each
-    target = greedy[1:]                                                   # (T-1,): its choice for t + 2
+    target = greedy[1:-1]                                                 # (T-2,): its choice for t + 2, t = 0..T-3
     before_norm = keep[-1]                                                # the stream before the final norm
 
 
     def agreement(e_in, h_in, swap=False):
         """Share of positions where the head's guess for t + 2 is the model's greedy token there."""
         parts = [norm_h(h_in), norm_e(e_in)] if swap else [norm_e(e_in), norm_h(h_in)]
-        guess = model.logits(norm(layer(fc(torch.cat(parts, -1)), cos, sin)))[0, :, :V].argmax(-1)
+        guess = model.logits(norm(layer(fc(torch.cat(parts, -1)), cos, sin)))[0, :-1, :V].argmax(-1)   # (T-2,)
         return (guess == target).float().mean().item(), guess
 
 
     right, guesses = agreement(model.embed_tokens(nxt), hidden[:, :-1])
     swapped, _ = agreement(model.embed_tokens(nxt), hidden[:, :-1], swap=True)
     unnormed, _ = agreement(model.embed_tokens(nxt), before_norm[:, :-1])
-    text_hits = (guesses[:-1] == torch.tensor(ids[2:])).float().mean().item()
+    text_hits = (guesses == torch.tensor(ids[2:])).float().mean().item()
     model_hits = (greedy[:-1] == torch.tensor(ids[1:])).float().mean().item()
+    library, n_guesses = teacher_forced_acceptance(model, ids, V)
     say("  the head's guess for token t + 2 = the model's greedy token there: {n} of {m} positions ({a:.0%})",
         "  MTP 头对词元 t + 2 的猜测 = 模型在那里的贪心选择：{m} 个位置中有 {n} 个（{a:.0%}）",
-        n=round(right * (T - 1)), m=T - 1, a=right)
+        n=round(right * (T - 2)), m=T - 2, a=right)
+    say("  the same count from qwen.mtp.teacher_forced_acceptance: {same}", "  qwen.mtp.teacher_forced_acceptance 给出同样的结果：{same}",
+        same=(round(library * n_guesses), n_guesses) == (round(right * (T - 2)), T - 2))
     say("  the same with the inputs concatenated hidden first: {s:.0%}; with h_t taken before the final norm: {u:.0%}",
         "  同样的测量，拼接时隐藏状态在前：{s:.0%}；h_t 取自最终归一化之前：{u:.0%}", s=swapped, u=unnormed)
     say("  against the text itself: the model's next token is the text's at {a:.0%} of positions, the head's "
@@ -346,6 +350,9 @@ if ready:
     say("  the head guessing among these {n:,} ids ({r:.1%} of the output layer's rows): the plain greedy reply: {same}",
         "  MTP 头只在这 {n:,} 个编号里猜（输出层行数的 {r:.1%}）：与普通贪心解码的回复相同：{same}",
         n=len(cut), r=len(cut) / cfg.vocab_size, same=with_cut == plain)
+    say("  teacher-forced acceptance on section 2's text: {a:.0%} with the cut vocabulary, {b:.0%} without",
+        "  在第 2 节的文本上用教师强制测的接受率：用草稿词表 {a:.0%}，不用 {b:.0%}",
+        a=teacher_forced_acceptance(model, ids, V, cut)[0], b=library)
 
 # %% [markdown]
 # ## 6. Where the time goes / 时间花在哪里
