@@ -19,6 +19,7 @@
 
 # %%
 import inspect
+import itertools
 import re
 from pathlib import Path
 
@@ -261,9 +262,18 @@ if ready:
             lambda out, drafts: base[len(out):len(out) + len(drafts)],
         tr("all rejected (wrong tokens)", "全部拒绝（错误的词元）"):
             lambda out, drafts: [wrong(t) for t in base[len(out):len(out) + len(drafts)]],
-        tr("a mix (right, then wrong from the 2nd draft)", "混合（先对，从第 2 个草稿起错）"):
-            lambda out, drafts: base[len(out):len(out) + 1] + [wrong(t) for t in base[len(out) + 1:len(out) + len(drafts)]],
+        tr("a mix (rounds with all, one, then none of the drafts right, in turn)",
+           "混合（各轮依次是：草稿全对、只有第一个对、全错）"): lambda out, drafts: mixed(out, drafts),
     }
+    rounds = itertools.count()                                             # the mix's rounds: 0, 1, 2, ...
+
+
+    def mixed(out, drafts):
+        """Round 0, 3, 6 ...: every draft right; 1, 4 ...: only the first (a rollback inside the block);
+        2, 5 ...: none."""
+        right = base[len(out):len(out) + len(drafts)]                     # the plain run's next tokens
+        keep = (len(right), 1, 0)[next(rounds) % 3]
+        return right[:keep] + [wrong(t) for t in right[keep:]]
     replay_stats = {}
     for label, replay in replays.items():
         stats, cache = {}, model.new_cache()
