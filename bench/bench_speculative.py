@@ -115,14 +115,14 @@ def child(path, dtype_name, args):
     runs = {"plain": [], "speculative k=3, cut, replayed drafts": []}
     for _ in range(max(1, args.rounds // 2)):
         st = {}
-        assert list(generate_ids(model, ids, max_new_tokens=args.new, vocab=vocab, stats=st)) == plain
+        list(generate_ids(model, ids, max_new_tokens=args.new, vocab=vocab, stats=st))
         runs["plain"].append((args.new - 1) / st["decode_s"])
         st = {}
         got = list(speculative_ids(model, ids, 3, max_new_tokens=args.new, vocab=vocab, stats=st, cut=cut,
                                    drafts=replay))
-        assert got == plain and st["accepted"] == st["drafted"]
         runs["speculative k=3, cut, replayed drafts"].append((args.new - 1) / st["decode_s"])
-        out["replay_rounds"] = st["rounds"]
+        out.update(replay_rounds=st["rounds"], replay_accepted=st["accepted"], replay_drafted=st["drafted"],
+                   replay_exact=got == plain, replay_first_difference=_first_difference(got, plain))
     out["tokens_per_s"] = {name: max(v) for name, v in runs.items()}
 
     exact, drafted, accepted = {}, 0, 0
@@ -130,11 +130,15 @@ def child(path, dtype_name, args):
         progress(f"exactness, the head's own guesses, k = {k}")
         st = {}
         got = list(generate_ids(model, ids, max_new_tokens=args.new, vocab=vocab, stats=st, speculative=k))
-        exact[k] = got == plain
+        exact[k] = "yes" if got == plain else f"no (first difference at token {_first_difference(got, plain)})"
         drafted += st["drafted"]
         accepted += st["accepted"]
     out.update(exact=exact, drafted=drafted, accepted=accepted)
     return out
+
+
+def _first_difference(a, b):
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
 
 
 def projection(r_draft, r_verify, k, a):
@@ -157,8 +161,10 @@ def report(r):
     t = r["tokens_per_s"]
     plain, spec = t["plain"], t["speculative k=3, cut, replayed drafts"]
     print(f"  decode tokens/s, plain                          {plain:8.2f}")
-    print(f"  decode tokens/s, k = 3, REPLAYED drafts (all accepted, {r['replay_rounds']} passes) "
-          f"{spec:8.2f}  = {spec / plain:.2f}x plain   (goal >= 2)")
+    print(f"  decode tokens/s, k = 3, REPLAYED drafts ({r['replay_accepted']} of {r['replay_drafted']} accepted, "
+          f"{r['replay_rounds']} passes) {spec:8.2f}  = {spec / plain:.2f}x plain   (goal >= 2)")
+    print(f"  replayed run == plain greedy: {r['replay_exact']}"
+          + ("" if r["replay_exact"] else f" (first difference at token {r['replay_first_difference']})"))
     print(f"  the head's own guesses (random weights): {r['accepted']} of {r['drafted']} accepted "
           f"({r['accepted'] / max(1, r['drafted']):.1%}): near 0, as random weights must be")
     print(f"  speculative == plain greedy, {r['new']} tokens: " + ", ".join(f"k={k}: {v}" for k, v in r["exact"].items()))

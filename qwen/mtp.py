@@ -32,6 +32,9 @@ Speculative greedy decoding (`speculative_ids`), one round:
   3. accept: a = the number of leading drafts with d_j = y_{j-1}; the new tokens are
      d_1 .. d_a and y_a, the model's own next token. Every token is the model's greedy choice
      after exactly the tokens before it, so the output is plain greedy decoding's, token for token.
+     (Up to rounding: k + 1 rows in one matmul are not summed in the order of k + 1 one-row steps.
+     In fp32 the tests find the same tokens; in bf16 a near-tie between two logits can flip, as
+     bench/bench_speculative.py found on random weights.)
   4. rollback: the caches must hold what plain decoding would, p, d_1 .. d_a. A KV cache is just
      cut back. A Gated DeltaNet layer's state cannot be cut: it is one matrix that every token
      changed. So while verifying, each linear-attention layer keeps its conv window and its state
