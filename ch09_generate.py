@@ -123,9 +123,9 @@ if ready:
         why=tr("stopped at the end token", "遇到结束词元而停止") if stats["stopped"]
         else tr("stopped at --max-new-tokens", "达到 --max-new-tokens 而停止"))
     if speculative is not None:
-        say("  speculative decoding, k = {k}: {a} of {d} drafts accepted, {r:.2f} tokens per forward pass of the model; "
-            "the same greedy reply (chapter 12)",
-            "  推测解码，k = {k}：{d} 个草稿中接受 {a} 个，模型每次前向计算 {r:.2f} 个词元；贪心回复不变（第 12 章）",
+        say("  speculative decoding, k = {k}: {a} of {d} drafts accepted, {r:.2f} tokens per forward pass of the model "
+            "(chapter 12)",
+            "  推测解码，k = {k}：{d} 个草稿中接受 {a} 个，模型每次前向计算 {r:.2f} 个词元（第 12 章）",
             k=speculative, a=stats["accepted"], d=stats["drafted"],
             r=max(stats["new_tokens"] - 1, 0) / max(stats["rounds"], 1))
     note(ch.threads)

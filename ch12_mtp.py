@@ -197,12 +197,15 @@ if ready:
 # first disagreement the model's own y there is taken instead. So every token is the one the
 # model chooses after exactly the tokens before it: the plain greedy reply, whatever the head
 # guesses. A good head only makes it faster (more tokens per forward pass), a bad one slower.
+# Exactly so in fp32, as this chapter computes; a verify pass sums its k + 1 rows in one matmul,
+# not in the order of k + 1 one-row steps, and in bf16 that rounding can flip a near-tie.
 #
 # 推测解码的一步。p 是上一步选出的词元。MTP 头起草 d_1 .. d_k，每个猜测都作为它下一步的输入。模型用
 # 一次前向计算读入 [p, d_1 .. d_k]，在每个位置之后给出自己的贪心选择 y_0 .. y_k。只要 d_j = y_(j-1)，
 # 草稿就被接受；遇到第一个不一致时，取模型自己在那里的 y。所以每个词元都是模型在它之前那些词元之后
 # 会选的词元：不管 MTP 头猜什么，结果都是普通贪心解码的回复。好的 MTP 头只让它更快（每次前向计算得到
-# 更多词元），差的让它更慢。
+# 更多词元），差的让它更慢。在 fp32 下（本章就用 fp32）严格如此；一次验证把 k + 1 行放在一个矩阵乘法里算，
+# 求和顺序和 k + 1 次单行的解码不同，在 bf16 下这种舍入可能让两个几乎相等的 logit 换位。
 
 # %%
 if ready:

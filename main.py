@@ -114,9 +114,9 @@ def main(argv=None):
     p.add_argument("--speculative", metavar="K", default=None,
                    help=tr("speculative decoding in chat and chapters 9 and 12: the MTP head drafts K tokens a step "
                            "and the model verifies them in one forward pass; the reply is the greedy one, token for "
-                           "token (default: off; chapter 12 says why and measures it)",
+                           "token, in fp32 (default: off; chapter 12 says why and measures it)",
                            "chat 和第 9、12 章的推测解码：MTP 头每步起草 K 个词元，模型用一次前向计算验证它们；"
-                           "回复与贪心解码的逐词元相同（默认：关闭；第 12 章说明原因并测量它）"))
+                           "fp32 下回复与贪心解码的逐词元相同（默认：关闭；第 12 章说明原因并测量它）"))
     p.add_argument("--plot", action="store_true",
                    help=tr("also draw each chapter's figures, as PNGs (or QWEN_PLOT=1; needs matplotlib)",
                            "同时画出各章的图，写成 PNG（也可设 QWEN_PLOT=1；需要 matplotlib）"))
