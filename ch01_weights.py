@@ -148,7 +148,7 @@ def group(full, cfg):
     short = short_name(full)
     if short is None:
         return tr("vision tower (used in chapter 10)", "视觉塔（第 10 章用到）") if full.startswith("model.visual.") \
-            else tr("multi-token prediction (not used)", "多词元预测（不用）")
+            else tr("multi-token prediction (chapter 12)", "多词元预测（第 12 章）")
     layer = re.match(r"layers\.(\d+)\.", short)
     if layer and int(layer[1]) >= cfg.num_hidden_layers:                       # a layer beyond the config
         return tr("other (not used)", "其他（不用）")

@@ -281,12 +281,12 @@ for pre, label in ((True, ("Pre-Norm ", "前置归一化")), (False, ("Post-Norm
 # `qwen.model.model_norms` walks the config: two RMSNorms per layer plus the final one, a q_norm
 # and a k_norm in each full-attention layer, a gated RMSNorm in each linear-attention layer:
 # 49 + 12 + 18 = 79 in Qwen3.5-0.8B's language model. The vision tower has LayerNorms of its own
-# (chapter 10 builds it); the multi-token-prediction head ships more, which the course does not
-# use. `--plot` draws the scales.
+# (chapter 10 builds it); the multi-token-prediction head has 7 more RMSNorms (chapter 12 uses
+# it). `--plot` draws the scales.
 #
 # `qwen.model.model_norms` 按配置逐层构建：每层两个 RMSNorm 加最后一个，每个全注意力层一个 q_norm 和
 # 一个 k_norm，每个线性注意力层一个带门的 RMSNorm：Qwen3.5-0.8B 的语言模型里 49 + 12 + 18 = 79 个。
-# 视觉塔有自己的层归一化（第 10 章搭建它）；多词元预测头里还有更多，课程不用。`--plot` 把缩放画出来。
+# 视觉塔有自己的层归一化（第 10 章搭建它）；多词元预测头里还有 7 个 RMSNorm（第 12 章用到它）。`--plot` 把缩放画出来。
 
 # %%
 section(9, "Every normalization in the model, built from the config", "根据配置构建模型里所有的归一化")
@@ -301,13 +301,12 @@ def norm_weights(names, prefix):
 
 
 say("  vision tower: {k} LayerNorms (chapter 10)", "  视觉塔：{k} 个层归一化（第 10 章）", k=norm_weights(W.all_names, "model.visual."))
-say("  not used: {k} more norm weights in the MTP head", "  不用的：多词元预测头里还有 {k} 个归一化权重",
-    k=norm_weights(W.all_names, "mtp."))
+say("  MTP head: {m} RMSNorms (chapter 12)", "  多词元预测头：{m} 个 RMSNorm（第 12 章）", m=norm_weights(W.all_names, "mtp."))
 if REAL:
     say("  Qwen3.5-0.8B (published inventory): 79 in the language model; {v} LayerNorms in the vision tower; "
-        "{k} more norm weights in the MTP head",
-        "  Qwen3.5-0.8B（公开的张量清单）：语言模型里 79 个；视觉塔里 {v} 个层归一化；多词元预测头里还有 {k} 个归一化权重",
-        v=norm_weights(REAL["tensors"], "model.visual."), k=norm_weights(REAL["tensors"], "mtp."))
+        "{m} RMSNorms in the MTP head",
+        "  Qwen3.5-0.8B（公开的张量清单）：语言模型里 79 个；视觉塔里 {v} 个层归一化；多词元预测头里 {m} 个 RMSNorm",
+        v=norm_weights(REAL["tensors"], "model.visual."), m=norm_weights(REAL["tensors"], "mtp."))
 say("  1 + w per layer, mean (input_layernorm / post_attention_layernorm):", "  每层的 1 + w 均值（input_layernorm / post_attention_layernorm）：")
 scale = {k: 1 + m.weight.detach().float() for k, m in norms.items()}
 pairs = [f"{i}: {scale[f'layers.{i}.input_layernorm'].mean():.2f}/{scale[f'layers.{i}.post_attention_layernorm'].mean():.2f}"

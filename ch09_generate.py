@@ -20,11 +20,12 @@ import time
 
 import torch
 
-from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, size
+from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, size, speculative_option
 from qwen.attention import ROOM
 from qwen.generate import ChatTemplate, TextStream, generate, kv_cache_bytes, prompt_ids, stop_ids
 from qwen.lang import QwenError, tr
 from qwen.model import load_model
+from qwen.mtp import check_speculative
 from qwen.threads import note
 
 
@@ -52,11 +53,16 @@ ch = chapter("Chapter 9: generation with a cache", "第 9 章：带缓存的生�
         f"回复的最大词元数（默认 {CHAPTER_REPLY_TOKENS}；更早结束的回复在结束词元处停止）")),
     "--device": dict(default="cpu", choices=["cpu", "cuda", "mps"], help=("where to compute", "在哪里计算")),
     "--dtype": dict(default="float32", choices=["float32", "bfloat16"], help=("compute dtype", "计算精度")),
-    "--think": dict(action="store_true", help=("let the model reason in <think> first", "让模型先在 <think> 中推理"))})
+    "--think": dict(action="store_true", help=("let the model reason in <think> first", "让模型先在 <think> 中推理")),
+    "--speculative": dict(default=None, metavar="K", help=(
+        "the greedy reply with speculative decoding: the MTP head drafts K tokens a step, the model verifies them "
+        "(default: off, plain decoding, the loop this chapter builds; chapter 12)",
+        "用推测解码生成贪心回复：MTP 头每步起草 K 个词元，由模型验证（默认：关闭，用本章搭建的普通解码循环；见第 12 章）"))})
 args, path, cfg, tok = ch.args, ch.path, ch.cfg, ch.tokenizer
 torch.set_grad_enabled(False)
 if args.max_new_tokens < 1:
     raise QwenError("--max-new-tokens must be at least 1.", "--max-new-tokens 至少为 1。")
+speculative = speculative_option(args.speculative)      # a bad K: one line, before the weights are read
 check_device(args.device)
 try:                                   # chat_template.jinja, else tokenizer_config.json's chat_template
     template = ChatTemplate.load(path)
@@ -65,6 +71,8 @@ except QwenError:
 ready = tok is not None and template is not None
 if ready:                              # checked first: without them, the weights need not be read
     model = load_model(path, dtype=getattr(torch, args.dtype), vision=False).to(args.device)   # text only: no tower
+    if speculative is not None:
+        check_speculative(model, speculative)           # no MTP head in this checkpoint: one line
 else:
     say("  (no tokenizer or chat template in this folder: this chapter needs both; it stops here)",
         "  （这个文件夹里没有分词器或对话模板：本章两者都需要，到此为止）")
@@ -103,7 +111,8 @@ if ready:
     stats, reply_ids = {}, []
     print("  ", end="", flush=True)
     reply = []
-    for piece in generate(model, tok, ids, max_new_tokens=args.max_new_tokens, stats=stats, ids_out=reply_ids):
+    for piece in generate(model, tok, ids, max_new_tokens=args.max_new_tokens, stats=stats, ids_out=reply_ids,
+                          speculative=speculative):
         reply.append(piece)
         print(piece.replace("\n", "\n  "), end="", flush=True)
     print()
@@ -113,6 +122,12 @@ if ready:
         b=max(stats["new_tokens"] - 1, 1) / max(stats["decode_s"], 1e-9),
         why=tr("stopped at the end token", "遇到结束词元而停止") if stats["stopped"]
         else tr("stopped at --max-new-tokens", "达到 --max-new-tokens 而停止"))
+    if speculative is not None:
+        say("  speculative decoding, k = {k}: {a} of {d} drafts accepted, {r:.2f} tokens per forward pass of the model "
+            "(chapter 12)",
+            "  推测解码，k = {k}：{d} 个草稿中接受 {a} 个，模型每次前向计算 {r:.2f} 个词元（第 12 章）",
+            k=speculative, a=stats["accepted"], d=stats["drafted"],
+            r=max(stats["new_tokens"] - 1, 0) / max(stats["rounds"], 1))
     note(ch.threads)
     if ch.tiny:
         say("  (random weights: the reply above is made-up tokens)", "  （随机权重：上面的回复是编造的词元）")

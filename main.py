@@ -7,6 +7,7 @@
     python main.py chat          talk with the model (/help lists its commands, /quit leaves)
     python main.py chat --image PATH   ... about a picture (it goes with your first message)
     python main.py 11 --image PATH     chapters 10 and 11 (and the whole course) look at your picture
+    python main.py 9 --speculative 3   chapter 9's reply with speculative decoding (chapter 12); chat takes it too
     python main.py --plot        every chapter, and their figures as PNGs in out/figures
     options: --tiny  --model PATH  --lang en|zh  --plot  --out DIR  --debug
     (or the environment: QWEN_TINY=1, QWEN_MODEL=PATH, QWEN_LANG=zh, QWEN_PLOT=1, QWEN_FIGURES=DIR)
@@ -16,7 +17,7 @@ import runpy
 import sys
 from pathlib import Path
 
-from qwen.cli import CHAPTER_REPLY_TOKENS, banner, model_path, parser, setup
+from qwen.cli import CHAPTER_REPLY_TOKENS, banner, model_path, parser, setup, speculative_option
 from qwen.lang import QwenError, get_lang, tr
 
 ROOT = Path(__file__).resolve().parent
@@ -94,6 +95,8 @@ def run_chapters(args, numbers):
                 sys.argv += ["--max-new-tokens", str(args.max_new_tokens)]
             if n in IMAGE_CHAPTERS and args.image is not None:
                 sys.argv += ["--image", args.image]
+            if n in (9, 12) and args.speculative is not None:
+                sys.argv += ["--speculative", str(args.speculative)]
             run_chapter(script)
     finally:
         restore()
@@ -117,6 +120,12 @@ def main(argv=None):
     p.add_argument("--image", metavar="PATH", default=None,
                    help=tr("a picture: chat about it (it goes with your first message), or chapters 10 and 11 look at it",
                            "一张图片：就它对话（它随你的第一条消息一起发送），或者让第 10、11 章看它"))
+    p.add_argument("--speculative", metavar="K", default=None,
+                   help=tr("speculative decoding in chat and chapters 9 and 12: the MTP head drafts K tokens a step "
+                           "and the model verifies them in one forward pass; the reply is the greedy one, token for "
+                           "token, in fp32 (default: off; chapter 12 says why and measures it)",
+                           "chat 和第 9、12 章的推测解码：MTP 头每步起草 K 个词元，模型用一次前向计算验证它们；"
+                           "fp32 下回复与贪心解码的逐词元相同（默认：关闭；第 12 章说明原因并测量它）"))
     p.add_argument("--plot", action="store_true",
                    help=tr("also draw each chapter's figures, as PNGs (or QWEN_PLOT=1; needs matplotlib)",
                            "同时画出各章的图，写成 PNG（也可设 QWEN_PLOT=1；需要 matplotlib）"))
@@ -127,6 +136,7 @@ def main(argv=None):
     if args.max_new_tokens is not None and args.max_new_tokens < 1:   # 0 read as "the default" (512 in chat),
         raise QwenError("--max-new-tokens must be at least 1.",          # and chat replied nothing to -3
                         "--max-new-tokens 至少为 1。")
+    args.speculative = speculative_option(args.speculative)             # before any model is read
     found = chapters()
     if args.rest and not (args.what.isdigit() and int(args.what) in found):
         p.error(tr("unrecognized arguments: {a} (a chapter's own options go after its number, "
@@ -139,6 +149,13 @@ def main(argv=None):
                         "python main.py 11 --image PATH",
                         "--image 只用于 chat 或第 10、11 章：python main.py chat --image PATH、"
                         "python main.py 11 --image PATH")
+    if args.what == "chat" and args.image is not None and args.speculative is not None:
+        raise QwenError("Speculative decoding reads text prompts only: chat with --image or with --speculative, "
+                        "not both.", "推测解码只读纯文本提示词：chat 用 --image 或 --speculative，不能同时用。")
+    if args.speculative is not None and args.what not in ("all", "chat", "9", "12"):
+        p.error(tr("--speculative is for chat and chapters 9 and 12 (e.g. python main.py 9 --speculative 3), not {w}",
+                   "--speculative 用于 chat 和第 9、12 章（例如 python main.py 9 --speculative 3），不用于 {w}",
+                   w=args.what))
     if args.what == "download":
         return download(args)
     if args.what == "chat":
@@ -158,7 +175,7 @@ def main(argv=None):
         from qwen import threads
         used = threads.use(threads.choose(small=is_tiny(cfg)))
         print(tr("Speeds below are timed with {c}.", "下面的速度计时使用 {c}。", c=used.text()))
-        return chat_loop(path, max_new_tokens=limit or CHAT_TOKENS, image=args.image)
+        return chat_loop(path, max_new_tokens=limit or CHAT_TOKENS, image=args.image, speculative=args.speculative)
     if args.what == "all":
         return run_chapters(args, sorted(found))
     if args.what.isdigit() and int(args.what) in found:

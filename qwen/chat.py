@@ -31,11 +31,14 @@ def help_text():
               "消息里的 <|im_end|> 之类的文字按普通文本读入，而不是特殊词元。")
 
 
-def chat_loop(path, max_new_tokens=512, think=False, read=input, image=None):
+def chat_loop(path, max_new_tokens=512, think=False, read=input, image=None, speculative=None):
+    """image: a picture that goes with the first message (chapter 11). speculative=k: the MTP head drafts
+    k tokens a step (qwen/mtp.py, chapter 12); the replies are then greedy (the model's most likely token
+    each time), where without it they are sampled."""
     import torch
 
     with torch.no_grad():          # for the chat only: a notebook (or a test) that called it goes on with gradients
-        return _chat_loop(path, max_new_tokens, think, read, image)
+        return _chat_loop(path, max_new_tokens, think, read, image, speculative)
 
 
 def load_chat_image(path, image):
@@ -48,7 +51,7 @@ def load_chat_image(path, image):
     return preprocess(image, path)
 
 
-def _chat_loop(path, max_new_tokens, think, read, image=None):
+def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None):
     from qwen.generate import Chat
     from qwen.model import load_model
     from qwen.tokenizer import Tokenizer
@@ -56,7 +59,16 @@ def _chat_loop(path, max_new_tokens, think, read, image=None):
     picture = None if image is None else load_chat_image(path, image)
     print(tr("Loading {path} ...", "正在加载 {path} ……", path=path), flush=True)
     model = load_model(path, vision=picture is not None)          # the tower only for a picture
-    chat = Chat(model, Tokenizer.load(path), enable_thinking=think, temperature=0.7, top_k=20, top_p=0.8, seed=0)
+    if speculative is None:
+        chat = Chat(model, Tokenizer.load(path), enable_thinking=think, temperature=0.7, top_k=20, top_p=0.8, seed=0)
+    else:
+        from qwen.mtp import check_speculative
+        check_speculative(model, speculative)                         # no MTP head: one line, before the first message
+        chat = Chat(model, Tokenizer.load(path), enable_thinking=think, speculative=speculative)
+        print(tr("Speculative decoding: the MTP head drafts {k} tokens a step and the model verifies them; replies are "
+                 "greedy (the model's most likely token each time), not sampled as without --speculative.",
+                 "推测解码：MTP 头每步起草 {k} 个词元，由模型验证；回复用贪心解码（每次取模型最可能的词元），"
+                 "而不像不加 --speculative 时那样采样。", k=speculative))
     if picture is not None:
         _, h, w = picture[1][0].tolist()
         print(tr("Image {file}: {h} x {w} patches, {n} tokens; it goes with your first message.",
@@ -127,4 +139,7 @@ def speed_line(chat, stats):
               "缓存 {t} 个词元，{b}]",
               n=stats["new_tokens"], r=chat.reused, m=chat.prompt_tokens, p=stats["prompt_tokens"],
               ps=stats["prefill_s"], d=max(stats["new_tokens"] - 1, 1) / max(stats["decode_s"], 1e-9),
-              t=chat.cache.length, b=size(chat.cache.nbytes))
+              t=chat.cache.length, b=size(chat.cache.nbytes)) + (
+        tr("  [speculative: {a} of {d} drafts accepted, {r:.2f} tokens per verify pass]",
+           "  [推测解码：{d} 个草稿中接受 {a} 个，每次验证 {r:.2f} 个词元]", a=stats["accepted"], d=stats["drafted"],
+           r=max(stats["new_tokens"] - 1, 0) / max(stats["rounds"], 1)) if stats.get("rounds") is not None else "")

@@ -109,6 +109,24 @@ def setup(p, argv=None, rest=False):
     return args
 
 
+def speculative_option(value):
+    """--speculative K as typed (a string, or None when not given) -> K, an int, or None (off).
+
+    Checked here, where the option's name is known, before any weights are read: "--speculative x"
+    is one line that names the option, not a ValueError from int() after the model has loaded.
+    The range is qwen/mtp.py's (MAX_DRAFTS)."""
+    if value is None:
+        return None
+    from qwen.mtp import MAX_DRAFTS
+    text = str(value).strip()
+    if not (text.isdigit() and 1 <= int(text) <= MAX_DRAFTS):
+        raise QwenError("--speculative {v}: give how many tokens the MTP head drafts per step, a whole number from 1 "
+                        "to {top} (3 is a good start), or leave the option out.",
+                        "--speculative {v}：请给出 MTP 头每步起草的词元数，1 到 {top} 之间的整数（可以从 3 开始），"
+                        "或者不加这个选项。", v=value, top=MAX_DRAFTS)
+    return int(text)
+
+
 def report(exc):
     """Print a learner error as one line (the traceback only with --debug)."""
     text = getattr(exc, get_lang(), None) if hasattr(exc, "en") and hasattr(exc, "zh") else None

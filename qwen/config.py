@@ -306,4 +306,37 @@ def vision_shapes(vcfg, out_hidden=None):
     shapes[v + "merger.linear_fc1.bias"] = ((merged,), "BF16")
     shapes[v + "merger.linear_fc2.weight"] = ((out, merged), "BF16")
     shapes[v + "merger.linear_fc2.bias"] = ((out,), "BF16")
+def mtp_layers(cfg):
+    """How many decoder layers the multi-token-prediction head has (text_config's
+    mtp_num_hidden_layers; 1 in Qwen3.5-0.8B)."""
+    raw = cfg.raw if isinstance(cfg, Config) else {}
+    text = raw.get("text_config", raw)
+    n = text.get("mtp_num_hidden_layers", 1)
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else 1
+
+
+def mtp_shapes(cfg):
+    """{full name: (shape, dtype)} of the multi-token-prediction head's tensors (`mtp.*`, 15 in 0.8B),
+    from the config alone. The head is one more decoder layer, always full attention, whose input is
+    fc(cat[norm(embedding), norm(hidden)]): fc maps 2 x hidden to hidden. The layer's shapes are the
+    main model's full-attention shapes (q_proj with its output-gate rows included)."""
+    H, I = cfg.hidden_size, cfg.intermediate_size
+    nh, nkv, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    shapes = {"mtp.fc.weight": ((H, 2 * H), "BF16"),                     # (hidden, [embedding; hidden])
+              "mtp.pre_fc_norm_embedding.weight": ((H,), "BF16"),
+              "mtp.pre_fc_norm_hidden.weight": ((H,), "BF16")}
+    for i in range(mtp_layers(cfg)):
+        p = f"mtp.layers.{i}."
+        shapes[p + "input_layernorm.weight"] = ((H,), "BF16")
+        shapes[p + "post_attention_layernorm.weight"] = ((H,), "BF16")
+        shapes[p + "mlp.gate_proj.weight"] = ((I, H), "BF16")
+        shapes[p + "mlp.up_proj.weight"] = ((I, H), "BF16")
+        shapes[p + "mlp.down_proj.weight"] = ((H, I), "BF16")
+        shapes[p + "self_attn.q_proj.weight"] = ((nh * hd * 2, H), "BF16")
+        shapes[p + "self_attn.k_proj.weight"] = ((nkv * hd, H), "BF16")
+        shapes[p + "self_attn.v_proj.weight"] = ((nkv * hd, H), "BF16")
+        shapes[p + "self_attn.o_proj.weight"] = ((H, nh * hd), "BF16")
+        shapes[p + "self_attn.q_norm.weight"] = ((hd,), "BF16")
+        shapes[p + "self_attn.k_norm.weight"] = ((hd,), "BF16")
+    shapes["mtp.norm.weight"] = ((H,), "BF16")
     return shapes

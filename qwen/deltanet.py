@@ -39,7 +39,7 @@ from qwen.lang import QwenError
 from qwen.norm import GatedRMSNorm, l2norm
 
 
-def delta_rule_recurrent(q, k, v, g, beta, state=None):
+def delta_rule_recurrent(q, k, v, g, beta, state=None, states=None):
     """The gated delta rule, one token at a time (the form that teaches).
 
     q, k (batch, heads, seq, dk); v (batch, heads, seq, dv); g, beta (batch, heads, seq);
@@ -47,6 +47,7 @@ def delta_rule_recurrent(q, k, v, g, beta, state=None):
     g is a log decay, <= 0 (the layer's -exp(A_log) * softplus(...) always is): a positive g
     makes S grow, which the rule is not meant for (the chunked form overflows sooner than this one).
     Returns out (batch, heads, seq, dv) and the final state (batch, heads, dk, dv), both fp32.
+    states, a list: receives the state after every token (speculative decoding rolls back to one).
     """
     q, k, v, g, beta = (t.float() for t in (q, k, v, g, beta))
     B, H, T, dk = k.shape
@@ -59,6 +60,8 @@ def delta_rule_recurrent(q, k, v, g, beta, state=None):
         error = beta[:, :, t, None] * (v[:, :, t] - read)                        # (B, H, dv)
         S = S + k[:, :, t, :, None] * error[:, :, None, :]                       # + k error^T
         out[:, :, t] = (q[:, :, t, None, :] @ S).squeeze(-2)                     # S^T q
+        if states is not None:
+            states.append(S)                                                     # never changed in place
     return out, S if T else S.clone()                                            # (no token: a copy, not the caller's)
 
 
@@ -177,6 +180,10 @@ class GatedDeltaNet(nn.Module):
     kernel-1)) and `state` (None or (batch, value_heads, dk, dv), fp32); they are read, then
     replaced with the new ones. One token with a cache takes one recurrent step; longer inputs
     use the chunked form (continuing from the cached state if there is one).
+
+    A cache with a `trail` (qwen/mtp.py: a speculative verification of a few tokens) also keeps
+    what a rollback needs: trail.window, the conv's whole input window, and trail.states, the state
+    after every token (the recurrent form, token by token, as plain decoding computes it).
     """
 
     def __init__(self, cfg):
@@ -208,8 +215,12 @@ class GatedDeltaNet(nn.Module):
         B, T, _ = x.shape
         q, k, v, g, beta = self.rule_inputs(x, cache)                            # (B, nv, T, ...) fp32
         state = None if cache is None else cache.state
-        rule = delta_rule_recurrent if T == 1 else delta_rule_chunked
-        out, state = rule(q, k, v, g, beta, state)                               # (B, nv, T, dv)
+        trail = getattr(cache, "trail", None)
+        if trail is not None:                                                    # every token's state kept
+            out, state = delta_rule_recurrent(q, k, v, g, beta, state, states=trail.states)
+        else:
+            rule = delta_rule_recurrent if T == 1 else delta_rule_chunked
+            out, state = rule(q, k, v, g, beta, state)                           # (B, nv, T, dv)
         if cache is not None:
             cache.state = state
         z = self.in_proj_z(x).reshape(B, T, self.nv, self.dv)                    # the gate
@@ -253,6 +264,8 @@ class GatedDeltaNet(nn.Module):
         x = torch.cat([past.to(x.dtype), x], -1)                                 # (B, conv_dim, kernel-1+T)
         if cache is not None:
             cache.conv = x[:, :, x.shape[-1] - (self.kernel - 1):].clone()       # the next call's window
+            if getattr(cache, "trail", None) is not None:
+                cache.trail.window = x                                           # every token's window
         if x.shape[-1] < self.kernel:                                            # no new token: no output
             y = x[:, :, :0]
         elif x.shape[-1] == self.kernel:                                         # one new token (decoding):

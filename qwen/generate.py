@@ -382,7 +382,7 @@ def _raise(message):
 @torch.inference_mode()
 def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, top_p=1.0, seed=None,
                  stop=(), cache=None, stats=None, vocab=None, keep_at=None, kept=None, pixel_values=None,
-                 grid_thw=None):
+                 grid_thw=None, speculative=None):
     """Prompt ids in, new token ids out, one at a time (the stop token is yielded too, then it ends).
 
     The prompt is read in one call (prefill); every new token is one more call of length 1 (decode).
@@ -395,8 +395,18 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
     receives a copy of the cache between them (Cache.copy), a point to continue from later.
     pixel_values, grid_thw: the images whose pad tokens the prompt holds (already expanded, one per
     merged token: image_prompt_ids); they are read with the prompt, and decoding goes on from the
-    cache as for text (its rope delta places the new tokens after the image)."""
+    cache as for text (its rope delta places the new tokens after the image).
+    speculative=k: the checkpoint's MTP head drafts k tokens per step, the model checks them in one
+    pass (qwen/mtp.py, chapter 12): greedy only, the same ids, fewer forward passes; text prompts only."""
     check_sampling(temperature, top_k, top_p)                                  # before the prompt is read
+    if speculative is not None and grid_thw is not None:
+        raise QwenError("Speculative decoding reads text prompts only: leave out --speculative for a prompt with "
+                        "an image.", "推测解码只读纯文本提示词：提示词里有图像时请去掉 --speculative。")
+    if speculative is not None:
+        from qwen.mtp import speculative_ids
+        yield from speculative_ids(model, ids, speculative, max_new_tokens=max_new_tokens, stop=stop, cache=cache,
+                                   stats=stats, vocab=vocab, keep_at=keep_at, kept=kept, temperature=temperature)
+        return
     cache = model.new_cache() if cache is None else cache
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
     stop = set(stop)
@@ -593,13 +603,13 @@ def _replace_texts(messages, marks):
 
 def generate(model, tok, prompt, *, max_new_tokens=128, temperature=0.0, top_k=0, top_p=1.0, seed=None,
              chat=True, enable_thinking=False, template=None, cache=None, stats=None, ids_out=None,
-             keep_at=None, kept=None, pixel_values=None, grid_thw=None):
+             keep_at=None, kept=None, pixel_values=None, grid_thw=None, speculative=None):
     """Yield the reply's text as it is generated.
 
     prompt: a string (sent as a user message through the checkpoint's chat template when chat is
     true; continued as plain text otherwise), a list of messages, or a list of token ids. The stop
     token (<|im_end|> or <|endoftext|>) ends the reply and is not shown. `ids_out`, a list,
-    receives the new token ids; `stats`, `keep_at` and `kept` as in generate_ids.
+    receives the new token ids; `stats`, `keep_at`, `kept` and `speculative` as in generate_ids.
     pixel_values, grid_thw (qwen.vision.preprocess): images in the prompt. A string or messages
     without image items get them first in the first user message; the template writes a pad per
     image and each pad is expanded to its image's token count. Ids must hold the expanded pads."""
@@ -620,7 +630,7 @@ def generate(model, tok, prompt, *, max_new_tokens=128, temperature=0.0, top_k=0
     for token in generate_ids(model, ids, max_new_tokens=max_new_tokens, temperature=temperature,
                               top_k=top_k, top_p=top_p, seed=seed, stop=stop, cache=cache, stats=stats,
                               vocab=tok.vocab_size, keep_at=keep_at, kept=kept, pixel_values=pixel_values,
-                              grid_thw=grid_thw):
+                              grid_thw=grid_thw, speculative=speculative):
         if ids_out is not None:
             ids_out.append(token)
         if token in stop:

@@ -22,9 +22,10 @@ plain reads a slice at a time, and converted once, straight into its final buffe
 already in the compute dtype is mapped from the file instead: no copy at all). The vision tower
 (`model.visual.*`, qwen/vision.py, chapter 10) is loaded the same way, strictly, into
 `model.visual` when the checkpoint has it and its config.json a "vision_config"; else
-`model.visual` is None (a text-only export). Multi-token-prediction tensors are never read;
+`model.visual` is None (a text-only export). The multi-token-prediction head (`mtp.*`, chapter
+12) is loaded, strictly, as `model.mtp` when the checkpoint has it (else model.mtp is None);
 language-model tensors the model has no place for (a rotary buffer some exports keep, a layer
-beyond the config) are not read either, and listed in `model.unused`.
+beyond the config) are not read, and listed in `model.unused`.
 """
 from pathlib import Path
 
@@ -47,9 +48,9 @@ from qwen.weights import DTYPES, Config, load, load_weights
 class DecoderLayer(nn.Module):
     """One layer: x + mixer(norm(x)), then x + mlp(norm(x)). The mixer is attention or Gated DeltaNet."""
 
-    def __init__(self, cfg, index):
+    def __init__(self, cfg, index, kind=None):
         super().__init__()
-        self.kind = cfg.layer_types[index]                  # "full_attention" or "linear_attention"
+        self.kind = kind or cfg.layer_types[index]          # "full_attention" or "linear_attention"
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         if self.kind == "full_attention":
             self.self_attn = Attention(cfg)
@@ -85,6 +86,7 @@ class Qwen35(nn.Module):
         self.visual = None                                  # the vision tower, set by load_model (chapter 10)
         self.path = None                                    # the checkpoint folder, set by load_model
         self.unused = []                                    # checkpoint tensors it has no place for
+        self.mtp = None                                     # the MTP head (qwen/mtp.py), set by load_model
 
     @property
     def output_weight(self):
@@ -255,6 +257,8 @@ def load_model(path, dtype=torch.float32, vision=True):
         with torch.device("meta"):
             model.visual = VisionModel(vcfg, out_hidden=cfg.hidden_size)
         load(model.visual, source, VISUAL)
+    from qwen.mtp import load_head                          # (qwen/mtp.py imports this module)
+    model.mtp = load_head(cfg, source)                      # None when the checkpoint has no mtp.*
     model.unused = sorted(set(W) - source.read)             # e.g. a rotary buffer some exports keep: never read
     for name, t in [*model.named_parameters(), *model.named_buffers()]:
         if t.is_meta:

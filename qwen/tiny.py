@@ -3,8 +3,8 @@
 Nobody can learn from numbers that are not there. When the real Qwen/Qwen3.5-0.8B cannot be
 found or downloaded, the course still runs, on this: the same files (nested multimodal
 config.json, the odd shard name `model.safetensors-00001-of-00001.safetensors`, its index),
-the same key names (`model.language_model.*`, the whole tower `model.visual.*`, a few `mtp.*`), the
-image settings (preprocessor_config.json), the same
+the same key names (`model.language_model.*`, the whole tower `model.visual.*`, the 15 `mtp.*` of
+the MTP head), the image settings (preprocessor_config.json), the same
 dtypes (bf16, with `linear_attn.A_log` and `linear_attn.norm.weight` in fp32) and the same
 shape rules, only smaller. Its values are random (seeded, so every machine gets the same
 bytes) and its norm weights are drawn so that a forgotten `1 +` or two swapped norms change
@@ -23,10 +23,10 @@ import zlib
 from pathlib import Path
 
 from qwen.lang import QwenError
-from qwen.config import Config, VisionConfig, language_model_shapes, vision_shapes  # noqa: F401  (tests import them from here)
+from qwen.config import Config, VisionConfig, language_model_shapes, mtp_shapes, vision_shapes  # noqa: F401  (tests import them from here)
 from qwen.weights import INDEX_NAME
 
-TINY_VERSION = 4
+TINY_VERSION = 6
 REAL_SHARD_NAME = "model.safetensors-00001-of-00001.safetensors"
 MARKER = "transformer_by_hand_tiny"         # top-level config key: "this is not Qwen3.5"
 SPECIAL_TOKENS = [
@@ -164,16 +164,12 @@ def is_tiny(cfg):
 
 
 def _extra_shapes(cfg):
-    """The whole vision tower (chapter 10) and a few multi-token-prediction tensors, as the real
-    checkpoint has them."""
+    """The whole vision tower (chapter 10) and the whole multi-token-prediction head (chapter 12), as
+    the real checkpoint has them."""
     H = cfg.hidden_size
     return {
         **vision_shapes(VisionConfig.from_config(cfg), out_hidden=H),
-        "mtp.fc.weight": ((H, 2 * H), "BF16"),
-        "mtp.pre_fc_norm_embedding.weight": ((H,), "BF16"),
-        "mtp.pre_fc_norm_hidden.weight": ((H,), "BF16"),
-        "mtp.norm.weight": ((H,), "BF16"),
-        "mtp.layers.0.input_layernorm.weight": ((H,), "BF16"),
+        **mtp_shapes(cfg),                                # the whole MTP head (chapter 12)
     }
 
 

@@ -64,6 +64,7 @@ def test_ch01(course_en):
     table = section_of(out, "  Qwen3.5-0.8B (its published inventory):")
     assert any(re.match(r"\s+norms \(chapter 3\)\s+79\s", line) for line in table)
     assert any(re.match(r"\s+vision tower \(used in chapter 10\)\s+153\s", line) for line in table)
+    assert any(re.match(r"\s+multi-token prediction \(chapter 12\)\s+15\s", line) for line in table)
 
 
 def test_ch02(course_en):
@@ -102,7 +103,9 @@ def test_ch03(course_en):
                      r"[\d.]+/(-?[\d.]+)/(-?[\d.]+)", out)
     assert pre and post and float(pre[3]) > 3 * float(pre[1]) and float(pre[6]) > 0.1 > abs(float(post[2]))
     assert "17 residual-stream RMSNorms + 4 q/k RMSNorms + 6 gated RMSNorms = 27" in out
-    assert "vision tower: 3 LayerNorms (chapter 10)" in out and "not used: 4 more norm weights in the MTP head" in out
+    assert "vision tower: 3 LayerNorms (chapter 10)" in out and "MTP head: 7 RMSNorms (chapter 12)" in out
+    assert "Qwen3.5-0.8B (published inventory): 79 in the language model; 25 LayerNorms in the vision tower; " \
+           "7 RMSNorms in the MTP head" in out
     assert "Qwen3.5-0.8B (published inventory): 79 in the language model; " in out
 
 
@@ -210,7 +213,11 @@ def test_every_chapter_runs_on_checkpoints_written_by_transformers(courses_on_tr
     else:                                                              # a text-only export: ch10 and ch11 stop
         assert r["stdout"].count("this checkpoint has no vision tower (a text-only export): this chapter needs one; "
                               "it stops here") == 2
-    assert "Done: chapter(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 " in r["stdout"]
+    # transformers' save_pretrained drops mtp.*: chapter 12 says so in one line and stops, without an error
+    assert "(no MTP head in this checkpoint, no mtp.* tensors: speculative decoding is unavailable; this chapter " \
+           "stops here)\n" in r["stdout"]
+    assert "1. The head by hand" not in r["stdout"]
+    assert "Done: chapter(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 " in r["stdout"]
 
 
 # ---------------------------------------------------------------- single chapters, options, notebooks
@@ -320,6 +327,8 @@ def test_chapters_open_and_run_as_notebooks(run_script, tiny_path):
     counts = re.findall(r"CELLS (\d+) (\d+)", r.stdout)
     assert len(counts) == len(scripts) and all(int(c) >= 5 and int(m) >= 5 for c, m in counts)
     assert r.stdout.count("内置小检查点") == 1 and "第 3 章：三种归一化" in r.stdout
+    assert "def forward(self, embedded, hidden" in r.stdout          # ch12 shows the MTP head's code in a notebook
+    assert "在笔记本里会直接打印在这里" not in r.stdout
 
 
 def test_help_is_in_the_chosen_language(run_script):
@@ -488,9 +497,9 @@ def test_plots(run_script, tiny_path, tmp_path):
     """Every chapter's --plot, in one process (ch03 in Chinese: the CJK font or a one-line fallback)."""
     code = ("import runpy, sys\n"
             "from qwen.lang import set_lang\n"
-            "for s, lang in [('ch03_norm.py', 'zh'), ('ch04_rope.py', 'en'), ('ch06_attention.py', 'en'),"
-            " ('ch07_deltanet.py', 'en'), ('ch10_vision.py', 'en')]:\n"
-            f"    sys.argv = [s, '--tiny', '--plot', '--out', {str(tmp_path)!r}, '--lang', lang]\n"
+            "for s, lang, more in [('ch03_norm.py', 'zh', []), ('ch04_rope.py', 'en', []), ('ch06_attention.py', 'en', []),"
+            " ('ch07_deltanet.py', 'en', []), ('ch10_vision.py', 'en', []), ('ch12_mtp.py', 'zh', ['--max-new-tokens', '4'])]:\n"
+            f"    sys.argv = [s, '--tiny', '--plot', '--out', {str(tmp_path)!r}, '--lang', lang] + more\n"
             "    runpy.run_path(s, run_name='__main__')\n")
     r = run_script("-c", code)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -500,7 +509,7 @@ def test_plots(run_script, tiny_path, tmp_path):
         assert "--plot 需要 matplotlib" in r.stdout and "--plot needs matplotlib" in r.stdout
         return
     for name in ("ch03_layer_scales.png", "ch04_rope.png", "ch06_attention.png", "ch07_decay.png", "ch10_positions.png",
-                 "ch10_attention.png"):
+                 "ch10_attention.png", "ch12_speculative.png"):
         assert (tmp_path / name).stat().st_size > 10_000, name
     assert (tmp_path / "ch03_final_norm.png").is_file()
     from matplotlib import font_manager
@@ -810,3 +819,118 @@ def test_ch10_ch11_with_your_own_image_and_a_file_that_is_not_one(run_script, tm
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(lines) == 2 and str(bad) in lines[0], r.stderr
     assert lines[0].startswith("错误：") and "第 11 章" in r.stdout
+# ---------------------------------------------------------------- chapter 12 and --speculative
+
+def test_ch12(course_en):
+    """The MTP head by hand, speculative decoding equal to plain greedy, every path with replayed drafts,
+    the caches after a rollback, the draft vocabulary's coverage, the costs: on the tiny checkpoint,
+    where every acceptance is chance and the chapter says so."""
+    out = _chapter(course_en, "ch12_mtp.py")
+    assert "15 tensors under mtp.*:" in out
+    assert _number(r"by hand == the library's MTPHead \(qwen/mtp\.py\): max \|difference\| (\S+)", out) < 1e-6
+    m = re.search(r"the head's guess for token t \+ 2 = the model's greedy token there: (\d+) of (\d+) positions", out)
+    assert m and int(m[1]) <= 2 and int(m[2]) > 40                   # random weights: chance, about 1 in 248,077
+    assert "these shares mean nothing" in out and "not measured here" in out
+    assert "the same count from qwen.mtp.teacher_forced_acceptance: True" in out
+    assert re.search(r"teacher-forced acceptance on section 2's text: \d+% with the cut vocabulary, \d+% without", out)
+    assert "-> 2 accepted, then the model's 4" in out                   # the accept rule, on the made-up step
+    assert "speculative (k = 3) == plain greedy, token for token: True" in out
+    assert "15 tokens after the first in 15 verify passes: 1.00 tokens per forward pass" in out
+    assert re.search(r"drafts accepted: 0 of \d+ \(0%\)", out)
+    assert "all accepted (the plain run's tokens): 11 of 11 accepted, 3.75 tokens per forward pass; " \
+           "the plain greedy tokens: True" in out                     # 15 tokens: 4 rounds of k + 1 = 4, then the rest
+    assert re.search(r"all rejected \(wrong tokens\): 0 of \d+ accepted, 1\.00 tokens per forward pass; "
+                     r"the plain greedy tokens: True", out)
+    mix = re.search(r"a mix \(rounds with all, one, then none of the drafts right, in turn\): (\d+) of \d+ accepted, "
+                    r"([\d.]+) tokens per forward pass; the plain greedy tokens: True", out)
+    assert mix and int(mix[1]) > 0 and 1 < float(mix[2]) < 3.75
+    caches = re.search(r"after the mixed run: (\d+) positions in both caches; Gated DeltaNet states differ from plain "
+                       r"decoding's by at most\n +(\S+), conv windows by (\S+), attention keys and values \(cut back\) "
+                       r"by (\S+)\n", out)
+    assert caches and all(float(x) < 1e-5 for x in caches.group(2, 3, 4)), caches
+    assert "replayed drafts: these counts show the mechanism" in out
+    cover = re.findall(r"\n  ([\d,]+) most frequent ids +([\d.]+)% +([\d.]+)%", out)
+    assert len(cover) >= 2 and [c[0] for c in cover[:2]] == ["256", "1,024"]
+    shares = [(float(a), float(b)) for _, a, b in cover]
+    assert all(x <= y for x, y in zip(shares, shares[1:])) and 0 < shares[0][1] < shares[-1][1] <= 100
+    first = re.search(r"the first ([\d,]+) ids \(merge order\) +([\d.]+)% +([\d.]+)%", out)
+    assert first and first[1] == cover[-1][0] and float(first[3]) < shares[-1][1]   # Chinese ids come late in BPE order
+    assert re.search(r"the head guessing among these [\d,]+ ids \([\d.]+% of the output layer's rows\): "
+                     r"the plain greedy reply: True", out)
+    verify = _number(r"one verify pass of 4 tokens = ([\d.]+) decode steps", out)
+    draft, cut = (float(x) for x in re.search(r"one draft = ([\d.]+) decode steps with the whole output layer, ([\d.]+) "
+                                              r"with the cut vocabulary", out).groups())
+    assert verify > 0 and cut < draft                                  # fewer rows: a cheaper draft (timed, so loose)
+    line = re.search(r"cut vocabulary, draft = ([\d.]+): a = 0\.65: ([\d.]+)x; a = 0\.8: ([\d.]+)x; a = 1 "
+                     r"\(every draft right\): ([\d.]+)x", out)
+    d, a65, a80, a1 = map(float, line.groups())
+    tokens = lambda a: (1 - a ** 4) / (1 - a)                          # the printed formula, k = 3
+    assert abs(a65 * (3 * d + verify) - tokens(0.65)) < 0.05 * tokens(0.65) and a65 < a80 < a1
+    assert "a = 0.65 / 0.8 are third-party figures for the trained head, not this one" in out
+    assert "Exercise for this chapter: 250" in out
+    assert re.search(r"Done: chapter\(s\) 1, 2, [\d, ]*\b12\b", course_en)        # main.py runs it with the others
+
+
+def test_ch12_in_chinese(course_zh):
+    out = _chapter(course_zh, "ch12_mtp.py")
+    for text in ("第 12 章：用 MTP 头往前多看一步", "推测解码（k = 3）== 普通贪心解码，逐词元相同：是", "教师强制",
+                 "重放的草稿", "草稿词表", "预计加速比", "截回之后", "第三方报告的接受率"):
+        assert text in out, text
+    assert "：True" not in out and "Teacher-forced" not in out
+    table = section_of(out, "5. 草稿词表")[3:]                            # header and rows: aligned by display width
+    rows = [line for line in table if re.search(r"[\d.]+% +[\d.]+%$", line) or "英文" in line]
+    assert len(rows) >= 4 and len({width(line) for line in rows}) == 1, rows
+
+
+def test_speculative_option_refuses_bad_values_in_one_line(run_script):
+    """--speculative takes a whole number from 1 to qwen.mtp.MAX_DRAFTS, checked before any weights are read."""
+    from qwen.mtp import MAX_DRAFTS
+    for value in ("0", "x"):
+        r = run_script("main.py", "9", "--tiny", "--speculative", value)
+        assert r.returncode == 1 and "Traceback" not in r.stderr and "Chapter 9" not in r.stdout, r.stderr
+        assert f"Error: --speculative {value}: give how many tokens the MTP head drafts per step, a whole number " \
+               f"from 1 to {MAX_DRAFTS}" in r.stderr.splitlines()[0]
+    r = run_script("main.py", "3", "--tiny", "--speculative", "3")          # a chapter that does not generate
+    assert r.returncode == 2 and "--speculative is for chat and chapters 9 and 12" in r.stderr, r.stderr
+    r = run_script("ch12_mtp.py", "--tiny", "--speculative", str(MAX_DRAFTS + 1), "--lang", "zh")
+    assert r.returncode == 1 and f"错误：--speculative {MAX_DRAFTS + 1}：请给出 MTP 头每步起草的词元数" in r.stderr
+    assert "1. " not in r.stdout                                      # refused before the chapter computes anything
+
+
+def _without_mtp(tiny_path, folder):
+    """The tiny checkpoint with its mtp.* tensors removed (as transformers' save_pretrained writes it)."""
+    import json
+    import shutil
+    from safetensors.torch import load_file, save_file
+    from qwen.tiny import REAL_SHARD_NAME
+    shutil.copytree(tiny_path, folder)
+    tensors = {k: v for k, v in load_file(folder / REAL_SHARD_NAME).items() if not k.startswith("mtp.")}
+    save_file(tensors, folder / REAL_SHARD_NAME, metadata={"format": "pt"})
+    index = json.loads((folder / "model.safetensors.index.json").read_text(encoding="utf-8"))
+    index["weight_map"] = {k: v for k, v in index["weight_map"].items() if not k.startswith("mtp.")}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index), encoding="utf-8")
+    return folder
+
+
+def test_speculative_decoding_without_an_mtp_head_is_one_line(run_script, tiny_path, tmp_path):
+    folder = _without_mtp(tiny_path, tmp_path / "no-mtp")
+    r = run_script("main.py", "9", "--model", folder, "--speculative", "3")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "Speculative decoding needs the checkpoint's MTP head (mtp.* tensors)" in r.stderr.splitlines()[0]
+    assert "run without --speculative" in r.stderr
+
+
+def test_speculative_decoding_in_chapter_9_and_in_the_chat(run_script, course_en):
+    """The same reply as chapter 9's plain greedy one (a prefix of the whole-course run's), and a greedy chat."""
+    r = run_script("main.py", "9", "--tiny", "--speculative", "3", "--max-new-tokens", "8")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"speculative decoding, k = 3: \d+ of \d+ drafts accepted, [\d.]+ tokens per forward pass", r.stdout)
+    reply = lambda out: section_of(_chapter(out, "ch09_generate.py"), "2. A greedy reply")[2]
+    assert reply(course_en).startswith(reply(r.stdout)) and "reply 8 tokens" in r.stdout
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "main.py", "chat", "--tiny", "--speculative", "2", "--max-new-tokens", "3"],
+                       cwd=ROOT, input="hello\n", capture_output=True, text=True, encoding="utf-8", timeout=120)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "Speculative decoding: the MTP head drafts 2 tokens a step" in r.stdout and "replies are greedy" in r.stdout
+    assert re.search(r"\[3 tokens; .*\]  \[speculative: \d+ of \d+ drafts accepted", r.stderr)

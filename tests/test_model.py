@@ -138,18 +138,22 @@ def test_decoder_layer_is_pre_norm():
     assert torch.allclose(layer(x, None, None), y + rms(y, -0.25) + 1, atol=1e-6)
 
 
-def test_loading_is_strict_reads_the_vision_tower_and_no_mtp(tmp_path, monkeypatch):
+def test_loading_is_strict_reads_the_vision_tower_and_the_whole_mtp_head(tmp_path, monkeypatch):
     from qwen import model as model_module
-    folder = write_transformers_checkpoint(tmp_path / "mm", layout="multimodal", tied=True,
-                                           extra={"mtp.fc.weight": torch.zeros(16, 32)})
+    from qwen.config import mtp_shapes
+    from qwen.weights import Config
+    plain = write_transformers_checkpoint(tmp_path / "plain", layout="multimodal", tied=True)
+    head = {n: torch.zeros(shape) for n, (shape, _) in mtp_shapes(Config.load(plain)).items()}
+    folder = write_transformers_checkpoint(tmp_path / "mm", layout="multimodal", tied=True, extra=head)
     read = []
     original = model_module._Converted.__getitem__
     monkeypatch.setattr(model_module._Converted, "__getitem__", lambda self, n: read.append(n) or original(self, n))
     model = load_model(folder)
-    assert not any(n.startswith("mtp") for n in read)
     tower = sorted(n for n in read if n.startswith("model.visual."))              # every one of them, once
     assert tower and tower == sorted("model.visual." + k for k in model.visual.state_dict())
+    assert sorted(n for n in read if n.startswith("mtp.")) == sorted(head) and model.mtp is not None
     assert len(read) == len(set(read)) == sum(1 for _ in model.state_dict() if not _.startswith("rotary"))
+    assert load_model(plain).mtp is None
     monkeypatch.undo()
     extra = write_transformers_checkpoint(tmp_path / "extra", layout="text",
                                           extra={"model.layers.9.mlp.up_proj.weight": torch.zeros(32, 16)})

@@ -1,0 +1,122 @@
+"""Exercise 250 (chapter 12): the accept rule of speculative greedy decoding.
+
+Expected values come from the library (qwen/mtp.py `accepted`, which tests/test_mtp.py checks
+against plain greedy decoding). Inputs: synthetic logits, with drafts made from their argmax and
+changed at chosen places, so that each known mistake gives a different answer; one case has the
+model's whole vocabulary (248,320 scores per position).
+"""
+from practice._judge.exercises import Case, Diagnosis, Exercise
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def accept_expected(drafts, logits):
+    from qwen.mtp import accepted
+    return accepted(list(drafts), logits.argmax(-1).tolist())
+
+
+def _accept_mistake(kind):
+    def mistake(drafts, logits):
+        choices = logits.argmax(-1).tolist()
+        a = 0
+        if kind == "first_agreement":                             # runs while they DISagree
+            while a < len(drafts) and drafts[a] != choices[a]:
+                a += 1
+        else:
+            while a < len(drafts) and drafts[a] == choices[a]:
+                a += 1
+        if kind == "off_by_one":                                  # the model's own token counted as accepted
+            return a + 1, choices[a]
+        if kind == "next_from_draft" and a < len(drafts):         # the rejected draft taken as the next token
+            return a, drafts[a]
+        return a, choices[a]
+    return mistake
+
+
+def _drafts(logits, wrong, g):
+    """The argmax of each of the first k positions, replaced by another token at the `wrong` ones."""
+    torch = _torch()
+    best = logits.argmax(-1).tolist()[:-1]
+    vocab = logits.shape[-1]
+    return [(t + 1 + int(torch.randint(0, vocab - 1, (1,), generator=g))) % vocab if j in wrong else t
+            for j, t in enumerate(best)]
+
+
+def cases_250(ctx):
+    torch = _torch()
+    g = ctx.gen(250)
+
+    def case(k, vocab, wrong, name):
+        logits = torch.randn(k + 1, vocab, generator=g) * 3
+        drafts = _drafts(logits, wrong, g)
+        args = (drafts, logits)
+        return Case("accept_drafts", name, args, accept_expected(*args),
+                    about=("compare draft j with the model's choice argmax(logits[j]) after the tokens before it; stop at "
+                           "the first disagreement; the next token is the model's choice there",
+                           "把第 j 个草稿和模型在它之前那些词元之后的选择 argmax(logits[j]) 比较；在第一次不一致时停下；"
+                           "下一个词元是模型在那里的选择"))
+    V = ctx.cfg.vocab_size
+    return [
+        case(4, 500, {2}, ("4 drafts, the 3rd wrong, the 4th agrees again", "4 个草稿，第 3 个错，第 4 个又一致")),
+        case(3, 500, set(), ("3 drafts, all agree", "3 个草稿，全部一致")),
+        case(4, 500, {0}, ("4 drafts, only the 1st wrong", "4 个草稿，只有第 1 个错")),
+        case(1, 300, set(), ("1 draft that agrees", "1 个一致的草稿")),
+        case(2, 300, {1}, ("2 drafts, the 2nd wrong", "2 个草稿，第 2 个错")),
+        case(3, V, {1, 2}, (f"3 drafts over the {ctx.label} checkpoint's {V:,} tokens, the 2nd and 3rd wrong",
+                            f"{ctx.checkpoint_zh}的 {V:,} 个词元上的 3 个草稿，第 2、3 个错")),
+    ]
+
+
+def _signature(kind):
+    """The learner's answer equals the mistake's on a case where the mistake changes the answer, and
+    no other known mistake gives the same answer there."""
+    def test(case, got):
+        wrong = _accept_mistake(kind)(*case.args)
+        if not isinstance(got, (tuple, list)) or wrong == case.expected or tuple(got) != wrong:
+            return False
+        return all(other == kind or _accept_mistake(other)(*case.args) != wrong for other in MISTAKES)
+    return test
+
+
+MISTAKES = ("off_by_one", "next_from_draft", "first_agreement")
+
+DIAGNOSES_250 = [
+    Diagnosis("off_by_one", "accept_drafts",
+              ("looks like the count is one too many: it counts the drafts kept, not the model's own next token "
+               "(that one is returned separately, as the second value)",
+               "看起来数目多了一个：它只数被保留的草稿，不数模型自己的下一个词元（那个作为第二个值单独返回）"),
+              test=_signature("off_by_one"), hint=1),
+    Diagnosis("next_from_draft", "accept_drafts",
+              ("looks like the next token was taken from the drafts: at the first disagreement the draft is wrong by "
+               "definition; the next token is the model's own choice there, argmax(logits[count])",
+               "看起来下一个词元取自草稿：在第一次不一致的地方，草稿按定义就是错的；下一个词元是模型在那里的选择，"
+               "argmax(logits[count])"),
+              test=_signature("next_from_draft"), hint=2),
+    Diagnosis("first_agreement", "accept_drafts",
+              ("looks like the loop stopped at the first agreement: drafts are kept WHILE they agree, so stop at the "
+               "first disagreement (a draft after a wrong one was guessed from a wrong text and is never kept)",
+               "看起来循环在第一次一致时停下了：草稿在一致的时候才保留，所以要在第一次不一致时停下（错的草稿之后的草稿"
+               "是从错误的文本猜出来的，永远不保留）"),
+              test=_signature("first_agreement"), hint=0),
+]
+
+EXERCISES = [
+    Exercise("250", "accept_drafts", ("The accept rule of speculative decoding", "推测解码的接受规则"), "easy", True,
+             ("accept_drafts",),
+             [("choices = logits.argmax(-1): the model's own greedy token after each prefix; keep draft j while "
+               "drafts[j] == choices[j], and stop at the first j where they differ.",
+               "choices = logits.argmax(-1)：模型在每个前缀之后自己的贪心词元；当 drafts[j] == choices[j] 时保留第 j 个草稿，"
+               "在第一个不相等的 j 处停下。"),
+              ("The count is the number of drafts kept: 0 to k. It does not include the next token.",
+               "数目是保留下来的草稿个数：0 到 k。它不包括下一个词元。"),
+              ("The next token is choices[count]: the model's choice after the kept drafts (after all k, its (k+1)-th "
+               "choice). Return (count, next) as two Python ints: int(...).",
+               "下一个词元是 choices[count]：模型在保留的草稿之后的选择（k 个全保留时，就是它的第 k+1 个选择）。"
+               "把 (count, next) 作为两个 Python 整数返回：int(...)。")],
+             cases_250, DIAGNOSES_250,
+             {"250_off_by_one.py": "off_by_one", "250_next_from_draft.py": "next_from_draft",
+              "250_first_agreement.py": "first_agreement"}),
+]

@@ -1,0 +1,282 @@
+"""The MTP head (qwen/mtp.py) and speculative greedy decoding (issue 19).
+
+The head against a reference built here from transformers' own Qwen3_5DecoderLayer and
+Qwen3_5RMSNorm (transformers has no MTP module: its Qwen3.5 classes drop `^mtp.*` at load);
+speculative decoding against plain greedy decoding, token for token, with every path forced
+(drafts all accepted, all rejected, a mix), and the caches it leaves against a plain run's.
+"""
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers import write_transformers_checkpoint
+from qwen.generate import generate_ids
+from qwen.lang import QwenError
+from qwen.model import load_model
+from qwen.mtp import accepted, coverage, frequent_tokens, head_read, mtp_shapes, speculative_ids
+from qwen.weights import Config, load_weights
+
+MANIFEST = Path("/work/shared/qwen35/manifest.json")
+BENCH_MANIFEST = Path(__file__).resolve().parents[1] / "bench" / "qwen3.5-0.8b-manifest.json"
+PROMPT = [9707, 11, 1879, 0, 374, 264, 1273]     # tiny: real-sized vocabulary
+HF_PROMPT = [5, 11, 100, 7]                     # the transformers checkpoint: 512 ids
+N = 64
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_path):
+    return load_model(tiny_path)
+
+
+@pytest.fixture(scope="module")
+def hf_folder(tmp_path_factory):
+    """A checkpoint transformers wrote (vocabulary 512), the MTP head added (save_pretrained drops it)."""
+    from safetensors.torch import load_file, save_file
+    folder = write_transformers_checkpoint(tmp_path_factory.mktemp("hf-mtp") / "ckpt", layout="text")
+    g = torch.Generator().manual_seed(1)
+    extra = {name: torch.randn(shape, generator=g) * (0.3 if "norm" in name else 0.25)
+             for name, (shape, _) in mtp_shapes(Config.load(folder)).items()}
+    file = folder / "model.safetensors"
+    save_file({**load_file(file), **extra}, file, metadata={"format": "pt"})
+    return folder
+
+
+@pytest.fixture(scope="module")
+def hf_model(hf_folder):
+    return load_model(hf_folder)
+
+
+def test_mtp_shapes_match_the_real_inventory():
+    manifest = json.loads((MANIFEST if MANIFEST.is_file() else BENCH_MANIFEST).read_text(encoding="utf-8"))
+    real = {n: (tuple(t["shape"]), t["dtype"]) for n, t in manifest["tensors"].items() if n.startswith("mtp.")}
+    assert len(real) == 15
+    assert mtp_shapes(Config.from_dict(manifest["config"], source="manifest")) == real
+
+
+def test_the_tiny_checkpoint_has_the_whole_head_in_the_real_format(tiny_path, tiny):
+    cfg = Config.load(tiny_path)
+    W = load_weights(tiny_path)
+    stored = {n: (W.shape(n), W.info(n).dtype) for n in W.names_under("mtp.")}
+    assert stored == mtp_shapes(cfg) and len(stored) == 15
+    assert tiny.mtp is not None and sorted(k for k in tiny.state_dict() if k.startswith("mtp.")) == sorted(stored)
+
+
+def test_head_equals_a_reference_from_transformers_layers(tiny_path, tiny):
+    """fc(cat[norm_e(embed), norm_h(hidden)]), embedding first, one full-attention layer, mtp.norm,
+    built from transformers' Qwen3_5DecoderLayer / Qwen3_5RMSNorm with the checkpoint's mtp.* weights."""
+    hf = pytest.importorskip("transformers.models.qwen3_5.modeling_qwen3_5")
+    from hf_layers import causal_mask, hf_positions
+    from qwen.tiny import TINY_TEXT_CONFIG
+    config = hf.Qwen3_5TextConfig(**{k: v for k, v in TINY_TEXT_CONFIG.items() if k != "model_type"})
+    config._attn_implementation = "eager"
+    W = load_weights(tiny_path)
+    w = {n[len("mtp."):]: W[n].float() for n in W.names_under("mtp.")}
+    H, eps = config.hidden_size, config.rms_norm_eps
+    norms = {}
+    for name in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"):
+        norms[name] = hf.Qwen3_5RMSNorm(H, eps=eps)
+        norms[name].weight.data.copy_(w[name + ".weight"])
+    layer = hf.Qwen3_5DecoderLayer(config, layer_idx=config.layer_types.index("full_attention")).eval()
+    layer.load_state_dict({n[len("layers.0."):]: t for n, t in w.items() if n.startswith("layers.0.")}, strict=True)
+
+    T = 6
+    ids = torch.tensor([PROMPT[:T]])
+    hidden = torch.randn(1, T, H, generator=torch.Generator().manual_seed(0)) * 3
+    with torch.no_grad():
+        e = norms["pre_fc_norm_embedding"](tiny.embed_tokens(ids).float())
+        x = torch.nn.functional.linear(torch.cat([e, norms["pre_fc_norm_hidden"](hidden)], -1), w["fc.weight"])
+        rope = hf.Qwen3_5TextRotaryEmbedding(config)(x, hf_positions(torch.arange(T)[None]))
+        out = layer(x, position_embeddings=rope, attention_mask=causal_mask(T))
+        ref = norms["norm"](out[0] if isinstance(out, tuple) else out)
+        ours = head_read(tiny, ids[0].tolist(), hidden, None, 0)
+    assert ours.dtype == torch.float32 and ours.shape == (1, T, H)
+    assert torch.allclose(ours, ref, atol=1e-5, rtol=1e-5), (ours - ref).abs().max()
+
+
+def test_speculative_equals_plain_greedy_on_the_tiny_checkpoint(tiny):
+    """k = 1 and 4 here (the tiny model's time goes to its 248,320-row output layer, read k + 1 times
+    per step); every k on the transformers checkpoint below and in bench/bench_speculative.py."""
+    plain = list(generate_ids(tiny, PROMPT, max_new_tokens=N))
+    for k in (1, 4):
+        stats = {}
+        assert list(generate_ids(tiny, PROMPT, max_new_tokens=N, speculative=k, stats=stats)) == plain, k
+        assert stats["new_tokens"] == N and stats["rounds"] >= N // (k + 1)
+
+
+@pytest.fixture(scope="module")
+def hf_plain(hf_model):
+    return list(generate_ids(hf_model, HF_PROMPT, max_new_tokens=N))
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_speculative_equals_plain_greedy_on_a_transformers_checkpoint(hf_model, hf_plain, k):
+    plain = hf_plain
+    stats = {}
+    assert list(generate_ids(hf_model, HF_PROMPT, max_new_tokens=N, speculative=k, stats=stats)) == plain
+    assert stats["new_tokens"] == N
+
+
+def _replay(plain, wrong_at=(), vocab=512):
+    """Drafts replaced by the plain run's next tokens (accepted), or by a wrong token at the chosen
+    positions of the output (rejected there)."""
+    def drafts(out, guesses):
+        tokens = plain[len(out):len(out) + len(guesses)]
+        return [(t + 1) % vocab if len(out) + j in wrong_at else t for j, t in enumerate(tokens)]
+    return drafts
+
+
+def _same_cache(a, b, atol=1e-5):
+    assert a.length == b.length
+    for x, y in zip(a.layers, b.layers):
+        for name in ("k", "v", "conv", "state"):
+            s, t = getattr(x, name), getattr(y, name)
+            assert (s is None) == (t is None), name
+            if s is not None:
+                assert s.shape == t.shape and torch.allclose(s.float(), t.float(), atol=atol), name
+
+
+@pytest.mark.parametrize("k", [1, 3, 4])
+@pytest.mark.parametrize("path", ["all accepted", "all rejected", "mixed"])
+def test_forced_paths_give_plain_greedy_and_the_plain_caches(hf_model, k, path):
+    n = 24
+    plain_cache = hf_model.new_cache()
+    plain = list(generate_ids(hf_model, HF_PROMPT, max_new_tokens=n, cache=plain_cache))
+    wrong = {"all accepted": (), "all rejected": range(n), "mixed": (2, 3, 7, 12, 13, 14, 20)}[path]
+    cache, stats = hf_model.new_cache(), {}
+    out = list(speculative_ids(hf_model, HF_PROMPT, k, max_new_tokens=n, cache=cache, stats=stats,
+                               drafts=_replay(plain, wrong)))
+    assert out == plain
+    if path == "all accepted":
+        assert stats["accepted"] == stats["drafted"] > 0 and stats["rounds"] == -(-(n - 1) // (k + 1))
+    elif path == "all rejected":
+        assert stats["accepted"] == 0 and stats["rounds"] == n - 1
+    else:
+        assert 0 < stats["accepted"] < stats["drafted"]
+    _same_cache(cache, plain_cache)                               # read: the prompt and all but the last token
+
+    # the head's cache: what the head holds after reading (x_{i+1}, hidden_i) for every position it
+    # reached, with the model's hidden states (never its own guesses)
+    tokens = HF_PROMPT + plain
+    keep = []
+    hf_model(torch.tensor([tokens[:-1]]), keep=keep)
+    hidden = hf_model.norm(keep[-1])                              # (1, read, hidden): after the final norm
+    head = cache.mtp[0]
+    L = head.k.shape[2]
+    ref = hf_model.mtp.new_cache()
+    head_read(hf_model, tokens[1:L + 1], hidden[:, :L], ref, 0)
+    assert L >= len(tokens) - 1 - (k + 2)                        # the last one or two rounds need no draft
+    assert torch.allclose(head.k, ref[0].k, atol=1e-5) and torch.allclose(head.v, ref[0].v, atol=1e-5)
+
+
+def test_stop_tokens_and_max_new_tokens_as_plain_generation(hf_model):
+    plain = list(generate_ids(hf_model, HF_PROMPT, max_new_tokens=30))
+    stop = {plain[9]}
+    want = list(generate_ids(hf_model, HF_PROMPT, max_new_tokens=30, stop=stop))
+    assert want[-1] == plain[9] and len(want) <= 10
+    for k in (1, 3):
+        assert list(generate_ids(hf_model, HF_PROMPT, max_new_tokens=30, stop=stop, speculative=k)) == want
+        for n in (0, 1, 2, 5):
+            cache, plain_cache = hf_model.new_cache(), hf_model.new_cache()
+            got = list(speculative_ids(hf_model, HF_PROMPT, k, max_new_tokens=n, cache=cache,
+                                       drafts=_replay(plain)))
+            assert got == list(generate_ids(hf_model, HF_PROMPT, max_new_tokens=n, cache=plain_cache)) == plain[:n]
+            _same_cache(cache, plain_cache)
+
+
+def test_accept_rule():
+    assert accepted([5, 6, 7], [5, 6, 7, 8]) == (3, 8)            # all agree: the model's 4th token too
+    assert accepted([5, 6, 7], [5, 9, 7, 8]) == (1, 9)            # first disagreement: the model's token
+    assert accepted([5, 6, 7], [4, 6, 7, 8]) == (0, 4)
+    assert accepted([], [3]) == (0, 3)
+
+
+def test_draft_vocabulary_helpers():
+    assert frequent_tokens([[3, 1, 3], [2, 3, 1]], 2) == [3, 1]
+    assert coverage([3, 1], [3, 1, 2, 3]) == 0.75
+
+
+def test_a_cut_draft_vocabulary_keeps_the_output_exact(tiny):
+    from qwen.mtp import DraftVocabulary
+    plain = list(generate_ids(tiny, PROMPT, max_new_tokens=12))
+    cut = DraftVocabulary(tiny, range(1000))
+    assert len(cut) == 1000
+    assert list(speculative_ids(tiny, PROMPT, 3, max_new_tokens=12, cut=cut)) == plain
+
+
+@pytest.mark.parametrize("k", [0, -1, 2.5, True, "3", 9])
+def test_bad_k_is_one_line(hf_model, k):
+    with pytest.raises(QwenError) as e:
+        next(generate_ids(hf_model, HF_PROMPT, max_new_tokens=4, speculative=k))
+    assert "speculative" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_sampling_with_speculative_is_refused_in_one_line(hf_model):
+    with pytest.raises(QwenError, match="greedy only"):
+        next(generate_ids(hf_model, HF_PROMPT, max_new_tokens=4, speculative=2, temperature=0.7))
+
+
+def test_a_checkpoint_without_mtp_has_no_head_and_says_so_in_one_line(tmp_path):
+    folder = write_transformers_checkpoint(tmp_path / "plain", layout="text")
+    model = load_model(folder)
+    assert model.mtp is None
+    with pytest.raises(QwenError) as e:
+        next(generate_ids(model, HF_PROMPT, max_new_tokens=4, speculative=3))
+    assert "mtp" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_partial_head_is_refused_naming_the_missing_tensor(tmp_path):
+    folder = write_transformers_checkpoint(tmp_path / "partial", layout="text",
+                                           extra={"mtp.fc.weight": torch.zeros(16, 32)})
+    with pytest.raises(QwenError, match=r"mtp\.pre_fc_norm_embedding\.weight"):
+        load_model(folder)
+
+
+def test_a_chat_with_speculative_decoding_says_what_plain_greedy_says(tiny_path, tiny):
+    """Two turns: the same replies, and the live cache it keeps (continued the next turn) as plain's."""
+    from qwen.generate import Chat
+    from qwen.tokenizer import Tokenizer
+    tok = Tokenizer.load(tiny_path)
+    plain, spec = Chat(tiny, tok), Chat(tiny, tok, speculative=2)
+    for text in ("hi", "and then?"):
+        assert "".join(spec.say(text, max_new_tokens=6)) == "".join(plain.say(text, max_new_tokens=6))
+        assert spec.read == plain.read
+        _same_cache(spec.cache, plain.cache)
+
+
+def test_the_head_reads_the_hidden_state_after_the_final_norm(hf_model):
+    """As vLLM and SGLang feed it: the head's cache holds what norm(last layer's output) gives, not
+    what the raw residual stream would."""
+    cache = hf_model.new_cache()
+    list(speculative_ids(hf_model, HF_PROMPT, 1, max_new_tokens=3, cache=cache))   # one round drafts
+    p = list(generate_ids(hf_model, HF_PROMPT, max_new_tokens=1))[0]
+    keep = []
+    hf_model(torch.tensor([HF_PROMPT]), keep=keep)
+    k = {}
+    for side, hidden in (("after", hf_model.norm(keep[-1])), ("before", keep[-1])):
+        ref = hf_model.mtp.new_cache()
+        head_read(hf_model, HF_PROMPT[1:] + [p], hidden, ref, 0)
+        k[side] = ref[0].k
+    read = cache.mtp[0].k[:, :, :len(HF_PROMPT)]                  # the prompt's pairs, then p's
+    assert torch.allclose(read, k["after"], atol=1e-5)
+    assert not torch.allclose(read, k["before"], atol=1e-3)
+
+
+def test_teacher_forced_acceptance_counts_the_heads_agreements_along_a_text(hf_model):
+    """Against a loop: at each t, the head's guess from (ids[t + 1], hidden_t) and the model's greedy
+    token after ids[0 .. t + 1], each computed from scratch."""
+    from qwen.mtp import teacher_forced_acceptance
+    text = [5, 11, 100, 7, 42, 42, 300, 9, 1, 77]
+    share, n = teacher_forced_acceptance(hf_model, text, rows=3)
+    agree = 0
+    for t in range(len(text) - 2):
+        keep = []
+        hf_model(torch.tensor([text[:t + 2]]), keep=keep)
+        hidden = hf_model.norm(keep[-1])                                    # (1, t + 2, hidden)
+        greedy = int(hf_model.logits(hidden[0, -1]).argmax())
+        g = head_read(hf_model, text[1:t + 2], hidden[:, :t + 1], None, 0)
+        agree += int(hf_model.logits(g[0, -1]).argmax()) == greedy
+    assert n == len(text) - 2 and share == agree / n
+    with pytest.raises(QwenError, match="3 tokens"):
+        teacher_forced_acceptance(hf_model, [1, 2])
