@@ -306,6 +306,9 @@ def vision_shapes(vcfg, out_hidden=None):
     shapes[v + "merger.linear_fc1.bias"] = ((merged,), "BF16")
     shapes[v + "merger.linear_fc2.weight"] = ((out, merged), "BF16")
     shapes[v + "merger.linear_fc2.bias"] = ((out,), "BF16")
+    return shapes
+
+
 def mtp_layers(cfg):
     """How many decoder layers the multi-token-prediction head has (text_config's
     mtp_num_hidden_layers; 1 in Qwen3.5-0.8B)."""
