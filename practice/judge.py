@@ -10,6 +10,7 @@
     python practice/judge.py 204 --reset  restore the starter (your version is backed up)
     python practice/judge.py --verify     prove the checks: references and equivalent forms pass,
                                           starters are unfinished, each known mistake is named
+    python practice/judge.py --verify 240,241   the same for some exercises only
     --json for tools, --lang en|zh, --tiny / --model PATH for the tensors to grade on.
     In a notebook: from practice import check; check(204, rms_norm, gated_rms_norm)
 
@@ -355,6 +356,18 @@ def cmd_reset(ex):
     return 0
 
 
+def verified_exercises(ids):
+    """The exercises --verify checks: all, or those of a comma-separated list such as 240,241,242."""
+    if ids is None:
+        return EXERCISES
+    wanted = [i.strip() for i in ids.split(",") if i.strip()]
+    unknown = [i for i in wanted if i not in BY_ID]
+    if unknown or not wanted:
+        raise UsageError(T("there is no exercise {e}; the exercises are {ids}", "没有练习 {e}；现有的练习是 {ids}",
+                           e=", ".join(unknown) or ids, ids=", ".join(BY_ID)))
+    return [BY_ID[i] for i in wanted]
+
+
 def cmd_verify(args):
     """References and equivalent forms pass with no diagnosis on any case; starters are unfinished;
     each known-wrong file fails with the diagnosis named for it; every diagnosis is proven by one."""
@@ -368,7 +381,7 @@ def cmd_verify(args):
         problems += not ok
         print(f"{'ok  ' if ok else 'FAIL'} {ex.id} {file.parent.name}/{file.name:<28} {status:<5} {message}")
 
-    for ex in EXERCISES:
+    for ex in verified_exercises(args.exercise):
         for ref in [ex.solution] + ex.equivalents():
             r = grade(ex, ref, model, explain_all=True)
             fired = sorted({c["diagnosis"]["name"] for c in r["cases"] if c.get("diagnosis")})
