@@ -810,3 +810,33 @@ def test_ch10_ch11_with_your_own_image_and_a_file_that_is_not_one(run_script, tm
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(lines) == 2 and str(bad) in lines[0], r.stderr
     assert lines[0].startswith("错误：") and "第 11 章" in r.stdout
+
+
+SMALL_IMAGE = """
+import runpy, sys
+from qwen.lang import QwenError
+for script, image in [("ch10_vision.py", sys.argv[1]), ("ch11_seeing.py", sys.argv[1]), ("ch10_vision.py", sys.argv[2])]:
+    sys.argv = [script, "--tiny", "--image", image, "--max-new-tokens", "2"][:4 if script == "ch10_vision.py" else 6]
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except QwenError as e:
+        print("ERROR", script, e)
+"""
+
+
+def test_ch10_ch11_size_limit_is_the_checkpoints_block(run_script, tmp_path):
+    """The smallest side a picture may have is the checkpoint's merged block (patch x merge: 8 pixels
+    on the tiny checkpoint, 32 on Qwen3.5), as in the library and the chat: the chapters used the
+    real checkpoint's 32 on the tiny one, refusing a 20 x 20 picture that chat --image took, and
+    said "one 32 x 32 block" right after printing blocks of 8."""
+    from PIL import Image
+    small, thin = tmp_path / "small.png", tmp_path / "thin.png"
+    Image.new("RGB", (20, 20), (0, 128, 255)).save(small)
+    Image.new("RGB", (40, 7), (0, 128, 255)).save(thin)
+    r = run_script("-c", SMALL_IMAGE, small, thin)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert f"{small}: 20 x 20 pixels" in r.stdout and "grid (t, h, w) = (1, 8, 8)" in r.stdout, r.stdout[-3000:]
+    assert "the one <|image_pad|> becomes 16 (grid 1 x 8 x 8 / 2^2)" in r.stdout
+    errors = [line for line in r.stdout.splitlines() if line.startswith("ERROR")]
+    assert errors == [f"ERROR ch10_vision.py {thin} is 40 x 7 pixels; each side must be at least 8 pixels "
+                      "(one 8 x 8 block of patches). Use a larger picture."], errors
