@@ -292,8 +292,8 @@ if ready:
         "  第 0 块第 0 头，从单元{f}的图块 {p} 看：{n} 个图块上的权重之和为 {s:.3f}；"
         "其中 {l:.0%} 落在它后面的图块上（没有因果掩码）",
         p=patch, f=cell(*focus), n=per_image[0], s=look.sum().item(), l=later)
-    say("  its largest weight: {v:.3f} on cell {rc} (an even spread would give {e:.4f} each)",
-        "  最大的权重：{v:.3f}，在单元{rc}（平均分配时每个 {e:.4f}）",
+    say("  its largest weight: {v:.4f} on cell {rc} (an even spread would give {e:.4f} each)",
+        "  最大的权重：{v:.4f}，在单元{rc}（平均分配时每个 {e:.4f}）",
         v=look[top].item(), rc=cell(cell_r[top], cell_c[top]), e=1 / per_image[0])
     if ch.tiny:
         say("  (tiny checkpoint: made-up weights: where this head looks means nothing)",

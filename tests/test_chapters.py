@@ -742,6 +742,8 @@ def test_ch10(course_en):
                        r"\(2, 3\) with \(0, 4\): (\S+)", out)
     assert scores and len(set(scores.groups()[:3])) == 1 and scores[4] != scores[1], out
     assert "weights over the 576 patches sum to 1.000" in out and "where this head looks means nothing" in out
+    top = re.search(r"its largest weight: (\d\.\d{4}) on cell \(\d+, \d+\) \(an even spread would give (\d\.\d{4}) each\)", out)
+    assert top and float(top[1]) >= float(top[2]), out       # both to 4 decimals (it said 0.002 against 0.0017)
     assert "576 patches x 8 -> 144 groups of 4 patches x 8 = 32 -> fc1, GELU 32 -> fc2 [144, 16]" in out
     assert "width 16 = the language model's hidden size 16" in out and "144 <|image_pad|> between" in out
     assert _number(r"by hand vs the library: max \|difference\| (\S+)", out) < 1e-5
