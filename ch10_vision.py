@@ -214,7 +214,7 @@ if ready:
         (ca, sa), (cb, sb) = rotary(*torch.tensor([[a[0]], [a[1]]])), rotary(*torch.tensor([[b[0]], [b[1]]]))
         return (turn(q, ca[0], sa[0]) * turn(k, cb[0], sb[0])).sum().item()
 
-    pairs = [((2, 3), (0, 1)), ((12, 9), (10, 7)), ((7, 30), (5, 28))]          # each 2 down and 2 across
+    pairs = [((2, 3), (0, 1)), ((12, 9), (10, 7)), ((7, 20), (5, 18))]          # each 2 down and 2 across, in the grid
     scores = [score(a, b) for a, b in pairs]
     say("  random q, k at cells {p}: scores {s}: the same, only being {d} apart matters; {a} with {b}: {o:+.4f}",
         "  随机的 q、k 放在单元{p}：分数 {s}：相同，只有相距{d}起作用；{a}与{b}：{o:+.4f}",

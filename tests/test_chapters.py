@@ -741,6 +741,8 @@ def test_ch10(course_en):
     scores = re.search(r"scores (\S+) (\S+) (\S+): the same, only being \(2, 2\) apart matters; "
                        r"\(2, 3\) with \(0, 4\): (\S+)", out)
     assert scores and len(set(scores.groups()[:3])) == 1 and scores[4] != scores[1], out
+    named = re.search(r"random q, k at cells (.*): scores", out)[1]           # cells of this 24 x 24 grid (one said (7, 30))
+    assert all(int(r) < 24 and int(c) < 24 for r, c in re.findall(r"\((\d+), (\d+)\)", named)), named
     assert "weights over the 576 patches sum to 1.000" in out and "where this head looks means nothing" in out
     top = re.search(r"its largest weight: (\d\.\d{4}) on cell \(\d+, \d+\) \(an even spread would give (\d\.\d{4}) each\)", out)
     assert top and float(top[1]) >= float(top[2]), out       # both to 4 decimals (it said 0.002 against 0.0017)
