@@ -73,11 +73,11 @@ def cell(r, c):
 
 # %%
 if ready:
-    from qwen.image import load_image, preprocess
+    from qwen.image import image_settings, load_image, preprocess
     from qwen.pictures import DEMO_WORD, demo_image
 
     section(1, "The picture, cut into patches", "图像切成图块")
-    image = load_image(args.image) if args.image else demo_image()
+    image = load_image(args.image, image_settings(path)) if args.image else demo_image()   # the size limit of this checkpoint
     if args.image:
         say("  {p}: {w} x {h} pixels", "  {p}：{w} x {h} 像素", p=args.image, w=image.width, h=image.height)
     else:
@@ -214,7 +214,7 @@ if ready:
         (ca, sa), (cb, sb) = rotary(*torch.tensor([[a[0]], [a[1]]])), rotary(*torch.tensor([[b[0]], [b[1]]]))
         return (turn(q, ca[0], sa[0]) * turn(k, cb[0], sb[0])).sum().item()
 
-    pairs = [((2, 3), (0, 1)), ((12, 9), (10, 7)), ((7, 30), (5, 28))]          # each 2 down and 2 across
+    pairs = [((2, 3), (0, 1)), ((12, 9), (10, 7)), ((7, 20), (5, 18))]          # each 2 down and 2 across, in the grid
     scores = [score(a, b) for a, b in pairs]
     say("  random q, k at cells {p}: scores {s}: the same, only being {d} apart matters; {a} with {b}: {o:+.4f}",
         "  随机的 q、k 放在单元{p}：分数 {s}：相同，只有相距{d}起作用；{a}与{b}：{o:+.4f}",
@@ -292,8 +292,8 @@ if ready:
         "  第 0 块第 0 头，从单元{f}的图块 {p} 看：{n} 个图块上的权重之和为 {s:.3f}；"
         "其中 {l:.0%} 落在它后面的图块上（没有因果掩码）",
         p=patch, f=cell(*focus), n=per_image[0], s=look.sum().item(), l=later)
-    say("  its largest weight: {v:.3f} on cell {rc} (an even spread would give {e:.4f} each)",
-        "  最大的权重：{v:.3f}，在单元{rc}（平均分配时每个 {e:.4f}）",
+    say("  its largest weight: {v:.4f} on cell {rc} (an even spread would give {e:.4f} each)",
+        "  最大的权重：{v:.4f}，在单元{rc}（平均分配时每个 {e:.4f}）",
         v=look[top].item(), rc=cell(cell_r[top], cell_c[top]), e=1 / per_image[0])
     if ch.tiny:
         say("  (tiny checkpoint: made-up weights: where this head looks means nothing)",

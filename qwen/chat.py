@@ -89,7 +89,11 @@ def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None):
                     break
                 if line == "/reset":
                     chat.reset()
-                    print(tr("(conversation and cache cleared)", "（对话和缓存已清空）"))
+                    if picture is None:
+                        print(tr("(conversation and cache cleared)", "（对话和缓存已清空）"))
+                    else:                                             # the picture is sent again: say so
+                        print(tr("(conversation and cache cleared; the image goes with your next message)",
+                                 "（对话和缓存已清空；图像随你的下一条消息再发送一次）"))
                 elif line == "/help":
                     print(help_text())
                 else:

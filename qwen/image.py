@@ -204,8 +204,15 @@ def check_size(width, height, factor, name="the image"):
 
 
 def _bomb(path, size):
+    """Pillow refuses at open a file claiming over twice its limit (`size` None: we never see the
+    size); one under that but over the limit reaches our own check, which knows the size."""
     from PIL import Image
-    claimed = f"{size[0]} x {size[1]}" if size else "too many"
+    if size is None:
+        return QwenError("{path} claims over twice Pillow's limit of {n:,} pixels (a decompression bomb, or a huge "
+                         "scan). It was not decoded; shrink the picture first.",
+                         "{path} 声称的像素数超过了 Pillow 上限 {n:,} 的两倍（解压炸弹，或超大的扫描图）。它没有被解码；"
+                         "请先把图片缩小。", path=path, n=Image.MAX_IMAGE_PIXELS or 0)
+    claimed = f"{size[0]} x {size[1]}"
     return QwenError("{path} claims {c} pixels, over Pillow's limit of {n:,} (a decompression bomb, or a huge scan). "
                      "It was not decoded; shrink the picture first.",
                      "{path} 声称有 {c} 像素，超过了 Pillow 的上限 {n:,}（解压炸弹，或超大的扫描图）。它没有被解码；"

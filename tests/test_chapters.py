@@ -750,7 +750,11 @@ def test_ch10(course_en):
     scores = re.search(r"scores (\S+) (\S+) (\S+): the same, only being \(2, 2\) apart matters; "
                        r"\(2, 3\) with \(0, 4\): (\S+)", out)
     assert scores and len(set(scores.groups()[:3])) == 1 and scores[4] != scores[1], out
+    named = re.search(r"random q, k at cells (.*): scores", out)[1]           # cells of this 24 x 24 grid (one said (7, 30))
+    assert all(int(r) < 24 and int(c) < 24 for r, c in re.findall(r"\((\d+), (\d+)\)", named)), named
     assert "weights over the 576 patches sum to 1.000" in out and "where this head looks means nothing" in out
+    top = re.search(r"its largest weight: (\d\.\d{4}) on cell \(\d+, \d+\) \(an even spread would give (\d\.\d{4}) each\)", out)
+    assert top and float(top[1]) >= float(top[2]), out       # both to 4 decimals (it said 0.002 against 0.0017)
     assert "576 patches x 8 -> 144 groups of 4 patches x 8 = 32 -> fc1, GELU 32 -> fc2 [144, 16]" in out
     assert "width 16 = the language model's hidden size 16" in out and "144 <|image_pad|> between" in out
     assert _number(r"by hand vs the library: max \|difference\| (\S+)", out) < 1e-5
@@ -934,3 +938,33 @@ def test_speculative_decoding_in_chapter_9_and_in_the_chat(run_script, course_en
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert "Speculative decoding: the MTP head drafts 2 tokens a step" in r.stdout and "replies are greedy" in r.stdout
     assert re.search(r"\[3 tokens; .*\]  \[speculative: \d+ of \d+ drafts accepted", r.stderr)
+
+
+SMALL_IMAGE = """
+import runpy, sys
+from qwen.lang import QwenError
+for script, image in [("ch10_vision.py", sys.argv[1]), ("ch11_seeing.py", sys.argv[1]), ("ch10_vision.py", sys.argv[2])]:
+    sys.argv = [script, "--tiny", "--image", image, "--max-new-tokens", "2"][:4 if script == "ch10_vision.py" else 6]
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except QwenError as e:
+        print("ERROR", script, e)
+"""
+
+
+def test_ch10_ch11_size_limit_is_the_checkpoints_block(run_script, tmp_path):
+    """The smallest side a picture may have is the checkpoint's merged block (patch x merge: 8 pixels
+    on the tiny checkpoint, 32 on Qwen3.5), as in the library and the chat: the chapters used the
+    real checkpoint's 32 on the tiny one, refusing a 20 x 20 picture that chat --image took, and
+    said "one 32 x 32 block" right after printing blocks of 8."""
+    from PIL import Image
+    small, thin = tmp_path / "small.png", tmp_path / "thin.png"
+    Image.new("RGB", (20, 20), (0, 128, 255)).save(small)
+    Image.new("RGB", (40, 7), (0, 128, 255)).save(thin)
+    r = run_script("-c", SMALL_IMAGE, small, thin)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert f"{small}: 20 x 20 pixels" in r.stdout and "grid (t, h, w) = (1, 8, 8)" in r.stdout, r.stdout[-3000:]
+    assert "the one <|image_pad|> becomes 16 (grid 1 x 8 x 8 / 2^2)" in r.stdout
+    errors = [line for line in r.stdout.splitlines() if line.startswith("ERROR")]
+    assert errors == [f"ERROR ch10_vision.py {thin} is 40 x 7 pixels; each side must be at least 8 pixels "
+                      "(one 8 x 8 block of patches). Use a larger picture."], errors

@@ -1,6 +1,7 @@
 """`python main.py chat` and qwen.generate.Chat: user text stays text, kept caches continue across
 turns (the same replies, fewer tokens read), commands, and Ctrl-C that stops a reply, not the chat."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -164,6 +165,21 @@ def test_the_vision_tower_is_read_only_for_a_chat_with_a_picture(tiny_path, tmp_
     lines = iter(["/quit"])
     chat_loop(tiny_path, max_new_tokens=1, read=lambda prompt: next(lines), image=picture if with_image else None)
     assert (loaded[0].visual is not None) == with_image
+
+
+def test_reset_in_a_chat_with_a_picture_says_the_picture_goes_again(tiny_path, tmp_path, capsys):
+    """After /reset the picture goes with the next message (the same prompt as the first turn's);
+    the line said only "(conversation and cache cleared)", as if the picture were gone too."""
+    from PIL import Image
+    from qwen.chat import chat_loop
+    picture = tmp_path / "red.png"
+    Image.new("RGB", (64, 64), (200, 30, 30)).save(picture)
+    lines = iter(["what is it?", "/reset", "what is it?", "/quit"])
+    chat_loop(tiny_path, max_new_tokens=1, read=lambda prompt: next(lines), image=picture)
+    out, err = capsys.readouterr()
+    assert "(conversation and cache cleared; the image goes with your next message)" in out, out
+    firsts = re.findall(r"reused 0 of (\d+) prompt tokens", err)
+    assert len(firsts) == 2 and firsts[0] == firsts[1] and int(firsts[0]) > 64, err   # 64 image tokens, both times
 
 
 class Reader(threading.Thread):

@@ -301,7 +301,7 @@ BAD_FILES = [  # (how to make it, English words, Chinese words)
     (bad_folder, "is a folder: give the path of one image file", "是一个文件夹"),
     (bad_missing, "no such image file", "没有这个图像文件"),
     (bad_bomb, "claims 10000 x 10000 pixels, over Pillow's limit", "超过了 Pillow 的上限"),
-    (bad_big_bomb, "over Pillow's limit", "解压炸弹"),
+    (bad_big_bomb, "over twice Pillow's limit", "解压炸弹"),
     (bad_too_small, "each side must be at least 32 pixels", "每条边至少要 32 像素"),
     (bad_too_elongated, "one side is 203 times the other", "超过了上限 200"),
 ]
@@ -337,6 +337,18 @@ def test_a_bomb_is_refused_before_decoding(tmp_path, monkeypatch):
     monkeypatch.setattr(ImageFile.ImageFile, "load", lambda self: pytest.fail("decoded"))
     with pytest.raises(QwenError, match=r"claims 200 x 100 pixels, over Pillow's limit of 10,000"):
         load_image(path)
+
+
+def test_a_huge_bomb_says_twice_the_limit_in_both_languages(tmp_path):
+    """Over twice the limit, Pillow refuses at open and the size is unknown: the line said "claims
+    too many pixels", and the Chinese line kept the English words ("声称有 too many 像素")."""
+    path = tmp_path / "huge.png"
+    bad_big_bomb(path)
+    with pytest.raises(QwenError) as e:
+        load_image(path)
+    limit = f"{Image.MAX_IMAGE_PIXELS:,}"
+    assert f"claims over twice Pillow's limit of {limit} pixels" in e.value.en, e.value.en
+    assert f"超过了 Pillow 上限 {limit} 的两倍" in e.value.zh and "too many" not in e.value.zh, e.value.zh
 
 
 def test_aspect_ratio_in_smart_resize_is_a_clear_error():
