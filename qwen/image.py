@@ -204,12 +204,13 @@ def check_size(width, height, factor, name="the image"):
 
 
 def _bomb(path, size):
+    """size None: Pillow refused the header itself (over twice its limit), without saying the size."""
     from PIL import Image
-    claimed = f"{size[0]} x {size[1]}" if size else "too many"
-    return QwenError("{path} claims {c} pixels, over Pillow's limit of {n:,} (a decompression bomb, or a huge scan). "
+    count_en, count_zh = (f" {size[0]} x {size[1]} ",) * 2 if size else (" too many ", "过多的")
+    return QwenError("{path} claims{ce}pixels, over Pillow's limit of {n:,} (a decompression bomb, or a huge scan). "
                      "It was not decoded; shrink the picture first.",
-                     "{path} 声称有 {c} 像素，超过了 Pillow 的上限 {n:,}（解压炸弹，或超大的扫描图）。它没有被解码；"
-                     "请先把图片缩小。", path=path, c=claimed, n=Image.MAX_IMAGE_PIXELS or 0)
+                     "{path} 声称有{cz}像素，超过了 Pillow 的上限 {n:,}（解压炸弹，或超大的扫描图）。它没有被解码；"
+                     "请先把图片缩小。", path=path, ce=count_en, cz=count_zh, n=Image.MAX_IMAGE_PIXELS or 0)
 
 
 def _broken(path, e):

@@ -301,7 +301,7 @@ BAD_FILES = [  # (how to make it, English words, Chinese words)
     (bad_folder, "is a folder: give the path of one image file", "是一个文件夹"),
     (bad_missing, "no such image file", "没有这个图像文件"),
     (bad_bomb, "claims 10000 x 10000 pixels, over Pillow's limit", "超过了 Pillow 的上限"),
-    (bad_big_bomb, "over Pillow's limit", "解压炸弹"),
+    (bad_big_bomb, "claims too many pixels, over Pillow's limit", "声称有过多的像素，超过了 Pillow 的上限"),
     (bad_too_small, "each side must be at least 32 pixels", "每条边至少要 32 像素"),
     (bad_too_elongated, "one side is 203 times the other", "超过了上限 200"),
 ]
