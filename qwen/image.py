@@ -138,8 +138,12 @@ def load_image(path, settings=None):
 
     The header is read first (Image.open is lazy), so a file claiming more pixels than Pillow's
     MAX_IMAGE_PIXELS (a decompression bomb: a few kB that would unpack to gigabytes) is refused
-    before any memory is spent, and so are sizes the model cannot use (`check_size`)."""
-    from PIL import Image, UnidentifiedImageError
+    before any memory is spent, and so are sizes the model cannot use (`check_size`).
+
+    A photo whose EXIF data says "rotated" (most phone cameras store the pixels sideways and an
+    orientation tag) is turned upright, as transformers' load_image does: the model should see
+    what the learner sees in a viewer, not the picture lying on its side."""
+    from PIL import Image, ImageOps, UnidentifiedImageError
 
     path = Path(path)
     kind = kind_of(path)
@@ -175,6 +179,7 @@ def load_image(path, settings=None):
             image.load()                                    # decode now, while the file is open
         except Exception as e:                              # truncated data, a corrupt stream
             raise _broken(path, e) from None
+        ImageOps.exif_transpose(image, in_place=True)       # a phone photo upright, as a viewer shows it
     if image.mode in ("I;16", "I;16L", "I;16B", "I;16N") or (image.mode == "I" and image.getextrema()[1] > 255):
         image = _to_8_bits(image)
     return to_rgb(image)

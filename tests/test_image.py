@@ -348,3 +348,18 @@ def test_aspect_ratio_in_smart_resize_is_a_clear_error():
 def test_settings_dataclass_shapes():
     assert REAL_SETTINGS.factor == 32 and REAL_SETTINGS.patch_dim == 1536
     assert isinstance(REAL_SETTINGS, ImageSettings)
+
+
+def test_an_exif_rotated_photo_is_turned_upright_as_transformers_load_image(tmp_path):
+    """A phone photo stores its pixels sideways plus an orientation tag (6: turn 90 degrees);
+    transformers' load_image (image_utils) turns it upright, and so does ours."""
+    from transformers.image_utils import load_image as hf_load_image
+    stored = picture(64, 40)                                              # as the sensor saw it
+    exif = Image.Exif()
+    exif[0x0112] = 6                                                      # Orientation: rotate 90 CW to view
+    path = tmp_path / "phone.png"
+    stored.save(path, exif=exif)
+    ours, reference = load_image(path), hf_load_image(str(path))
+    assert ours.size == reference.size == (40, 64)
+    assert np.array_equal(np.asarray(ours), np.asarray(reference))
+    assert preprocess(str(path), REAL_SETTINGS)[1].tolist() == preprocess(reference, REAL_SETTINGS)[1].tolist()
