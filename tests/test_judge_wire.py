@@ -84,3 +84,17 @@ def test_lazy_negative_views_are_sent_as_their_values_and_nested_tensors_are_one
         nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
     with pytest.raises(wire.Unsupported, match="nested tensor"):
         wire.encode(nested)
+
+
+def test_a_wrong_type_is_named_with_the_right_article():
+    """Exercise 240 returning floats said "returned a float, expected a int"."""
+    from qwen.lang import set_lang
+    set_lang("en")
+    with pytest.raises(Mismatch, match=r"^smart_resize\[0\]: returned a float, expected an int$"):
+        check_value(448, 448.0, name="smart_resize[0]")
+    set_lang("zh")
+    try:
+        with pytest.raises(Mismatch, match=r"^smart_resize\[0\]：返回了 float，应当是 int$"):
+            check_value(448, 448.0, name="smart_resize[0]")
+    finally:
+        set_lang("en")
