@@ -370,6 +370,21 @@ def test_chat_image_bad_input_is_one_line(args, says, run_script, tmp_path):
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 2, r.stderr
 
 
+def test_chat_image_with_a_tower_less_checkpoint_stops_before_the_first_message(tiny_path, tmp_path, capsys):
+    """A multimodal config.json whose model.visual.* tensors were stripped: before, the chat announced
+    the image, waited for a message, and only then said the checkpoint has no vision tower."""
+    import shutil
+    from qwen.chat import chat_loop
+    from qwen.tiny import tiny_config, tiny_tensors, write_checkpoint
+    folder = shutil.copytree(tiny_path, tmp_path / "stripped")            # tokenizer, template, preprocessor
+    write_checkpoint(folder, {k: v for k, v in tiny_tensors().items() if not k.startswith("model.visual.")},
+                     tiny_config())
+    asked = []
+    with pytest.raises(QwenError, match=r"has no vision tower \(model\.visual\.\* tensors\), so --image cannot be read"):
+        chat_loop(folder, max_new_tokens=2, image=_picture(tmp_path), read=lambda prompt: asked.append(prompt) or "/quit")
+    assert asked == [] and "it goes with your first message" not in capsys.readouterr().out
+
+
 # --------------------------------------------------------------------------------------------
 # Exercise 242: the 3D position ids
 # --------------------------------------------------------------------------------------------
