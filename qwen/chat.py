@@ -16,7 +16,7 @@ first one after /reset): its pad tokens, one per merged 2 x 2 block of patches, 
 """
 import sys
 
-from qwen.lang import tr
+from qwen.lang import QwenError, tr
 
 COMMANDS = ("/help", "/reset", "/quit")
 
@@ -59,6 +59,11 @@ def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None):
     picture = None if image is None else load_chat_image(path, image)
     print(tr("Loading {path} ...", "正在加载 {path} ……", path=path), flush=True)
     model = load_model(path, vision=picture is not None)          # the tower only for a picture
+    if picture is not None and model.visual is None:               # a vision_config, no model.visual.* tensors
+        raise QwenError("{path} has no vision tower (model.visual.* tensors), so --image cannot be read. Use the "
+                        "multimodal checkpoint (Qwen/Qwen3.5-0.8B), or chat without --image.",
+                        "{path} 没有视觉塔（model.visual.* 张量），所以读不了 --image。请使用多模态检查点"
+                        "（Qwen/Qwen3.5-0.8B），或者不带 --image 对话。", path=path)
     if speculative is None:
         chat = Chat(model, Tokenizer.load(path), enable_thinking=think, temperature=0.7, top_k=20, top_p=0.8, seed=0)
     else:

@@ -39,6 +39,7 @@ from qwen.lang import QwenError
 
 CONFIG_NAME = "preprocessor_config.json"
 MAX_ASPECT_RATIO = 200                   # smart_resize's own limit (the reference raises beyond it)
+MAX_MIN_PIXELS = 4096 * 4096             # the real max_pixels; a lower bound above it upsizes every picture
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,8 +83,13 @@ def image_settings(path=None):
         return REAL_SETTINGS
     path = Path(path)
     file = path / CONFIG_NAME if kind_of(path) == "folder" else path
-    if kind_of(file) is None:
-        return REAL_SETTINGS
+    settings = _read_settings(file) if kind_of(file) is not None else REAL_SETTINGS
+    _agree_with_tower(file, settings)
+    return settings
+
+
+def _read_settings(file):
+    """The ImageSettings of an existing preprocessor_config.json, every value checked."""
     raw = read_json(file)                                   # a broken file: one line naming it
     if not isinstance(raw, dict):
         raise QwenError("{file} should hold a JSON object, but it holds a {kind}. Download it again, or delete it to "
@@ -107,6 +113,12 @@ def image_settings(path=None):
                             file=file, name=name)
         if type(value) is not int or value < 1:
             raise _bad_setting(file, key, ("a positive whole number", "正整数"), repr(value))
+    if values["min_pixels"] > MAX_MIN_PIXELS:
+        raise _bad_setting(file, "size.shortest_edge (min_pixels)",
+                           ("at most {:,} (4096 x 4096, the real checkpoint's largest image: a larger lower bound "
+                            "would blow every picture up to gigabytes)".format(MAX_MIN_PIXELS),
+                            "不超过 {:,}（4096 x 4096，真实检查点的最大图像：更大的下限会把每张图片放大到几 GB）"
+                            .format(MAX_MIN_PIXELS)), f"{values['min_pixels']:,}")
     if values["min_pixels"] > values["max_pixels"]:
         raise _bad_setting(file, "size", ("shortest_edge <= longest_edge", "满足 shortest_edge <= longest_edge"),
                            f"{values['min_pixels']} > {values['max_pixels']}")
@@ -119,7 +131,53 @@ def image_settings(path=None):
                       else ("a list of 3 numbers", "由 3 个数组成的列表"))
             raise _bad_setting(file, key, wanted, repr(value)[:60])
         values[key] = tuple(float(v) for v in value)
+    if not _finite_in_fp32(values["image_mean"], values["image_std"]):
+        raise _bad_setting(file, "image_mean / image_std", ("numbers for which (x - mean) / std stays finite in fp32",
+                                                            "使 (x - mean) / std 在 fp32 中保持有限的数"),
+                           f"{values['image_mean']} / {values['image_std']}"[:80])
     return ImageSettings(**values, source=str(file))
+
+
+def _finite_in_fp32(mean, std):
+    """(x - mean) / std is computed in fp32: a mean of 1e300 or a std of 1e-300 (each a valid JSON
+    number) gives inf or nan there. The extremes are at x = 0 and x = 1, the normalization being linear."""
+    import torch
+    x = torch.tensor([[0.0], [1.0]])                                    # (2, 1): the extreme pixels
+    return bool(((x - torch.tensor([mean])) / torch.tensor([std])).isfinite().all())
+
+
+TOWER_KEYS = (("patch_size", "patch_size"), ("temporal_patch_size", "temporal_patch_size"),
+              ("merge_size", "spatial_merge_size"))              # (preprocessor_config.json, vision_config)
+
+
+def _agree_with_tower(file, settings):
+    """The patch geometry must be the tower's, config.json's vision_config in the same folder.
+
+    Otherwise the tower receives rows of the wrong width, and the error would come only after the
+    model was loaded, naming neither file (and a huge temporal_patch_size would first allocate
+    gigabytes). No config.json, or one without a vision_config: nothing to compare."""
+    config = file.parent / "config.json"
+    if kind_of(config) != "file":
+        return
+    raw = read_json(config)
+    vision = raw.get("vision_config") if isinstance(raw, dict) else None
+    if not isinstance(vision, dict):
+        return
+    for ours, theirs in TOWER_KEYS:
+        want, have = vision.get(theirs), getattr(settings, ours)
+        if type(want) is not int or want == have:
+            continue
+        fields = dict(file=file, key=ours, have=have, theirs=theirs, want=want, folder=file.parent)
+        if kind_of(file) is None:
+            raise QwenError("{file} is missing, and Qwen3.5's {key} {have} (used in its place) disagrees with "
+                            "config.json's vision_config.{theirs} {want}. Copy this checkpoint's "
+                            "preprocessor_config.json into {folder}.",
+                            "缺少 {file}，而代替它的 Qwen3.5 的 {key} {have} 与 config.json 的 vision_config.{theirs} "
+                            "{want} 不一致。请把这个检查点的 preprocessor_config.json 复制到 {folder}。", **fields)
+        raise QwenError("{file}: {key} is {have}, but config.json's vision_config.{theirs} is {want}: the two files "
+                        "come from different checkpoints. Download preprocessor_config.json again with the model.",
+                        "{file}：{key} 是 {have}，但 config.json 的 vision_config.{theirs} 是 {want}：这两个文件来自"
+                        "不同的检查点。请和模型一起重新下载 preprocessor_config.json。", **fields)
 
 
 def _bad_setting(file, key, wanted, value):
@@ -138,8 +196,12 @@ def load_image(path, settings=None):
 
     The header is read first (Image.open is lazy), so a file claiming more pixels than Pillow's
     MAX_IMAGE_PIXELS (a decompression bomb: a few kB that would unpack to gigabytes) is refused
-    before any memory is spent, and so are sizes the model cannot use (`check_size`)."""
-    from PIL import Image, UnidentifiedImageError
+    before any memory is spent, and so are sizes the model cannot use (`check_size`).
+
+    A photo whose EXIF data says "rotated" (most phone cameras store the pixels sideways and an
+    orientation tag) is turned upright, as transformers' load_image does: the model should see
+    what the learner sees in a viewer, not the picture lying on its side."""
+    from PIL import Image, ImageOps, UnidentifiedImageError
 
     path = Path(path)
     kind = kind_of(path)
@@ -175,6 +237,7 @@ def load_image(path, settings=None):
             image.load()                                    # decode now, while the file is open
         except Exception as e:                              # truncated data, a corrupt stream
             raise _broken(path, e) from None
+        ImageOps.exif_transpose(image, in_place=True)       # a phone photo upright, as a viewer shows it
     if image.mode in ("I;16", "I;16L", "I;16B", "I;16N") or (image.mode == "I" and image.getextrema()[1] > 255):
         image = _to_8_bits(image)
     return to_rgb(image)
@@ -212,11 +275,11 @@ def _bomb(path, size):
                          "scan). It was not decoded; shrink the picture first.",
                          "{path} 声称的像素数超过了 Pillow 上限 {n:,} 的两倍（解压炸弹，或超大的扫描图）。它没有被解码；"
                          "请先把图片缩小。", path=path, n=Image.MAX_IMAGE_PIXELS or 0)
-    claimed = f"{size[0]} x {size[1]}"
-    return QwenError("{path} claims {c} pixels, over Pillow's limit of {n:,} (a decompression bomb, or a huge scan). "
+    count_en = count_zh = f" {size[0]} x {size[1]} "
+    return QwenError("{path} claims{ce}pixels, over Pillow's limit of {n:,} (a decompression bomb, or a huge scan). "
                      "It was not decoded; shrink the picture first.",
-                     "{path} 声称有 {c} 像素，超过了 Pillow 的上限 {n:,}（解压炸弹，或超大的扫描图）。它没有被解码；"
-                     "请先把图片缩小。", path=path, c=claimed, n=Image.MAX_IMAGE_PIXELS or 0)
+                     "{path} 声称有{cz}像素，超过了 Pillow 的上限 {n:,}（解压炸弹，或超大的扫描图）。它没有被解码；"
+                     "请先把图片缩小。", path=path, ce=count_en, cz=count_zh, n=Image.MAX_IMAGE_PIXELS or 0)
 
 
 def _broken(path, e):

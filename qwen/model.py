@@ -40,7 +40,7 @@ from qwen.generate import Cache
 from qwen.lang import QwenError
 from qwen.mlp import MLP
 from qwen.norm import GatedRMSNorm, RMSNorm
-from qwen.rope import RotaryEmbedding, rope_index
+from qwen.rope import RotaryEmbedding, image_grids, rope_index
 from qwen.vision import VisionConfig, VisionModel
 from qwen.weights import DTYPES, Config, load, load_weights
 
@@ -146,7 +146,7 @@ class Qwen35(nn.Module):
                             "images. Use the multimodal checkpoint (Qwen/Qwen3.5-0.8B).",
                             "{path} 没有视觉塔（model.visual.* 张量）：这个检查点读不了图像。"
                             "请使用多模态检查点（Qwen/Qwen3.5-0.8B）。", path=self.path or self.cfg.source)
-        grid_thw = torch.as_tensor(grid_thw).reshape(-1, 3).cpu()
+        grid_thw = torch.tensor(image_grids(grid_thw), dtype=torch.int64).reshape(-1, 3)   # (images, 3), checked
         past = 0 if cache is None else cache.length
         start = past + (0 if cache is None else cache.delta)
         if not isinstance(start, int):                                        # per-row deltas: one row at a time

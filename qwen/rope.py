@@ -151,8 +151,10 @@ def rope_index(ids, grid_thw, cfg, start=0):
     if ids.dim() == 1:
         ids = ids[None]                                                      # (1, seq)
     batch, seq = ids.shape
-    grids = [] if grid_thw is None else torch.as_tensor(grid_thw).reshape(-1, 3).tolist()
+    grids = [] if grid_thw is None else image_grids(grid_thw)
     image_id, merge = cfg.image_tokens() if grids or (ids == _image_id(cfg)).any() else (None, 1)
+    if grids:
+        image_grids(grids, merge)                                            # h and w in whole merged blocks
     out = torch.empty(3, batch, seq, dtype=torch.int64)
     used = 0                                                                 # images placed so far
     for b in range(batch):
@@ -175,6 +177,26 @@ def rope_index(ids, grid_thw, cfg, start=0):
     if used != len(grids):
         raise _count_error(int((ids == image_id).sum()), grids, merge, cfg)
     return out
+
+
+def image_grids(grid_thw, merge=None):
+    """grid_thw, a tensor (images, 3) or a list of (t, h, w), as [(t, h, w), ...] Python ints, checked:
+    whole numbers, t, h, w at least 1, h and w multiples of `merge` (when given). A float, negative or badly
+    shaped grid would otherwise fail deep inside torch (a slice, an arange) with no word of why."""
+    g = torch.as_tensor(grid_thw)
+    if g.dtype.is_floating_point or g.dtype.is_complex or g.dtype == torch.bool or g.shape[-1:] != (3,) or g.dim() > 2:
+        raise QwenError("grid_thw has shape {shape} and dtype {dtype}; it should be (images, 3) whole numbers "
+                        "(t, h, w per image). Use the grid that preprocess returned.",
+                        "grid_thw 的形状是 {shape}，类型是 {dtype}；它应当是 (images, 3) 的整数（每张图像的 t、h、w）。"
+                        "请使用 preprocess 返回的网格。", shape=tuple(g.shape), dtype=str(g.dtype).replace("torch.", ""))
+    grids = [tuple(int(n) for n in row) for row in g.reshape(-1, 3).tolist()]
+    bad = [row for row in grids if min(row) < 1 or merge and (row[1] % merge or row[2] % merge)]
+    if bad:
+        raise QwenError("grid_thw {grid}: t, h and w must be at least 1, h and w multiples of {m} "
+                        "(the merged blocks). Use the grid that preprocess returned.",
+                        "grid_thw {grid}：t、h、w 至少为 1，h 和 w 必须是 {m} 的倍数（合并的块）。"
+                        "请使用 preprocess 返回的网格。", grid=bad[0], m=merge or "merge_size")
+    return grids
 
 
 def _grid_positions(pos, t, h, w):

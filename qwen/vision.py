@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from qwen.config import VisionConfig  # noqa: F401  (re-exported: qwen.vision.VisionConfig)
 from qwen.image import preprocess  # noqa: F401  (re-exported: qwen.vision.preprocess, issue 18's name)
 from qwen.lang import QwenError
-from qwen.rope import apply_rope, inverse_frequencies, rope_index  # noqa: F401  (rope_index re-exported: qwen.vision.rope_index)
+from qwen.rope import apply_rope, image_grids, inverse_frequencies, rope_index  # noqa: F401  (rope_index re-exported: qwen.vision.rope_index)
 
 LAYER_NORM_EPS = 1e-6                    # every LayerNorm of the tower (the config does not say it)
 
@@ -258,7 +258,8 @@ class VisionModel(nn.Module):
     def forward(self, pixel_values, grid_thw, attentions=None):
         """attentions, a list, receives each block's attention weights, one (heads, n, n) fp32
         tensor per image (frame) and block."""
-        grids = _grids(grid_thw)
+        grids = image_grids(grid_thw, self.cfg.spatial_merge_size)      # whole numbers, in merged blocks
+        pixel_values = torch.as_tensor(pixel_values)                     # a numpy array is welcome too
         self._check(pixel_values, grids)
         x = self.embed(pixel_values, grids)                              # (patches, hidden)
         cos, sin = self.rotary(grids, x.device)                          # (patches, head_dim) each
@@ -268,7 +269,7 @@ class VisionModel(nn.Module):
         return self.merger(x)                                            # (tokens, out_hidden)
 
     def _check(self, pixel_values, grids):
-        m, width = self.cfg.spatial_merge_size, self.cfg.patch_values
+        width = self.cfg.patch_values
         shape = tuple(pixel_values.shape)
         patches = sum(t * h * w for t, h, w in grids)
         if len(shape) != 2 or shape[1] != width or shape[0] != patches:
@@ -277,9 +278,3 @@ class VisionModel(nn.Module):
                             "pixel_values 的形状是 {shape}，但 grid_thw {grids} 需要 ({n}, {width})：请把 "
                             "preprocess 返回的像素值和网格一起传入。",
                             shape=shape, grids=grids, n=patches, width=width)
-        bad = [g for g in grids if min(g) < 1 or g[1] % m or g[2] % m]
-        if bad:
-            raise QwenError("grid_thw {grid}: t, h and w must be at least 1, h and w multiples of {m} "
-                            "(the merged blocks). Use the grid that preprocess returned.",
-                            "grid_thw {grid}：t、h、w 至少为 1，h 和 w 必须是 {m} 的倍数（合并的块）。"
-                            "请使用 preprocess 返回的网格。", grid=bad[0], m=m)

@@ -41,7 +41,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from qwen.config import Config, language_model_shapes, read_json  # noqa: F401  (Config, read_json: re-exported)
+from qwen.config import Config, VisionConfig, language_model_shapes, read_json, vision_shapes  # noqa: F401  (Config, read_json: re-exported)
 from qwen.files import kind_of, list_folder, missing_path, open_file
 from qwen.lang import QwenError
 
@@ -453,9 +453,9 @@ def check_config(cfg, infos):
     a config that does not belong to these weights is caught here, not by an allocation of
     the wrong size (or a shape error deep inside a chapter). The model's weights must also be
     floating point: integers read as weights would give numbers that mean nothing."""
-    expected = language_model_shapes(cfg)
+    expected, vision = language_model_shapes(cfg), _vision_shapes(cfg, infos)
     for full, info in infos.items():
-        want = expected.get(short_name(full))
+        want = expected.get(short_name(full)) or vision.get(full)
         if want is not None and info.dtype not in FLOAT_DTYPES:
             raise QwenError("{file}: {name} is stored as {dtype}, but a model's weights are floating-point "
                             "numbers ({floats}; Qwen3.5's are BF16, a few F32). Download the model again.",
@@ -469,6 +469,19 @@ def check_config(cfg, infos):
                             "{config} 和权重对不上：按配置，{name} 的形状是 {want}，但 {file} 里存的是 {got}。"
                             "它们属于不同的模型；请一起重新下载。", config=cfg.source, name=full,
                             want=list(want[0]), file=info.file.name, got=list(info.shape))
+
+
+def _vision_shapes(cfg, infos):
+    """{full name: (shape, dtype)} of the tower's tensors by config.json's vision_config, when the
+    folder has them; {} for a text-only export, and for a vision_config that cannot be read (that is
+    said when the tower is built, load_model with vision: the text chapters never need it)."""
+    if not any(name.startswith("model.visual.") for name in infos) or not isinstance(cfg.raw.get("vision_config"), dict):
+        return {}
+    try:
+        vcfg = VisionConfig.from_config(cfg)
+    except QwenError:
+        return {}
+    return vision_shapes(vcfg, out_hidden=cfg.hidden_size)
 
 
 # What a folder or an index can get wrong.

@@ -484,3 +484,39 @@ def test_rows_of_a_single_number_and_names_that_are_not_strings(tmp_path):
         with pytest.raises(QwenError) as e:
             call()
         assert words in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+
+def test_a_tower_weight_stored_as_integers_is_one_line_naming_it(tmp_path):
+    """The language model's tensors were checked (check_config), the tower's were not: a float
+    parameter stored as int32 (same shape) gave torch's "Error(s) in loading state_dict for
+    VisionModel ... Only Tensors of floating point dtype can require gradients"."""
+    from qwen.lang import QwenError
+    from qwen.model import load_model
+    from qwen.tiny import tiny_tensors
+    t = tiny_tensors()
+    t["model.visual.merger.norm.weight"] = t["model.visual.merger.norm.weight"].to(torch.int32)
+    folder = write_checkpoint(tmp_path, t, tiny_config())
+    with pytest.raises(QwenError) as e:
+        load_model(folder)
+    assert "model.visual.merger.norm.weight is stored as I32, but a model's weights are floating-point" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_a_vision_config_that_disagrees_with_the_tower_names_config_json(tmp_path):
+    """Before: "Shape mismatch for model.visual.patch_embed.proj.weight ... Check the config numbers
+    used to build the module", naming neither config.json nor what to do. A text-only load of the
+    same folder still works when the vision_config cannot even be read."""
+    from qwen.lang import QwenError
+    from qwen.model import load_model
+    from qwen.tiny import tiny_tensors
+    config = tiny_config()
+    config["vision_config"] = {**config["vision_config"], "patch_size": 2 * config["vision_config"]["patch_size"]}
+    folder = write_checkpoint(tmp_path, tiny_tensors(), config)
+    with pytest.raises(QwenError) as e:
+        load_model(folder)
+    text = str(e.value)
+    assert "config.json and the weights disagree: by the config, model.visual.patch_embed.proj.weight" in text, text
+    config["vision_config"]["depth"] = 0                                  # unreadable: the text model loads
+    folder = write_checkpoint(tmp_path / "text", tiny_tensors(), config)
+    assert load_model(folder, vision=False).visual is None

@@ -221,6 +221,14 @@ BROKEN_SETTINGS = [
      "image_std 应当是由 3 个正数组成的列表"),
     (json.dumps({**TINY_PREPROCESSOR_CONFIG, "size": {"shortest_edge": 10 ** 6, "longest_edge": 10}}),
      "shortest_edge <= longest_edge", "shortest_edge <= longest_edge"),
+    # A lower bound of 10^12 pixels resized a 64 x 64 picture to 10^6 x 10^6 (a MemoryError, or gigabytes).
+    (json.dumps({**TINY_PREPROCESSOR_CONFIG, "size": {"shortest_edge": 10 ** 12, "longest_edge": 10 ** 13}}),
+     "size.shortest_edge (min_pixels) should be at most 16,777,216", "size.shortest_edge (min_pixels) 应当是不超过 16,777,216"),
+    # Valid JSON numbers that overflow fp32 gave inf / nan pixel values without a word.
+    (json.dumps({**TINY_PREPROCESSOR_CONFIG, "image_mean": [1e300, 0.5, 0.5]}),
+     "image_mean / image_std should be numbers for which (x - mean) / std stays finite in fp32", "保持有限的数"),
+    (json.dumps({**TINY_PREPROCESSOR_CONFIG, "image_std": [1e-300, 0.5, 0.5]}),
+     "image_mean / image_std should be numbers", "image_mean / image_std 应当是使"),
 ]
 
 
@@ -230,6 +238,27 @@ def test_broken_settings_file_is_one_line_naming_it(tmp_path, body, en, zh):
     with pytest.raises(QwenError) as e:
         image_settings(tmp_path)
     one_line_naming(e.value, "preprocessor_config.json", en, zh)
+
+
+@pytest.mark.parametrize("preprocessor, en, zh", [
+    ({**TINY_PREPROCESSOR_CONFIG, "patch_size": 8}, "patch_size is 8, but config.json's vision_config.patch_size is 4",
+     "patch_size 是 8，但 config.json 的 vision_config.patch_size 是 4"),
+    ({**TINY_PREPROCESSOR_CONFIG, "temporal_patch_size": 10 ** 6}, "vision_config.temporal_patch_size is 2",
+     "来自不同的检查点"),
+    (None, "is missing, and Qwen3.5's patch_size 16 (used in its place) disagrees with config.json's "
+     "vision_config.patch_size 4", "缺少"),
+], ids=["patch", "temporal", "absent"])
+def test_preprocessor_settings_that_disagree_with_the_tower_are_one_line(tmp_path, tiny_path, preprocessor, en, zh):
+    """Before: the tower refused the rows after the model was loaded ("pass the pixel values and the
+    grid that preprocess returned together", naming neither file), or a temporal_patch_size of 10^6
+    tried to allocate 49 GB while cutting a 64 x 64 picture into patches."""
+    (tmp_path / "config.json").write_bytes((tiny_path / "config.json").read_bytes())
+    if preprocessor is not None:
+        (tmp_path / "preprocessor_config.json").write_text(json.dumps(preprocessor), encoding="utf-8")
+    with pytest.raises(QwenError) as e:
+        preprocess(picture(64, 64), tmp_path)
+    one_line_naming(e.value, "preprocessor_config.json", en, zh)
+    assert image_settings(tiny_path).patch_size == 4                       # the tiny checkpoint's own files agree
 
 
 def one_line_naming(error, name, en, zh):
@@ -360,3 +389,18 @@ def test_aspect_ratio_in_smart_resize_is_a_clear_error():
 def test_settings_dataclass_shapes():
     assert REAL_SETTINGS.factor == 32 and REAL_SETTINGS.patch_dim == 1536
     assert isinstance(REAL_SETTINGS, ImageSettings)
+
+
+def test_an_exif_rotated_photo_is_turned_upright_as_transformers_load_image(tmp_path):
+    """A phone photo stores its pixels sideways plus an orientation tag (6: turn 90 degrees);
+    transformers' load_image (image_utils) turns it upright, and so does ours."""
+    from transformers.image_utils import load_image as hf_load_image
+    stored = picture(64, 40)                                              # as the sensor saw it
+    exif = Image.Exif()
+    exif[0x0112] = 6                                                      # Orientation: rotate 90 CW to view
+    path = tmp_path / "phone.png"
+    stored.save(path, exif=exif)
+    ours, reference = load_image(path), hf_load_image(str(path))
+    assert ours.size == reference.size == (40, 64)
+    assert np.array_equal(np.asarray(ours), np.asarray(reference))
+    assert preprocess(str(path), REAL_SETTINGS)[1].tolist() == preprocess(reference, REAL_SETTINGS)[1].tolist()

@@ -48,6 +48,16 @@ def test_unsupported_kinds_are_refused_with_one_line(value, message):
         wire.encode(value)
 
 
+def test_a_huge_integer_is_refused_with_one_line_not_a_broken_pipe():
+    """10**100000 returned by an exercise: before, encode accepted it and pack (json.dumps) raised
+    ValueError past 4,300 digits, so the judge said "your code's process stopped without a result
+    (did it close the judge's connection ...?)". Integers of a few thousand digits still travel."""
+    with pytest.raises(wire.Unsupported, match="an integer of about 100,000 digits: too large to send back"):
+        head, blobs = wire.encode((10 ** 100_000, 2))
+        wire.pack({"value": head}, blobs)
+    assert roundtrip([10 ** 3000]) == [10 ** 3000]
+
+
 def test_malformed_frames_and_classes_from_the_sandbox_are_refused():
     with pytest.raises(ValueError):
         wire.Reader().feed(b"\xff" * 16)
@@ -74,3 +84,17 @@ def test_lazy_negative_views_are_sent_as_their_values_and_nested_tensors_are_one
         nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
     with pytest.raises(wire.Unsupported, match="nested tensor"):
         wire.encode(nested)
+
+
+def test_a_wrong_type_is_named_with_the_right_article():
+    """Exercise 240 returning floats said "returned a float, expected a int"."""
+    from qwen.lang import set_lang
+    set_lang("en")
+    with pytest.raises(Mismatch, match=r"^smart_resize\[0\]: returned a float, expected an int$"):
+        check_value(448, 448.0, name="smart_resize[0]")
+    set_lang("zh")
+    try:
+        with pytest.raises(Mismatch, match=r"^smart_resize\[0\]：返回了 float，应当是 int$"):
+            check_value(448, 448.0, name="smart_resize[0]")
+    finally:
+        set_lang("en")

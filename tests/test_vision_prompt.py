@@ -212,6 +212,30 @@ def test_pad_count_mismatch_is_one_line(change, ours):
     assert "\n" not in str(e.value)
 
 
+@torch.inference_mode()
+@pytest.mark.parametrize("grid, says", [
+    (lambda g: g.float(), "grid_thw has shape (1, 3) and dtype float32; it should be (images, 3) whole numbers"),
+    (lambda g: -g, "grid_thw (-1, -"),
+    (lambda g: torch.cat([g[0], torch.tensor([4])]), "grid_thw has shape (4,) and dtype int64"),
+    (lambda g: g[0].tolist() + [4], "grid_thw has shape (4,) and dtype int64"),
+], ids=["float", "negative", "four numbers", "a list of four"])
+def test_a_malformed_grid_is_one_line_not_a_torch_error(grid, says, ours):
+    """Before: TypeError (slice indices), RuntimeError (arange's bound and step) or a reshape error."""
+    ids, grids = _prompt(3, "wide", 3)
+    pixels = _pixels(grids)
+    with pytest.raises(QwenError) as e:
+        ours(ids, pixel_values=pixels, grid_thw=grid(grids))
+    assert str(e.value).startswith(says) and "\n" not in str(e.value), str(e.value)
+
+
+@torch.inference_mode()
+def test_pixel_values_as_a_numpy_array_give_the_same_logits(ours):
+    """Before: AttributeError ('numpy.ndarray' object has no attribute 'to') inside the patch embedding."""
+    ids, grids = _prompt(3, "wide", 3)
+    pixels = _pixels(grids)
+    assert torch.equal(ours(ids, pixel_values=pixels.numpy(), grid_thw=grids), ours(ids, pixel_values=pixels, grid_thw=grids))
+
+
 # --------------------------------------------------------------------------------------------
 # The chat template, the pad tokens, a chat with an image (the built-in tiny checkpoint)
 # --------------------------------------------------------------------------------------------
@@ -344,6 +368,21 @@ def test_chat_image_bad_input_is_one_line(args, says, run_script, tmp_path):
     r = run_script("main.py", *args)
     assert r.returncode != 0 and says in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 2, r.stderr
+
+
+def test_chat_image_with_a_tower_less_checkpoint_stops_before_the_first_message(tiny_path, tmp_path, capsys):
+    """A multimodal config.json whose model.visual.* tensors were stripped: before, the chat announced
+    the image, waited for a message, and only then said the checkpoint has no vision tower."""
+    import shutil
+    from qwen.chat import chat_loop
+    from qwen.tiny import tiny_config, tiny_tensors, write_checkpoint
+    folder = shutil.copytree(tiny_path, tmp_path / "stripped")            # tokenizer, template, preprocessor
+    write_checkpoint(folder, {k: v for k, v in tiny_tensors().items() if not k.startswith("model.visual.")},
+                     tiny_config())
+    asked = []
+    with pytest.raises(QwenError, match=r"has no vision tower \(model\.visual\.\* tensors\), so --image cannot be read"):
+        chat_loop(folder, max_new_tokens=2, image=_picture(tmp_path), read=lambda prompt: asked.append(prompt) or "/quit")
+    assert asked == [] and "it goes with your first message" not in capsys.readouterr().out
 
 
 # --------------------------------------------------------------------------------------------

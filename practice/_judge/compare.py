@@ -146,8 +146,8 @@ def check_value(expected, got, name="value", rel=1e-9, tol=None):
                              e=_short(expected)))
         return
     if type(got) is not type(expected):
-        raise Mismatch(T("{n}: returned a {g}, expected a {e}", "{n}：返回了 {g}，应当是 {e}",
-                         n=name, g=type(got).__name__, e=type(expected).__name__))
+        raise Mismatch(T("{n}: returned {g}, expected {e}", "{n}：返回了 {g}，应当是 {e}",
+                         n=name, g=_a(type(got).__name__), e=_a(type(expected).__name__)))
     if isinstance(expected, dict):
         missing = [k for k in expected if k not in got]
         extra = [k for k in got if k not in expected]
@@ -166,6 +166,12 @@ def check_value(expected, got, name="value", rel=1e-9, tol=None):
     if got != expected:
         raise Mismatch(T("{n}: got {g}, expected {e}", "{n}：得到 {g}，应当是 {e}", n=name, g=_short(got),
                          e=_short(expected)))
+
+
+def _a(word):
+    """'an int', 'a float': the English article for a type's name (the Chinese text has none)."""
+    from qwen.lang import get_lang
+    return word if get_lang() == "zh" else ("an " if word[:1] in "aeiouAEIOU" else "a ") + word
 
 
 def _short(v):

@@ -29,6 +29,9 @@ def _tensor_type():
     return torch.Tensor
 
 
+MAX_INT_BITS = 13_000                    # about 3,900 decimal digits, under Python's 4,300-digit str() limit
+
+
 def encode(value, keep_layout=False, limit=MAX_FRAME):
     """value -> (json-able structure, [bytes]). Raises Unsupported for anything else, or for tensors
     of more than `limit` bytes together (checked before any is copied)."""
@@ -61,7 +64,11 @@ def _enc(v, blobs, keep_layout, depth):
     if isinstance(v, bool):
         return bool(v)
     if isinstance(v, int):
-        return int.__int__(v)                                   # the number itself, whatever the subclass says
+        n = int.__int__(v)                                      # the number itself, whatever the subclass says
+        if n.bit_length() > MAX_INT_BITS:                       # json.dumps would raise past 4,300 digits
+            raise Unsupported(T("an integer of about {d:,} digits: too large to send back (at most about 3,900)",
+                                "约 {d:,} 位的整数：太大，无法传回（最多约 3,900 位）", d=int(n.bit_length() * 0.30103)))
+        return n
     if isinstance(v, float):
         return float.__float__(v)
     if isinstance(v, str):
