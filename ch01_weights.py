@@ -136,12 +136,12 @@ if REAL:
 # Groups come from the loader's short names (`layers.3.self_attn.q_proj.weight`, whatever the
 # prefix in the file); a tensor the course does not know (a saved rotary buffer, a layer beyond
 # the config) lands in "other". The vision tower (`model.visual.*`, the model's eyes) is built
-# in chapter 10 and reads an image in chapter 11; the multi-token-prediction head ships in the
-# file but the course does not use it.
+# in chapter 10 and reads an image in chapter 11; the multi-token-prediction head (`mtp.*`)
+# drafts tokens for speculative decoding in chapter 12.
 #
 # 分组依据加载器的短名字（无论文件里的前缀是什么，都是 `layers.3.self_attn.q_proj.weight` 这样）；
 # 课程不认识的张量（存下来的旋转位置缓冲、超出配置的层）归入“其他”。视觉塔（`model.visual.*`，
-# 模型的眼睛）在第 10 章搭建，第 11 章用它读图像；多词元预测头也在文件里，但课程不用它。
+# 模型的眼睛）在第 10 章搭建，第 11 章用它读图像；多词元预测头（`mtp.*`）在第 12 章为推测解码起草词元。
 
 # %%
 def group(full, cfg):
@@ -314,11 +314,11 @@ for v in (1.001, 257.0, 0.001):
 #
 # ## Summary / 小结
 # - safetensors = 8-byte length + JSON header + raw bytes; `qwen.weights` reads it lazily.
-# - Group tensors by the loader's short names; the vision tower is chapters 10-11's, the MTP head is not used.
+# - Group tensors by the loader's short names; the vision tower is chapters 10-11's, the MTP head chapter 12's.
 # - bf16 everywhere except two fp32 tensors per linear-attention layer; 8 significant bits.
 #
 # - safetensors = 8 字节长度 + JSON 文件头 + 原始字节；`qwen.weights` 按需读取。
-# - 按加载器的短名字给张量分组；视觉塔在第 10、11 章用到，多词元预测头不用。
+# - 按加载器的短名字给张量分组；视觉塔在第 10、11 章用到，多词元预测头在第 12 章用到。
 # - 除每个线性注意力层的两个 fp32 张量外都是 bf16；有效位 8 个二进制位。
 
 # %%

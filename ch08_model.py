@@ -39,12 +39,12 @@ torch.set_grad_enabled(False)
 # ## 1. Build it from the config, fill it from the weights / 按配置搭建，用权重填满
 # `load_model` builds the modules on the "meta" device (shapes, no memory), then loads every
 # tensor key by key, strictly: each is read once and converted once to fp32. The vision tower
-# is loaded too, into `model.visual` (chapter 10 uses it); the multi-token-prediction head is
-# never read.
+# is loaded too, into `model.visual` (chapter 10 uses it), and the multi-token-prediction head
+# into `model.mtp` (chapter 12).
 #
 # `load_model` 先在 "meta" 设备上搭出各个模块（只有形状，不占内存），再逐个键严格加载每个张量：
 # 每个张量只读一次、只转换一次（转成 fp32）。视觉塔也会加载，放在 `model.visual` 里（第 10 章用它）；
-# 多词元预测的头从不读取。
+# 多词元预测头放在 `model.mtp` 里（第 12 章）。
 
 # %%
 section(1, "Build the model and load it", "搭建模型并加载权重")
@@ -242,11 +242,11 @@ else:
 #
 # ## Summary / 小结
 # - Qwen35 = embedding, 24 DecoderLayers (Pre-Norm), final RMSNorm, output tied to the embedding.
-# - load_model: built on "meta", each tensor read once and converted once, strictly, no vision/MTP.
+# - load_model: built on "meta", each tensor read once and converted once, strictly, with the vision tower and the MTP head.
 # - Our logits equal transformers' to float rounding (printed above; tests/test_model.py checks 1e-4).
 #
 # - Qwen35 = 嵌入、24 个解码层（Pre-Norm）、最后的 RMSNorm、与嵌入表共享的输出层。
-# - load_model：先在 "meta" 上搭建，每个张量只读一次、只转换一次，严格加载，不读视觉塔和 MTP。
+# - load_model：先在 "meta" 上搭建，每个张量只读一次、只转换一次，严格加载，连同视觉塔和 MTP 头。
 # - 我们的 logits 与 transformers 的只差浮点舍入（上面打印了；tests/test_model.py 检查 1e-4）。
 
 # %%

@@ -234,5 +234,5 @@ if ready:
 # - `generate(model, tok, ids, pixel_values=..., grid_thw=...)`；`python main.py chat --image PATH`。
 
 # %%
-say("\nExercise for this chapter: 242. The course ends here: python practice/judge.py",
-    "\n本章练习：242。课程到此结束：python practice/judge.py")
+say("\nExercise for this chapter: 242. Next: chapter 12, reading ahead with the MTP head",
+    "\n本章练习：242。下一章：第 12 章，用 MTP 头往前多看一步")

@@ -773,6 +773,7 @@ def test_ch11(course_en):
     assert thw[3:9] == [(3, 3 + r, 3 + c) for r in range(2) for c in range(3)]  # the image: its 2 x 3 grid
     assert thw[9:] == [(6, 6, 6), (7, 7, 7), (8, 8, 8)]                        # then max + 1 and on
     assert "<|vision_end|> at position 6 = the image's largest position 5 + 1; counting the tokens before it would give 9" in out
+    assert "Next: chapter 12, reading ahead with the MTP head" in out and "The course ends here" not in out
     assert "196 tokens on a 14 x 14 grid, spanning 14 positions, not 196" in out
     assert "<|vision_start|><|image_pad|><|vision_end|>What is in this picture?" in out
     assert "the one <|image_pad|> becomes 144 (grid 1 x 24 x 24 / 2^2)" in out

@@ -35,6 +35,11 @@ def test_readme_lists_the_chapters_that_exist_and_what_comes_next():
     for script in sorted(ROOT.glob("ch[0-9][0-9]_*.py")):
         assert f"`{script.name}`" in text, script.name
     assert "The course ends here" in text and "install the CPU build of PyTorch first" in text
+    import json                                                      # the counts it gives are the checkpoint's
+    counts = json.loads((ROOT / "bench" / "qwen3.5-0.8b-manifest.json").read_text(encoding="utf-8"))["counts"]["tensors"]
+    assert (f"every one of the checkpoint's {counts['total']} tensors is used by code you can read, the language\n"
+            f"model's {counts['language_model']} in chapters 1-9, the vision tower's {counts['visual']} in chapters 10-11 "
+            f"and the MTP head's {counts['mtp']} in chapter 12") in text
     assert text.index("pip install torch --index-url") < text.index("pip install -e . && python main.py")
     assert "QWEN_TINY=1" in text and "QWEN_LANG=zh" in text and "1.75 GB, once" not in text
 
