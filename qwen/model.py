@@ -117,10 +117,9 @@ class Qwen35(nn.Module):
         x = self.embed_tokens(ids)                                            # (batch, seq, hidden)
         if pixel_values is not None or grid_thw is not None:
             x, cos, sin = self._with_images(ids, x, pixel_values, grid_thw, cache)
-        elif cache is not None and not _is_zero(cache.delta):                 # text after an image
-            cos, sin = self.rotary(torch.arange(past, past + seq, device=device) + cache.delta)
-        else:                                                                 # text: plain 1-D RoPE
-            cos, sin = self.rotary(torch.arange(past, past + seq, device=device))   # (seq, rotary_dim) each
+        else:                                                                 # text: plain 1-D RoPE, shifted by
+            delta = 0 if cache is None else cache.delta                       # the rope delta after an image
+            cos, sin = self.rotary(torch.arange(past, past + seq, device=device) + delta)   # (seq, rotary_dim) each
         if keep is not None:
             keep.append(x)
         for i, layer in enumerate(self.layers):
@@ -141,7 +140,7 @@ class Qwen35(nn.Module):
         if pixel_values is None or grid_thw is None:
             raise QwenError("Images need both pixel_values and grid_thw (qwen.vision.preprocess gives both).",
                             "图像需要同时给出 pixel_values 和 grid_thw（qwen.vision.preprocess 两者都给）。")
-        if getattr(self, "visual", None) is None:
+        if self.visual is None:
             raise QwenError("{path} has no vision tower (model.visual.* tensors): this checkpoint cannot read "
                             "images. Use the multimodal checkpoint (Qwen/Qwen3.5-0.8B).",
                             "{path} 没有视觉塔（model.visual.* 张量）：这个检查点读不了图像。"
@@ -166,11 +165,6 @@ class Qwen35(nn.Module):
             cache.delta = int(after[0]) if bool((after == after[0]).all()) else after[:, None]
         cos, sin = self.rotary(positions.to(x.device))                        # (batch, seq, rotary_dim) each
         return x, cos, sin
-
-
-def _is_zero(delta):
-    """A cache's rope delta: 0 (text only, the usual case), another int, or (batch, 1) per row."""
-    return isinstance(delta, int) and delta == 0
 
 
 # --------------------------------------------------------------------------------------------
