@@ -11,6 +11,8 @@
     python practice/judge.py --verify     prove the checks: references and equivalent forms pass,
                                           starters are unfinished, each known mistake is named
     python practice/judge.py --verify 240,241   the same for some exercises only
+    python practice/judge.py --web        the same in the browser: a local page that edits, grades and
+                                          tracks the exercises (--no-browser: only print its address)
     --json for tools, --lang en|zh, --tiny / --model PATH for the tensors to grade on.
     In a notebook: from practice import check; check(204, rms_norm, gated_rms_norm)
 
@@ -177,8 +179,8 @@ def next_unsolved(state):
     return next((ex for ex in EXERCISES if not state.get(ex.id, {}).get("passed")), None)
 
 
-def cmd_list(as_json):
-    state = progress.load()
+def list_rows(state):
+    """One row per exercise, as the list shows it (the terminal's and the web page's)."""
     rows = []
     for ex in EXERCISES:
         entry = state.get(ex.id, {})
@@ -189,6 +191,26 @@ def cmd_list(as_json):
         rows.append({"id": ex.id, "title": text(ex.title), "difficulty": ex.difficulty, "needs_torch": ex.needs_torch,
                      "status": status, "passed": bool(entry.get("passed")), "file": shown(path),
                      "hints_seen": entry.get("hints", 0)})
+    return rows
+
+
+def status_label(r, state):
+    """A row's status in words: "failing (edited), passed before"."""
+    names = {"new": T("not started", "未开始"), "todo": T("in progress", "进行中"), "fail": T("failing", "未通过"),
+             "error": T("error", "出错"), "pass": T("passed", "已通过")}
+    star = r["status"].endswith("*")
+    base = r["status"].rstrip("*")
+    restored = base == "new" and bool(state.get(r["id"], {}).get("file_digest"))    # --reset wrote the starter
+    label = (T("starter restored", "已恢复为起始文件") if restored else names.get(base, r["status"])) + \
+        (T(" (edited)", "（已修改）") if star else "")
+    if r["passed"] and not r["status"].startswith("pass"):
+        label += T(", passed before", "，曾经通过")
+    return label
+
+
+def cmd_list(as_json):
+    state = progress.load()
+    rows = list_rows(state)
     done = sum(r["passed"] for r in rows)
     nxt = next_unsolved(state)
     if as_json:
@@ -199,20 +221,11 @@ def cmd_list(as_json):
     filled = round(width * done / len(rows))
     print(T("Practice   [{bar}] {d}/{n} passed", "练习   [{bar}] 已通过 {d}/{n}", bar="█" * filled + "░" * (width - filled),
             d=done, n=len(rows)))
-    names = {"new": T("not started", "未开始"), "todo": T("in progress", "进行中"), "fail": T("failing", "未通过"),
-             "error": T("error", "出错"), "pass": T("passed", "已通过")}
     levels = {"easy": T("easy", "简单"), "medium": T("medium", "中等"), "hard": T("hard", "困难")}
     for r in rows:
-        star = r["status"].endswith("*")
-        base = r["status"].rstrip("*")
-        restored = base == "new" and bool(state.get(r["id"], {}).get("file_digest"))    # --reset wrote the starter
-        label = (T("starter restored", "已恢复为起始文件") if restored else names.get(base, r["status"])) + \
-            (T(" (edited)", "（已修改）") if star else "")
-        if r["passed"] and not r["status"].startswith("pass"):
-            label += T(", passed before", "，曾经通过")
         torch_mark = "PyTorch" if r["needs_torch"] else "       "
         print(f"  {'✓' if r['passed'] else ' '} {r['id']}  {pad(r['title'], 52)} {pad(levels.get(r['difficulty'], r['difficulty']), 7)}"
-              f" {torch_mark}  {label}")
+              f" {torch_mark}  {status_label(r, state)}")
     if nxt:
         print(T("Grade one: python practice/judge.py {id}   (your file: {f})",
                 "评测一个：python practice/judge.py {id}   （你的文件：{f}）", id=nxt.id, f=shown(WORK / nxt.filename)))
@@ -426,6 +439,12 @@ def main(argv=None):
     p.add_argument("--verify", action="store_true", help=T("prove that the checks can pass and fail",
                                                            "证明检查既能通过也能失败"))
     p.add_argument("--json", action="store_true", help=T("machine-readable output", "机器可读的输出"))
+    p.add_argument("--web", action="store_true", help=T("practise in the browser: a page on 127.0.0.1 (Ctrl-C stops it)",
+                                                        "在浏览器里练习：127.0.0.1 上的页面（按 Ctrl-C 停止）"))
+    p.add_argument("--no-browser", action="store_true", help=T("with --web: print the address, do not open a browser",
+                                                               "与 --web 一起用：只打印地址，不打开浏览器"))
+    p.add_argument("--port", type=int, default=0, help=T("with --web: the port (default: any free one)",
+                                                         "与 --web 一起用：端口（默认：任意空闲端口）"))
     try:
         args = setup(p, argv)
     except SystemExit as e:                                      # argparse: usage errors exit 2
@@ -456,6 +475,15 @@ def run(args):
     check_spawn_setting()
     if args.verify:
         return cmd_verify(args)
+    if args.web:
+        if args.exercise or args.all or args.file or args.watch or args.hint or args.solution or args.reset:
+            raise UsageError(T("--web shows every exercise: leave out the number and the other commands",
+                               "--web 会显示所有练习：不要再给编号或别的命令"))
+        if not 0 <= args.port <= 65535:
+            raise UsageError(T("--port {p}: give a port from 1 to 65535 (or 0: any free one)",
+                               "--port {p}：请给出 1 到 65535 之间的端口（或 0：任意空闲端口）", p=args.port))
+        from practice._judge import web
+        return web.serve(sys.modules[__name__], args)
     actions = [a for a in ("all", "watch", "hint", "solution", "reset") if getattr(args, a)]
     if len(actions) > 1:
         raise UsageError(T("use one of --{a} at a time", "一次只能用 --{a} 中的一个", a=", --".join(actions)))

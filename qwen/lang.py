@@ -8,11 +8,14 @@ Errors a learner can cause (a missing folder, a broken file, a wrong shape) are 
 `QwenError`, which carries both languages too; scripts print it in one line, without a
 traceback, unless `--debug` is given (see `qwen.cli`).
 """
+import contextlib
 import locale
 import os
+import threading
 
 LANGS = ("en", "zh")
 _lang = None
+_here = threading.local()      # one thread's own choice (each request of the practice page), over _lang
 
 
 def detect_lang():
@@ -39,7 +42,20 @@ def set_lang(lang=None):
 
 
 def get_lang():
-    return _lang or set_lang()
+    return getattr(_here, "lang", None) or _lang or set_lang()
+
+
+@contextlib.contextmanager
+def speaking(lang):
+    """Within the block, this thread speaks `lang` and no other thread is affected: the practice page's
+    server answers each request in the language its page shows (qwen.lang's choice is otherwise global)."""
+    if lang not in LANGS:
+        raise ValueError(f"unknown language {lang!r}: use one of {', '.join(LANGS)}")
+    before, _here.lang = getattr(_here, "lang", None), lang
+    try:
+        yield lang
+    finally:
+        _here.lang = before
 
 
 def tr(en, zh, **fields):

@@ -1,0 +1,491 @@
+"""The practice page: `python practice/judge.py --web` serves the exercises on 127.0.0.1.
+
+PyTorch does not run in a browser, so the page is served by the judge on the learner's own machine
+and every action is the judge's own: the list is cmd_list's rows, "Run" is judge.grade plus
+judge.record (the same sandbox, limits and report as the terminal), "Hint", "Solution" and "Reset"
+are cmd_hint, cmd_solution and cmd_reset. The files and the progress are the terminal's.
+
+A page that runs code is guarded before any work is done: the server binds to the loopback address
+only; every request carries the random token printed in the address; the Host header must be the
+loopback address (a DNS-rebinding page would send its own name); a request from another origin
+(Origin, Sec-Fetch-Site) is refused; the only paths are the page's four files and the exercises by
+number (nothing on disk is named by the URL); a body over MAX_BODY is refused before it is read.
+One judge action runs at a time (the judge keeps one model context), and a second on the same
+exercise is refused while the first runs; the other requests (list, save, the page) stay answered.
+"""
+import ast
+import contextlib
+import hmac
+import io
+import json
+import os
+import secrets
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from practice._judge import progress
+from practice._judge.exercises import BY_ID, EXERCISES, text
+from practice._judge.files import is_regular_or_absent, read_regular
+from practice._judge.report import report_lines
+from qwen.lang import LANGS, T, get_lang, speaking
+
+PAGE = Path(__file__).resolve().parents[1] / "web"            # practice/web: the page and its editor
+STATIC = {"/": ("index.html", "text/html"), "/app.js": ("app.js", "text/javascript"),
+          "/style.css": ("style.css", "text/css"), "/editor.js": ("editor.js", "text/javascript")}
+MAX_BODY = 1 << 20                                             # a solution is a few KB
+HOST = "127.0.0.1"
+HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
+           "Referrer-Policy": "no-referrer",                  # the token is in the address
+           "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'"}
+
+# The page's own words, each once in both languages (the page fetches them: /api/ui).
+UI = {
+    "title": ("Transformer by Hand · practice", "手搓 Transformer · 练习"),
+    "list": ("Exercises", "练习列表"),
+    "progress": ("{d}/{n} passed", "已通过 {d}/{n}"),
+    "chapter": ("Chapters", "章节"),
+    "difficulty": ("Difficulty", "难度"),
+    "status": ("Status", "状态"),
+    "exercise": ("Exercise", "练习"),
+    "tolerance": ("Checked to", "检查的容差"),
+    "run": ("Run", "运行"),
+    "save": ("Save", "保存"),
+    "hint": ("Hint", "提示"),
+    "solution": ("Solution", "参考答案"),
+    "reset": ("Reset", "恢复起始文件"),
+    "back": ("← all exercises", "← 所有练习"),
+    "saved": ("Saved {f}.", "已保存 {f}。"),
+    "unsaved": ("unsaved changes", "有未保存的改动"),
+    "running": ("Grading… (the sandbox's limits apply: {s:g} s)", "正在评测……（沙箱的限制照常适用：{s:g} 秒）"),
+    "changed": ("{f} changed on disk since the page loaded it (edited in another editor?).",
+                "页面载入之后，磁盘上的 {f} 被改动了（在别的编辑器里改过？）。"),
+    "reload": ("Load the file from disk (your text here is kept as a backup)",
+               "从磁盘重新载入文件（这里的文字会先备份）"),
+    "overwrite": ("Keep my text (the file on disk is kept as a backup)", "保留我的文字（磁盘上的文件会先备份）"),
+    "kept": ("Your text from the page is saved as {b}.", "页面里的文字已备份为 {b}。"),
+    "confirm_reset": ("Restore the starter of {id}? Your version is kept as a backup.",
+                      "把 {id} 恢复成起始文件？你的版本会先备份。"),
+    "solution_locked": ("The solution is shown after you pass.", "通过之后才能看参考答案。"),
+    "cases": ("Cases", "用例"),
+    "case": ("Case", "用例"),
+    "function": ("Function", "函数"),
+    "result": ("Result", "结果"),
+    "details": ("The first failure, in numbers", "第一个未通过的用例的数值"),
+    "terminal": ("The report as the terminal prints it", "终端里打印的报告"),
+    "d_inputs": ("input", "输入"),
+    "d_expected": ("expected", "期望"),
+    "d_got": ("got", "得到"),
+    "d_max_abs": ("max |difference|", "最大绝对差"),
+    "d_max_rel": ("max relative difference", "最大相对差"),
+    "d_within": ("values within tolerance", "在容差内的数值"),
+    "d_tolerance": ("tolerance", "容差"),
+    "d_first_index": ("first mismatch at index", "第一个不一致的位置"),
+    "d_expected_value": ("expected there", "那里的期望值"),
+    "d_got_value": ("got there", "那里得到的值"),
+    "named": ("Named mistake", "已知错误"),
+    "busy": ("{id} is being graded already: wait for its report.", "{id} 正在评测：请等它的报告。"),
+    "lost": ("The judge's server stopped (Ctrl-C?): start it again with python practice/judge.py --web.",
+             "评测器的服务器停止了（按了 Ctrl-C？）：请用 python practice/judge.py --web 重新启动。"),
+    "leave": ("You have unsaved changes.", "你有未保存的改动。"),
+    "lang": ("中文", "English"),
+    "file": ("Your file", "你的文件"),
+    "tiny": ("Graded on the built-in tiny checkpoint (made-up numbers); with the real model on disk the same checks "
+             "use its tensors.", "用内置小检查点评测（数值是编造的）；磁盘上有真实模型时，同样的检查会使用它的张量。"),
+}
+LEVELS = {"easy": ("easy", "简单"), "medium": ("medium", "中等"), "hard": ("hard", "困难")}
+
+
+class Refused(Exception):
+    """A request answered with an error status and one line, before any work."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+# ------------------------------------------------------------------------------------------ the statement
+
+def statement(ex):
+    """{"en": [...paragraphs], "zh": [...], "tolerance": {"en", "zh"}}: the starter's docstring, which holds
+    the statement in English, then in Chinese (from the line "练习 2xx"), with the tolerance paragraph."""
+    source = ex.starter.read_text(encoding="utf-8")
+    doc = ast.get_docstring(ast.parse(source)) or ""
+    en, _, zh = doc.partition("\n练习 ")
+    zh = ("练习 " + zh) if zh else ""
+    out = {"tolerance": {}}
+    for lang, part, mark in (("en", en, "Checked"), ("zh", zh, "检查方式")):
+        paras = [p.strip() for p in part.split("\n\n") if p.strip() and not p.strip().startswith("Check: ")]
+        out[lang] = paras
+        out["tolerance"][lang] = next((p for p in paras if p.startswith(mark)), "")
+    return out
+
+
+# ------------------------------------------------------------------------------------------ files
+
+def write_atomic(path, data):
+    """Write bytes to a temporary file beside `path`, fsync, rename over it: never half a file."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def keep_copy(judge, ex, data, kind):
+    """A copy of some text of the learner's in .backup/ (as --reset keeps one); returns its path."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    stem = Path(ex.filename).stem
+    backup, n = judge.WORK / ".backup" / f"{stem}.{kind}-{stamp}.py", 1
+    backup.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        try:
+            with open(backup, "xb") as f:                          # never over another backup
+                f.write(data)
+            return backup
+        except FileExistsError:
+            backup, n = backup.with_name(f"{stem}.{kind}-{stamp}-{n}.py"), n + 1
+
+
+# ------------------------------------------------------------------------------------------ the app
+
+class App:
+    """What the page can ask for; each method returns a JSON-able dict (or raises Refused)."""
+
+    def __init__(self, judge, args):
+        self.judge = judge                                         # the practice.judge module that started us
+        self.args = args
+        self.token = secrets.token_urlsafe(24)
+        self.port = None
+        self.model = None
+        self.action = threading.Lock()                             # one judge action at a time
+        self.busy = set()                                          # exercises being graded
+        self.busy_lock = threading.Lock()
+        self.actions = 0                                           # judge actions started (the tests read it)
+
+    # -- reading
+    def ui(self):
+        return {k: {"en": en, "zh": zh} for k, (en, zh) in UI.items()}
+
+    def listing(self):
+        state = progress.load()
+        rows = self.judge.list_rows(state)
+        for r in rows:
+            ex = BY_ID[r["id"]]
+            r["label"] = self.judge.status_label(r, state)
+            r["chapter"] = chapter_text(ex.chapter)
+            r["level"] = text(LEVELS.get(ex.difficulty, ex.difficulty))
+        done = sum(r["passed"] for r in rows)
+        nxt = self.judge.next_unsolved(state)
+        return {"exercises": rows, "passed": done, "total": len(rows), "next": nxt.id if nxt else None,
+                "progress": T(*UI["progress"], d=done, n=len(rows))}
+
+    def exercise(self, ex):
+        path = self.judge.learner_file(ex, quiet=True)            # created from the starter, as `judge.py 204` does
+        entry = progress.load().get(ex.id, {})
+        return {"id": ex.id, "title": {"en": ex.title[0], "zh": ex.title[1]}, "statement": statement(ex),
+                "file": self.judge.shown(path), "text": self._text(path), "digest": self.judge.digest(path),
+                "passed": bool(entry.get("passed")), "status": entry.get("status", "new"),
+                "hints_seen": entry.get("hints", 0), "hints": len(ex.hints), "functions": list(ex.functions),
+                "level": text(LEVELS.get(ex.difficulty, ex.difficulty)), "chapter": chapter_text(ex.chapter),
+                "time_limit": self.judge.time_limit()}
+
+    def disk(self, ex):
+        return {"digest": self.judge.digest(self.judge.WORK / ex.filename)}
+
+    def _text(self, path):
+        try:
+            return read_regular(path).decode("utf-8")
+        except UnicodeDecodeError:
+            raise Refused(HTTPStatus.CONFLICT, T("{f} is not UTF-8 text: open it in your own editor and save it as UTF-8",
+                                                 "{f} 不是 UTF-8 文本：请在你自己的编辑器里打开它，另存为 UTF-8",
+                                                 f=self.judge.shown(path))) from None
+        except OSError as e:
+            raise Refused(HTTPStatus.CONFLICT, T("cannot read {f} ({e})", "无法读取 {f}（{e}）",
+                                                 f=self.judge.shown(path), e=e.strerror or e)) from None
+
+    # -- writing
+    def save(self, ex, body):
+        """Atomic; refused (409, nothing written) when the file on disk is not the one the page loaded,
+        unless `force`, and then the disk's version is kept in .backup/ first."""
+        new = _field(body, "text", str).encode("utf-8")
+        base = _field(body, "digest", str)
+        path = self.judge.WORK / ex.filename
+        if not is_regular_or_absent(path):
+            raise Refused(HTTPStatus.CONFLICT, T("{f} is not a regular file: not written", "{f} 不是普通文件：没有写入",
+                                                 f=self.judge.shown(path)))
+        now = self.judge.digest(path)
+        kept = None
+        if now != base:
+            if not body.get("force"):
+                raise Refused(HTTPStatus.CONFLICT, T(*UI["changed"], f=self.judge.shown(path)))
+            if path.exists():
+                kept = keep_copy(self.judge, ex, read_regular(path), "disk")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, new)
+        out = {"digest": self.judge.digest(path), "message": T(*UI["saved"], f=self.judge.shown(path))}
+        if kept:
+            out["message"] += " " + T("The version that was on disk is kept as {b}.", "磁盘上原来的版本已备份为 {b}。",
+                                      b=self.judge.shown(kept))
+        return out
+
+    def keep(self, ex, body):
+        """The page's unsaved text, kept in .backup/ before the page loads the file from disk over it."""
+        backup = keep_copy(self.judge, ex, _field(body, "text", str).encode("utf-8"), "page")
+        return {"backup": self.judge.shown(backup), "message": T(*UI["kept"], b=self.judge.shown(backup))}
+
+    # -- the judge's actions
+    @contextlib.contextmanager
+    def _acting(self, ex):
+        with self.busy_lock:
+            if ex.id in self.busy:
+                raise Refused(HTTPStatus.CONFLICT, T(*UI["busy"], id=ex.id))
+            self.busy.add(ex.id)
+        try:
+            with self.action:
+                self.actions += 1
+                yield
+        finally:
+            with self.busy_lock:
+                self.busy.discard(ex.id)
+
+    def _printed(self, fn, *a):
+        """(exit code, lines) of one of the judge's commands; its usage errors are lines too."""
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):                       # only judge actions print, one at a time
+            try:
+                code = fn(*a)
+            except self.judge.UsageError as e:
+                print(str(e))
+                code = 2
+        return code, out.getvalue().splitlines()
+
+    def _model(self):
+        if self.model is None:
+            self.model = self.judge.model_for_checks(self.args)
+        return self.model
+
+    def run(self, ex):
+        with self._acting(ex):
+            file = self.judge.learner_file(ex, quiet=True)
+            try:
+                model = self._model()
+                result = self.judge.grade(ex, file, model)
+            except self.judge.grading.ModelProblem as e:
+                raise Refused(HTTPStatus.INTERNAL_SERVER_ERROR, str(e)) from None
+            progress.update(self.judge.record(ex, result, file))    # as cmd_grade: the same record
+        cases = [{"function": c["function"], "name": c["name"], "ok": c["ok"], "todo": c["todo"],
+                  "message": c["message"], "mistake": (c.get("diagnosis") or {}).get("says"),
+                  "detail": c.get("detail") or {}} for c in result["cases"]]
+        return {"status": result["status"], "error": result["error"], "lines": report_lines(ex, result, True),
+                "cases": cases, "digest": self.judge.digest(file), "tiny": "tiny" in str(model),
+                "passed": bool(progress.load().get(ex.id, {}).get("passed"))}
+
+    def hint(self, ex):
+        with self._acting(ex):
+            self._model()
+            code, lines = self._printed(self.judge.cmd_hint, ex, self._args())
+        return {"lines": lines, "hints_seen": progress.load().get(ex.id, {}).get("hints", 0)}
+
+    def solution(self, ex):
+        with self._acting(ex):
+            code, lines = self._printed(self.judge.cmd_solution, ex)
+        if code:
+            raise Refused(HTTPStatus.FORBIDDEN, "\n".join(lines))
+        return {"text": "\n".join(lines)}
+
+    def reset(self, ex):
+        with self._acting(ex):
+            code, lines = self._printed(self.judge.cmd_reset, ex)
+        path = self.judge.WORK / ex.filename
+        return {"lines": lines, "text": self._text(path), "digest": self.judge.digest(path), "ok": code == 0}
+
+    def _args(self):
+        import argparse
+        return argparse.Namespace(**{**vars(self.args), "file": None})
+
+
+def chapter_text(chapter):
+    """ch04_06 -> "4–6", ch07 -> "7"."""
+    numbers = [str(int(n)) for n in chapter[2:].split("_") if n.isdigit()]
+    return "–".join(numbers)
+
+
+def _field(body, name, kind):
+    value = body.get(name) if isinstance(body, dict) else None
+    if type(value) is not kind:
+        raise Refused(HTTPStatus.BAD_REQUEST, T("the request has no {n}", "请求里没有 {n}", n=name))
+    return value
+
+
+# ------------------------------------------------------------------------------------------ HTTP
+
+ROUTES = {("GET", None): "exercise", ("GET", "disk"): "disk", ("POST", "save"): "save", ("POST", "keep"): "keep",
+          ("POST", "run"): "run", ("POST", "hint"): "hint", ("POST", "solution"): "solution",
+          ("POST", "reset"): "reset"}
+
+
+class Handler(BaseHTTPRequestHandler):
+    app = None                                                     # set on the server's own subclass
+    protocol_version = "HTTP/1.1"
+    server_version = "practice"
+    sys_version = ""
+
+    def log_message(self, *a):                                     # the terminal stays quiet
+        pass
+
+    def do_GET(self):
+        self._answer("GET")
+
+    def do_POST(self):
+        self._answer("POST")
+
+    def do_PUT(self):
+        self._answer("PUT")
+
+    do_DELETE = do_PATCH = do_OPTIONS = do_PUT
+
+    def _answer(self, method):
+        url = urllib.parse.urlsplit(self.path)
+        query = urllib.parse.parse_qs(url.query)
+        lang = (query.get("lang") or [None])[0]
+        lang = lang if lang in LANGS else get_lang()
+        with speaking(lang):
+            try:
+                self._guard(query)
+                status, body, kind = self._route(method, url.path)
+            except Refused as e:
+                status, body, kind = e.status, {"error": str(e)}, None
+            except Exception as e:                                 # noqa: BLE001 - one line to the page, never a crash
+                if getattr(self.app.args, "debug", False):
+                    raise
+                status, body, kind = HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(e).__name__}: {e}"}, None
+        self._send(status, body, kind)
+
+    def _guard(self, query):
+        """Every refusal that comes before any work, in this order."""
+        port = self.app.port
+        host = self.headers.get("Host", "")
+        if host not in (f"127.0.0.1:{port}", f"localhost:{port}"):
+            raise Refused(HTTPStatus.FORBIDDEN, T("refused: the Host header is not this computer's loopback address",
+                                                  "已拒绝：Host 头不是本机的回环地址"))
+        given = self.headers.get("X-Token") or (query.get("token") or [""])[0]
+        if not hmac.compare_digest(given.encode("utf-8", "replace"), self.app.token.encode()):
+            raise Refused(HTTPStatus.FORBIDDEN, T("refused: the token is missing or wrong; open the address the judge printed",
+                                                  "已拒绝：缺少口令或口令不对；请打开评测器打印的地址"))
+        origin = self.headers.get("Origin")
+        if origin is not None and origin not in (f"http://127.0.0.1:{port}", f"http://localhost:{port}"):
+            raise Refused(HTTPStatus.FORBIDDEN, T("refused: a request from another site ({o})", "已拒绝：来自别的网站的请求（{o}）",
+                                                  o=origin[:80]))
+        site = self.headers.get("Sec-Fetch-Site")
+        if site is not None and site not in ("same-origin", "none"):
+            raise Refused(HTTPStatus.FORBIDDEN, T("refused: a request from another site ({o})", "已拒绝：来自别的网站的请求（{o}）",
+                                                  o=site[:40]))
+
+    def _route(self, method, path):
+        if method == "GET" and path in STATIC:
+            name, kind = STATIC[path]
+            data = (PAGE / name).read_bytes()
+            if name == "index.html":
+                data = data.replace(b"__TOKEN__", self.app.token.encode())
+            return HTTPStatus.OK, data, kind
+        parts = path.split("/")
+        if method == "GET" and path == "/api/ui":
+            return HTTPStatus.OK, self.app.ui(), None
+        if method == "GET" and path == "/api/list":
+            return HTTPStatus.OK, self.app.listing(), None
+        if len(parts) in (4, 5) and parts[:3] == ["", "api", "exercise"] and parts[3] in BY_ID:
+            action = ROUTES.get((method, parts[4] if len(parts) == 5 else None))
+            if action:
+                ex = BY_ID[parts[3]]
+                if method == "POST":
+                    body = self._body()
+                    if action in ("save", "keep"):
+                        return HTTPStatus.OK, getattr(self.app, action)(ex, body), None
+                return HTTPStatus.OK, getattr(self.app, action)(ex), None
+        if method not in ("GET", "POST"):
+            raise Refused(HTTPStatus.METHOD_NOT_ALLOWED, T("refused: {m} is not used here", "已拒绝：这里不用 {m}", m=method))
+        raise Refused(HTTPStatus.NOT_FOUND, T("refused: {p} is not a page of the exercises", "已拒绝：{p} 不是练习的页面",
+                                              p=path[:80]))
+
+    def _body(self):
+        """The JSON body, refused when over MAX_BODY (before reading it) or not JSON."""
+        raw = self.headers.get("Content-Length")
+        if raw is None or not raw.isdigit():
+            raise Refused(HTTPStatus.LENGTH_REQUIRED, T("refused: the request has no Content-Length", "已拒绝：请求没有 Content-Length"))
+        if int(raw) > MAX_BODY:
+            self.close_connection = True                           # the body is never read
+            raise Refused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, T("refused: the request is over {k} KB",
+                                                                 "已拒绝：请求超过 {k} KB", k=MAX_BODY >> 10))
+        if (self.headers.get("Content-Type") or "").split(";")[0].strip() != "application/json":
+            self.close_connection = True
+            raise Refused(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, T("refused: the request is not JSON", "已拒绝：请求不是 JSON"))
+        try:
+            body = json.loads(self.rfile.read(int(raw)).decode("utf-8")) if int(raw) else {}
+        except (UnicodeDecodeError, ValueError):
+            raise Refused(HTTPStatus.BAD_REQUEST, T("refused: the request is not JSON", "已拒绝：请求不是 JSON")) from None
+        if not isinstance(body, dict):
+            raise Refused(HTTPStatus.BAD_REQUEST, T("refused: the request is not JSON", "已拒绝：请求不是 JSON"))
+        return body
+
+    def _send(self, status, body, kind):
+        data = body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", f"{kind or 'application/json'}; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in HEADERS.items():
+            self.send_header(k, v)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def make_server(judge, args, port=0):
+    """The server and its app, bound to 127.0.0.1 (port 0: one the system chooses); not yet serving."""
+    app = App(judge, args)
+    handler = type("PracticeHandler", (Handler,), {"app": app})
+    server = ThreadingHTTPServer((HOST, port), handler)
+    server.daemon_threads = True
+    app.port = server.server_address[1]
+    return server, app
+
+
+def address(app):
+    return f"http://127.0.0.1:{app.port}/?token={app.token}"
+
+
+def serve(judge, args):
+    """Serve until Ctrl-C; opens the browser unless --no-browser."""
+    try:
+        server, app = make_server(judge, args, args.port)
+    except OSError as e:
+        raise judge.UsageError(T("cannot listen on 127.0.0.1:{p} ({e}): choose another --port",
+                                 "无法监听 127.0.0.1:{p}（{e}）：请换一个 --port", p=args.port, e=e.strerror or e)) from None
+    url = address(app)
+    print(T("The practice page is at {u}\n(only this computer can open it; Ctrl-C stops the server)",
+            "练习页面的地址是 {u}\n（只有这台电脑能打开它；按 Ctrl-C 停止服务器）", u=url), flush=True)
+    if not args.no_browser:
+        import webbrowser
+        threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
+    try:
+        server.serve_forever(poll_interval=0.25)
+    except KeyboardInterrupt:
+        print(T("\nStopped.", "\n已停止。"), file=sys.stderr)
+    finally:
+        server.server_close()
+    return 0
+
+
+__all__ = ["App", "EXERCISES", "make_server", "serve", "statement"]
