@@ -111,8 +111,9 @@ def main(argv=None):
     p = parser("Transformer by Hand: rebuild Qwen3.5 one part at a time, on its real weights.",
                "手搓 Transformer：在真实权重上，一个部件一个部件地重建 Qwen3.5。")
     p.add_argument("what", nargs="?", default="all",
-                   help=tr("a chapter number, 'download', 'chat', or nothing for every chapter",
-                          "章节号、download、chat，或留空运行所有章节"))
+                   help=tr("a chapter number, 'download', 'chat', 'practice' (the exercises in the browser), "
+                           "or nothing for every chapter",
+                           "章节号、download、chat、practice（在浏览器里做练习），或留空运行所有章节"))
     p.add_argument("--max-new-tokens", type=int, default=None,
                    help=tr("longest reply in chat and chapters 9 and 11 (default {c} / {n}; chat on the tiny checkpoint: {t})",
                            "chat 和第 9、11 章回复的最大词元数（默认 {c} / {n}；小检查点上的 chat：{t}）",
@@ -138,6 +139,14 @@ def main(argv=None):
                         "--max-new-tokens 至少为 1。")
     args.speculative = speculative_option(args.speculative)             # before any model is read
     found = chapters()
+    if args.what == "practice":                  # the practice page: the judge's own --web, with its options
+        from practice import judge
+        forward = ["--web", *(["--tiny"] if args.tiny else []), *(["--model", args.model] if args.model else []),
+                   *(["--lang", args.lang] if args.lang else []), *(["--debug"] if args.debug else []), *args.rest]
+        code = judge.main(forward)
+        if code:
+            raise SystemExit(code)               # the judge's exit code (2: a usage error)
+        return 0
     if args.rest and not (args.what.isdigit() and int(args.what) in found):
         p.error(tr("unrecognized arguments: {a} (a chapter's own options go after its number, "
                    "e.g. python main.py 9 --prompt \"...\")",

@@ -53,7 +53,8 @@ UI = {
     "difficulty": ("Difficulty", "难度"),
     "status": ("Status", "状态"),
     "exercise": ("Exercise", "练习"),
-    "tolerance": ("Checked to", "检查的容差"),
+    "tolerance": ("Checked to these tolerances", "检查的容差"),
+    "n_cases": ("{n} case(s)", "{n} 个用例"),
     "run": ("Run", "运行"),
     "save": ("Save", "保存"),
     "hint": ("Hint", "提示"),
@@ -112,18 +113,53 @@ class Refused(Exception):
 # ------------------------------------------------------------------------------------------ the statement
 
 def statement(ex):
-    """{"en": [...paragraphs], "zh": [...], "tolerance": {"en", "zh"}}: the starter's docstring, which holds
-    the statement in English, then in Chinese (from the line "练习 2xx"), with the tolerance paragraph."""
-    source = ex.starter.read_text(encoding="utf-8")
-    doc = ast.get_docstring(ast.parse(source)) or ""
+    """{"en": [paragraphs], "zh": [paragraphs]}: the starter's docstring, which holds the statement in
+    English, then in Chinese (from the line "练习 2xx"); the last line (the command) is left out."""
+    doc = ast.get_docstring(ast.parse(ex.starter.read_text(encoding="utf-8"))) or ""
     en, _, zh = doc.partition("\n练习 ")
-    zh = ("练习 " + zh) if zh else ""
-    out = {"tolerance": {}}
-    for lang, part, mark in (("en", en, "Checked"), ("zh", zh, "检查方式")):
-        paras = [p.strip() for p in part.split("\n\n") if p.strip() and not p.strip().startswith("Check: ")]
-        out[lang] = paras
-        out["tolerance"][lang] = next((p for p in paras if p.startswith(mark)), "")
-    return out
+    parts = {"en": en, "zh": ("练习 " + zh) if zh else ""}
+    return {lang: [p.strip() for p in part.split("\n\n") if p.strip() and not p.strip().startswith("Check: ")]
+            for lang, part in parts.items()}
+
+
+def _leaves(value):
+    """The tensors and plain floats inside an expected value (dicts, lists, tuples, namespaces)."""
+    if hasattr(value, "dtype") and hasattr(value, "shape"):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _leaves(v)
+    elif hasattr(value, "__dict__") and not callable(value):
+        yield from _leaves(vars(value))
+    elif type(value) is float:
+        yield value
+
+
+def tolerances(ex, cases):
+    """[{"function", "what", "cases"}]: how close each function's results must be, read from the cases
+    themselves (their Tol, else the default for the result's dtype), so the page says what is checked."""
+    from practice._judge.exercises import DEFAULT_TOL
+    groups = {}
+    for c in cases:
+        whats = set()
+        for leaf in _leaves(c.expected):
+            if type(leaf) is float:
+                whats.add(T("plain numbers: relative 1e-9", "普通数值：相对 1e-9"))
+                continue
+            name = str(leaf.dtype).replace("torch.", "")
+            tol = c.tol or DEFAULT_TOL.get(name)
+            whats.add(f"{name}: " + (tol.text(name) if tol else T("exactly equal", "完全相等")))
+        if c.check is not None:
+            whats = {T("the case's own rule (see the statement)", "用例自己的规则（见题目）")}
+        elif not whats:
+            whats = {T("exactly equal", "完全相等")}
+        for what in sorted(whats):
+            key = (c.function, what)
+            groups[key] = groups.get(key, 0) + 1
+    return [{"function": f, "what": w, "cases": n} for (f, w), n in groups.items()]
 
 
 # ------------------------------------------------------------------------------------------ files
@@ -172,6 +208,7 @@ class App:
         self.action = threading.Lock()                             # one judge action at a time
         self.busy = set()                                          # exercises being graded
         self.busy_lock = threading.Lock()
+        self.tolerance_cache = {}
         self.actions = 0                                           # judge actions started (the tests read it)
 
     # -- reading
@@ -200,6 +237,20 @@ class App:
                 "hints_seen": entry.get("hints", 0), "hints": len(ex.hints), "functions": list(ex.functions),
                 "level": text(LEVELS.get(ex.difficulty, ex.difficulty)), "chapter": chapter_text(ex.chapter),
                 "time_limit": self.judge.time_limit()}
+
+    def tolerance(self, ex):
+        """The tolerances of the cases, built as a grading builds them (the same model context: one at a time)."""
+        cached = self.tolerance_cache.get((ex.id, get_lang()))
+        if cached is None:
+            with self.action:
+                with tempfile.TemporaryDirectory() as scratch:
+                    try:
+                        ctx = self.judge.grading.context(self._model(), scratch)
+                    except self.judge.grading.ModelProblem as e:
+                        raise Refused(HTTPStatus.INTERNAL_SERVER_ERROR, str(e)) from None
+                    cached = tolerances(ex, ex.cases(ctx))
+            self.tolerance_cache[(ex.id, get_lang())] = cached
+        return {"tolerances": cached}
 
     def disk(self, ex):
         return {"digest": self.judge.digest(self.judge.WORK / ex.filename)}
@@ -331,7 +382,8 @@ def _field(body, name, kind):
 
 # ------------------------------------------------------------------------------------------ HTTP
 
-ROUTES = {("GET", None): "exercise", ("GET", "disk"): "disk", ("POST", "save"): "save", ("POST", "keep"): "keep",
+ROUTES = {("GET", None): "exercise", ("GET", "disk"): "disk", ("GET", "tolerance"): "tolerance",
+          ("POST", "save"): "save", ("POST", "keep"): "keep",
           ("POST", "run"): "run", ("POST", "hint"): "hint", ("POST", "solution"): "solution",
           ("POST", "reset"): "reset"}
 

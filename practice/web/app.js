@@ -105,9 +105,14 @@ function paintExercise() {
   $("#statement").replaceChildren(
     el("h1", {}, x.id + " · " + x.title[S.lang]),
     el("div", {class: "meta"}, `${t("chapter")} ${x.chapter} · ${x.level}`),
-    el("div", {class: "tolerance", id: "tolerance"}, el("strong", {}, t("tolerance") + (S.lang === "zh" ? "：" : ": ")),
-       (st.tolerance[S.lang] || "").replace(/^(Checked:|检查方式：)\s*/, "")),
-    ...st[S.lang].slice(1).filter((p) => p !== st.tolerance[S.lang]).map((p) => el("p", {}, p)));
+    el("div", {class: "tolerance", id: "tolerance"}, el("strong", {}, t("tolerance")),
+       el("ul", {id: "tolerances"}, el("li", {class: "meta"}, "…"))),
+    ...st[S.lang].slice(1).map((p) => el("p", {}, p)));
+  api("GET", `/api/exercise/${x.id}/tolerance`).then((r) => {
+    if (!r.ok || S.ex !== x) return;
+    $("#tolerances").replaceChildren(...r.data.tolerances.map((g) =>
+      el("li", {}, el("code", {}, g.function), (S.lang === "zh" ? "：" : ": ") + g.what + " · " + t("n_cases", {n: g.cases}))));
+  });
   for (const k of ["run", "save", "hint", "solution", "reset"]) $("#" + k).textContent = t(k);
   $("#solution").disabled = !x.passed;
   $("#solution").title = x.passed ? "" : t("solution_locked");
