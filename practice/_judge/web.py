@@ -118,8 +118,22 @@ def statement(ex):
     doc = ast.get_docstring(ast.parse(ex.starter.read_text(encoding="utf-8"))) or ""
     en, _, zh = doc.partition("\n练习 ")
     parts = {"en": en, "zh": ("练习 " + zh) if zh else ""}
-    return {lang: [p.strip() for p in part.split("\n\n") if p.strip() and not p.strip().startswith("Check: ")]
+    return {lang: [unwrap(p.strip()) for p in part.split("\n\n") if p.strip() and not p.strip().startswith("Check: ")]
             for lang, part in parts.items()}
+
+
+def unwrap(paragraph):
+    """The docstring's line breaks (wrapped at 110 columns) removed, so a narrow window wraps the text itself;
+    an indented line (a formula, a numbered step) keeps its own line. Chinese joins without a space."""
+    lines = paragraph.split("\n")
+    out = lines[0]
+    for before, line in zip(lines, lines[1:]):
+        if not before or not line or before[0].isspace() or line[0].isspace():
+            out += "\n" + line                                        # an indented line keeps its own
+        else:
+            wide = before[-1] > "\u2e7f" or line[0] > "\u2e7f"         # CJK and full-width punctuation
+            out += ("" if wide else " ") + line
+    return out
 
 
 def _leaves(value):

@@ -216,11 +216,13 @@ function showReport(d) {
   const kids = [el("p", {class: "verdict s-" + d.status, id: "verdict"}, d.lines[0])];
   if (d.error) kids.push(el("p", {class: "mistake"}, d.error.message));
   if (d.cases.length) {
+    const named = new Set();                                // each known mistake named once, as the terminal does
+    const once = (m) => (m && !named.has(m) ? (named.add(m), m) : null);
     kids.push(el("div", {class: "table-wrap"}, el("table", {id: "cases"},
       el("thead", {}, el("tr", {}, el("th"), el("th", {}, t("function")), el("th", {}, t("case")), el("th", {}, t("result")))),
       el("tbody", {}, d.cases.map((c) => el("tr", {class: c.ok ? "s-pass" : (c.todo ? "s-todo" : "s-fail")},
         el("td", {class: "tick"}, c.ok ? "✓" : (c.todo ? "·" : "✗")), el("td", {}, c.function), el("td", {}, c.name),
-        el("td", {}, c.ok ? "" : c.message, c.mistake ? el("div", {class: "mistake"}, "→ " + c.mistake) : null)))))));
+        el("td", {}, c.ok ? "" : c.message, once(c.mistake) ? el("div", {class: "mistake"}, "→ " + c.mistake) : null)))))));
     const first = d.cases.find((c) => !c.ok && !c.todo);
     if (first && Object.keys(first.detail).length) {
       const rows = Object.entries(first.detail).map(([k, v]) => el("tr", {},
