@@ -313,12 +313,19 @@ def test_judge_web_refuses_other_commands_and_main_practice_starts_it(judge, cap
     assert seen["args"].web and seen["args"].no_browser and seen["args"].tiny
 
 
-def test_ctrl_c_stops_the_server_with_one_line(judge, capsys, monkeypatch):
+@pytest.mark.parametrize("browser", [False, True])
+def test_ctrl_c_stops_the_server_with_one_line_and_the_browser_opens_unless_told(judge, capsys, monkeypatch, browser):
+    import webbrowser
     from practice._judge import web as webmod
+    opened = []
+    monkeypatch.setattr(webbrowser, "open", opened.append)
 
     def interrupted(self, poll_interval=0.5):
+        time.sleep(0.3)                                              # the browser is opened from a thread
         raise KeyboardInterrupt
     monkeypatch.setattr(webmod.ThreadingHTTPServer, "serve_forever", interrupted)
-    assert judge.main(["--web", "--no-browser"]) == 0
+    assert judge.main(["--web"] + ([] if browser else ["--no-browser"])) == 0
     out = capsys.readouterr()
-    assert "http://127.0.0.1:" in out.out and "?token=" in out.out and "Stopped." in out.err
+    url = out.out.split()[5]
+    assert url.startswith("http://127.0.0.1:") and "/?token=" in url and "Stopped." in out.err
+    assert opened == ([url] if browser else [])

@@ -68,6 +68,15 @@ def test_the_scenario_in_a_real_browser(web, judge, capsys, tmp_path):  # noqa: 
             page.click("#row-204 a >> nth=1")
             expect(page.locator("#tolerances")).to_contain_text("atol=1e-05")
             page.click(".cm-content")
+            page.keyboard.press("Control+End")
+            page.keyboard.type("\nif x:")
+            page.keyboard.press("Enter")                                # Python indentation: 4 spaces after a colon
+            page.keyboard.type("y = 1")
+            page.keyboard.press("Enter")
+            page.keyboard.press("Tab")                                  # Tab indents (focus stays in the editor)
+            page.keyboard.type("z")
+            lines = page.locator(".cm-content .cm-line").all_inner_texts()
+            assert lines[-3:] == ["if x:", "    y = 1", "        z"], lines[-3:]
             page.keyboard.press("Control+a")
             page.keyboard.insert_text(NO_ONE_PLUS)
             expect(page.locator("#state")).to_have_text("unsaved changes")
@@ -88,6 +97,8 @@ def test_the_scenario_in_a_real_browser(web, judge, capsys, tmp_path):  # noqa: 
             page.click("#run")
             expect(page.locator("#verdict")).to_contain_text("passed all")
             expect(page.locator("#solution")).to_be_enabled()
+            page.click("#solution")
+            expect(page.locator("#solution-text")).to_contain_text("Reference solution for 204")
 
             # 4. The list shows it passed, and the terminal judge agrees.
             page.click("#home")

@@ -97,6 +97,12 @@ async function showExercise(id) {
   S.editor = window.TBHEditor.create($("#editor"), x.text, {onChange: () => { if (!S.quiet) setDirty(true); }, onSave: save});
   paintExercise();
   startPolling();
+  showProgress();
+}
+
+async function showProgress() {
+  const r = await api("GET", "/api/list");
+  if (r.ok) $("#progress").textContent = r.data.progress;
 }
 
 function paintExercise() {
@@ -204,6 +210,7 @@ async function run() {
   busy(false);
   if (!r.ok) return $("#report").replaceChildren(el("p", {class: "mistake"}, r.data.error));
   S.ex.passed = r.data.passed;
+  showProgress();
   $("#solution").disabled = !S.ex.passed;
   showReport(r.data);
 }
