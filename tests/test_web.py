@@ -329,3 +329,16 @@ def test_ctrl_c_stops_the_server_with_one_line_and_the_browser_opens_unless_told
     url = out.out.split()[5]
     assert url.startswith("http://127.0.0.1:") and "/?token=" in url and "Stopped." in out.err
     assert opened == ([url] if browser else [])
+
+
+def test_a_file_that_cannot_be_created_is_one_line_on_the_page(web, judge):
+    judge.WORK.write_text("a file where the folder should be\n", encoding="utf-8")
+    status, body = ask(web, "GET", "/api/exercise/204")
+    assert status == 409 and "cannot create" in body["error"] and "QWEN_PRACTICE_DIR" in body["error"], body
+    status, body = ask(web, "POST", "/api/exercise/204/run")
+    assert status == 409 and "cannot create" in body["error"] and web.busy == set()
+
+
+def test_a_port_out_of_range_is_one_line(judge, capsys):
+    assert judge.main(["--web", "--port", "70000"]) == 2
+    assert "--port 70000" in capsys.readouterr().err

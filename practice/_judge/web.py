@@ -405,6 +405,7 @@ ROUTES = {("GET", None): "exercise", ("GET", "disk"): "disk", ("GET", "tolerance
 class Handler(BaseHTTPRequestHandler):
     app = None                                                     # set on the server's own subclass
     protocol_version = "HTTP/1.1"
+    timeout = 60                                                   # a client that stops sending mid-request
     server_version = "practice"
     sys_version = ""
 
@@ -432,7 +433,10 @@ class Handler(BaseHTTPRequestHandler):
                 self._guard(query)
                 status, body, kind = self._route(method, url.path)
             except Refused as e:
+                self.close_connection = True                       # an unread body never reads as a request
                 status, body, kind = e.status, {"error": str(e)}, None
+            except self.app.judge.UsageError as e:                 # e.g. the learner's file cannot be created
+                status, body, kind = HTTPStatus.CONFLICT, {"error": str(e)}, None
             except Exception as e:                                 # noqa: BLE001 - one line to the page, never a crash
                 if getattr(self.app.args, "debug", False):
                     raise
