@@ -342,3 +342,10 @@ def test_a_file_that_cannot_be_created_is_one_line_on_the_page(web, judge):
 def test_a_port_out_of_range_is_one_line(judge, capsys):
     assert judge.main(["--web", "--port", "70000"]) == 2
     assert "--port 70000" in capsys.readouterr().err
+
+
+def test_tolerances_in_chinese_use_full_width_punctuation(web):
+    status, zh = ask(web, "GET", "/api/exercise/204/tolerance", lang="zh")
+    whats = [g["what"] for g in zh["tolerances"]]
+    assert status == 200 and all("：" in w and ": " not in w and "; " not in w for w in whats), whats
+    assert any("；99% 的数值逐位相同" in w for w in whats), whats

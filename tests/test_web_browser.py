@@ -115,6 +115,8 @@ def test_the_scenario_in_a_real_browser(web, judge, capsys, tmp_path):  # noqa: 
             page.click("#row-204 a >> nth=1")
             expect(page.locator("#run")).to_have_text("运行")
             expect(page.locator("#statement h1")).to_contain_text("零中心的 RMSNorm")
+            expect(page.locator("#tolerances")).to_contain_text("个用例")
+            page.screenshot(path=str(artefacts / "exercise-zh.png"))
 
             # The file changed on disk while the page has unsaved text: it says so, and keeps that text.
             page.click(".cm-content")

@@ -165,7 +165,7 @@ def tolerances(ex, cases):
                 continue
             name = str(leaf.dtype).replace("torch.", "")
             tol = c.tol or DEFAULT_TOL.get(name)
-            whats.add(f"{name}: " + (tol.text(name) if tol else T("exactly equal", "完全相等")))
+            whats.add(name + T(": ", "：") + (tol.text(name) if tol else T("exactly equal", "完全相等")))
         if c.check is not None:
             whats = {T("the case's own rule (see the statement)", "用例自己的规则（见题目）")}
         elif not whats:

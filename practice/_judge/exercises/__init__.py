@@ -69,7 +69,7 @@ class Tol:
             parts.append(T("atol={a:g}, rtol={r:g}", "atol={a:g}、rtol={r:g}", a=self.atol, r=self.rtol))
         if self.exact_share:
             parts.append(T("{p:.0%} of values bit for bit equal", "{p:.0%} 的数值逐位相同", p=self.exact_share))
-        return "; ".join(parts)
+        return T("; ", "；").join(parts)
 
 
 # The default per output dtype: fp32 and fp64 close; bf16/fp16 "computed in fp32, rounded once":
