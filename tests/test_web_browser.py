@@ -45,6 +45,7 @@ def fits(page):
 
 def test_the_scenario_in_a_real_browser(web, judge, capsys, tmp_path):  # noqa: F811 - the fixture
     from playwright.sync_api import expect, sync_playwright
+    from practice._judge.exercises import EXERCISES            # another exercise may be added: counted, not written
     artefacts = Path(os.environ.get("TBH_ARTEFACTS") or tmp_path / "artefacts")
     artefacts.mkdir(parents=True, exist_ok=True)
     url = f"http://127.0.0.1:{web.port}/?token={web.token}"
@@ -61,7 +62,8 @@ def test_the_scenario_in_a_real_browser(web, judge, capsys, tmp_path):  # noqa: 
             # 1. The list.
             page.goto(url)
             expect(page.locator("#row-204")).to_contain_text("not started")
-            expect(page.locator("#progress")).to_have_text("0/19 passed")
+            expect(page.locator("#progress")).to_have_text(f"0/{len(EXERCISES)} passed")
+            expect(page.locator("#next")).to_contain_text("Next: 201")
             page.screenshot(path=str(artefacts / "list.png"), full_page=True)
 
             # 2. 204 with a wrong solution, typed into the editor and saved with Ctrl-S: the named mistake.
@@ -104,6 +106,7 @@ def test_the_scenario_in_a_real_browser(web, judge, capsys, tmp_path):  # noqa: 
             page.click("#home")
             expect(page.locator("#row-204")).to_have_attribute("data-passed", "true")
             expect(page.locator("#row-204")).to_contain_text("passed")
+            expect(page.locator("#progress")).to_have_text(f"1/{len(EXERCISES)} passed")
             judge.main(["--json"])
             row = next(r for r in json.loads(capsys.readouterr().out)["exercises"] if r["id"] == "204")
             assert row["passed"] and row["status"] == "pass"

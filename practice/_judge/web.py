@@ -49,6 +49,8 @@ UI = {
     "title": ("Transformer by Hand · practice", "手搓 Transformer · 练习"),
     "list": ("Exercises", "练习列表"),
     "progress": ("{d}/{n} passed", "已通过 {d}/{n}"),
+    "next": ("Next: ", "下一个："),
+    "all_passed": ("All passed. Open any to grade it again.", "全部通过。可以打开任意一个重新评测。"),
     "chapter": ("Chapters", "章节"),
     "difficulty": ("Difficulty", "难度"),
     "status": ("Status", "状态"),

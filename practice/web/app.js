@@ -64,6 +64,8 @@ async function showList() {
     el("h1", {}, t("list")),
     el("div", {class: "meta"}, d.progress),
     el("div", {class: "bar"}, el("div", {style: `width:${(100 * d.passed / d.total).toFixed(1)}%`})),
+    d.next ? el("p", {id: "next"}, t("next"), el("a", {href: "#/" + d.next}, d.next + " · " +
+                d.exercises.find((x) => x.id === d.next).title)) : el("p", {id: "next"}, t("all_passed")),
     el("div", {class: "table-wrap"}, el("table", {class: "list"},
       el("thead", {}, el("tr", {}, el("th"), el("th", {}, "#"), el("th", {}, t("exercise")),
                          el("th", {class: "hide-narrow"}, t("chapter")), el("th", {class: "hide-narrow"}, t("difficulty")),
