@@ -35,7 +35,12 @@ Two ways to compute with a quantized weight, tested equal (tests/test_quant.py):
   - kernel: torch's CPU weight-only kernels (torch._weight_int8pack_mm;
     aten._weight_int4pack_mm_for_cpu on the layout aten._convert_weight_to_int4pack_for_cpu
     makes), which read the small codes directly. Used where torch has them and the shape fits
-    (4-bit: groups of 32..256, rows a multiple of 16); else the plain path.
+    (4-bit: groups of 32..256, rows a multiple of 16); else the plain path. They are fast with
+    bf16 activations and scales only (on an AVX2 CPU, 1 thread, a 3584 x 1024 int8 gemv: 0.55 ms
+    with bf16 x, 14 ms with fp32 x, fp32 F.linear 1.1 ms), so x and the scales go in as bf16 and
+    the result comes back fp32: it differs from the fp32 plain path by bf16's rounding of x and of
+    the scales (about 0.4% of a value). int8 with more than KERNEL_ROWS rows at once (a prompt)
+    takes the plain path: an fp32 matmul beats the kernel there (512 rows: 188 ms against 311).
 """
 import torch
 import torch.nn as nn
@@ -47,6 +52,7 @@ MODES = ("int8", "int4")
 GROUP = 128                                  # 4-bit: weights per scale, along the input dimension
 INT4_KERNEL_GROUPS = (32, 64, 128, 256)      # the group sizes torch's 4-bit CPU kernel accepts
 KEEP_FP32 = ("in_proj_a", "in_proj_b")       # tiny, and they feed an exponent (the decay) and beta
+KERNEL_ROWS = 32                             # int8: up to this many rows (tokens) a call through the kernel
 
 
 # --------------------------------------------------------------------------------------------
@@ -123,21 +129,23 @@ def error(w, w_hat):
 # --------------------------------------------------------------------------------------------
 
 def _flat(x):
-    """x (..., in) -> (rows, in) fp32, contiguous: the kernels take a 2-D matrix."""
-    return x.reshape(-1, x.shape[-1]).float().contiguous()
+    """x (..., in) -> (rows, in) bf16, contiguous: the kernels take a 2-D bf16 matrix."""
+    return x.reshape(-1, x.shape[-1]).to(torch.bfloat16).contiguous()
 
 
 class Int8Linear(nn.Module):
     """y = x @ (q * scale).T with q int8 (out, in) and one fp32 scale per output row.
 
-    kernel=True: torch._weight_int8pack_mm, which reads the int8 codes directly; False: the
-    plain path, dequantize then matmul."""
+    kernel=True: torch._weight_int8pack_mm, which reads the int8 codes directly, for up to
+    KERNEL_ROWS rows; False: the plain path, dequantize then matmul, always."""
 
     def __init__(self, q, scale, kernel=True):
         super().__init__()
         self.register_buffer("q", q.contiguous())                           # (out, in) int8
         self.register_buffer("scale", scale.float().contiguous())            # (out,)
         self.kernel = kernel and hasattr(torch, "_weight_int8pack_mm")
+        if self.kernel:
+            self.register_buffer("scale_bf16", self.scale.to(torch.bfloat16))   # what the kernel takes
 
     @classmethod
     def from_weight(cls, w, kernel=True):
@@ -148,15 +156,15 @@ class Int8Linear(nn.Module):
 
     @property
     def nbytes(self):
-        return self.q.nbytes + self.scale.nbytes
+        return sum(b.nbytes for b in self.buffers())                         # codes, scales (and their bf16 copy)
 
     def dequantized(self):
         return dequantize_int8(self.q, self.scale)                           # (out, in) fp32
 
     def forward(self, x):
-        if not self.kernel:
+        if not self.kernel or x.numel() > KERNEL_ROWS * x.shape[-1]:
             return F.linear(x.float(), self.dequantized()).to(x.dtype)      # the plain path
-        y = torch._weight_int8pack_mm(_flat(x), self.q, self.scale)          # (rows, out)
+        y = torch._weight_int8pack_mm(_flat(x), self.q, self.scale_bf16)     # (rows, out) bf16
         return y.reshape(*x.shape[:-1], -1).to(x.dtype)
 
     def extra_repr(self):
@@ -174,7 +182,9 @@ class Int4Linear(nn.Module):
 
     Stored packed, two codes a byte: by hand (pack_int4) for the plain path, or in the layout of
     torch's 4-bit CPU kernel (its own tiling), with the scales as its (groups, out, 2) scale and
-    zero table (zero = 0: symmetric; the kernel computes (u - 8) * scale + zero for u = q + 8)."""
+    zero table (zero = 0: symmetric; the kernel computes (u - 8) * scale + zero for u = q + 8).
+    The kernel path keeps no plain copy of the codes (it would double the bytes), so a prompt goes
+    through the kernel too."""
 
     def __init__(self, q, scale, kernel=True):
         super().__init__()
@@ -184,8 +194,9 @@ class Int4Linear(nn.Module):
         if self.kernel:
             u = (q.to(torch.int32) + 8).contiguous()                         # 0..15, (out, in)
             self.register_buffer("packed", torch.ops.aten._convert_weight_to_int4pack_for_cpu(u, 1))
-            zeros = torch.zeros_like(scale.float())
-            self.register_buffer("scale_zero", torch.stack((scale.float().T, zeros.T), -1).contiguous())  # (groups, out, 2)
+            scale = scale.to(torch.bfloat16)
+            self.register_buffer("scale_zero", torch.stack((scale.T, torch.zeros_like(scale.T)), -1).contiguous())
+            #                                   (groups, out, 2) bf16: a scale and a zero (0) per group
         else:
             self.register_buffer("packed", pack_int4(q))                     # (out, in / 2) uint8
             self.register_buffer("scale", scale.float().contiguous())        # (out, groups)
@@ -203,8 +214,8 @@ class Int4Linear(nn.Module):
 
     def dequantized(self):
         if self.kernel:                                                      # the kernel's own layout: ask it
-            eye = torch.eye(self.shape[1])                                   # (in, in): rows of I give columns
-            return torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.packed, self.group, self.scale_zero).T
+            eye = torch.eye(self.shape[1], dtype=torch.bfloat16)             # (in, in): rows of I give columns
+            return torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.packed, self.group, self.scale_zero).T.float()
         return dequantize_int4(unpack_int4(self.packed), self.scale)        # (out, in) fp32
 
     def forward(self, x):
