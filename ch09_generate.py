@@ -83,7 +83,8 @@ except QwenError:
     template = None
 ready = tok is not None and template is not None
 if ready:                              # checked first: without them, the weights need not be read
-    model = load_model(path, dtype=getattr(torch, args.dtype), vision=False).to(args.device)   # text only: no tower
+    dtype = None if args.quant is not None else getattr(torch, args.dtype)    # quantized: from the stored bf16
+    model = load_model(path, dtype=dtype, vision=False).to(args.device)        # text only: no tower
     if speculative is not None:
         check_speculative(model, speculative)           # no MTP head in this checkpoint: one line
     if args.quant is not None:

@@ -53,13 +53,15 @@ def load_chat_image(path, image):
 
 
 def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None, quant=None):
+    import torch
     from qwen.generate import Chat
     from qwen.model import load_model
     from qwen.tokenizer import Tokenizer
 
     picture = None if image is None else load_chat_image(path, image)
     print(tr("Loading {path} ...", "正在加载 {path} ……", path=path), flush=True)
-    model = load_model(path, vision=picture is not None)          # the tower only for a picture
+    dtype = torch.float32 if quant is None else None               # quantized: from the stored bf16 (fewer bytes)
+    model = load_model(path, dtype=dtype, vision=picture is not None)   # the tower only for a picture
     if quant is not None:
         from qwen.cli import size
         from qwen.quant import quantize_model, weight_bytes

@@ -275,7 +275,10 @@ def quantize_model(model, mode, kernel=True):
     to `mode` ("int8": per row; "int4": groups of GROUP), the output layer to int8 (the tied
     embedding table, stored once for both uses; an untied lm_head likewise). One layer at a time,
     so the fp32 weights are freed as they are replaced. The MTP head is dropped (model.mtp =
-    None): speculative decoding drafts with the full-precision output layer.
+    None): speculative decoding drafts with the full-precision output layer. What stays a
+    parameter (norms, conv, decay) is made fp32, so a model loaded as stored (load_model(path,
+    dtype=None): bf16, mapped from the file, half the bytes of fp32 while it is quantized) gives
+    the same model as one loaded in fp32 (bf16 -> fp32 is exact).
 
     kernel=False: every layer on the plain dequantize-then-matmul path."""
     check_mode(mode)
@@ -288,6 +291,8 @@ def quantize_model(model, mode, kernel=True):
     else:
         model.lm_head = Int8Linear.from_weight(model.lm_head.weight.data, kernel=kernel)
         model.output_layer = model.lm_head
+    for p in model.parameters():                                           # the rest: fp32
+        p.data = p.data.float()
     model.mtp = None
     model.quant = mode
     return model

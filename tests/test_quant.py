@@ -109,6 +109,18 @@ def test_quantize_model_decodes(tiny_path, mode):
     assert quant.weight_bytes(model) < 0.35 * quant.weight_bytes(load_model(tiny_path, vision=False))
 
 
+def test_quantizing_the_stored_bf16_gives_the_fp32_models_numbers(tiny_path):
+    """load_model(dtype=None) keeps the file's bf16 (half the bytes while quantizing); bf16 -> fp32 is exact,
+    so the quantized model is the same, and what stays a parameter is fp32."""
+    from qwen.model import load_model
+    ids = torch.tensor([list(range(100, 110))])
+    for mode in quant.MODES:
+        a = quant.quantize_model(load_model(tiny_path, vision=False), mode)
+        b = quant.quantize_model(load_model(tiny_path, dtype=None, vision=False), mode)
+        assert {p.dtype for p in b.parameters()} == {torch.float32}
+        torch.testing.assert_close(a(ids), b(ids), atol=0, rtol=0)
+
+
 def test_quantized_output_matches_fp32_closely_in_int8(tiny_path):
     """int8 per row moves the logits by a small fraction of their size (the tiny checkpoint: random values)."""
     from qwen.model import load_model
