@@ -172,7 +172,7 @@ def row(*cells):
 
 
 proj32 = sum(linear.weight.nbytes for *_, linear in quant.projections(model))
-print(row("", tr("projections", "投影"), tr("table", "嵌入表"), tr("fp32 rest", "fp32 其余"), tr("total", "合计")))
+print(row("", tr("projections", "投影"), tr("output layer", "输出层"), tr("fp32 rest", "fp32 其余"), tr("total", "合计")))
 print(row("fp32", size(proj32), size(table * 4), size(fp32_bytes - proj32 - table * 4), size(fp32_bytes)))
 for mode, m in models.items():
     p, o, rest = parts(m)

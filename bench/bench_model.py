@@ -34,9 +34,13 @@ processes, alternated `--repeat` times: prefill and decode tokens/s (best), the 
 (largest; int8 / int4 are quantized from the stored bf16, which is read meanwhile) and the RSS
 once quantized, with the greedy tokens compared against fp32's.
 
+The bf16 prompt pass (qwen/upcast.py): a PROMPT-token prefill of the bf16 model with its plain
+bf16 projections and with them run in fp32 (upcast_prompts), alternated in one process, against
+the fp32 model's prefill in its own process; the goal is bf16 within 1.3x of fp32.
+
     python bench/bench_model.py [--keep DIR] [--threads N] [--dtypes float32,bfloat16] [--repeat 2]
                                 [--rounds 3] [--skip-context] [--skip-fidelity] [--skip-compare]
-                                [--skip-breakdown] [--skip-quant] [--breakdown float32,int8,int4]
+                                [--skip-breakdown] [--skip-quant] [--skip-prompt] [--breakdown float32,int8]
 """
 import argparse
 import json
@@ -339,6 +343,37 @@ def child_decode(path, variant, out):
                                    decode_s=stats["decode_s"], tokens=tokens, weight_bytes=weight_bytes(model))))
 
 
+def child_prompt(path, dtype_name, out, rounds):
+    """Prefill seconds of PROMPT tokens (to the first new token): fp32 alone, or bf16 plain and upcast alternated."""
+    import torch
+    from qwen.generate import generate_ids
+    from qwen.upcast import MIN_ROWS, UpcastLinear, upcast_prompts
+    model = _build(path, dtype_name)
+    ids = _ids(PROMPT, 2)[0].tolist()
+    wrapped = [m for m in upcast_prompts(model).modules() if isinstance(m, UpcastLinear)]
+    best = {}
+    for _ in range(rounds):
+        for name, rows in (("plain", 1 << 62), ("upcast", None)):
+            if not wrapped and name == "upcast":
+                continue
+            for m in wrapped:
+                m.min_rows = rows or MIN_ROWS
+            stats = {}
+            next(generate_ids(model, ids, max_new_tokens=1, stats=stats))
+            best[name] = min(best.get(name, float("inf")), stats["prefill_s"])
+    out.write_text(json.dumps(best))
+
+
+def prompt_pass(path, threads, rounds):
+    fp32, _ = run_child("prompt", path, "float32", threads, rounds)
+    bf16, _ = run_child("prompt", path, "bfloat16", threads, rounds)
+    print(f"\n== the bf16 prompt pass ({threads} threads; prefill {PROMPT} tokens, best of {rounds}) ==")
+    for name, sec in (("fp32", fp32["plain"]), ("bf16, bf16 projections", bf16["plain"]),
+                      ("bf16, projections in fp32 (upcast)", bf16["upcast"])):
+        print(f"  {name:<36}{sec:>8.2f} s {PROMPT / sec:>8.1f} tokens/s {sec / fp32['plain']:>6.2f}x fp32's time")
+    return [("bf16 prompt pass with upcast / fp32's (time, x)", bf16["upcast"] / fp32["plain"], 1.3, "<=")]
+
+
 def breakdown(path, variants, threads):
     bw, _ = run_child("bandwidth", path, "float32", threads)
     print(f"\n== where one decode step goes ({threads} threads; after a 32-token prompt; 16 steps each) ==")
@@ -459,7 +494,8 @@ def main():
     p.add_argument("--skip-compare", action="store_true", help="leave out the comparison with transformers")
     p.add_argument("--skip-breakdown", action="store_true")
     p.add_argument("--skip-quant", action="store_true")
-    p.add_argument("--breakdown", default="float32", help="variants whose decode step is broken down: "
+    p.add_argument("--skip-prompt", action="store_true")
+    p.add_argument("--breakdown", default="float32,int8", help="variants whose decode step is broken down: "
                                                           "float32, bfloat16, int8, int4")
     p.add_argument("--child"), p.add_argument("--path"), p.add_argument("--dtype"), p.add_argument("--out")
     args = p.parse_args()
@@ -472,7 +508,8 @@ def main():
          "fidelity": lambda: child_fidelity(args.path, out), "context": lambda: child_context(args.path, out),
          "speed": lambda: child_speed(args.path, args.dtype, out, args.rounds),
          "bandwidth": lambda: child_bandwidth(out), "breakdown": lambda: child_breakdown(args.path, args.dtype, out),
-         "decode": lambda: child_decode(args.path, args.dtype, out)}[args.child]()
+         "decode": lambda: child_decode(args.path, args.dtype, out),
+         "prompt": lambda: child_prompt(args.path, args.dtype, out, args.rounds)}[args.child]()
         return
 
     threads = args.threads or int(subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
@@ -484,6 +521,8 @@ def main():
         breakdown(path, args.breakdown.split(","), threads)
     if not args.skip_quant:
         quantized(path, threads, args.repeat)
+    if not args.skip_prompt:
+        targets += prompt_pass(path, threads, args.rounds)
     for dtype in ([] if args.skip_compare else args.dtypes.split(",")):
         targets += compare(path, dtype, threads, args.repeat, args.rounds)
     if not args.skip_fidelity:
