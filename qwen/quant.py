@@ -53,6 +53,7 @@ GROUP = 128                                  # 4-bit: weights per scale, along t
 INT4_KERNEL_GROUPS = (32, 64, 128, 256)      # the group sizes torch's 4-bit CPU kernel accepts
 KEEP_FP32 = ("in_proj_a", "in_proj_b")       # tiny, and they feed an exponent (the decay) and beta
 KERNEL_ROWS = 32                             # int8: up to this many rows (tokens) a call through the kernel
+ROWS_AT_ONCE = 4096                          # quantize_model: weight rows quantized at a time (a few MB of temporaries)
 
 
 # --------------------------------------------------------------------------------------------
@@ -128,6 +129,14 @@ def error(w, w_hat):
 # Layers that compute with quantized weights
 # --------------------------------------------------------------------------------------------
 
+def _by_rows(quantize, w, *args):
+    """quantize(w, *args) a block of rows at a time, joined: each row is quantized on its own, so
+    this is the same result, without fp32 temporaries of the whole weight (the 248,320-row table
+    is 1 GB in fp32, and a few temporaries of it would be several)."""
+    parts = [quantize(w[i:i + ROWS_AT_ONCE], *args) for i in range(0, w.shape[0], ROWS_AT_ONCE)]
+    return torch.cat([q for q, _ in parts]), torch.cat([s for _, s in parts])
+
+
 def _flat(x):
     """x (..., in) -> (rows, in) bf16, contiguous: the kernels take a 2-D bf16 matrix."""
     return x.reshape(-1, x.shape[-1]).to(torch.bfloat16).contiguous()
@@ -149,7 +158,7 @@ class Int8Linear(nn.Module):
 
     @classmethod
     def from_weight(cls, w, kernel=True):
-        return cls(*quantize_int8(w), kernel=kernel)
+        return cls(*_by_rows(quantize_int8, w), kernel=kernel)
 
     in_features = property(lambda self: self.q.shape[1])                    # as nn.Linear has them
     out_features = property(lambda self: self.q.shape[0])
@@ -203,7 +212,7 @@ class Int4Linear(nn.Module):
 
     @classmethod
     def from_weight(cls, w, kernel=True, group=GROUP):
-        return cls(*quantize_int4(w, group), kernel=kernel)
+        return cls(*_by_rows(quantize_int4, w, group), kernel=kernel)
 
     in_features = property(lambda self: self.shape[1])
     out_features = property(lambda self: self.shape[0])
@@ -291,8 +300,9 @@ def quantize_model(model, mode, kernel=True):
     else:
         model.lm_head = Int8Linear.from_weight(model.lm_head.weight.data, kernel=kernel)
         model.output_layer = model.lm_head
-    for p in model.parameters():                                           # the rest: fp32
-        p.data = p.data.float()
+    for p in model.parameters():                                           # the rest: fp32, copied: a tensor
+        p.data = p.data.to(torch.float32, copy=True)                       # mapped from the file would keep
+                                                                           # the whole file's mapping alive
     model.mtp = None
     model.quant = mode
     return model

@@ -118,6 +118,8 @@ def test_quantizing_the_stored_bf16_gives_the_fp32_models_numbers(tiny_path):
         a = quant.quantize_model(load_model(tiny_path, vision=False), mode)
         b = quant.quantize_model(load_model(tiny_path, dtype=None, vision=False), mode)
         assert {p.dtype for p in b.parameters()} == {torch.float32}
+        assert all(t.untyped_storage().resizable() for t in [*b.parameters(), *b.buffers()])   # none mapped
+        #   from the file: one mapped tensor (A_log is fp32 in the file) keeps the whole file's mapping resident
         torch.testing.assert_close(a(ids), b(ids), atol=0, rtol=0)
 
 
@@ -180,3 +182,15 @@ def test_ch13_in_chinese(tiny_path):
     out = course[course.index("# ch13_quantize.py"):]
     for text in ("第 13 章：手写量化", "处处不超过半步：是", "先取整再钳位 vs 先钳位再取整", "解包后相同：是", "本章练习：260"):
         assert text in out, text
+
+
+def test_from_weight_by_blocks_of_rows_is_the_whole_weights_quantization(monkeypatch):
+    """quantize_model quantizes ROWS_AT_ONCE rows at a time (the 1 GB table's temporaries): the same codes."""
+    monkeypatch.setattr(quant, "ROWS_AT_ONCE", 7)                    # blocks that do not divide the 64 rows
+    w = _weight(64, 256, seed=4)
+    q, scale = quant.quantize_int8(w)
+    layer = quant.Int8Linear.from_weight(w, kernel=False)
+    assert torch.equal(layer.q, q) and torch.equal(layer.scale, scale)
+    q4, scale4 = quant.quantize_int4(w, 32)
+    layer4 = quant.Int4Linear.from_weight(w, kernel=False, group=32)
+    assert torch.equal(quant.unpack_int4(layer4.packed), q4) and torch.equal(layer4.scale, scale4)
