@@ -254,19 +254,24 @@ def decode(m):
 
 
 ref_ids, ref_speed = decode(model)
+show = not ch.tiny and ch.tokenizer is not None                  # trained weights: the text itself
 text = torch.tensor([ids + ref_ids[:-1]])                        # (1, prompt + N - 1)
 ref_logits = model(text)[0, len(ids) - 1:, :V]                   # (N, vocab): at each reply position
 say("  fp32: {n} tokens, decode {s:.1f} tokens/s", "  fp32：{n} 个词元，解码 {s:.1f} 词元/秒", n=len(ref_ids), s=ref_speed)
+if show:
+    say("    fp32 writes: {t!r}", "    fp32 写出：{t!r}", t=ch.tokenizer.decode(ref_ids))
 for mode, m in models.items():
     logits = m(text)[0, len(ids) - 1:, :V]
     changed = int((logits.argmax(-1) != ref_logits.argmax(-1)).sum())
-    _, speed = decode(m)
+    own, speed = decode(m)
     say("  {m}: largest logit difference {d:.3f} (logits up to {top:.1f}); greedy token differs at {c} of {n}; "
         "decode {s:.1f} tokens/s ({r:.2f}x fp32)",
         "  {m}：logit 最大差值 {d:.3f}（logit 最大到 {top:.1f}）；{n} 个贪心词元中有 {c} 个不同；解码 {s:.1f} 词元/秒"
         "（fp32 的 {r:.2f} 倍）",
         m=mode, d=(logits - ref_logits).abs().max().item(), top=ref_logits.abs().max().item(), c=changed,
         n=len(ref_ids), s=speed, r=speed / ref_speed)
+    if show:
+        say("    {m} writes: {t!r}", "    {m} 写出：{t!r}", m=mode, t=ch.tokenizer.decode(own))
 note(ch.threads)
 if ch.tiny:
     say("  (random weights and a 16-wide model: the differences and speeds are this toy's; the full-size\n"
