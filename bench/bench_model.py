@@ -27,7 +27,10 @@ and the small ops between them (rope, gates, reshapes, residual adds), and the n
 ops a step dispatches times the measured cost of one tiny op estimates the dispatch part. The
 bandwidth reached is the bytes of weights a step reads (all of them once, the tied table once
 for the logits) over the step time, against this machine's read bandwidth measured in the same
-run (torch.sum over a 1 GiB fp32 tensor, same threads, in its own process).
+run (torch.sum over a 1 GiB fp32 tensor, same threads, in its own process). These sections run
+with glibc's allocator as a learner gets it (issue 24: pinning it made our prefill slower), and
+the first variant's breakdown once more pinned, beside it: the delta rule's 1 MiB states sit
+exactly at the pinned mmap threshold.
 
 Quantized decoding (qwen/quant.py, chapter 13): fp32, bf16, int8 and int4 models, each in fresh
 processes, alternated `--repeat` times: prefill and decode tokens/s (best), the peak RSS
@@ -365,9 +368,10 @@ def child_prompt(path, dtype_name, out, rounds):
 
 
 def prompt_pass(path, threads, rounds):
-    fp32, _ = run_child("prompt", path, "float32", threads, rounds)
-    bf16, _ = run_child("prompt", path, "bfloat16", threads, rounds)
-    print(f"\n== the bf16 prompt pass ({threads} threads; prefill {PROMPT} tokens, best of {rounds}) ==")
+    fp32, _ = run_child("prompt", path, "float32", threads, rounds, env=LEARNER_ENV)
+    bf16, _ = run_child("prompt", path, "bfloat16", threads, rounds, env=LEARNER_ENV)
+    print(f"\n== the bf16 prompt pass ({threads} threads; prefill {PROMPT} tokens, best of {rounds}; glibc's "
+          f"allocator as a learner runs it) ==")
     for name, sec in (("fp32", fp32["plain"]), ("bf16, bf16 projections", bf16["plain"]),
                       ("bf16, projections in fp32 (upcast)", bf16["upcast"])):
         print(f"  {name:<36}{sec:>8.2f} s {PROMPT / sec:>8.1f} tokens/s {sec / fp32['plain']:>6.2f}x fp32's time")
@@ -375,14 +379,16 @@ def prompt_pass(path, threads, rounds):
 
 
 def breakdown(path, variants, threads):
-    bw, _ = run_child("bandwidth", path, "float32", threads)
-    print(f"\n== where one decode step goes ({threads} threads; after a 32-token prompt; 16 steps each) ==")
+    bw, _ = run_child("bandwidth", path, "float32", threads, env=LEARNER_ENV)
+    print(f"\n== where one decode step goes ({threads} threads; after a 32-token prompt; 16 steps each; glibc's "
+          f"allocator as a learner runs it, and pinned for {variants[0]}) ==")
     print(f"this machine's read bandwidth (torch.sum over 1 GiB fp32, median of 7): {bw['gb_s']:.1f} GB/s")
     rows = []
-    for variant in variants:
-        r, _ = run_child("breakdown", path, variant, threads)
+    for variant, env in [(v, LEARNER_ENV) for v in variants] + [(variants[0], ENV)]:
+        r, _ = run_child("breakdown", path, variant, threads, env=env)
         total, parts = r["timed_total"], r["parts"]
-        print(f"\n{variant}: step {r['plain'] * 1e3:.1f} ms (timed part by part: {total * 1e3:.1f} ms); "
+        pinned = " (allocator pinned: mmap threshold 1 MiB)" if env is ENV else ""
+        print(f"\n{variant}{pinned}: step {r['plain'] * 1e3:.1f} ms (timed part by part: {total * 1e3:.1f} ms); "
               f"weights read {r['weight_bytes'] / 1e9:.2f} GB, of which the output layer {r['output_bytes'] / 1e9:.2f} GB")
         for name, sec in parts.items():
             print(f"  {name:<34}{sec * 1e3:>8.1f} ms {sec / total:>6.1%}")
@@ -404,9 +410,9 @@ def quantized(path, threads, repeat):
     runs = {v: [] for v in VARIANTS}
     for _ in range(repeat):
         for variant in VARIANTS:
-            runs[variant].append(run_child("decode", path, variant, threads))
+            runs[variant].append(run_child("decode", path, variant, threads, env=LEARNER_ENV))
     print(f"\n== quantized decoding ({threads} threads; prefill {PROMPT} tokens, decode {NEW}; fresh processes, "
-          f"alternated, best of {repeat}) ==")
+          f"alternated, best of {repeat}; glibc's allocator as a learner runs it) ==")
     print(f"{'':10}{'weights GB':>11}{'prefill tok/s':>15}{'decode tok/s':>14}{'x fp32':>8}{'GB/s':>7}"
           f"{'peak RSS MB':>13}{'RSS built MB':>14}{'greedy = fp32':>15}")
     base = None
@@ -426,13 +432,16 @@ def quantized(path, threads, repeat):
 
 # --------------------------------------------------------------------------------------------- parent
 
-def run_child(kind, path, dtype, threads, rounds=1):
+LEARNER_ENV = {k: v for k, v in ENV.items() if not k.startswith("MALLOC_")}   # glibc's defaults, as a learner runs
+
+
+def run_child(kind, path, dtype, threads, rounds=1, env=ENV):
     """Run one measurement in a fresh process; its JSON result and its peak RSS in MB."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
         argv = [sys.executable, __file__, "--child", kind, "--path", str(path), "--dtype", dtype,
                 "--out", str(out), "--threads", str(threads), "--rounds", str(rounds)]
-        p = subprocess.Popen(argv, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _, status, usage = os.wait4(p.pid, 0)
         err = p.stderr.read().decode()
         p.stderr.close()
