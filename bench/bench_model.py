@@ -414,7 +414,7 @@ def quantized(path, threads, repeat):
     print(f"\n== quantized decoding ({threads} threads; prefill {PROMPT} tokens, decode {NEW}; fresh processes, "
           f"alternated, best of {repeat}; glibc's allocator as a learner runs it) ==")
     print(f"{'':10}{'weights GB':>11}{'prefill tok/s':>15}{'decode tok/s':>14}{'x fp32':>8}{'GB/s':>7}"
-          f"{'peak RSS MB':>13}{'RSS built MB':>14}{'greedy = fp32':>15}")
+          f"{'peak RSS MB':>13}{'RSS loaded MB':>15}{'greedy = fp32':>15}")
     base = None
     ref = runs["float32"][0][0]["tokens"]
     for variant, results in runs.items():
@@ -425,9 +425,10 @@ def quantized(path, threads, repeat):
         same = next((i for i, (a, b) in enumerate(zip(first["tokens"], ref)) if a != b), len(ref))
         print(f"{variant:10}{first['weight_bytes'] / 1e9:>11.2f}{prefill:>15.1f}{decode:>14.2f}{decode / base:>7.2f}x"
               f"{first['weight_bytes'] * decode / 1e9:>7.1f}{max(rss for _, rss in results):>13.0f}"
-              f"{max(r['rss_built'] for r, _ in results):>14.0f}{same:>9} of {len(ref)}")
+              f"{max(r['rss_built'] for r, _ in results):>15.0f}{same:>9} of {len(ref)}")
     print("(random weights: the greedy agreement says little about quality; GB/s = weights read per token x decode "
-          "tokens/s)")
+          "tokens/s;\n RSS loaded: once built and quantized, before the prompt; bf16 is mapped from the file, its pages "
+          "resident once read)")
 
 
 # --------------------------------------------------------------------------------------------- parent
