@@ -133,8 +133,14 @@ def _by_rows(quantize, w, *args):
     """quantize(w, *args) a block of rows at a time, joined: each row is quantized on its own, so
     this is the same result, without fp32 temporaries of the whole weight (the 248,320-row table
     is 1 GB in fp32, and a few temporaries of it would be several)."""
-    parts = [quantize(w[i:i + ROWS_AT_ONCE], *args) for i in range(0, w.shape[0], ROWS_AT_ONCE)]
-    return torch.cat([q for q, _ in parts]), torch.cat([s for _, s in parts])
+    q = scale = None
+    for i in range(0, w.shape[0], ROWS_AT_ONCE):                            # written in place: no small results
+        q_rows, s_rows = quantize(w[i:i + ROWS_AT_ONCE], *args)             # kept between the freed temporaries
+        if q is None:                                                       # (glibc's heap then grew by GBs)
+            q = torch.empty(w.shape, dtype=q_rows.dtype)
+            scale = torch.empty((w.shape[0], *s_rows.shape[1:]), dtype=s_rows.dtype)
+        q[i:i + ROWS_AT_ONCE], scale[i:i + ROWS_AT_ONCE] = q_rows, s_rows
+    return q, scale
 
 
 def _flat(x):
