@@ -13,7 +13,7 @@
 # （解码），因为每一层都保存了继续所需的东西：6 个全注意力层保存键和值，18 个 Gated DeltaNet 层
 # 保存 3 个词元的卷积窗口和固定大小的 16 x 128 x 128 状态。提示词用检查点自带的对话模板写成。
 #
-# Run: `python ch09_generate.py [--prompt "..."] [--max-new-tokens N] [--device cpu|cuda|mps] [--tiny] [--lang zh]`
+# Run: `python ch09_generate.py [--prompt "..."] [--max-new-tokens N] [--device cpu|cuda|mps] [--quant int8|int4] [--tiny] [--lang zh]`
 
 # %%
 import time
@@ -57,22 +57,41 @@ ch = chapter("Chapter 9: generation with a cache", "第 9 章：带缓存的生�
     "--speculative": dict(default=None, metavar="K", help=(
         "the greedy reply with speculative decoding: the MTP head drafts K tokens a step, the model verifies them "
         "(default: off, plain decoding, the loop this chapter builds; chapter 12)",
-        "用推测解码生成贪心回复：MTP 头每步起草 K 个词元，由模型验证（默认：关闭，用本章搭建的普通解码循环；见第 12 章）"))})
+        "用推测解码生成贪心回复：MTP 头每步起草 K 个词元，由模型验证（默认：关闭，用本章搭建的普通解码循环；见第 12 章）")),
+    "--quant": dict(default=None, metavar="MODE", help=(
+        "int8 or int4: the reply from weight-only quantized weights (chapter 13; default: off, fp32)",
+        "int8 或 int4：用只量化权重的模型生成回复（第 13 章；默认：关闭，fp32）"))})
 args, path, cfg, tok = ch.args, ch.path, ch.cfg, ch.tokenizer
 torch.set_grad_enabled(False)
 if args.max_new_tokens < 1:
     raise QwenError("--max-new-tokens must be at least 1.", "--max-new-tokens 至少为 1。")
 speculative = speculative_option(args.speculative)      # a bad K: one line, before the weights are read
 check_device(args.device)
+if args.quant is not None:
+    from qwen.quant import check_mode, quantize_model, weight_bytes
+    check_mode(args.quant)                               # a bad mode: one line, before the weights are read
+    if speculative is not None:
+        raise QwenError("--quant and --speculative do not go together: speculative decoding drafts with the "
+                        "full-precision output layer. Choose one.",
+                        "--quant 和 --speculative 不能同时用：推测解码用全精度的输出层起草。请二选一。")
+    if args.device != "cpu" or args.dtype != "float32":
+        raise QwenError("--quant runs on the CPU from the fp32 model: leave out --device and --dtype.",
+                        "--quant 在 CPU 上、从 fp32 模型量化：请去掉 --device 和 --dtype。")
 try:                                   # chat_template.jinja, else tokenizer_config.json's chat_template
     template = ChatTemplate.load(path)
 except QwenError:
     template = None
 ready = tok is not None and template is not None
 if ready:                              # checked first: without them, the weights need not be read
-    model = load_model(path, dtype=getattr(torch, args.dtype), vision=False).to(args.device)   # text only: no tower
+    dtype = None if args.quant is not None else getattr(torch, args.dtype)    # quantized: from the stored bf16
+    model = load_model(path, dtype=dtype, vision=False).to(args.device)        # text only: no tower
     if speculative is not None:
         check_speculative(model, speculative)           # no MTP head in this checkpoint: one line
+    if args.quant is not None:
+        before = weight_bytes(model)
+        quantize_model(model, args.quant)
+        say("  weights quantized to {q} (chapter 13): {a} -> {b}", "  权重已量化为 {q}（第 13 章）：{a} -> {b}",
+            q=args.quant, a=size(before), b=size(weight_bytes(model)))
 else:
     say("  (no tokenizer or chat template in this folder: this chapter needs both; it stops here)",
         "  （这个文件夹里没有分词器或对话模板：本章两者都需要，到此为止）")

@@ -8,8 +8,9 @@
     python main.py chat --image PATH   ... about a picture (it goes with your first message)
     python main.py 11 --image PATH     chapters 10 and 11 (and the whole course) look at your picture
     python main.py 9 --speculative 3   chapter 9's reply with speculative decoding (chapter 12); chat takes it too
+    python main.py 9 --quant int8      chapter 9's reply from int8 (or int4) weights (chapter 13); chat takes it too
     python main.py --plot        every chapter, and their figures as PNGs in out/figures
-    options: --tiny  --model PATH  --lang en|zh  --plot  --out DIR  --debug
+    options: --tiny  --model PATH  --quant int8|int4  --lang en|zh  --plot  --out DIR  --debug
     (or the environment: QWEN_TINY=1, QWEN_MODEL=PATH, QWEN_LANG=zh, QWEN_PLOT=1, QWEN_FIGURES=DIR)
 """
 import os
@@ -97,6 +98,8 @@ def run_chapters(args, numbers):
                 sys.argv += ["--image", args.image]
             if n in (9, 12) and args.speculative is not None:
                 sys.argv += ["--speculative", str(args.speculative)]
+            if n == 9 and args.quant is not None:
+                sys.argv += ["--quant", args.quant]
             run_chapter(script)
     finally:
         restore()
@@ -127,6 +130,11 @@ def main(argv=None):
                            "token, in fp32 (default: off; chapter 12 says why and measures it)",
                            "chat 和第 9、12 章的推测解码：MTP 头每步起草 K 个词元，模型用一次前向计算验证它们；"
                            "fp32 下回复与贪心解码的逐词元相同（默认：关闭；第 12 章说明原因并测量它）"))
+    p.add_argument("--quant", metavar="MODE", default=None,
+                   help=tr("int8 or int4: chat and chapter 9 with weight-only quantized projections and output layer "
+                           "(qwen/quant.py, chapter 13; default: off, fp32)",
+                           "int8 或 int4：chat 和第 9 章使用只量化权重的投影和输出层（qwen/quant.py，第 13 章；"
+                           "默认：关闭，fp32）"))
     p.add_argument("--plot", action="store_true",
                    help=tr("also draw each chapter's figures, as PNGs (or QWEN_PLOT=1; needs matplotlib)",
                            "同时画出各章的图，写成 PNG（也可设 QWEN_PLOT=1；需要 matplotlib）"))
@@ -138,6 +146,9 @@ def main(argv=None):
         raise QwenError("--max-new-tokens must be at least 1.",          # and chat replied nothing to -3
                         "--max-new-tokens 至少为 1。")
     args.speculative = speculative_option(args.speculative)             # before any model is read
+    if args.quant is not None:
+        from qwen.quant import check_mode
+        check_mode(args.quant)                                          # one line, before any model is read
     found = chapters()
     if args.what == "practice":                  # the practice page: the judge's own --web, with its options
         from practice import judge
@@ -165,6 +176,13 @@ def main(argv=None):
         p.error(tr("--speculative is for chat and chapters 9 and 12 (e.g. python main.py 9 --speculative 3), not {w}",
                    "--speculative 用于 chat 和第 9、12 章（例如 python main.py 9 --speculative 3），不用于 {w}",
                    w=args.what))
+    if args.quant is not None and args.what not in ("all", "chat", "9"):
+        p.error(tr("--quant is for chat and chapter 9 (e.g. python main.py 9 --quant int8), not {w}",
+                   "--quant 用于 chat 和第 9 章（例如 python main.py 9 --quant int8），不用于 {w}", w=args.what))
+    if args.quant is not None and args.speculative is not None:
+        raise QwenError("--quant and --speculative do not go together: speculative decoding drafts with the "
+                        "full-precision output layer. Choose one.",
+                        "--quant 和 --speculative 不能同时用：推测解码用全精度的输出层起草。请二选一。")
     if args.what == "download":
         return download(args)
     if args.what == "chat":
@@ -184,7 +202,8 @@ def main(argv=None):
         from qwen import threads
         used = threads.use(threads.choose(small=is_tiny(cfg)))
         print(tr("Speeds below are timed with {c}.", "下面的速度计时使用 {c}。", c=used.text()))
-        return chat_loop(path, max_new_tokens=limit or CHAT_TOKENS, image=args.image, speculative=args.speculative)
+        return chat_loop(path, max_new_tokens=limit or CHAT_TOKENS, image=args.image, speculative=args.speculative,
+                         quant=args.quant)
     if args.what == "all":
         return run_chapters(args, sorted(found))
     if args.what.isdigit() and int(args.what) in found:

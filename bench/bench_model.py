@@ -20,8 +20,30 @@ qwen.generate.generate_ids; transformers: generate() with its DynamicCache, time
 Then, in fp32: logits of a 32-token input and 32 greedy tokens, ours against transformers';
 and our decode time per token at 256, 1024 and 4096 tokens of context.
 
+Where a decode step goes (issue 24): one step after a 32-token prompt, timed part by part with
+plain timers around the output layer, the other projections, the delta rule, attention (the
+scores and the KV append), the norms, the conv and the embedding; the rest is Python, dispatch
+and the small ops between them (rope, gates, reshapes, residual adds), and the number of aten
+ops a step dispatches times the measured cost of one tiny op estimates the dispatch part. The
+bandwidth reached is the bytes of weights a step reads (all of them once, the tied table once
+for the logits) over the step time, against this machine's read bandwidth measured in the same
+run (torch.sum over a 1 GiB fp32 tensor, same threads, in its own process). These sections run
+with glibc's allocator as a learner gets it (issue 24: pinning it made our prefill slower), and
+the first variant's breakdown once more pinned, beside it: the delta rule's 1 MiB states sit
+exactly at the pinned mmap threshold.
+
+Quantized decoding (qwen/quant.py, chapter 13): fp32, bf16, int8 and int4 models, each in fresh
+processes, alternated `--repeat` times: prefill and decode tokens/s (best), the peak RSS
+(largest; int8 / int4 are quantized from the stored bf16, which is read meanwhile) and the RSS
+once quantized, with the greedy tokens compared against fp32's.
+
+The bf16 prompt pass (qwen/upcast.py): a PROMPT-token prefill of the bf16 model with its plain
+bf16 projections and with them run in fp32 (upcast_prompts), alternated in one process, against
+the fp32 model's prefill in its own process; the goal is bf16 within 1.3x of fp32.
+
     python bench/bench_model.py [--keep DIR] [--threads N] [--dtypes float32,bfloat16] [--repeat 2]
-                                [--rounds 3] [--skip-context] [--skip-fidelity]
+                                [--rounds 3] [--skip-context] [--skip-fidelity] [--skip-compare]
+                                [--skip-breakdown] [--skip-quant] [--skip-prompt] [--breakdown float32,int8]
 """
 import argparse
 import json
@@ -175,15 +197,252 @@ def child_context(path, out):
     out.write_text(json.dumps(rows))
 
 
+VARIANTS = ("float32", "bfloat16", "int8", "int4")
+
+
+def _build(path, variant):
+    """Our model as `variant`: a compute dtype, or int8 / int4 quantized from the stored bf16."""
+    import torch
+    from qwen.model import load_model
+    from qwen.quant import MODES, quantize_model
+    if variant in MODES:
+        return quantize_model(load_model(path, dtype=None, vision=False), variant)
+    return load_model(path, dtype=getattr(torch, variant), vision=False)
+
+
+def _rss_now_mb():
+    """This process's resident memory now (VmRSS), after the allocator has given back what it can."""
+    import ctypes
+    import gc
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:
+        pass
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def child_bandwidth(out):
+    """Read bandwidth: torch.sum over a 1 GiB fp32 tensor, the median of 7 passes."""
+    import torch
+    x = torch.ones(1 << 28)                                   # 1 GiB, written once (its pages are real)
+    x.sum()
+    times = []
+    for _ in range(7):
+        start = time.perf_counter()
+        x.sum()
+        times.append(time.perf_counter() - start)
+    out.write_text(json.dumps(dict(gb_s=x.nbytes / sorted(times)[3] / 1e9)))
+
+
+def _timed(fn, bucket, clock):
+    """fn, with the seconds it takes added to clock[bucket] (nested timed calls count once, outermost)."""
+    def wrapper(*args, **kwargs):
+        if clock["_active"]:
+            return fn(*args, **kwargs)
+        clock["_active"] = True
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            clock[bucket] += time.perf_counter() - start
+            clock["_active"] = False
+    return wrapper
+
+
+def _instrument(model, clock):
+    """Put timers around each part of a decode step (instance attributes and module globals)."""
+    import torch.nn as nn
+    import qwen.attention
+    import qwen.deltanet
+    from qwen.norm import GatedRMSNorm, RMSNorm
+    from qwen.quant import Int4Linear, Int8Linear
+    for module in model.layers.modules():
+        if isinstance(module, (nn.Linear, Int8Linear, Int4Linear)):
+            module.forward = _timed(module.forward, "projections", clock)
+        elif isinstance(module, (RMSNorm, GatedRMSNorm)):
+            module.forward = _timed(module.forward, "norms", clock)
+        elif isinstance(module, qwen.deltanet.GatedDeltaNet):
+            module.causal_conv = _timed(module.causal_conv, "conv", clock)
+    model.norm.forward = _timed(model.norm.forward, "norms", clock)
+    model.logits = _timed(model.logits, "output layer", clock)
+    model.embed_tokens.forward = _timed(model.embed_tokens.forward, "embedding", clock)
+    for name in ("delta_rule_recurrent", "delta_rule_chunked"):
+        setattr(qwen.deltanet, name, _timed(getattr(qwen.deltanet, name), "delta rule", clock))
+    qwen.deltanet.l2norm = _timed(qwen.deltanet.l2norm, "norms", clock)
+    for name in ("causal_attention", "remember"):
+        setattr(qwen.attention, name, _timed(getattr(qwen.attention, name), "attention", clock))
+
+
+def _aten_ops(fn):
+    """How many aten ops one call of fn dispatches."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        fn()
+    return Count.n
+
+
+def child_breakdown(path, variant, out):
+    """One decode step (after a 32-token prompt) part by part; the plain step time beside it."""
+    import torch
+    from qwen.quant import weight_bytes
+    model = _build(path, variant)
+    steps = 16
+    with torch.inference_mode():
+        cache = model.new_cache()
+        model(_ids(32, 4), cache=cache, last=True)
+        token = torch.tensor([[100]])
+        for _ in range(2):
+            model(token, cache=cache, last=True)                  # warm-up
+        plain = []
+        for _ in range(steps):
+            start = time.perf_counter()
+            model(token, cache=cache, last=True)
+            plain.append(time.perf_counter() - start)
+        ops = _aten_ops(lambda: model(token, cache=cache, last=True))
+        a, b = torch.ones(1), torch.ones(1)
+        start = time.perf_counter()
+        for _ in range(20000):
+            torch.add(a, b)
+        tiny_op = (time.perf_counter() - start) / 20000
+        clock = dict.fromkeys(("output layer", "projections", "delta rule", "attention", "norms", "conv", "embedding"),
+                              0.0)
+        clock["_active"] = False
+        _instrument(model, clock)
+        start = time.perf_counter()
+        for _ in range(steps):
+            model(token, cache=cache, last=True)
+        total = (time.perf_counter() - start) / steps
+    clock.pop("_active")
+    parts = {k: v / steps for k, v in clock.items()}
+    out.write_text(json.dumps(dict(parts=parts, timed_total=total, plain=sorted(plain)[steps // 2], ops=ops,
+                                   tiny_op=tiny_op, weight_bytes=weight_bytes(model),
+                                   output_bytes=model.output_weight.nbytes if model.output_layer is None
+                                   else model.output_layer.nbytes)))
+
+
+def child_decode(path, variant, out):
+    """Load (and quantize), prefill PROMPT tokens, decode NEW: speeds, tokens, RSS once built."""
+    from qwen.generate import generate_ids
+    from qwen.quant import weight_bytes
+    start = time.perf_counter()
+    model = _build(path, variant)
+    built = time.perf_counter() - start
+    rss = _rss_now_mb()
+    stats = {}
+    tokens = list(generate_ids(model, _ids(PROMPT, 2)[0].tolist(), max_new_tokens=NEW + 1, stats=stats))
+    out.write_text(json.dumps(dict(build_s=built, rss_built=rss, prefill_s=stats["prefill_s"],
+                                   decode_s=stats["decode_s"], tokens=tokens, weight_bytes=weight_bytes(model))))
+
+
+def child_prompt(path, dtype_name, out, rounds):
+    """Prefill seconds of PROMPT tokens (to the first new token): fp32 alone, or bf16 plain and upcast alternated."""
+    import torch
+    from qwen.generate import generate_ids
+    from qwen.upcast import MIN_ROWS, UpcastLinear, upcast_prompts
+    model = _build(path, dtype_name)
+    ids = _ids(PROMPT, 2)[0].tolist()
+    wrapped = [m for m in upcast_prompts(model).modules() if isinstance(m, UpcastLinear)]
+    best = {}
+    for _ in range(rounds):
+        for name, rows in (("plain", 1 << 62), ("upcast", None)):
+            if not wrapped and name == "upcast":
+                continue
+            for m in wrapped:
+                m.min_rows = rows or MIN_ROWS
+            stats = {}
+            next(generate_ids(model, ids, max_new_tokens=1, stats=stats))
+            best[name] = min(best.get(name, float("inf")), stats["prefill_s"])
+    out.write_text(json.dumps(best))
+
+
+def prompt_pass(path, threads, rounds):
+    fp32, _ = run_child("prompt", path, "float32", threads, rounds, env=LEARNER_ENV)
+    bf16, _ = run_child("prompt", path, "bfloat16", threads, rounds, env=LEARNER_ENV)
+    print(f"\n== the bf16 prompt pass ({threads} threads; prefill {PROMPT} tokens, best of {rounds}; glibc's "
+          f"allocator as a learner runs it) ==")
+    for name, sec in (("fp32", fp32["plain"]), ("bf16, bf16 projections", bf16["plain"]),
+                      ("bf16, projections in fp32 (upcast)", bf16["upcast"])):
+        print(f"  {name:<36}{sec:>8.2f} s {PROMPT / sec:>8.1f} tokens/s {sec / fp32['plain']:>6.2f}x fp32's time")
+    return [("bf16 prompt pass with upcast / fp32's (time, x)", bf16["upcast"] / fp32["plain"], 1.3, "<=")]
+
+
+def breakdown(path, variants, threads):
+    bw, _ = run_child("bandwidth", path, "float32", threads, env=LEARNER_ENV)
+    print(f"\n== where one decode step goes ({threads} threads; after a 32-token prompt; 16 steps each; glibc's "
+          f"allocator as a learner runs it, and pinned for {variants[0]}) ==")
+    print(f"this machine's read bandwidth (torch.sum over 1 GiB fp32, median of 7): {bw['gb_s']:.1f} GB/s")
+    rows = []
+    for variant, env in [(v, LEARNER_ENV) for v in variants] + [(variants[0], ENV)]:
+        r, _ = run_child("breakdown", path, variant, threads, env=env)
+        total, parts = r["timed_total"], r["parts"]
+        pinned = " (allocator pinned: mmap threshold 1 MiB)" if env is ENV else ""
+        print(f"\n{variant}{pinned}: step {r['plain'] * 1e3:.1f} ms (timed part by part: {total * 1e3:.1f} ms); "
+              f"weights read {r['weight_bytes'] / 1e9:.2f} GB, of which the output layer {r['output_bytes'] / 1e9:.2f} GB")
+        for name, sec in parts.items():
+            print(f"  {name:<34}{sec * 1e3:>8.1f} ms {sec / total:>6.1%}")
+        rest = total - sum(parts.values())
+        print(f"  {'rest: Python, dispatch, small ops':<34}{rest * 1e3:>8.1f} ms {rest / total:>6.1%}")
+        print(f"  {r['ops']} aten ops a step x {r['tiny_op'] * 1e6:.1f} us for a tiny one (torch.add of two 1-element "
+              f"tensors) = {r['ops'] * r['tiny_op'] * 1e3:.1f} ms of dispatch, at the least")
+        reached = r["weight_bytes"] / r["plain"] / 1e9
+        out_bw = r["output_bytes"] / parts["output layer"] / 1e9
+        print(f"  bandwidth reached: {reached:.1f} GB/s = {reached / bw['gb_s']:.2f} of the measured {bw['gb_s']:.1f}; "
+              f"the output layer alone {out_bw:.1f} GB/s; the step's bound at the measured bandwidth: "
+              f"{r['weight_bytes'] / bw['gb_s'] / 1e6:.0f} ms")
+        rows.append((variant, reached / bw["gb_s"]))
+    return rows
+
+
+def quantized(path, threads, repeat):
+    """fp32, bf16, int8, int4: fresh processes, alternated; best speeds, largest peak RSS."""
+    runs = {v: [] for v in VARIANTS}
+    for _ in range(repeat):
+        for variant in VARIANTS:
+            runs[variant].append(run_child("decode", path, variant, threads, env=LEARNER_ENV))
+    print(f"\n== quantized decoding ({threads} threads; prefill {PROMPT} tokens, decode {NEW}; fresh processes, "
+          f"alternated, best of {repeat}; glibc's allocator as a learner runs it) ==")
+    print(f"{'':10}{'weights GB':>11}{'prefill tok/s':>15}{'decode tok/s':>14}{'x fp32':>8}{'GB/s':>7}"
+          f"{'peak RSS MB':>13}{'RSS loaded MB':>15}{'greedy = fp32':>15}")
+    base = None
+    ref = runs["float32"][0][0]["tokens"]
+    for variant, results in runs.items():
+        prefill = PROMPT / min(r["prefill_s"] for r, _ in results)
+        decode = NEW / min(r["decode_s"] for r, _ in results)
+        base = base or decode
+        first = results[0][0]
+        same = next((i for i, (a, b) in enumerate(zip(first["tokens"], ref)) if a != b), len(ref))
+        print(f"{variant:10}{first['weight_bytes'] / 1e9:>11.2f}{prefill:>15.1f}{decode:>14.2f}{decode / base:>7.2f}x"
+              f"{first['weight_bytes'] * decode / 1e9:>7.1f}{max(rss for _, rss in results):>13.0f}"
+              f"{max(r['rss_built'] for r, _ in results):>15.0f}{same:>9} of {len(ref)}")
+    print("(random weights: the greedy agreement says little about quality; GB/s = weights read per token x decode "
+          "tokens/s;\n RSS loaded: once built and quantized, before the prompt; bf16 is mapped from the file, its pages "
+          "resident once read)")
+
+
 # --------------------------------------------------------------------------------------------- parent
 
-def run_child(kind, path, dtype, threads, rounds=1):
+LEARNER_ENV = {k: v for k, v in ENV.items() if not k.startswith("MALLOC_")}   # glibc's defaults, as a learner runs
+
+
+def run_child(kind, path, dtype, threads, rounds=1, env=ENV):
     """Run one measurement in a fresh process; its JSON result and its peak RSS in MB."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
         argv = [sys.executable, __file__, "--child", kind, "--path", str(path), "--dtype", dtype,
                 "--out", str(out), "--threads", str(threads), "--rounds", str(rounds)]
-        p = subprocess.Popen(argv, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _, status, usage = os.wait4(p.pid, 0)
         err = p.stderr.read().decode()
         p.stderr.close()
@@ -242,6 +501,12 @@ def main():
     p.add_argument("--rounds", type=int, default=3, help="alternated prefill + decode runs per side, in one process")
     p.add_argument("--skip-context", action="store_true")
     p.add_argument("--skip-fidelity", action="store_true")
+    p.add_argument("--skip-compare", action="store_true", help="leave out the comparison with transformers")
+    p.add_argument("--skip-breakdown", action="store_true")
+    p.add_argument("--skip-quant", action="store_true")
+    p.add_argument("--skip-prompt", action="store_true")
+    p.add_argument("--breakdown", default="float32,int8", help="variants whose decode step is broken down: "
+                                                          "float32, bfloat16, int8, int4")
     p.add_argument("--child"), p.add_argument("--path"), p.add_argument("--dtype"), p.add_argument("--out")
     args = p.parse_args()
     if args.child:
@@ -251,14 +516,24 @@ def main():
         out = Path(args.out)
         {"ours": lambda: child_ours(args.path, args.dtype, out), "hf": lambda: child_hf(args.path, args.dtype, out),
          "fidelity": lambda: child_fidelity(args.path, out), "context": lambda: child_context(args.path, out),
-         "speed": lambda: child_speed(args.path, args.dtype, out, args.rounds)}[args.child]()
+         "speed": lambda: child_speed(args.path, args.dtype, out, args.rounds),
+         "bandwidth": lambda: child_bandwidth(out), "breakdown": lambda: child_breakdown(args.path, args.dtype, out),
+         "decode": lambda: child_decode(args.path, args.dtype, out),
+         "prompt": lambda: child_prompt(args.path, args.dtype, out, args.rounds)}[args.child]()
         return
 
     threads = args.threads or int(subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
                                                  capture_output=True, text=True, env=ENV).stdout)
     path = full_checkpoint(args.keep)
+    print(f"machine load before: {os.getloadavg()[0]:.2f} (1-minute average), {os.cpu_count()} CPUs", flush=True)
     targets = []
-    for dtype in args.dtypes.split(","):
+    if not args.skip_breakdown:
+        breakdown(path, args.breakdown.split(","), threads)
+    if not args.skip_quant:
+        quantized(path, threads, args.repeat)
+    if not args.skip_prompt:
+        targets += prompt_pass(path, threads, args.rounds)
+    for dtype in ([] if args.skip_compare else args.dtypes.split(",")):
         targets += compare(path, dtype, threads, args.repeat, args.rounds)
     if not args.skip_fidelity:
         fid, _ = run_child("fidelity", path, "float32", threads)
@@ -273,7 +548,7 @@ def main():
         print(f"{'context':>8}{'ms/token':>10}{'cache MB':>10}")
         for n, row in ctx.items():
             print(f"{n:>8}{row['ms']:>10.1f}{row['cache'] / 2**20:>10.1f}")
-    print()
+    print(f"\nmachine load after: {os.getloadavg()[0]:.2f} (1-minute average)")
     ok = True
     for text, value, limit, sense in targets:
         passed = value >= limit if sense == ">=" else value <= limit

@@ -69,7 +69,7 @@ class Attention(nn.Module):
         _check_inputs(self, x, cos)
         B, T, _ = x.shape
         H, KV, D = self.heads, self.kv_heads, self.head_dim
-        h = x.to(self.q_proj.weight.dtype)                       # matmuls in the weights' dtype
+        h = x.to(getattr(self.q_proj, "weight", x).dtype)       # matmuls in the weights' dtype (quantized: x's)
         q, gate = self.q_proj(h).view(B, T, H, 2, D).unbind(3)   # (B, T, H, D) each
         q = self.q_norm(q).transpose(1, 2)                       # (B, H, T, D)
         k = self.k_norm(self.k_proj(h).view(B, T, KV, D)).transpose(1, 2)   # (B, KV, T, D)

@@ -31,14 +31,15 @@ def help_text():
               "消息里的 <|im_end|> 之类的文字按普通文本读入，而不是特殊词元。")
 
 
-def chat_loop(path, max_new_tokens=512, think=False, read=input, image=None, speculative=None):
+def chat_loop(path, max_new_tokens=512, think=False, read=input, image=None, speculative=None, quant=None):
     """image: a picture that goes with the first message (chapter 11). speculative=k: the MTP head drafts
     k tokens a step (qwen/mtp.py, chapter 12); the replies are then greedy (the model's most likely token
-    each time), where without it they are sampled."""
+    each time), where without it they are sampled. quant: "int8" or "int4", the weights quantized
+    (qwen/quant.py, chapter 13)."""
     import torch
 
     with torch.no_grad():          # for the chat only: a notebook (or a test) that called it goes on with gradients
-        return _chat_loop(path, max_new_tokens, think, read, image, speculative)
+        return _chat_loop(path, max_new_tokens, think, read, image, speculative, quant)
 
 
 def load_chat_image(path, image):
@@ -51,14 +52,23 @@ def load_chat_image(path, image):
     return preprocess(image, path)
 
 
-def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None):
+def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None, quant=None):
+    import torch
     from qwen.generate import Chat
     from qwen.model import load_model
     from qwen.tokenizer import Tokenizer
 
     picture = None if image is None else load_chat_image(path, image)
     print(tr("Loading {path} ...", "正在加载 {path} ……", path=path), flush=True)
-    model = load_model(path, vision=picture is not None)          # the tower only for a picture
+    dtype = torch.float32 if quant is None else None               # quantized: from the stored bf16 (fewer bytes)
+    model = load_model(path, dtype=dtype, vision=picture is not None)   # the tower only for a picture
+    if quant is not None:
+        from qwen.cli import size
+        from qwen.quant import quantize_model, weight_bytes
+        before = weight_bytes(model)
+        quantize_model(model, quant)
+        print(tr("Weights quantized to {q} (chapter 13): {a} -> {b}.", "权重已量化为 {q}（第 13 章）：{a} -> {b}。",
+                 q=quant, a=size(before), b=size(weight_bytes(model))), flush=True)
     if picture is not None and model.visual is None:               # a vision_config, no model.visual.* tensors
         raise QwenError("{path} has no vision tower (model.visual.* tensors), so --image cannot be read. Use the "
                         "multimodal checkpoint (Qwen/Qwen3.5-0.8B), or chat without --image.",

@@ -32,6 +32,6 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False)
 
     def forward(self, x):
-        h = x.to(self.gate_proj.weight.dtype)                    # matmuls in the weights' dtype
+        h = x.to(getattr(self.gate_proj, "weight", x).dtype)    # matmuls in the weights' dtype (quantized: x's)
         h = F.silu(self.gate_proj(h)) * self.up_proj(h)          # (..., intermediate)
         return self.down_proj(h).to(x.dtype)                     # (..., hidden)

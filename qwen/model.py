@@ -87,6 +87,7 @@ class Qwen35(nn.Module):
         self.path = None                                    # the checkpoint folder, set by load_model
         self.unused = []                                    # checkpoint tensors it has no place for
         self.mtp = None                                     # the MTP head (qwen/mtp.py), set by load_model
+        self.output_layer = None                            # a quantized output layer (qwen/quant.py, chapter 13)
 
     @property
     def output_weight(self):
@@ -98,6 +99,8 @@ class Qwen35(nn.Module):
 
     def logits(self, h):
         """Final hidden states (..., hidden), already normalized -> scores (..., vocab) in fp32."""
+        if self.output_layer is not None:                   # quantized (qwen/quant.py quantize_model)
+            return self.output_layer(h).float()
         return F.linear(h, self.output_weight).float()
 
     def forward(self, ids, cache=None, last=False, keep=None, pixel_values=None, grid_thw=None):
@@ -108,7 +111,7 @@ class Qwen35(nn.Module):
         (for the logit lens). pixel_values (patches, patch values) and grid_thw (images, 3), as
         qwen.vision.preprocess gives them: the images whose pad tokens are in ids (already
         expanded, one per merged token); the tower's features replace those tokens' embeddings."""
-        device = self.embed_tokens.weight.device
+        device = self.norm.weight.device                    # fp32 even in a quantized model
         ids = torch.as_tensor(ids, device=device)
         if ids.dim() == 1:
             ids = ids[None]                                                   # (1, seq)

@@ -22,7 +22,7 @@ def main(judge, capsys, *args):
     return code, out.out, out.err
 
 
-VERIFY_GROUPS = ["201,202,203,204,205,206", "207,208,209,220,221,222", "230,231,232,240,241,242,250"]
+VERIFY_GROUPS = ["201,202,203,204,205,206", "207,208,209,220,221,222", "230,231,232,240,241,242,250,260"]
 
 
 @pytest.mark.parametrize("group", VERIFY_GROUPS)

@@ -1,0 +1,116 @@
+"""Exercise 260 (chapter 13): int8 quantization with an absmax scale per row, and back.
+
+Expected values come from the library (qwen/quant.py quantize_int8 / dequantize_int8, which
+tests/test_quant.py checks: every weight within half a step, each row's largest at +-127).
+Inputs: rows of the model's own layer-0 gate_proj (the real Qwen3.5-0.8B when it is on disk, else
+the built-in tiny checkpoint), in fp32, plus small synthetic weights with an outlier, an all-negative
+row and a transposed (non-contiguous) layout, so that each known mistake gives a different answer.
+"""
+from practice._judge.exercises import Case, Diagnosis, Exercise
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def quantize_expected(w):
+    from qwen.quant import quantize_int8
+    return quantize_int8(w)
+
+
+def dequantize_expected(q, scale):
+    from qwen.quant import dequantize_int8
+    return dequantize_int8(q, scale)
+
+
+def _quantize_mistake(kind):
+    def mistake(w):
+        torch = _torch()
+        w = w.float()
+        if kind == "per_tensor_scale":                           # one scale for the whole tensor
+            scale = (w.abs().max() / 127).expand(w.shape[0]).clone()
+        elif kind == "unsigned_range":                           # 0..255's span used for a signed range
+            scale = w.abs().amax(dim=1) / 255
+        else:
+            scale = w.abs().amax(dim=1) / 127
+        x = w / scale[:, None]
+        x = torch.trunc(x) if kind == "truncates" else torch.round(x)   # .to(torch.int8) truncates
+        return x.clamp(-127, 127).to(torch.int8), scale
+    return mistake
+
+
+def _weights(ctx, g):
+    torch = _torch()
+    real = ctx.W["layers.0.mlp.gate_proj.weight"][:64].float().clone()     # (64, hidden)
+    outlier = torch.randn(8, 32, generator=g) * 0.02
+    outlier[2, 7] = 0.8                                                     # one large weight in row 2
+    negative = -(torch.rand(4, 24, generator=g) + 0.1)                      # every weight negative
+    negative[1] = torch.randn(24, generator=g)
+    wide = (torch.randn(32, 16, generator=g) * 0.05).T                       # (16, 32), transposed: not contiguous
+    n = real.shape[0]
+    return [(real, (f"rows 0-{n - 1} of layers.0.mlp.gate_proj ({ctx.label}), fp32",
+                    f"layers.0.mlp.gate_proj 的第 0-{n - 1} 行（{ctx.label}），fp32")),
+            (outlier, ("8 x 32 with one outlier in row 2", "8 x 32，第 2 行有一个离群值")),
+            (negative, ("4 x 24, rows of negative weights (the largest |w| is negative)",
+                        "4 x 24，几行全是负的权重（最大的 |w| 是负数）")),
+            (wide, ("16 x 32, transposed (not contiguous)", "16 x 32，转置过的（不连续）"))]
+
+
+def cases_260(ctx):
+    g = ctx.gen(260)
+    about_q = ("scale = w.abs().amax(dim=1) / 127, one per row; q = round(w / scale[:, None]), clamped to -127..127, "
+               "as int8", "scale = w.abs().amax(dim=1) / 127，每行一个；q = round(w / scale[:, None])，钳位到 -127..127，"
+               "转成 int8")
+    cases = []
+    for w, name in _weights(ctx, g):
+        cases.append(Case("quantize_int8", name, (w,), quantize_expected(w), about=about_q))
+    for w, name in _weights(ctx, g)[:2]:
+        q, scale = quantize_expected(w)
+        cases.append(Case("dequantize_int8", name, (q, scale), dequantize_expected(q, scale),
+                          about=("w' = q (as fp32) times its row's scale: q.float() * scale[:, None]",
+                                 "w' = q（转成 fp32）乘以它那一行的缩放因子：q.float() * scale[:, None]")))
+    return cases
+
+
+MISTAKES = ("per_tensor_scale", "truncates", "unsigned_range")
+
+DIAGNOSES_260 = [
+    Diagnosis("per_tensor_scale", "quantize_int8",
+              ("looks like one scale for the whole tensor (w.abs().max()): each row needs its own, "
+               "w.abs().amax(dim=1), or one outlier makes the steps of every row coarse",
+               "看起来整个张量只用了一个缩放因子（w.abs().max()）：每行要有自己的 w.abs().amax(dim=1)，"
+               "否则一个离群值会让每一行的步长都变粗"),
+              mistake=_quantize_mistake("per_tensor_scale"), hint=0),
+    Diagnosis("truncates", "quantize_int8",
+              ("looks like the codes were truncated towards zero (.to(torch.int8) or int() without rounding): "
+               "round first, torch.round(w / scale), so every weight moves by at most half a step",
+               "看起来编码被向零截断了（没取整就 .to(torch.int8) 或 int()）：先取整，torch.round(w / scale)，"
+               "这样每个权重最多移动半步"),
+              mistake=_quantize_mistake("truncates"), hint=1),
+    Diagnosis("unsigned_range", "quantize_int8",
+              ("looks like the scale divides by 255, the span of an unsigned byte (0..255): a symmetric int8 range "
+               "is -127..127, so the largest |w| maps to 127 and scale = max|w| / 127; with / 255 every weight "
+               "above half the largest is clamped",
+               "看起来缩放因子除以了 255，那是无符号字节（0..255）的跨度：对称的 int8 范围是 -127..127，最大的 |w| "
+               "映射到 127，scale = max|w| / 127；除以 255 时，所有超过最大值一半的权重都被钳位"),
+              mistake=_quantize_mistake("unsigned_range"), hint=0),
+]
+
+EXERCISES = [
+    Exercise("260", "int8_quantize", ("int8 quantization per row, and back", "每行 int8 量化，以及反量化"), "easy", True,
+             ("quantize_int8", "dequantize_int8"),
+             [("Per row: scale = w.abs().amax(dim=1) / 127, shape (out,): the largest |w| of each row maps to +-127. "
+               "Not w.abs().max() (one scale for the tensor), not / 255 (that is an unsigned byte's span).",
+               "每行：scale = w.abs().amax(dim=1) / 127，形状 (out,)：每行最大的 |w| 映射到 +-127。"
+               "不是 w.abs().max()（整个张量一个），也不是 / 255（那是无符号字节的跨度）。"),
+              ("q = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8): round to the nearest code, "
+               "never truncate (.to(torch.int8) alone truncates towards zero).",
+               "q = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)：取整到最近的编码，不要截断"
+               "（只用 .to(torch.int8) 会向零截断）。"),
+              ("dequantize_int8(q, scale) = q.float() * scale[:, None]: each row times its own scale, fp32.",
+               "dequantize_int8(q, scale) = q.float() * scale[:, None]：每行乘以自己的缩放因子，fp32。")],
+             cases_260, DIAGNOSES_260,
+             {"260_per_tensor_scale.py": "per_tensor_scale", "260_truncates.py": "truncates",
+              "260_unsigned_range.py": "unsigned_range"}),
+]

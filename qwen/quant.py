@@ -1,0 +1,326 @@
+"""Weight-only quantization by hand: int8 per output channel, 4-bit in groups (chapter 13).
+
+Why: decoding one token reads every weight once and does two flops with each, so a CPU spends
+the step waiting for memory, not computing (bench/bench_model.py measures it). Fewer bytes per
+weight is fewer bytes to read: fp32 4, bf16 2, int8 1 (+ one scale per row), 4-bit 0.5 (+ one
+scale per group of 128). Only the weights are stored in fewer bits; the activations, norms,
+the delta rule and attention stay fp32 ("weight-only" quantization).
+
+Symmetric absmax quantization of a row w (one output channel, one row of a Linear's weight):
+
+    scale = max |w| / 127                  the largest weight maps to +-127
+    q     = clamp(round(w / scale), -127, 127)           int8 codes
+    w'    = q * scale                       what the model computes with (dequantized)
+
+Every weight moves by at most scale / 2 (rounding to the nearest code). One scale per ROW, not
+per tensor: a row of small weights next to a row with one outlier would otherwise get the
+outlier's coarse steps. 4-bit has 16 codes (-8..7; we use -7..7, symmetric): too few for a
+whole row of 1024, so each row is cut into groups of GROUP = 128 consecutive weights with a
+scale each (0.25 extra bits per weight with an fp32 scale; groups of 32 would cost 1 extra
+bit, half the savings of going from 8 to 4 bits, for an error only somewhat smaller; chapter
+13 measures both).
+
+Which layers: every projection of the 24 decoder layers (q, k, v, o; in_proj_qkv, in_proj_z,
+out_proj; gate, up, down) and the tied embedding / output layer (248,320 x 1024: a third of
+the parameters, and the largest matmul of a decode step). The embedding table is stored once,
+int8 per row, and used both ways: a token's row dequantized for the input, the whole table
+for the logits. In "int4" mode the projections are 4-bit and this table stays int8, as
+llama.cpp's q4_k_m keeps its output layer at more bits: every logit goes through it. Kept in
+fp32: the norms, the DeltaNet's conv, A_log, dt_bias and in_proj_a / in_proj_b (16 rows each:
+they set the decay and beta, an exponent, for 0.03% of the parameters), the vision tower.
+
+Two ways to compute with a quantized weight, tested equal (tests/test_quant.py):
+  - plain: dequantize, then an fp32 matmul. Three lines a learner reads; it saves memory, not
+    time (the fp32 weight is rebuilt at every call).
+  - kernel: torch's CPU weight-only kernels (torch._weight_int8pack_mm;
+    aten._weight_int4pack_mm_for_cpu on the layout aten._convert_weight_to_int4pack_for_cpu
+    makes), which read the small codes directly. Used where torch has them and the shape fits
+    (4-bit: groups of 32..256, rows a multiple of 16); else the plain path. They are fast with
+    bf16 activations and scales only (on an AVX2 CPU, 1 thread, a 3584 x 1024 int8 gemv: 0.55 ms
+    with bf16 x, 14 ms with fp32 x, fp32 F.linear 1.1 ms), so x and the scales go in as bf16 and
+    the result comes back fp32: it differs from the fp32 plain path by bf16's rounding of x and of
+    the scales (about 0.4% of a value). int8 with more than KERNEL_ROWS rows at once (a prompt)
+    takes the plain path: an fp32 matmul beats the kernel there (512 rows: 188 ms against 311).
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from qwen.lang import QwenError
+
+MODES = ("int8", "int4")
+GROUP = 128                                  # 4-bit: weights per scale, along the input dimension
+INT4_KERNEL_GROUPS = (32, 64, 128, 256)      # the group sizes torch's 4-bit CPU kernel accepts
+KEEP_FP32 = ("in_proj_a", "in_proj_b")       # tiny, and they feed an exponent (the decay) and beta
+KERNEL_ROWS = 32                             # int8: up to this many rows (tokens) a call through the kernel
+ROWS_AT_ONCE = 4096                          # quantize_model: weight rows quantized at a time (a few MB of temporaries)
+
+
+# --------------------------------------------------------------------------------------------
+# By hand: quantize, dequantize, pack
+# --------------------------------------------------------------------------------------------
+
+def quantize_int8(w):
+    """w (out, in) float -> codes (out, in) int8 in -127..127, scale (out,) fp32: absmax per row."""
+    w = w.float()
+    scale = w.abs().amax(dim=1) / 127                                     # (out,)
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))         # an all-zero row: any scale
+    q = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)   # (out, in)
+    return q, scale
+
+
+def dequantize_int8(q, scale):
+    """codes (out, in) int8, scale (out,) -> (out, in) fp32: q * scale."""
+    return q.float() * scale[:, None]
+
+
+def group_size(n_in, group=GROUP):
+    """The 4-bit group along an input of n_in: `group`, or the largest power of two dividing both
+    (the tiny checkpoint's 16-wide rows get groups of 16)."""
+    g = group
+    while n_in % g:
+        g //= 2
+    return g
+
+
+def quantize_int4(w, group=GROUP):
+    """w (out, in) float -> codes (out, in) int8 in -7..7, scale (out, in / group) fp32.
+
+    Symmetric absmax per group: the largest weight of a group maps to +-7 (-8 is never used:
+    one of 16 codes given up so that 0 stays exactly 0 and the range is the same both ways)."""
+    out, n_in = w.shape
+    g = group_size(n_in, group)
+    wg = w.float().reshape(out, n_in // g, g)                             # (out, groups, g)
+    scale = wg.abs().amax(dim=-1) / 7                                     # (out, groups)
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    q = torch.round(wg / scale[..., None]).clamp(-7, 7).to(torch.int8)
+    return q.reshape(out, n_in), scale
+
+
+def dequantize_int4(q, scale):
+    """codes (out, in) in -7..7, scale (out, groups) -> (out, in) fp32."""
+    out, n_in = q.shape
+    g = n_in // scale.shape[1]
+    return (q.float().reshape(out, -1, g) * scale[..., None]).reshape(out, n_in)
+
+
+def pack_int4(q):
+    """codes (out, in) in -8..7 -> (out, in / 2) uint8: two codes a byte, each stored as q + 8
+    (0..15), the even column in the low 4 bits, the odd one in the high 4."""
+    u = (q.to(torch.int16) + 8).to(torch.uint8)                           # 0..15
+    return u[:, 0::2] | (u[:, 1::2] << 4)                                 # (out, in / 2)
+
+
+def unpack_int4(packed):
+    """(out, in / 2) uint8 -> codes (out, in) int8 in -8..7: pack_int4 undone."""
+    low = (packed & 0xF).to(torch.int8) - 8
+    high = (packed >> 4).to(torch.int8) - 8
+    return torch.stack((low, high), dim=-1).reshape(packed.shape[0], -1)  # columns back in order
+
+
+def error(w, w_hat):
+    """{'max': largest |w - w_hat|, 'rms': root mean square of w - w_hat, 'rel': rms / rms(w)}."""
+    d = (w.float() - w_hat.float())
+    rms = float(d.pow(2).mean().sqrt())
+    return {"max": float(d.abs().max()), "rms": rms, "rel": rms / max(float(w.float().pow(2).mean().sqrt()), 1e-30)}
+
+
+# --------------------------------------------------------------------------------------------
+# Layers that compute with quantized weights
+# --------------------------------------------------------------------------------------------
+
+def _by_rows(quantize, w, *args):
+    """quantize(w, *args) a block of rows at a time, joined: each row is quantized on its own, so
+    this is the same result, without fp32 temporaries of the whole weight (the 248,320-row table
+    is 1 GB in fp32, and a few temporaries of it would be several)."""
+    q = scale = None
+    for i in range(0, w.shape[0], ROWS_AT_ONCE):                            # written in place: no small results
+        q_rows, s_rows = quantize(w[i:i + ROWS_AT_ONCE], *args)             # kept between the freed temporaries
+        if q is None:                                                       # (glibc's heap then grew by GBs)
+            q = torch.empty(w.shape, dtype=q_rows.dtype)
+            scale = torch.empty((w.shape[0], *s_rows.shape[1:]), dtype=s_rows.dtype)
+        q[i:i + ROWS_AT_ONCE], scale[i:i + ROWS_AT_ONCE] = q_rows, s_rows
+    return q, scale
+
+
+def _flat(x):
+    """x (..., in) -> (rows, in) bf16, contiguous: the kernels take a 2-D bf16 matrix."""
+    return x.reshape(-1, x.shape[-1]).to(torch.bfloat16).contiguous()
+
+
+class Int8Linear(nn.Module):
+    """y = x @ (q * scale).T with q int8 (out, in) and one fp32 scale per output row.
+
+    kernel=True: torch._weight_int8pack_mm, which reads the int8 codes directly, for up to
+    KERNEL_ROWS rows; False: the plain path, dequantize then matmul, always."""
+
+    def __init__(self, q, scale, kernel=True):
+        super().__init__()
+        self.register_buffer("q", q.contiguous())                           # (out, in) int8
+        self.register_buffer("scale", scale.float().contiguous())            # (out,)
+        self.kernel = kernel and hasattr(torch, "_weight_int8pack_mm")
+        if self.kernel:
+            self.register_buffer("scale_bf16", self.scale.to(torch.bfloat16))   # what the kernel takes
+
+    @classmethod
+    def from_weight(cls, w, kernel=True):
+        return cls(*_by_rows(quantize_int8, w), kernel=kernel)
+
+    in_features = property(lambda self: self.q.shape[1])                    # as nn.Linear has them
+    out_features = property(lambda self: self.q.shape[0])
+
+    @property
+    def nbytes(self):
+        return sum(b.nbytes for b in self.buffers())                         # codes, scales (and their bf16 copy)
+
+    def dequantized(self):
+        return dequantize_int8(self.q, self.scale)                           # (out, in) fp32
+
+    def forward(self, x):
+        if not self.kernel or x.numel() > KERNEL_ROWS * x.shape[-1]:
+            return F.linear(x.float(), self.dequantized()).to(x.dtype)      # the plain path
+        y = torch._weight_int8pack_mm(_flat(x), self.q, self.scale_bf16)     # (rows, out) bf16
+        return y.reshape(*x.shape[:-1], -1).to(x.dtype)
+
+    def extra_repr(self):
+        return f"in={self.q.shape[1]}, out={self.q.shape[0]}, kernel={self.kernel}"
+
+
+def _int4_kernel_fits(out, n_in, g):
+    ops = torch.ops.aten
+    return (hasattr(ops, "_weight_int4pack_mm_for_cpu") and hasattr(ops, "_convert_weight_to_int4pack_for_cpu")
+            and g in INT4_KERNEL_GROUPS and out % 16 == 0 and n_in % g == 0)
+
+
+class Int4Linear(nn.Module):
+    """y = x @ dequantize_int4(q, scale).T, 4-bit codes in groups along the input.
+
+    Stored packed, two codes a byte: by hand (pack_int4) for the plain path, or in the layout of
+    torch's 4-bit CPU kernel (its own tiling), with the scales as its (groups, out, 2) scale and
+    zero table (zero = 0: symmetric; the kernel computes (u - 8) * scale + zero for u = q + 8).
+    The kernel path keeps no plain copy of the codes (it would double the bytes), so a prompt goes
+    through the kernel too."""
+
+    def __init__(self, q, scale, kernel=True):
+        super().__init__()
+        out, n_in = q.shape
+        self.shape, self.group = (out, n_in), n_in // scale.shape[1]
+        self.kernel = kernel and _int4_kernel_fits(out, n_in, self.group)
+        if self.kernel:
+            u = (q.to(torch.int32) + 8).contiguous()                         # 0..15, (out, in)
+            self.register_buffer("packed", torch.ops.aten._convert_weight_to_int4pack_for_cpu(u, 1))
+            scale = scale.to(torch.bfloat16)
+            self.register_buffer("scale_zero", torch.stack((scale.T, torch.zeros_like(scale.T)), -1).contiguous())
+            #                                   (groups, out, 2) bf16: a scale and a zero (0) per group
+        else:
+            self.register_buffer("packed", pack_int4(q))                     # (out, in / 2) uint8
+            self.register_buffer("scale", scale.float().contiguous())        # (out, groups)
+
+    @classmethod
+    def from_weight(cls, w, kernel=True, group=GROUP):
+        return cls(*_by_rows(quantize_int4, w, group), kernel=kernel)
+
+    in_features = property(lambda self: self.shape[1])
+    out_features = property(lambda self: self.shape[0])
+
+    @property
+    def nbytes(self):
+        return sum(b.nbytes for b in self.buffers())
+
+    def dequantized(self):
+        if self.kernel:                                                      # the kernel's own layout: ask it
+            eye = torch.eye(self.shape[1], dtype=torch.bfloat16)             # (in, in): rows of I give columns
+            return torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.packed, self.group, self.scale_zero).T.float()
+        return dequantize_int4(unpack_int4(self.packed), self.scale)        # (out, in) fp32
+
+    def forward(self, x):
+        if not self.kernel:
+            return F.linear(x.float(), self.dequantized()).to(x.dtype)      # the plain path
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(_flat(x), self.packed, self.group, self.scale_zero)
+        return y.reshape(*x.shape[:-1], -1).to(x.dtype)                      # (..., out)
+
+    def extra_repr(self):
+        return f"in={self.shape[1]}, out={self.shape[0]}, group={self.group}, kernel={self.kernel}"
+
+
+class Int8Embedding(nn.Module):
+    """The tied embedding table as int8 rows with a scale each: looked up (a row dequantized per
+    token) and used as the output layer (Int8Linear on the same buffers: stored once)."""
+
+    def __init__(self, weight, kernel=True):
+        super().__init__()
+        self.table = Int8Linear.from_weight(weight, kernel=kernel)           # (vocab, hidden) codes
+
+    def forward(self, ids):
+        vocab = self.table.q.shape[0]
+        if ids.numel() and (ids.min() < 0 or ids.max() >= vocab):
+            bad = ids[(ids < 0) | (ids >= vocab)][0].item()
+            raise QwenError("Token id {i} is outside the embedding table (rows 0..{top}).",
+                            "词元编号 {i} 超出了嵌入表的范围（行 0..{top}）。", i=bad, top=vocab - 1)
+        return self.table.q[ids].float() * self.table.scale[ids][..., None]   # (..., hidden) fp32
+
+
+# --------------------------------------------------------------------------------------------
+# A whole model
+# --------------------------------------------------------------------------------------------
+
+def check_mode(mode):
+    """'int8' or 'int4', else one line naming --quant."""
+    if mode not in MODES:
+        raise QwenError("--quant {m}: choose int8 (8 bits a weight, a scale per row) or int4 (4 bits, a scale per "
+                        "group of {g}), or leave the option out for fp32.",
+                        "--quant {m}：请选 int8（每个权重 8 位，每行一个缩放因子）或 int4（4 位，每 {g} 个一组一个缩放因子），"
+                        "或者不加这个选项（fp32）。", m=mode, g=GROUP)
+    return mode
+
+
+def projections(model):
+    """[(name, parent module, attribute, nn.Linear)] of every projection quantize_model replaces."""
+    found = []
+    for name, module in model.layers.named_modules():
+        for attr, child in module.named_children():
+            if isinstance(child, nn.Linear) and attr not in KEEP_FP32:
+                found.append((f"layers.{name}.{attr}", module, attr, child))
+    return found
+
+
+@torch.no_grad()
+def quantize_model(model, mode, kernel=True):
+    """Quantize a loaded Qwen35 in place and return it: every projection of the decoder layers
+    to `mode` ("int8": per row; "int4": groups of GROUP), the output layer to int8 (the tied
+    embedding table, stored once for both uses; an untied lm_head likewise). One layer at a time,
+    so the fp32 weights are freed as they are replaced. The MTP head is dropped (model.mtp =
+    None): speculative decoding drafts with the full-precision output layer. What stays a
+    parameter (norms, conv, decay) is made fp32, so a model loaded as stored (load_model(path,
+    dtype=None): bf16, mapped from the file, half the bytes of fp32 while it is quantized) gives
+    the same model as one loaded in fp32 (bf16 -> fp32 is exact).
+
+    kernel=False: every layer on the plain dequantize-then-matmul path."""
+    check_mode(mode)
+    make = Int8Linear.from_weight if mode == "int8" else Int4Linear.from_weight
+    for _, parent, attr, linear in projections(model):
+        setattr(parent, attr, make(linear.weight.data, kernel=kernel))
+    if model.cfg.tie_word_embeddings:
+        model.embed_tokens = Int8Embedding(model.embed_tokens.weight.data, kernel=kernel)
+        model.output_layer = model.embed_tokens.table
+    else:
+        model.lm_head = Int8Linear.from_weight(model.lm_head.weight.data, kernel=kernel)
+        model.output_layer = model.lm_head
+    for p in model.parameters():                                           # the rest: fp32, copied: a tensor
+        p.data = p.data.to(torch.float32, copy=True)                       # mapped from the file would keep
+                                                                           # the whole file's mapping alive
+    model.mtp = None
+    model.quant = mode
+    return model
+
+
+def weight_bytes(model):
+    """Bytes of every tensor the language model holds (parameters and buffers; the rotary tables
+    excepted), counted once when two modules share one (the tied table)."""
+    seen, total = set(), 0
+    for name, t in [*model.named_parameters(), *model.named_buffers()]:
+        if name.startswith(("rotary.", "visual.", "mtp.")) or t.data_ptr() in seen:
+            continue
+        seen.add(t.data_ptr())
+        total += t.nbytes
+    return total

@@ -1,0 +1,196 @@
+"""qwen/quant.py: quantize / dequantize by hand, torch's weight-only kernels against the dequantized
+fp32 matmul, and a quantized model that decodes (issue 24, chapter 13)."""
+import pytest
+import torch
+
+from qwen import quant
+from qwen.lang import QwenError
+
+
+def _weight(out, n_in, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(out, n_in, generator=g) * 0.02
+    w[3, 5] = 0.5                                                   # an outlier in row 3
+    return w
+
+
+def test_int8_is_absmax_per_row_within_half_a_step():
+    w = _weight(64, 256)
+    q, scale = quant.quantize_int8(w)
+    assert q.dtype == torch.int8 and scale.shape == (64,)
+    assert torch.equal(q.abs().amax(1), torch.full((64,), 127, dtype=torch.int8))   # each row's largest -> 127
+    d = (w - quant.dequantize_int8(q, scale)).abs()
+    assert (d <= scale[:, None] / 2 + 1e-7).all()                  # rounding: half a step at most
+    assert scale[3] > 5 * scale[4]                                  # the outlier coarsens its own row only
+
+
+def test_int4_groups_and_packing():
+    w = _weight(32, 256)
+    q, scale = quant.quantize_int4(w, group=128)
+    assert scale.shape == (32, 2) and int(q.min()) >= -7 and int(q.max()) <= 7
+    d = (w - quant.dequantize_int4(q, scale)).abs().reshape(32, 2, 128)
+    assert (d <= scale[..., None] / 2 + 1e-7).all()
+    codes = torch.arange(-8, 8, dtype=torch.int8).repeat(4, 2)      # every code, in both nibbles
+    packed = quant.pack_int4(codes)
+    assert packed.dtype == torch.uint8 and packed.shape == (4, 16)
+    assert torch.equal(quant.unpack_int4(packed), codes)
+    assert quant.group_size(16) == 16 and quant.group_size(3584) == 128 and quant.group_size(48) == 16
+
+
+def test_all_zero_rows_quantize_to_zero():
+    w = torch.zeros(16, 64)
+    assert torch.equal(quant.dequantize_int8(*quant.quantize_int8(w)), w)
+    assert torch.equal(quant.dequantize_int4(*quant.quantize_int4(w, 32)), w)
+
+
+def _close_in_bf16(got, want):
+    """Within bf16's rounding: the kernels take x and the scales in bf16 and return bf16."""
+    torch.testing.assert_close(got, want, atol=0.01 * float(want.abs().max()), rtol=0.01)
+
+
+@pytest.mark.parametrize("kind,group", [("int8", None), ("int4", 128), ("int4", 32)])
+def test_kernel_equals_the_dequantized_fp32_matmul(kind, group):
+    """torch's weight-only kernels (the fast path) against dequantize-then-matmul in fp32 (the plain
+    one), for one token (decode) and for a prompt (int8 goes plain above KERNEL_ROWS rows)."""
+    w = _weight(64, 256, seed=1)
+    if kind == "int8":
+        fast, plain = quant.Int8Linear.from_weight(w), quant.Int8Linear.from_weight(w, kernel=False)
+        deq = quant.dequantize_int8(*quant.quantize_int8(w))
+    else:
+        fast, plain = quant.Int4Linear.from_weight(w, group=group), quant.Int4Linear.from_weight(w, kernel=False, group=group)
+        deq = quant.dequantize_int4(*quant.quantize_int4(w, group))
+        assert plain.packed.shape == (64, 128) and fast.nbytes <= plain.nbytes + 64 * 256 // group * 4
+    assert fast.kernel and not plain.kernel
+    torch.testing.assert_close(plain.dequantized(), deq, atol=0, rtol=0)
+    _close_in_bf16(fast.dequantized(), deq)
+    g = torch.Generator().manual_seed(2)
+    for x in (torch.randn(1, 1, 256, generator=g), torch.randn(2, 3, 256, generator=g),
+              torch.randn(1, quant.KERNEL_ROWS + 1, 256, generator=g)):
+        want = x @ deq.T                                            # (..., 64)
+        torch.testing.assert_close(plain(x), want, atol=1e-5, rtol=1e-4)
+        _close_in_bf16(fast(x), want)
+    x = torch.randn(1, quant.KERNEL_ROWS + 1, 256, generator=g)
+    if kind == "int8":                                              # a prompt: the plain path exactly
+        torch.testing.assert_close(fast(x), plain(x), atol=0, rtol=0)
+
+
+def test_bad_mode_is_one_line():
+    with pytest.raises(QwenError, match=r"--quant int3: choose int8 .* or int4"):
+        quant.check_mode("int3")
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_quantize_model_decodes(tiny_path, mode):
+    """quantize_model(model, mode) returns a model generate_ids decodes with; the kernels agree with the
+    plain path; cached = uncached; smaller; every projection replaced, the small ones kept."""
+    from qwen.generate import generate_ids
+    from qwen.model import load_model
+    model = quant.quantize_model(load_model(tiny_path, vision=False), mode)
+    plain = quant.quantize_model(load_model(tiny_path, vision=False), mode, kernel=False)
+    ids = list(range(100, 112))
+    out = list(generate_ids(model, ids, max_new_tokens=6))
+    assert len(out) == 6 and all(isinstance(t, int) for t in out)
+    seq = torch.tensor([ids + out[:-1]])                           # (1, 17)
+    for m in (model, plain):
+        cache = m.new_cache()
+        m(seq[:, :-1], cache=cache)
+        step = m(seq[:, -1:], cache=cache)[:, -1]                   # decoded with the cache
+        whole = m(seq)[:, -1]
+        if m is plain:
+            torch.testing.assert_close(step, whole, atol=1e-4, rtol=1e-4)
+        else:
+            _close_in_bf16(step, whole)
+    _close_in_bf16(model(seq[:, -1:]), plain(seq[:, -1:]))
+    assert quant.projections(model) == []                           # every projection replaced
+    layer = model.layers[0].linear_attn
+    assert isinstance(layer.in_proj_qkv, quant.Int8Linear if mode == "int8" else quant.Int4Linear)
+    assert isinstance(layer.in_proj_a, torch.nn.Linear) and layer.in_proj_a.weight.dtype == torch.float32
+    assert isinstance(model.embed_tokens, quant.Int8Embedding) and model.output_layer is model.embed_tokens.table
+    assert quant.weight_bytes(model) < 0.35 * quant.weight_bytes(load_model(tiny_path, vision=False))
+
+
+def test_quantizing_the_stored_bf16_gives_the_fp32_models_numbers(tiny_path):
+    """load_model(dtype=None) keeps the file's bf16 (half the bytes while quantizing); bf16 -> fp32 is exact,
+    so the quantized model is the same, and what stays a parameter is fp32."""
+    from qwen.model import load_model
+    ids = torch.tensor([list(range(100, 110))])
+    for mode in quant.MODES:
+        a = quant.quantize_model(load_model(tiny_path, vision=False), mode)
+        b = quant.quantize_model(load_model(tiny_path, dtype=None, vision=False), mode)
+        assert {p.dtype for p in b.parameters()} == {torch.float32}
+        assert all(t.untyped_storage().resizable() for t in [*b.parameters(), *b.buffers()])   # none mapped
+        #   from the file: one mapped tensor (A_log is fp32 in the file) keeps the whole file's mapping resident
+        torch.testing.assert_close(a(ids), b(ids), atol=0, rtol=0)
+
+
+def test_quantized_output_matches_fp32_closely_in_int8(tiny_path):
+    """int8 per row moves the logits by a small fraction of their size (the tiny checkpoint: random values)."""
+    from qwen.model import load_model
+    ids = torch.tensor([list(range(100, 116))])
+    ref = load_model(tiny_path, vision=False)(ids)
+    got = quant.quantize_model(load_model(tiny_path, vision=False), "int8")(ids)
+    assert (got - ref).abs().max() < 0.05 * ref.abs().max()
+
+
+def test_main_quant_refuses_bad_values_in_one_line(run_script, capsys):
+    """Checked before any weights are read: one line, in the learner's language."""
+    import main
+    r = run_script("main.py", "9", "--tiny", "--quant", "int3")
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "Chapter 9" not in r.stdout, r.stderr
+    assert r.stderr.splitlines()[0].startswith("Error: --quant int3: choose int8")
+    with pytest.raises(QwenError) as e:
+        main.main(["chat", "--tiny", "--quant", "fp8", "--lang", "zh"])
+    assert e.value.zh.startswith("--quant fp8：请选 int8") and "\n" not in e.value.zh
+    with pytest.raises(SystemExit):
+        main.main(["3", "--tiny", "--quant", "int8"])
+    assert "--quant is for chat and chapter 9" in capsys.readouterr().err
+    with pytest.raises(QwenError, match="--quant and --speculative do not go together"):
+        main.main(["9", "--tiny", "--quant", "int8", "--speculative", "2"])
+
+
+# ---------------------------------------------------------------- chapter 13 (the whole-course runs of test_chapters)
+
+def test_ch13(tiny_path):
+    """On the tiny checkpoint: the error statistics hold and are checked; the quality numbers are said to mean little."""
+    import re
+    from conftest import run_course
+    course = run_course("--lang", "en")
+    out = course[course.index("# ch13_quantize.py"):]
+    assert "quality\n  numbers (logits, greedy tokens) mean little" in out
+    m = re.search(r"error: max (\S+), RMS (\S+) \((\S+)% of the weights' RMS\); within half a step everywhere: True", out)
+    assert m and float(m[1]) > float(m[2]) > 0 and float(m[3]) < 1
+    assert float(re.search(r"one scale for the whole tensor instead: RMS error \S+, ([\d.]+)x the per-row one", out)[1]) > 1
+    assert re.search(r"round then clamp vs clamp then round, on [\d,]+ values \(some past the bounds\): 0 codes differ", out)
+    assert float(re.search(r"int8 cast without rounding: RMS error ([\d.]+)x", out)[1]) > 1.5
+    assert re.search(r"groups of +16: RMS error \S+ \([\d.]+x int8's\), max \S+; 6\.00 bits a weight", out)
+    assert "unpacked again equal: True" in out
+    table = re.findall(r"\n  (fp32|int8|int4) +([\d.]+ [KMG]?B) +([\d.]+ [KMG]?B) +([\d.]+ [KMG]?B) +([\d.]+ [KMG]?B)", out)
+    assert [r[0] for r in table] == ["fp32", "int8", "int4"] and table[1][3] == table[0][3]   # the fp32 rest is kept
+    for mode in ("int8", "int4"):
+        d = float(re.search(mode + r": kernel against the plain path: max \|difference\| ([\d.]+)% of the largest", out)[1])
+        assert d < 1.5                                              # bf16's rounding, not a wrong layout
+        m = re.search(mode + r": largest logit difference ([\d.]+) \(logits up to ([\d.]+)\); greedy token differs at "
+                      r"(\d+) of 12; decode [\d.]+ tokens/s", out)
+        assert m and 0 < float(m[1]) < float(m[2]) and int(m[3]) <= 12
+    assert "the full-size\n  figures are measured by bench/bench_model.py" in out
+    assert "Exercise for this chapter: 260" in out and "Done: chapter(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 " in out
+
+
+def test_ch13_in_chinese(tiny_path):
+    from conftest import run_course
+    course = run_course("--tiny", "--lang", "zh")
+    out = course[course.index("# ch13_quantize.py"):]
+    for text in ("第 13 章：手写量化", "处处不超过半步：是", "先取整再钳位 vs 先钳位再取整", "解包后相同：是", "本章练习：260"):
+        assert text in out, text
+
+
+def test_from_weight_by_blocks_of_rows_is_the_whole_weights_quantization(monkeypatch):
+    """quantize_model quantizes ROWS_AT_ONCE rows at a time (the 1 GB table's temporaries): the same codes."""
+    monkeypatch.setattr(quant, "ROWS_AT_ONCE", 7)                    # blocks that do not divide the 64 rows
+    w = _weight(64, 256, seed=4)
+    q, scale = quant.quantize_int8(w)
+    layer = quant.Int8Linear.from_weight(w, kernel=False)
+    assert torch.equal(layer.q, q) and torch.equal(layer.scale, scale)
+    q4, scale4 = quant.quantize_int4(w, 32)
+    layer4 = quant.Int4Linear.from_weight(w, kernel=False, group=32)
+    assert torch.equal(quant.unpack_int4(layer4.packed), q4) and torch.equal(layer4.scale, scale4)
