@@ -13,7 +13,7 @@
 # `x + mlp(norm(x))`，最后一个归一化，输出层与嵌入表共享权重。让一句真实的句子穿过整个模型：
 # 看残差流如何增长，逐层读出模型的猜测（logit lens），看一个真实的注意力模式，并与 transformers 对比 logits。
 #
-# Run: `python ch08_model.py [--model PATH] [--tiny] [--lang zh] [--plot] [--text "..."]`
+# Run: `python ch08_model.py [--model PATH] [--tiny] [--lang zh] [--plot] [--text "..."] [--mine]`
 
 # %%
 import gc
@@ -23,11 +23,12 @@ import torch
 
 from qwen.cli import chapter, count, pad, say, section, size
 from qwen.lang import tr
+from qwen.mine import put_in
 from qwen.model import load_model
 from qwen.rope import apply_rope
 from qwen.threads import note
 
-ch = chapter("Chapter 8: the whole model", "第 8 章：整个模型", plot=True, options={
+ch = chapter("Chapter 8: the whole model", "第 8 章：整个模型", plot=True, mine=True, options={
     "--text": dict(default=None, help=("the sentence to run (default: 'The capital of France is', in either language)",
                                        "要运行的句子（默认：'The capital of France is'，中英文输出相同）")),
     "--no-reference": dict(action="store_true", help=("skip the comparison with transformers",
@@ -89,6 +90,7 @@ else:                                                             # a folder wit
     readable = lambda i: f"#{i}"                                  # noqa: E731
     say("  (no tokenizer files in this folder: token ids {ids} instead of a sentence)",
         "  （这个文件夹里没有分词器文件：用词元编号 {ids} 代替句子）", ids=ids)
+yours = put_in(model, ids) if args.mine else None       # --mine: your solved exercises in the model from here on
 stream = []
 logits = model(torch.tensor([ids]), keep=stream)                  # stream[0]: embedding, stream[i+1]: after layer i
 rms = [s[0].float().pow(2).mean(-1).sqrt() for s in stream]       # (tokens,) per point

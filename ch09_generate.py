@@ -13,7 +13,7 @@
 # （解码），因为每一层都保存了继续所需的东西：6 个全注意力层保存键和值，18 个 Gated DeltaNet 层
 # 保存 3 个词元的卷积窗口和固定大小的 16 x 128 x 128 状态。提示词用检查点自带的对话模板写成。
 #
-# Run: `python ch09_generate.py [--prompt "..."] [--max-new-tokens N] [--device cpu|cuda|mps] [--tiny] [--lang zh]`
+# Run: `python ch09_generate.py [--prompt "..."] [--max-new-tokens N] [--device cpu|cuda|mps] [--tiny] [--lang zh] [--mine]`
 
 # %%
 import time
@@ -24,6 +24,7 @@ from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, size, speculat
 from qwen.attention import ROOM
 from qwen.generate import ChatTemplate, TextStream, generate, kv_cache_bytes, prompt_ids, stop_ids
 from qwen.lang import QwenError, tr
+from qwen.mine import put_in
 from qwen.model import load_model
 from qwen.mtp import check_speculative
 from qwen.threads import note
@@ -45,7 +46,7 @@ def check_device(device):
                         "--device mps：没有找到 Apple GPU（MPS）。请用 --device cpu。")
 
 
-ch = chapter("Chapter 9: generation with a cache", "第 9 章：带缓存的生成", options={
+ch = chapter("Chapter 9: generation with a cache", "第 9 章：带缓存的生成", mine=True, options={
     "--prompt": dict(default=None, help=("the message to send (default: a short bilingual one)",
                                          "要发送的消息（默认：一句简短的中英双语消息）")),
     "--max-new-tokens": dict(type=int, default=CHAPTER_REPLY_TOKENS, help=(
@@ -98,6 +99,7 @@ if ready:
     say("  {text!r}", "  {text!r}", text=template.render(messages, enable_thinking=args.think))
     say("  {n} tokens; the reply ends at {stops}", "  共 {n} 个词元；回复在 {stops} 处结束", n=len(ids),
         stops=" / ".join(tok.id_to_piece(i) for i in sorted(stop_ids(tok))))
+    yours = put_in(model, ids) if args.mine else None   # --mine: your solved exercises in the model from here on
 
 # %% [markdown]
 # ## 2. A greedy reply, streamed / 贪心解码，流式输出

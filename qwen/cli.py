@@ -8,7 +8,7 @@
 sets the language, finds the checkpoint, prints the tiny-checkpoint banner (once per run), and
 returns an object with `args`, `path`, `cfg`, `W` (lazy weights), `tiny`, `tokenizer`, and
 `threads` (the thread count it set for the chapter, and why: qwen/threads.py).
-Notebook users choose without flags: QWEN_TINY=1, QWEN_LANG=zh, QWEN_MODEL=/path, QWEN_PLOT=1. Unknown
+Notebook users choose without flags: QWEN_TINY=1, QWEN_LANG=zh, QWEN_MODEL=/path, QWEN_PLOT=1, QWEN_MINE=1. Unknown
 options (Jupyter's `-f kernel.json`) are ignored inside a notebook.
 
 A learner's mistake (a wrong path, a broken download) is printed as one line in their
@@ -367,8 +367,9 @@ def _add_options(p, options):
         p.add_argument(flag, **kwargs)
 
 
-def chapter(en, zh, plot=False, options=None, argv=None):
-    """Start a chapter: options, language, checkpoint, config, the banner. Returns a `Chapter`."""
+def chapter(en, zh, plot=False, options=None, argv=None, mine=False):
+    """Start a chapter: options, language, checkpoint, config, the banner. Returns a `Chapter`.
+    mine=True: the chapter builds the model and takes --mine (your solved exercises in it: qwen/mine.py)."""
     from qwen import threads
     from qwen.weights import Config
 
@@ -382,6 +383,11 @@ def chapter(en, zh, plot=False, options=None, argv=None):
         p.add_argument("--out", metavar="DIR", default=None,
                        help=tr("folder for the figures (default: $QWEN_FIGURES, else out/figures)",
                                "图片保存的文件夹（默认：$QWEN_FIGURES，否则 out/figures）"))
+    if mine:
+        p.add_argument("--mine", action="store_true", default=_env_flag("QWEN_MINE"),
+                       help=tr("build the model with your solved exercises in place of the course's parts (or "
+                               "QWEN_MINE=1; only the ones the judge passes)",
+                               "用你解出的练习代替课程的部件来搭建模型（也可设 QWEN_MINE=1；只用评测通过的）"))
     _add_options(p, options)
     args = setup(p, argv)
     path = model_path(args)
