@@ -22,7 +22,7 @@ import math
 import torch
 
 from qwen.attention import Attention
-from qwen.cli import chapter, say, section
+from qwen.cli import chapter, say, section, show_code
 from qwen.known import real_inventory
 from qwen.lang import tr
 from qwen.norm import RMSNorm
@@ -47,6 +47,18 @@ def wavelengths(rotary_dim, theta):
     """Tokens per full turn of each pair: 2 pi / f_i."""
     return 2 * math.pi / inverse_frequencies(rotary_dim, theta).double()
 
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the rotation, as `qwen/rope.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：旋转，就是 `qwen/rope.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+from qwen.rope import rotate_half
+taught = show_code(ch, apply_rope, rotate_half)
 
 # %% [markdown]
 # ## 1. A dot product is blind to order / 点积不看顺序

@@ -25,7 +25,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from qwen.cli import chapter, count, say, section
+from qwen.cli import chapter, count, say, section, show_code
 from qwen.known import real_inventory
 from qwen.lang import tr
 from qwen.mlp import MLP
@@ -41,6 +41,17 @@ inventory = real_inventory()                          # Qwen3.5-0.8B's published
 
 SENTENCE = "The cat sat on the mat because it was tired."
 ids, names = ch.sentence(SENTENCE)                    # token ids and their readable pieces
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the SwiGLU MLP, as `qwen/mlp.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：SwiGLU MLP，就是 `qwen/mlp.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+taught = show_code(ch, MLP)
 
 # %% [markdown]
 # ## 1. SwiGLU by hand on layer 0 / 在第 0 层上手算 SwiGLU

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from qwen.attention import Attention
-from qwen.cli import chapter, say, section, size
+from qwen.cli import chapter, say, section, show_code, size
 from qwen.known import real_inventory
 from qwen.lang import tr
 from qwen.norm import RMSNorm
@@ -45,6 +45,18 @@ REAL = Config.from_dict(inventory["config"]) if inventory else None
 SENTENCE = "The cat sat on the mat because it was tired."
 ids, names = ch.sentence(SENTENCE)                    # token ids and their readable pieces
 T = len(ids)
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the attention's forward and its causal core, as `qwen/attention.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：注意力的前向计算及其因果核心，就是 `qwen/attention.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+from qwen.attention import causal_attention
+taught = show_code(ch, Attention.forward, causal_attention)
 
 # %% [markdown]
 # ## 1. The projections and their shapes / 投影及其形状

@@ -22,7 +22,7 @@ import types
 import torch
 
 from qwen import known
-from qwen.cli import chapter, section, say, size
+from qwen.cli import chapter, say, section, show_code, size
 from qwen.deltanet import GatedDeltaNet, delta_rule_chunked, delta_rule_recurrent
 from qwen.lang import tr
 from qwen.norm import RMSNorm, l2norm
@@ -54,6 +54,17 @@ if ids != IDS:
 with torch.no_grad():                                    # layer L's input on these tokens: embedding,
     x = W.rows("embed_tokens.weight", ids)[None]         # then the input norm (exact for layer 0 only)
     x = load(RMSNorm(cfg.hidden_size, cfg.rms_norm_eps), W, f"layers.{L}.input_layernorm.")(x)   # (1, T, hidden)
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the delta rule, token by token, and the layer's forward, as `qwen/deltanet.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：逐词元的 delta 规则，以及这一层的前向计算，就是 `qwen/deltanet.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+taught = show_code(ch, delta_rule_recurrent, GatedDeltaNet.forward)
 
 # %% [markdown]
 # ## 1. A memory of fixed size / 大小固定的记忆

@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from qwen.cli import chapter, count, pad, say, section, size
+from qwen.cli import chapter, count, pad, say, section, show_code, size
 from qwen.lang import tr
 from qwen.mine import put_in
 from qwen.model import load_model
@@ -35,6 +35,18 @@ ch = chapter("Chapter 8: the whole model", "第 8 章：整个模型", plot=True
                                                        "跳过与 transformers 的对比"))})
 args, path, cfg, tok = ch.args, ch.path, ch.cfg, ch.tokenizer
 torch.set_grad_enabled(False)
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the decoder layer and the model's forward, as `qwen/model.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：解码层和整个模型的前向计算，就是 `qwen/model.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+from qwen.model import DecoderLayer, Qwen35
+taught = show_code(ch, DecoderLayer, Qwen35.forward)
 
 # %% [markdown]
 # ## 1. Build it from the config, fill it from the weights / 按配置搭建，用权重填满

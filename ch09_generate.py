@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, size, speculative_option
+from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, show_code, size, speculative_option
 from qwen.attention import ROOM
 from qwen.generate import ChatTemplate, TextStream, generate, kv_cache_bytes, prompt_ids, stop_ids
 from qwen.lang import QwenError, tr
@@ -80,6 +80,18 @@ else:
 if ch.tiny:
     say("  The tiny checkpoint's weights are random: it generates made-up tokens, not language.",
         "  小检查点的权重是随机的：它生成的是编造的词元，不是语言。")
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the decode loop (section 6 writes it again in a dozen lines), as `qwen/generate.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：解码循环（第 6 节用十几行再写一遍），就是 `qwen/generate.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+from qwen.generate import generate_ids
+taught = show_code(ch, generate_ids)
 
 # %% [markdown]
 # ## 1. The chat template / 对话模板
@@ -225,6 +237,41 @@ if ready:
         "replacement characters in the streamed text: {r}",
         "  回复的 {n} 个词元中有 {s} 个停在字符中间，等待下一个词元；流式文本中的替换字符：{r}",
         s=split, n=len(reply_ids), r=greedy.count("\ufffd"))
+
+# %% [markdown]
+# ## 6. The loop itself / 循环本身
+# Everything `generate_ids` does for a greedy reply, in a dozen lines: read the prompt once, then
+# pick the most likely token, append it, feed it back, until a stop token or the limit. The same
+# token ids as `generate_ids` (shown at the top of this chapter), or the loop is wrong.
+#
+# `generate_ids` 为贪心回复做的一切，十几行就能写完：提示词读一遍，然后选出最可能的词元、接到后面、
+# 再喂回去，直到停止词元或达到上限。它给出的词元编号必须与 `generate_ids`（本章开头显示的）相同，
+# 否则就是循环写错了。
+
+# %%
+def greedy_loop(model, prompt, max_new_tokens, stop, vocab):
+    """The decode loop by hand: prefill once, then pick, append, feed back."""
+    cache = model.new_cache()
+    logits = model(torch.tensor([prompt]), cache=cache, last=True)[0, -1]      # prefill: the whole prompt
+    reply = []
+    while len(reply) < max_new_tokens:
+        token = int(logits[:vocab].argmax())                                   # pick
+        reply.append(token)                                                    # append
+        if token in stop:
+            break
+        logits = model(torch.tensor([[token]]), cache=cache, last=True)[0, -1]  # feed back: one token
+    return reply
+
+
+if ready:
+    section(6, "The decode loop by hand against generate_ids", "手写的解码循环与 generate_ids 对比")
+    stops = stop_ids(tok)
+    by_hand = greedy_loop(model, ids, args.max_new_tokens, stops, tok.vocab_size)
+    library = list(generate_ids(model, ids, max_new_tokens=args.max_new_tokens, stop=stops, vocab=tok.vocab_size))
+    loop_agrees = by_hand == library
+    say("  by hand: {n} tokens {first}...; generate_ids: {m} tokens; the same ids: {same}",
+        "  手写：{n} 个词元 {first}……；generate_ids：{m} 个词元；编号相同：{same}",
+        n=len(by_hand), first=by_hand[:4], m=len(library), same=loop_agrees)
 
 # %% [markdown]
 # ## How to explain it / 怎么讲给别人听

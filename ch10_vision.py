@@ -27,7 +27,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from qwen.cli import chapter, count, say, section
+from qwen.cli import chapter, count, say, section, show_code
 from qwen.known import real_inventory
 from qwen.lang import QwenError, tr
 from qwen.threads import note
@@ -56,6 +56,18 @@ def cell(r, c):
     """A grid cell (row, column), written as each language writes coordinates."""
     return tr("({r}, {c})", "（{r}，{c}）", r=int(r), c=int(c))
 
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the patch embedding and a vision block, as `qwen/vision.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：图块嵌入和一个视觉块，就是 `qwen/vision.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+from qwen.vision import PatchEmbed, VisionBlock
+taught = show_code(ch, PatchEmbed, VisionBlock)
 
 # %% [markdown]
 # ## 1. The picture, cut into patches / 图像切成图块

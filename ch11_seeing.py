@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, say, section
+from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, show_code
 from qwen.lang import QwenError, tr
 from qwen.threads import note
 
@@ -54,6 +54,18 @@ def cell(*numbers):
     """(t, h, w) written as each language writes coordinates."""
     return tr("(" + ", ".join(map(str, numbers)) + ")", "（" + "，".join(map(str, numbers)) + "）")
 
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the image features put in place of the pad tokens, as `qwen/model.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：用图像特征替换占位词元，就是 `qwen/model.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+from qwen.model import Qwen35
+taught = show_code(ch, Qwen35._with_images)
 
 # %% [markdown]
 # ## 1. 3D positions: the image is a grid, the text a line / 3D 位置：图像是网格，文字是一条线

@@ -28,7 +28,7 @@ import torch.nn as nn
 
 import qwen
 from qwen import plots
-from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, count, pad, say, section, speculative_option
+from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, count, pad, say, section, show_code, speculative_option
 from qwen.generate import ChatTemplate, generate_ids, prompt_ids, stop_ids
 from qwen.lang import QwenError, tr
 from qwen.model import DecoderLayer, load_model
@@ -74,6 +74,17 @@ if ready and ch.tiny:
         "  and every acceptance below is chance. The mechanism is shown with replayed drafts (section 4).",
         "  小检查点的权重是随机的，MTP 头的也是：MTP 头几乎从不猜对，下面的接受率都只是巧合。\n"
         "  机制用重放的草稿来演示（第 4 节）。")
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the MTP head's forward, as `qwen/mtp.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：MTP 头的前向计算，就是 `qwen/mtp.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+taught = show_code(ch, MTPHead.forward)
 
 # %% [markdown]
 # ## 1. The head by hand / 手写 MTP 头
