@@ -112,8 +112,9 @@ for i, r in enumerate(rms):
     where = tr("embed", "嵌入") if i == 0 else str(i - 1)
     kind = "" if i == 0 else model.layers[i - 1].kind[0].upper()
     print(f"  {pad(where, 6, right=True)}  {kind:>5}  {r[-1].item():>14.3f}  {r.mean().item():>14.3f}")
+growth = (rms[-1][-1] / rms[0][-1]).item()
 say("  the stream's RMS grows {x:.1f}x from the embedding to the last layer (last token)",
-    "  从嵌入到最后一层，残差流的均方根增大了 {x:.1f} 倍（最后一个词元）", x=(rms[-1][-1] / rms[0][-1]).item())
+    "  从嵌入到最后一层，残差流的均方根增大了 {x:.1f} 倍（最后一个词元）", x=growth)
 if ch.tiny:
     say("  (made-up weights: how the stream grows here says nothing about Qwen3.5)",
         "  （编造的权重：这里残差流的增长与 Qwen3.5 无关）")
@@ -159,9 +160,9 @@ probs = logits[0, -1].softmax(-1)
 top = probs.topk(5)
 for p, i in zip(top.values.tolist(), top.indices.tolist()):
     print(f"  {p:9.3g}  {readable(i)!r}")
+lens_gap = (model.logits(model.norm(stream[-1]))[0, -1] - logits[0, -1]).abs().max().item()
 say("  check: the lens after the last layer is exactly these logits: max |difference| = {d:.1e}",
-    "  核对：logit lens 在最后一层之后读出的就是这些 logits：最大差 = {d:.1e}",
-    d=(model.logits(model.norm(stream[-1]))[0, -1] - logits[0, -1]).abs().max().item())
+    "  核对：logit lens 在最后一层之后读出的就是这些 logits：最大差 = {d:.1e}", d=lens_gap)
 
 # %% [markdown]
 # ## 5. A real attention pattern / 一个真实的注意力模式
@@ -190,8 +191,8 @@ scores = (q @ k.transpose(-1, -2)) / D ** 0.5                     # (1, H, T, T)
 scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
 weights = scores.softmax(-1)                                      # (1, H, T, T)
 mine = attn.o_proj(((weights @ v).transpose(1, 2).reshape(1, T, H * D)) * gate.reshape(1, T, H * D).sigmoid())
-say("  by hand = the module's output: max |difference| = {d:.1e}", "  手算 = 模块的输出：最大差 = {d:.1e}",
-    d=(mine - attn(h, cos, sin)).abs().max().item())
+hand_gap = (mine - attn(h, cos, sin)).abs().max().item()
+say("  by hand = the module's output: max |difference| = {d:.1e}", "  手算 = 模块的输出：最大差 = {d:.1e}", d=hand_gap)
 mean = weights[0].mean(0)                                         # (T, T), averaged over heads
 pieces = [readable(i) for i in ids]
 say("  the last token {t!r} attends most to:", "  最后一个词元 {t!r} 最关注：", t=pieces[-1])

@@ -185,9 +185,9 @@ if ready:
             t=tokens, a=size(ours), n=cfg.num_hidden_layers, b=size(kv_cache_bytes(cfg, tokens, itemsize)),
             d=dtype)
     recomputed = model(torch.tensor([read]))[:, -1:]
+    cache_gap = (last_cached - recomputed).abs().max().item()
     say("  cached decoding = reading everything again: max |difference| of the last logits = {d:.1e}",
-        "  带缓存的解码 = 全部重新读一遍：最后一步 logits 的最大差 = {d:.1e}",
-        d=(last_cached - recomputed).abs().max().item())
+        "  带缓存的解码 = 全部重新读一遍：最后一步 logits 的最大差 = {d:.1e}", d=cache_gap)
 
 # %% [markdown]
 # ## 4. Sampling / 采样
@@ -206,9 +206,10 @@ if ready:
     greedy = "".join(reply)
     for seed, text in zip((0, 0, 1), sampled):
         say("  seed {s}: {t!r}", "  种子 {s}：{t!r}", s=seed, t=text)
+    repeatable, seeds_differ, greedy_differs = sampled[0] == sampled[1], sampled[0] != sampled[2], not greedy.startswith(sampled[0])
     say("  same seed, same text: {a}; seed 0 vs seed 1 differ: {b}; seed 0 vs greedy differ: {c}",
         "  相同种子，相同文本：{a}；种子 0 与种子 1 不同：{b}；种子 0 与贪心不同：{c}",
-        a=sampled[0] == sampled[1], b=sampled[0] != sampled[2], c=not greedy.startswith(sampled[0]))
+        a=repeatable, b=seeds_differ, c=greedy_differs)
 
 # %% [markdown]
 # ## 5. Text that spans tokens / 跨词元的字符

@@ -141,9 +141,10 @@ if ready:
     say("  Conv3d weight {k}, stride {s} = its kernel -> as a matrix {m}",
         "  Conv3d 的权重 {k}，步长 {s} = 卷积核 -> 作为矩阵 {m}", k=list(kernel.shape), s=[TP, P, P],
         m=[D, C * TP * P * P])
+    conv_gap = (x - conv).abs().max().item()
     say("  patches {a} @ matrix^T + bias -> {b}; the Conv3d gives the same: max |difference| {d:.1e}",
         "  图块 {a} @ 矩阵^T + 偏置 -> {b}；Conv3d 给出同样的结果：最大差 {d:.1e}",
-        a=list(pixel_values.shape), b=list(x.shape), d=(x - conv).abs().max().item())
+        a=list(pixel_values.shape), b=list(x.shape), d=conv_gap)
 
 # %% [markdown]
 # ## 3. The position table, stretched to the image / 位置表，拉伸到图像上
@@ -363,10 +364,11 @@ if ready:
         visual = VisionModel(VisionConfig.from_config(cfg), out_hidden=cfg.hidden_size)
     visual = load(visual, W, "model.visual.").float()                           # fp32, as load_model's model.visual
     library = visual(pixel_values, grid_thw)                                    # (tokens, text hidden)
+    library_gap = (library - tokens).abs().max().item()
     say("  VisionModel (model.visual) -> {s}; by hand vs the library: max |difference| {d:.1e} "
         "(values up to {m:.2f})",
         "  VisionModel（model.visual）-> {s}；手算与库：最大差 {d:.1e}（数值最大 {m:.2f}）",
-        s=list(library.shape), d=(library - tokens).abs().max().item(), m=library.abs().max().item())
+        s=list(library.shape), d=library_gap, m=library.abs().max().item())
 
 # %% [markdown]
 # ## 8. What it costs / 计算量

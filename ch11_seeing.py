@@ -205,10 +205,11 @@ if ready:
     prompt = torch.tensor([ids])
     with_image = model(prompt, last=True, pixel_values=pixel_values, grid_thw=grid_thw)[0, -1]
     with_blank = model(prompt, last=True, pixel_values=blank_pixels, grid_thw=grid_thw)[0, -1]
+    picture_effect = (with_image - with_blank).abs().max().item()
     say("  first reply token's logits, this picture vs a blank one: max |difference| {d:.3f}; "
         "top token {a!r} vs {b!r}",
         "  回复第一个词元的 logits，这张图像与空白图像：最大差 {d:.3f}；最可能的词元 {a!r} 与 {b!r}",
-        d=(with_image - with_blank).abs().max().item(), a=tok.readable(int(with_image.argmax())),
+        d=picture_effect, a=tok.readable(int(with_image.argmax())),
         b=tok.readable(int(with_blank.argmax())))
     if ch.tiny:
         say("  (tiny checkpoint: made-up weights: these tokens mean nothing; the difference shows only that the pixels "
@@ -216,12 +217,13 @@ if ready:
     with torch.inference_mode():                                        # generate's cache was made in this mode
         cached = model(torch.tensor([reply_ids[-1:]]), cache=cache, last=True)  # the reply's cache: its last token,
     again = model(torch.tensor([ids + reply_ids]), last=True, pixel_values=pixel_values, grid_thw=grid_thw)  # sampled, not read
+    cache_gap = (cached - again).abs().max().item()
     say("  after {n} tokens: rope delta {delta} (a new token's position = its index {shift}); "
         "cached decoding vs reading it all again: max |difference| of the last logits {d:.1e}",
         "  读完 {n} 个词元后：rope delta {delta}（新词元的位置 = 它的序号 {shift}）；带缓存的解码与全部重新读一遍："
         "最后一步 logits 的最大差 {d:.1e}",
         n=cache.length, delta=int(cache.delta), shift=f"{'-' if cache.delta < 0 else '+'} {abs(int(cache.delta))}",
-        d=(cached - again).abs().max().item())
+        d=cache_gap)
     say("  talk about a picture yourself: python main.py chat --image PATH", "  自己和它聊一张图像：python main.py chat --image PATH")
 
 # %% [markdown]
