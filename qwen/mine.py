@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from qwen.lang import T, tr
+from qwen.lang import QwenError, T, tr
 
 ENV = "QWEN_MINE"
 
@@ -307,7 +307,10 @@ def solutions(model_path, ids=None):
         path = judge.WORK / ex.filename
         if not path.is_file() or _same_bytes(path, ex.starter):
             continue
-        result = judge.grade(ex, path, model_path)
+        try:
+            result = judge.grade(ex, path, model_path)
+        except (judge.UsageError, grading.ModelProblem) as e:               # a bad QWEN_JUDGE_* or checkpoint
+            raise QwenError("--mine: {e}", "--mine：{e}", e=e) from None
         if result["status"] != "pass":
             failed.append((ex_id, _why(result)))
             continue
@@ -389,12 +392,9 @@ def put_in(model, probe_ids, model_path=None):
         return None
     ids = torch.as_tensor(probe_ids).reshape(1, -1)
     course_logits = model(ids)                                                       # (1, seq, vocab)
-    mine = Mine(model, found)
-    try:
-        mine_logits = model(ids)
-    except Exception:
-        mine.remove()
-        raise
+    mine, mine_logits = _probe(model, found, ids)
+    if mine is None:
+        return None
     mine.difference = (mine_logits - course_logits).abs().max().item()
     others = len(PARTS) - len(mine.used)
     say("  --mine: yours: {names}; {n} others are the course's", "  --mine：你的：{names}；其余 {n} 个是课程的",
@@ -404,6 +404,33 @@ def put_in(model, probe_ids, model_path=None):
     say("  --mine: largest |logit difference| from the course's parts on the same {t} tokens: {d:.1e}",
         "  --mine：同样 {t} 个词元上，与课程部件的 logits 最大差：{d:.1e}", t=ids.shape[1], d=mine.difference)
     return mine
+
+
+def _probe(model, found, ids):
+    """(Mine, its logits on ids). A passing solution can still fail inside the model (a shape the
+    judge's cases did not try): then each part is tried alone, and the ones that raise are named
+    and left out."""
+    from qwen.cli import say
+    mine = Mine(model, found)
+    try:
+        return mine, model(ids)
+    except Exception:                                                    # noqa: BLE001 - learner code
+        mine.remove()
+    for ex_id in list(found.passed):
+        alone = Mine(model, Solutions({ex_id: found.passed[ex_id]}, [], found.folder))
+        try:
+            model(ids)
+        except Exception as e:                                           # noqa: BLE001 - learner code
+            say("  --mine: {i} passes the judge but raised in the model ({e}): skipped, the course's part runs",
+                "  --mine：{i} 通过了评测，但在模型里出错（{e}）：跳过，运行课程的部件",
+                i=ex_id, e=f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
+            del found.passed[ex_id]
+        finally:
+            alone.remove()
+    if not found.passed:
+        return None, None
+    mine = Mine(model, found)
+    return mine, model(ids)
 
 
 def _started(found):

@@ -154,3 +154,19 @@ def test_use_mine_sets_the_notebook_switch(monkeypatch):
     assert mine.wanted()
     mine.use_mine(False)
     assert not mine.wanted()
+
+
+def test_a_passing_part_that_raises_in_the_model_is_named_and_left_out(model, references, capsys, monkeypatch):
+    def broken(x, gate_weight, up_weight, down_weight):
+        raise ValueError("only 2-D inputs")
+    found = mine.Solutions({"204": references.passed["204"], "208": {"swiglu_mlp": broken}}, [], "")
+    monkeypatch.setattr(mine, "solutions", lambda path: found)
+    with torch.no_grad():
+        yours = mine.put_in(model, PROMPT, "unused")
+        try:
+            assert yours.used == ["204"]
+        finally:
+            yours.remove()
+    out = capsys.readouterr().out
+    assert "--mine: 208 passes the judge but raised in the model (ValueError: only 2-D inputs): skipped" in out
+    assert "yours: 204 RMSNorm; 9 others are the course's" in out
