@@ -124,3 +124,21 @@ def test_ch10_ch11_vision_claims(chapter_run):
 def test_ch12_mtp_claims(chapter_run):
     ns, _ = chapter_run(12)
     assert ns["hand_gap"] < 1e-4 and ns["speculative_is_greedy"]
+
+
+def test_a_notebook_shows_the_code_without_asking(tiny_path, monkeypatch, capsys):
+    import inspect
+    import types
+    from qwen.cli import chapter, show_code
+    from qwen.mlp import MLP
+    shown = []
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    try:
+        import IPython.display
+        monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj.data))
+    except ImportError:                                                # printed instead
+        pass
+    ch = chapter("t", "t", argv=["--tiny"])
+    show_code(ch, MLP)
+    text = "".join(shown) + capsys.readouterr().out
+    assert inspect.getsource(MLP).strip() in text and "(--code prints it)" not in text

@@ -170,3 +170,14 @@ def test_a_passing_part_that_raises_in_the_model_is_named_and_left_out(model, re
     out = capsys.readouterr().out
     assert "--mine: 208 passes the judge but raised in the model (ValueError: only 2-D inputs): skipped" in out
     assert "yours: 204 RMSNorm; 9 others are the course's" in out
+
+
+def test_main_hands_mine_to_chapters_8_and_9_only(tiny_path, monkeypatch):
+    import main
+    seen = []
+    monkeypatch.setattr(main, "run_chapter", lambda script: seen.append((script.name, list(main.sys.argv))))
+    monkeypatch.setattr(main.sys, "argv", list(main.sys.argv))
+    main.main(["9", "--mine", "--tiny"])
+    main.main(["8", "--tiny"])
+    assert seen[0][0] == "ch09_generate.py" and "--mine" in seen[0][1]
+    assert seen[1][0] == "ch08_model.py" and "--mine" not in seen[1][1]
