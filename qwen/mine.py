@@ -273,6 +273,8 @@ PARTS = {
 NOT_PARTS = {
     "231": ("231 greedy step: it ends in an argmax over a stand-in output layer, so decoding keeps the course's "
             "attention step", "231 贪心一步：它以替身输出层上的 argmax 结束，所以解码仍用课程的注意力步骤"),
+    "232": ("232 top-p: sampling is not a part of the model (and is shared by every model in the process): sampled "
+            "replies use the course's", "232 top-p：采样不是模型的部件（而且同一进程里的所有模型共用它）：采样的回复用课程的"),
 }
 
 
