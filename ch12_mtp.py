@@ -26,7 +26,6 @@ import torch
 import torch.nn as nn
 
 import qwen
-from qwen import plots
 from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, count, pad, say, section, show_code, speculative_option
 from qwen.generate import ChatTemplate, generate_ids, prompt_ids, stop_ids
 from qwen.lang import QwenError, tr

@@ -19,7 +19,6 @@ without --mine runs exactly the course's code, at its speed. Where the course's 
 the exercise's function, the course's own method runs with the learner's function in place of that
 name (`_with_names`): no second copy of the forward. `PARTS` is the one list of exercise -> part.
 """
-import math
 import os
 import sys
 import types
