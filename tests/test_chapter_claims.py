@@ -142,3 +142,16 @@ def test_a_notebook_shows_the_code_without_asking(tiny_path, monkeypatch, capsys
     show_code(ch, MLP)
     text = "".join(shown) + capsys.readouterr().out
     assert inspect.getsource(MLP).strip() in text and "(--code prints it)" not in text
+
+
+def test_the_where_line_in_chinese(tiny_path, capsys):
+    from helpers import chinese_text_problems
+    from qwen.cli import chapter, show_code
+    from qwen.lang import set_lang
+    from qwen.rope import apply_rope
+    ch = chapter("t", "t", argv=["--tiny", "--lang", "zh"])
+    place = show_code(ch, apply_rope)[0]
+    set_lang("en")
+    out = capsys.readouterr().out.splitlines()[-1]
+    assert out == f"  本章所讲的代码：apply_rope {place[1]}:{place[2]}（--code 打印出来）"
+    assert chinese_text_problems(out) == []

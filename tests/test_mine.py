@@ -181,3 +181,21 @@ def test_main_hands_mine_to_chapters_8_and_9_only(tiny_path, monkeypatch):
     main.main(["8", "--tiny"])
     assert seen[0][0] == "ch09_generate.py" and "--mine" in seen[0][1]
     assert seen[1][0] == "ch08_model.py" and "--mine" not in seen[1][1]
+
+
+def test_the_mine_lines_in_chinese(setting, tiny_path, model, tmp_path, capsys):
+    from helpers import chinese_text_problems
+    from qwen.lang import set_lang
+    folder = _practice_dir(tmp_path / "work", {"204": BY_ID["204"].starter.parents[1] / "wrong" / "204_std.py",
+                                               "209": BY_ID["209"].solution})
+    setting(folder)
+    set_lang("zh")
+    try:
+        with torch.no_grad():
+            mine.put_in(model, PROMPT, tiny_path).remove()
+    finally:
+        set_lang("en")
+    out = capsys.readouterr().out
+    assert "--mine：204 没有通过评测（" in out and "--mine：你的：209 注意力；其余 9 个是课程的" in out
+    assert "209 gated_attention 没有缓存" in out
+    assert chinese_text_problems(out) == []
