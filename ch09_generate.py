@@ -22,7 +22,7 @@ import torch
 
 from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, show_code, size, speculative_option
 from qwen.attention import ROOM
-from qwen.generate import ChatTemplate, TextStream, generate, kv_cache_bytes, prompt_ids, stop_ids
+from qwen.generate import ChatTemplate, TextStream, generate, kv_cache_bytes, prompt_ids, sample, stop_ids
 from qwen.lang import QwenError, tr
 from qwen.mine import put_in
 from qwen.model import load_model
@@ -241,22 +241,24 @@ if ready:
 
 # %% [markdown]
 # ## 6. The loop itself / 循环本身
-# Everything `generate_ids` does for a greedy reply, in a dozen lines: read the prompt once, then
-# pick the most likely token, append it, feed it back, until a stop token or the limit. The same
-# token ids as `generate_ids` (shown at the top of this chapter), or the loop is wrong.
+# Everything `generate_ids` does, in a dozen lines: read the prompt once, then pick a token from
+# the last logits (`sample`: the largest at temperature 0, else a seeded draw), append it, feed it
+# back, until a stop token or the limit. The same token ids as `generate_ids` (shown at the top of
+# this chapter), greedy and sampled with the same seed, or the loop is wrong.
 #
-# `generate_ids` 为贪心回复做的一切，十几行就能写完：提示词读一遍，然后选出最可能的词元、接到后面、
-# 再喂回去，直到停止词元或达到上限。它给出的词元编号必须与 `generate_ids`（本章开头显示的）相同，
-# 否则就是循环写错了。
+# `generate_ids` 做的一切，十几行就能写完：提示词读一遍，然后从最后的 logits 里选一个词元（`sample`：
+# 温度为 0 时取最大的，否则用带种子的随机抽取），接到后面、再喂回去，直到停止词元或达到上限。它给出的
+# 词元编号必须与 `generate_ids`（本章开头显示的）相同，贪心和同一种子的采样都一样，否则就是循环写错了。
 
 # %%
-def greedy_loop(model, prompt, max_new_tokens, stop, vocab):
+def decode_loop(model, prompt, max_new_tokens, stop, vocab, seed=None, **sampling):
     """The decode loop by hand: prefill once, then pick, append, feed back."""
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
     cache = model.new_cache()
     logits = model(torch.tensor([prompt]), cache=cache, last=True)[0, -1]      # prefill: the whole prompt
     reply = []
     while len(reply) < max_new_tokens:
-        token = int(logits[:vocab].argmax())                                   # pick
+        token = sample(logits[:vocab], generator=generator, **sampling)        # pick
         reply.append(token)                                                    # append
         if token in stop:
             break
@@ -266,13 +268,20 @@ def greedy_loop(model, prompt, max_new_tokens, stop, vocab):
 
 if ready:
     section(6, "The decode loop by hand against generate_ids", "手写的解码循环与 generate_ids 对比")
-    stops = stop_ids(tok)
-    by_hand = greedy_loop(model, ids, args.max_new_tokens, stops, tok.vocab_size)
-    library = list(generate_ids(model, ids, max_new_tokens=args.max_new_tokens, stop=stops, vocab=tok.vocab_size))
+    stops, n = stop_ids(tok), args.max_new_tokens
+    by_hand = decode_loop(model, ids, n, stops, tok.vocab_size)
+    library = list(generate_ids(model, ids, max_new_tokens=n, stop=stops, vocab=tok.vocab_size))
     loop_agrees = by_hand == library
-    say("  by hand: {n} tokens {first}...; generate_ids: {m} tokens; the same ids: {same}",
-        "  手写：{n} 个词元 {first}……；generate_ids：{m} 个词元；编号相同：{same}",
+    say("  greedy: by hand {n} tokens {first}...; generate_ids {m} tokens; the same ids: {same}",
+        "  贪心：手写 {n} 个词元 {first}……；generate_ids {m} 个词元；编号相同：{same}",
         n=len(by_hand), first=by_hand[:4], m=len(library), same=loop_agrees)
+    drawn = dict(temperature=0.7, top_k=20, top_p=0.8, seed=0)                 # section 4's settings
+    sampled_by_hand = decode_loop(model, ids, n, stops, tok.vocab_size, **drawn)
+    sampled_library = list(generate_ids(model, ids, max_new_tokens=n, stop=stops, vocab=tok.vocab_size, **drawn))
+    sampled_agrees = sampled_by_hand == sampled_library
+    say("  sampled (temperature 0.7, top-k 20, top-p 0.8, seed 0): by hand {first}...; the same ids as generate_ids: {same}",
+        "  采样（温度 0.7、top-k 20、top-p 0.8、种子 0）：手写 {first}……；与 generate_ids 的编号相同：{same}",
+        first=sampled_by_hand[:4], same=sampled_agrees)
 
 # %% [markdown]
 # ## How to explain it / 怎么讲给别人听

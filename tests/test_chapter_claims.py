@@ -111,6 +111,8 @@ def test_ch09_generate_claims(chapter_run):
     ns, _ = chapter_run(9)
     assert ns["cache_gap"] < 1e-4
     assert ns["loop_agrees"] and ns["by_hand"] == ns["library"] == ns["reply_ids"]   # the dozen-line loop
+    assert ns["sampled_agrees"] and ns["sampled_by_hand"] == ns["sampled_library"]   # and with a seeded draw
+    assert ns["sampled_by_hand"] != ns["by_hand"]                     # the draw is not the greedy reply
     assert ns["repeatable"]
 
 
