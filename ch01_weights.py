@@ -17,7 +17,7 @@ import re
 
 import torch
 
-from qwen.cli import chapter, count, pad, say, section, size
+from qwen.cli import chapter, count, pad, say, section, show_code, size
 from qwen.known import real_inventory
 from qwen.lang import tr
 from qwen.weights import Config, short_name
@@ -32,6 +32,18 @@ def real(en, zh, **fields):
     if REAL:
         say("  Qwen3.5-0.8B: " + en, "  Qwen3.5-0.8B：" + zh, **fields)
 
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the header reader, as `qwen/weights.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：文件头的读取，就是 `qwen/weights.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+from qwen.weights import _read_header
+taught = show_code(ch, _read_header)
 
 # %% [markdown]
 # ## 1. The folder / 文件夹

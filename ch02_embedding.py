@@ -13,7 +13,7 @@
 # %%
 import torch
 
-from qwen.cli import chapter, count, pad, say, section, size
+from qwen.cli import chapter, count, pad, say, section, show_code, size
 from qwen.embedding import Embedding, logits, row_norms
 from qwen.lang import tr
 from qwen.tokenizer import to_symbols
@@ -29,6 +29,17 @@ N_BPE = (min(tok.special.values()) if tok.special else tok.vocab_size) if tok el
 def name(i):
     return repr(tok.readable(i)) if tok else f"#{i}"
 
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the lookup and the tied scores, as `qwen/embedding.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：查表和共享输出层的打分，就是 `qwen/embedding.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+taught = show_code(ch, Embedding, logits)
 
 # %% [markdown]
 # ## 1. Text -> pieces -> byte-level symbols -> tokens / 文字 -> 片段 -> 字节级符号 -> 词元

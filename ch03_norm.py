@@ -16,7 +16,7 @@
 import torch
 import torch.nn.functional as F
 
-from qwen.cli import chapter, pad, say, section
+from qwen.cli import chapter, pad, say, section, show_code
 from qwen.known import CH03, real_inventory
 from qwen.lang import tr
 from qwen.model import model_norms
@@ -46,6 +46,17 @@ def real(en, zh, **fields):
     if ch.tiny:
         say("  Qwen3.5-0.8B (recorded): " + en, "  Qwen3.5-0.8B（实测记录）：" + zh, **fields)
 
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the two RMSNorms, as `qwen/norm.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：两种 RMSNorm，就是 `qwen/norm.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+taught = show_code(ch, RMSNorm, GatedRMSNorm)
 
 # %% [markdown]
 # ## 1. What RMSNorm does / RMSNorm 做了什么

@@ -22,7 +22,7 @@ import math
 import torch
 
 from qwen.attention import Attention
-from qwen.cli import chapter, say, section
+from qwen.cli import chapter, say, section, show_code
 from qwen.known import real_inventory
 from qwen.lang import tr
 from qwen.norm import RMSNorm
@@ -49,6 +49,18 @@ def wavelengths(rotary_dim, theta):
 
 
 # %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the rotation, as `qwen/rope.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：旋转，就是 `qwen/rope.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+from qwen.rope import rotate_half
+taught = show_code(ch, apply_rope, rotate_half)
+
+# %% [markdown]
 # ## 1. A dot product is blind to order / 点积不看顺序
 # Without positions, the score of a query with a key is the same wherever the key stands.
 # RoPE turns the key by its position's angle, so the same two vectors score differently at
@@ -71,9 +83,9 @@ def at(x, m):
 plain = (q * k).sum().item()
 say("  two random vectors, q . k with no positions: {s:+.4f} whether k stands at position 2 or 7",
     "  两个随机向量，不加位置时 q . k = {s:+.4f}，无论 k 在位置 2 还是 7", s=plain)
+score_at_2, score_at_7 = (at(q, 9) * at(k, 2)).sum().item(), (at(q, 9) * at(k, 7)).sum().item()
 say("  with RoPE, q at 9:  k at 2 -> {a:+.4f},  k at 7 -> {b:+.4f}",
-    "  加上 RoPE，q 在位置 9：k 在 2 -> {a:+.4f}，k 在 7 -> {b:+.4f}",
-    a=(at(q, 9) * at(k, 2)).sum().item(), b=(at(q, 9) * at(k, 7)).sum().item())
+    "  加上 RoPE，q 在位置 9：k 在 2 -> {a:+.4f}，k 在 7 -> {b:+.4f}", a=score_at_2, b=score_at_7)
 
 # %% [markdown]
 # ## 2. Rotating one pair by hand / 手算一对数的旋转
@@ -137,9 +149,11 @@ if ch.tiny and inventory:
 x = torch.randn(1, 1, 5, D, generator=g)
 cos, sin = rope(torch.arange(5))
 y = apply_rope(x, cos, sin)
+rest_unchanged = torch.equal(y[..., R:], x[..., R:])                            # the unrotated entries, bit for bit
+length_change = (y.norm(dim=-1) - x.norm(dim=-1)).abs().max().item()
 say("  apply_rope on 5 positions: entries {r}.. unchanged: {same}; length of each vector kept: max change {n:.1e}",
     "  对 5 个位置做 apply_rope：第 {r} 个数之后不变：{same}；每个向量长度不变：最大变化 {n:.1e}",
-    r=R, same=torch.equal(y[..., R:], x[..., R:]), n=(y.norm(dim=-1) - x.norm(dim=-1)).abs().max().item())
+    r=R, same=rest_unchanged, n=length_change)
 
 # %% [markdown]
 # ## 4. The slowest pair and the context length / 最慢的一对与上下文长度
@@ -204,14 +218,16 @@ def angles64(m):
 
 
 exact = [(apply_rope(q0, *angles64(m)) * apply_rope(k0, *angles64(n))).sum().item() for m, n in pairs]
+spread, spread_exact = max(values) - min(values), max(exact) - min(exact)     # the same m - n, four places
 say("    {v}  (m - n = 3 each time: spread {s:.1e}, from fp32 rounding of the angles m x f_i\n"
     "    and of their cos and sin; with float64 angles {e:.0e})",
     "    {v}（每次 m - n = 3：最大差 {s:.1e}，来自 fp32 对角度 m x f_i\n"
     "    及其 cos、sin 的舍入；角度用 float64 时为 {e:.0e}）",
-    v=tr(", ", "、").join(f"{s:+.5f}" for s in values), s=max(values) - min(values), e=max(exact) - min(exact))
+    v=tr(", ", "、").join(f"{s:+.5f}" for s in values), s=spread, e=spread_exact)
+other_distances = [score(0, 0), score(30, 0), score(300, 0)]
 say("    at m - n = 0, 30, 300: {a:+.5f}, {b:+.5f}, {c:+.5f}  (another distance, another score)",
     "    m - n = 0、30、300 时：{a:+.5f}、{b:+.5f}、{c:+.5f}（距离不同，分数不同）",
-    a=score(0, 0), b=score(30, 0), c=score(300, 0))
+    a=other_distances[0], b=other_distances[1], c=other_distances[2])
 fixed = (q0[..., R:] * k0[..., R:]).sum().item()
 curve = torch.tensor([score(d, 0) for d in range(0, 2048)])
 say("  of the score, the {rest} unrotated entries give {c:+.5f} at every distance; over distances 0..2047\n"
@@ -242,12 +258,12 @@ text_angles = mrope_angles(pos.expand(3, -1), f, section_sizes)
 grid = torch.stack([pos // 16, pos // 4 % 4, pos % 4])                           # an image-like 4 x 4 x 4 grid
 say("  mrope_section {s} (pairs for time, height, width; sum {n} = rotary_dim / 2)",
     "  mrope_section {s}（时间、高、宽各占的对数；和为 {n} = rotary_dim / 2）", s=section_sizes, n=sum(section_sizes))
+text_gap = (text_angles - pos[:, None].float() * f).abs().max().item()
 say("  text positions (three equal streams): max |mrope - plain| = {a:.1e}",
-    "  文本位置（三个流相等）：max |mrope - 普通| = {a:.1e}",
-    a=(text_angles - pos[:, None].float() * f).abs().max().item())
+    "  文本位置（三个流相等）：max |mrope - 普通| = {a:.1e}", a=text_gap)
+grid_gap = (mrope_angles(grid, f, section_sizes) - pos[:, None].float() * f).abs().max().item()
 say("  image-grid positions (three different streams): max |mrope - plain| = {a:.1f} rad",
-    "  图像网格位置（三个流不同）：max |mrope - 普通| = {a:.1f} 弧度",
-    a=(mrope_angles(grid, f, section_sizes) - pos[:, None].float() * f).abs().max().item())
+    "  图像网格位置（三个流不同）：max |mrope - 普通| = {a:.1f} 弧度", a=grid_gap)
 say("  so plain RoPE is 3D RoPE with t = h = w; chapter 11 gives an image's tokens three different positions",
     "  所以普通 RoPE 就是 t = h = w 时的 3D RoPE；第 11 章给图像的词元三个不同的位置")
 
@@ -262,9 +278,10 @@ say("  so plain RoPE is 3D RoPE with t = h = w; chapter 11 gives an image's toke
 section(7, "Angles in fp32", "角度用 fp32")
 m = torch.tensor(5000.0)
 a32, a16 = (m * f[0]).item(), (m * f[0]).bfloat16().item()
+bf16_error = abs(a32 - a16)                                                     # radians
 say("  position 5000, fastest pair: angle {a:.1f} rad in fp32, {b:.1f} rad in bf16: off by {d:.1f} rad ({t:.2f} turns)",
     "  位置 5000、最快的一对：fp32 中角度 {a:.1f} 弧度，bf16 中 {b:.1f} 弧度：差 {d:.1f} 弧度（{t:.2f} 圈）",
-    a=a32, b=a16, d=abs(a32 - a16), t=abs(a32 - a16) / (2 * math.pi))
+    a=a32, b=a16, d=bf16_error, t=bf16_error / (2 * math.pi))
 cos_big, _ = rope(torch.tensor([0, 200000]))
 say("  cos/sin dtype {d}, shape {s} for 2 positions", "  cos/sin 的数据类型 {d}，2 个位置的形状 {s}",
     d=cos_big.dtype, s=list(cos_big.shape))

@@ -25,7 +25,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from qwen.cli import chapter, count, say, section
+from qwen.cli import chapter, count, say, section, show_code
 from qwen.known import real_inventory
 from qwen.lang import tr
 from qwen.mlp import MLP
@@ -41,6 +41,17 @@ inventory = real_inventory()                          # Qwen3.5-0.8B's published
 
 SENTENCE = "The cat sat on the mat because it was tired."
 ids, names = ch.sentence(SENTENCE)                    # token ids and their readable pieces
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the SwiGLU MLP, as `qwen/mlp.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：SwiGLU MLP，就是 `qwen/mlp.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+taught = show_code(ch, MLP)
 
 # %% [markdown]
 # ## 1. SwiGLU by hand on layer 0 / 在第 0 层上手算 SwiGLU
@@ -68,9 +79,10 @@ say("  x {x} -> gate(x), up(x) {g} -> silu(gate) * up {h} -> down {y}   ({d})",
     x=list(x.shape), g=list(g.shape), h=list(h.shape), y=list(y.shape), d=str(y.dtype).replace("torch.", ""))
 say("  by hand == MLP module, bit for bit: {s}", "  手算 == MLP 模块，逐位相同：{s}", s=same)
 wrong = (F.silu(u) * g) @ Wd.T                                                   # silu on the wrong projection
+wrong_gap, largest = (wrong.float() - y.float()).abs().max().item(), y.float().abs().max().item()
 say("  silu on up instead of gate changes the output by up to {d:.3f} (of {s:.3f}): the two are not interchangeable",
     "  把 silu 用在 up 而不是 gate 上，输出最多变化 {d:.3f}（输出最大 {s:.3f}）：两者不能互换",
-    d=(wrong.float() - y.float()).abs().max().item(), s=y.float().abs().max().item())
+    d=wrong_gap, s=largest)
 
 # %% [markdown]
 # ## 2. silu: a smooth switch / silu：平滑的开关
@@ -88,8 +100,9 @@ say("  z        " + "  ".join(f"{v:+7.3f}" for v in z.tolist()), "  z        " +
 say("  silu(z)  " + "  ".join(f"{v:+7.3f}" for v in F.silu(z).tolist()), "  silu(z)  " + "  ".join(f"{v:+7.3f}" for v in F.silu(z).tolist()))
 say("  relu(z)  " + "  ".join(f"{v:+7.3f}" for v in F.relu(z).tolist()), "  relu(z)  " + "  ".join(f"{v:+7.3f}" for v in F.relu(z).tolist()))
 zz = torch.linspace(-10, 10, 200001, dtype=torch.float64)
+silu_min, silu_min_at = F.silu(zz).min().item(), zz[F.silu(zz).argmin()].item()
 say("  smallest silu on a fine grid: {m:.4f} at z = {at:.3f}", "  在细网格上 silu 的最小值：{m:.4f}，位于 z = {at:.3f}",
-    m=F.silu(zz).min().item(), at=zz[F.silu(zz).argmin()].item())
+    m=silu_min, at=silu_min_at)
 
 # %% [markdown]
 # ## 3. Where the parameters are / 参数在哪里
@@ -119,10 +132,10 @@ say("  per layer 3 x {h} x {i} = {p}; {n} layers: {m}; all language-model tensor
 if ch.tiny and inventory:
     real = Config.from_dict(inventory["config"])
     lm = [t["shape"] for n, t in inventory["tensors"].items() if short_name(n) is not None]   # no vision, no mtp
-    per, mlps, total = mlp_share(real, lm)
+    real_per, real_mlps, real_total = mlp_share(real, lm)
     say("  Qwen3.5-0.8B (its inventory): per layer {p}; {n} layers: {m}; language model: {t}; MLPs: {s:.1%}",
         "  Qwen3.5-0.8B（其张量清单）：每层 {p}；{n} 层：{m}；语言模型：{t}；MLP 占 {s:.1%}",
-        p=count(per), n=real.num_hidden_layers, m=count(mlps), t=count(total), s=mlps / total)
+        p=count(real_per), n=real.num_hidden_layers, m=count(real_mlps), t=count(real_total), s=real_mlps / real_total)
 
 
 def width_line(hidden, inter, prefix_en, prefix_zh):

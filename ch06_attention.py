@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from qwen.attention import Attention
-from qwen.cli import chapter, say, section, size
+from qwen.cli import chapter, say, section, show_code, size
 from qwen.known import real_inventory
 from qwen.lang import tr
 from qwen.norm import RMSNorm
@@ -45,6 +45,18 @@ REAL = Config.from_dict(inventory["config"]) if inventory else None
 SENTENCE = "The cat sat on the mat because it was tired."
 ids, names = ch.sentence(SENTENCE)                    # token ids and their readable pieces
 T = len(ids)
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the attention's forward and its causal core, as `qwen/attention.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：注意力的前向计算及其因果核心，就是 `qwen/attention.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+from qwen.attention import causal_attention
+taught = show_code(ch, Attention.forward, causal_attention)
 
 # %% [markdown]
 # ## 1. The projections and their shapes / 投影及其形状
@@ -162,12 +174,13 @@ v_full = vr.repeat_interleave(G, dim=1)
 scores = (qr @ k_full.transpose(-1, -2)) / math.sqrt(D)                         # (1, NH, T, T)
 scores = scores.masked_fill(masked, float("-inf"))
 weights = torch.softmax(scores.float(), dim=-1)                                 # (1, NH, T, T), rows sum to 1
+row_sum_error = (weights.sum(-1) - 1).abs().max().item()
+future_is_zero = bool(torch.all(weights[..., masked] == 0))                     # no weight on a later key
 say("  scores {s}; softmax rows sum to 1: max |sum - 1| = {e:.1e}; weights above the diagonal: {z}",
     "  scores {s}；softmax 每行之和为 1：max |和 - 1| = {e:.1e}；对角线以上的权重：{z}",
-    s=list(scores.shape), e=(weights.sum(-1) - 1).abs().max().item(),
-    z=tr("all 0", "全是 0") if torch.all(weights[..., masked] == 0) else tr("not all 0", "不全是 0"))
-say("  the first token can only read itself: weight {w:.3f}", "  第一个词元只能读它自己：权重 {w:.3f}",
-    w=weights[0, 0, 0, 0].item())
+    s=list(scores.shape), e=row_sum_error, z=tr("all 0", "全是 0") if future_is_zero else tr("not all 0", "不全是 0"))
+first_weight = weights[0, 0, 0, 0].item()
+say("  the first token can only read itself: weight {w:.3f}", "  第一个词元只能读它自己：权重 {w:.3f}", w=first_weight)
 
 # %% [markdown]
 # ## 5. The attention pattern of a sentence / 一个句子的注意力模式
@@ -209,13 +222,13 @@ if ch.tiny:
 with torch.no_grad():
     by_hand = attn.o_proj(heads_out * s)                                         # (1, T, hidden)
     module = attn(x, cos, sin)
+hand_gap = (by_hand - module).abs().max().item()
 say("  by hand == Attention module: max |difference| {d:.1e} (outputs up to {m:.3f})",
-    "  手算 == Attention 模块：最大差 {d:.1e}（输出最大 {m:.3f}）", d=(by_hand - module).abs().max().item(),
-    m=module.abs().max().item())
+    "  手算 == Attention 模块：最大差 {d:.1e}（输出最大 {m:.3f}）", d=hand_gap, m=module.abs().max().item())
 with torch.no_grad():
     no_gate = attn.o_proj(heads_out)
-say("  without the gate the output would differ by up to {d:.3f}", "  如果没有门，输出最多相差 {d:.3f}",
-    d=(no_gate - module).abs().max().item())
+gate_effect = (no_gate - module).abs().max().item()
+say("  without the gate the output would differ by up to {d:.3f}", "  如果没有门，输出最多相差 {d:.3f}", d=gate_effect)
 
 # %% [markdown]
 # ## 7. The same in one call: F.scaled_dot_product_attention / 一次调用：F.scaled_dot_product_attention
@@ -233,9 +246,9 @@ say("  without the gate the output would differ by up to {d:.3f}", "  如果没�
 # %%
 section(7, "The same in one call: F.scaled_dot_product_attention", "一次调用：F.scaled_dot_product_attention")
 sdpa = F.scaled_dot_product_attention(qr, kr, vr, is_causal=True, enable_gqa=True)   # (1, NH, T, D)
+sdpa_gap = (sdpa - weights @ v_full).abs().max().item()
 say("  SDPA(q, k, v, is_causal=True, enable_gqa=True) vs softmax(...) @ v by hand: max |difference| {d:.1e}",
-    "  SDPA(q, k, v, is_causal=True, enable_gqa=True) 与手算 softmax(...) @ v：最大差 {d:.1e}",
-    d=(sdpa - weights @ v_full).abs().max().item())
+    "  SDPA(q, k, v, is_causal=True, enable_gqa=True) 与手算 softmax(...) @ v：最大差 {d:.1e}", d=sdpa_gap)
 
 # %% [markdown]
 # ## 8. With a cache: one token at a time / 使用缓存：一次一个词元
@@ -251,9 +264,10 @@ cache = types.SimpleNamespace(k=None, v=None)
 with torch.no_grad():
     first = attn(x[:, :-1], cos[:-1], sin[:-1], cache=cache)                     # all but the last token
     last = attn(x[:, -1:], cos[-1:], sin[-1:], cache=cache)                      # the last token alone
+cache_gap = (last - module[:, -1:]).abs().max().item()
 say("  cache after {t} tokens: k {k}; last token through the cache vs the full run: max |difference| {d:.1e}",
     "  {t} 个词元之后的缓存：k {k}；最后一个词元经缓存计算与完整计算相比：最大差 {d:.1e}",
-    t=T, k=list(cache.k.shape), d=(last - module[:, -1:]).abs().max().item())
+    t=T, k=list(cache.k.shape), d=cache_gap)
 
 # %% [markdown]
 # ## Plots / 图

@@ -22,7 +22,7 @@ import types
 import torch
 
 from qwen import known
-from qwen.cli import chapter, section, say, size
+from qwen.cli import chapter, say, section, show_code, size
 from qwen.deltanet import GatedDeltaNet, delta_rule_chunked, delta_rule_recurrent
 from qwen.lang import tr
 from qwen.norm import RMSNorm, l2norm
@@ -54,6 +54,17 @@ if ids != IDS:
 with torch.no_grad():                                    # layer L's input on these tokens: embedding,
     x = W.rows("embed_tokens.weight", ids)[None]         # then the input norm (exact for layer 0 only)
     x = load(RMSNorm(cfg.hidden_size, cfg.rms_norm_eps), W, f"layers.{L}.input_layernorm.")(x)   # (1, T, hidden)
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the delta rule, token by token, and the layer's forward, as `qwen/deltanet.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：逐词元的 delta 规则，以及这一层的前向计算，就是 `qwen/deltanet.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+taught = show_code(ch, delta_rule_recurrent, GatedDeltaNet.forward)
 
 # %% [markdown]
 # ## 1. A memory of fixed size / 大小固定的记忆
@@ -135,13 +146,15 @@ S_plain, S_delta = torch.zeros(8, 4), torch.zeros(8, 4)
 for _ in range(2):                                       # write the same pair twice
     S_plain = S_plain + torch.outer(k, v)
     S_delta = S_delta + torch.outer(k, v - k @ S_delta)
+plain_reads, delta_reads = (k @ S_plain @ v / (v @ v)).item(), (k @ S_delta @ v / (v @ v)).item()
 say("  the same pair written twice: plain linear attention reads {p:.2f} x v, the delta rule {d:.2f} x v",
     "  同一对写两次：普通线性注意力读出 {p:.2f} x v，delta 规则读出 {d:.2f} x v",
-    p=(k @ S_plain @ v / (v @ v)).item(), d=(k @ S_delta @ v / (v @ v)).item())
+    p=plain_reads, d=delta_reads)
 out, _ = delta_rule_recurrent(k[None, None, None], k[None, None, None], v[None, None, None], torch.zeros(1, 1, 1),
                               torch.ones(1, 1, 1), S0[None, None])
+read_back_error = (out[0, 0, 0] - v).norm().item()                            # a write with beta = 1, read by its key
 say("  delta_rule_recurrent, one step (g = 0, beta = 1), reading with q = k: |out - v| = {e:.1e}",
-    "  delta_rule_recurrent 走一步（g = 0，beta = 1），用 q = k 读：|out - v| = {e:.1e}", e=(out[0, 0, 0] - v).norm().item())
+    "  delta_rule_recurrent 走一步（g = 0，beta = 1），用 q = k 读：|out - v| = {e:.1e}", e=read_back_error)
 
 # %% [markdown]
 # ## 3. Why q and k are l2-normalized / 为什么 q 和 k 要做 L2 归一化
@@ -220,8 +233,9 @@ say("  conv weight {shape}: one filter of {k} taps per channel ({c} channels = q
     "  卷积权重 {shape}：每个通道一个 {k} 抽头的滤波器（{c} 个通道 = q、k、v 合在一起）",
     shape=list(layer.conv1d.weight.shape), k=cfg.linear_conv_kernel_dim, c=layer.conv_dim)
 say("  changing token 10's input changes the outputs at tokens {c}", "  改变词元 10 的输入，改变的输出位置是 {c}", c=changed)
+first_token_ok = torch.allclose(y[0, 0], first)
 say("  token 0 sees 3 zeros, then itself: output == silu(w_last * x_0): {ok}",
-    "  词元 0 看到 3 个零，然后是它自己：输出等于 silu(w_last * x_0)：{ok}", ok=torch.allclose(y[0, 0], first))
+    "  词元 0 看到 3 个零，然后是它自己：输出等于 silu(w_last * x_0)：{ok}", ok=first_token_ok)
 
 # %% [markdown]
 # ## 5. Decay and beta, per head and per token / 每个头、每个词元的衰减和 beta
@@ -309,11 +323,12 @@ with torch.no_grad():
     full = layer(x)
     cache = types.SimpleNamespace(conv=None, state=None)    # any object with these two attributes
     steps = [layer(x[:, :-4], cache)] + [layer(x[:, t:t + 1], cache) for t in range(x.shape[1] - 4, x.shape[1])]
+cached_gap = (torch.cat(steps, 1) - full).abs().max().item()
 say("  the whole layer: {a} -> {b}; prefill then 4 single tokens with a cache == the whole text at once:\n"
     "  max |difference| {d:.1e} (of values up to {m:.2g})",
     "  整层：{a} -> {b}；先预填充、再用缓存逐个处理 4 个词元 == 一次处理整段文本：\n"
     "  最大 |差值| {d:.1e}（数值最大 {m:.2g}）", a=list(x.shape), b=list(full.shape),
-    d=(torch.cat(steps, 1) - full).abs().max().item(), m=full.abs().max().item())
+    d=cached_gap, m=full.abs().max().item())
 
 # %% [markdown]
 # ## 7. Recurrent against chunked / 递推形式与分块形式
@@ -342,11 +357,12 @@ def rule_inputs(T):
 a = rule_inputs(200)
 s0 = torch.randn(1, NV, DK, DV, generator=gen)
 (o_r, s_r), (o_c, s_c) = delta_rule_recurrent(*a, s0), delta_rule_chunked(*a, s0)
+output_gap, state_gap = (o_r - o_c).abs().max().item(), (s_r - s_c).abs().max().item()
 say("  200 tokens (not a multiple of 64), from a given state: max |recurrent - chunked| = {d:.1e} (output),\n"
     "  {e:.1e} (final state), for values up to {m:.2g}",
     "  200 个词元（不是 64 的倍数），从给定状态开始：最大 |递推 - 分块| = {d:.1e}（输出），\n"
     "  {e:.1e}（最后的状态），数值最大 {m:.2g}",
-    d=(o_r - o_c).abs().max().item(), e=(s_r - s_c).abs().max().item(), m=o_r.abs().max().item())
+    d=output_gap, e=state_gap, m=o_r.abs().max().item())
 for T, runs in ((64, 3), (512, 1), (2048, 1)):
     a = rule_inputs(T)
     times = []

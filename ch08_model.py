@@ -13,7 +13,7 @@
 # `x + mlp(norm(x))`，最后一个归一化，输出层与嵌入表共享权重。让一句真实的句子穿过整个模型：
 # 看残差流如何增长，逐层读出模型的猜测（logit lens），看一个真实的注意力模式，并与 transformers 对比 logits。
 #
-# Run: `python ch08_model.py [--model PATH] [--tiny] [--lang zh] [--plot] [--text "..."]`
+# Run: `python ch08_model.py [--model PATH] [--tiny] [--lang zh] [--plot] [--text "..."] [--mine]`
 
 # %%
 import gc
@@ -21,19 +21,32 @@ import time
 
 import torch
 
-from qwen.cli import chapter, count, pad, say, section, size
+from qwen.cli import chapter, count, pad, say, section, show_code, size
 from qwen.lang import tr
+from qwen.mine import put_in
 from qwen.model import load_model
 from qwen.rope import apply_rope
 from qwen.threads import note
 
-ch = chapter("Chapter 8: the whole model", "第 8 章：整个模型", plot=True, options={
+ch = chapter("Chapter 8: the whole model", "第 8 章：整个模型", plot=True, mine=True, options={
     "--text": dict(default=None, help=("the sentence to run (default: 'The capital of France is', in either language)",
                                        "要运行的句子（默认：'The capital of France is'，中英文输出相同）")),
     "--no-reference": dict(action="store_true", help=("skip the comparison with transformers",
                                                        "跳过与 transformers 的对比"))})
 args, path, cfg, tok = ch.args, ch.path, ch.cfg, ch.tokenizer
 torch.set_grad_enabled(False)
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the decoder layer and the model's forward, as `qwen/model.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：解码层和整个模型的前向计算，就是 `qwen/model.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+from qwen.model import DecoderLayer, Qwen35
+taught = show_code(ch, DecoderLayer, Qwen35.forward)
 
 # %% [markdown]
 # ## 1. Build it from the config, fill it from the weights / 按配置搭建，用权重填满
@@ -89,6 +102,7 @@ else:                                                             # a folder wit
     readable = lambda i: f"#{i}"                                  # noqa: E731
     say("  (no tokenizer files in this folder: token ids {ids} instead of a sentence)",
         "  （这个文件夹里没有分词器文件：用词元编号 {ids} 代替句子）", ids=ids)
+yours = put_in(model, ids) if args.mine else None       # --mine: your solved exercises in the model from here on
 stream = []
 logits = model(torch.tensor([ids]), keep=stream)                  # stream[0]: embedding, stream[i+1]: after layer i
 rms = [s[0].float().pow(2).mean(-1).sqrt() for s in stream]       # (tokens,) per point
@@ -98,8 +112,9 @@ for i, r in enumerate(rms):
     where = tr("embed", "嵌入") if i == 0 else str(i - 1)
     kind = "" if i == 0 else model.layers[i - 1].kind[0].upper()
     print(f"  {pad(where, 6, right=True)}  {kind:>5}  {r[-1].item():>14.3f}  {r.mean().item():>14.3f}")
+growth = (rms[-1][-1] / rms[0][-1]).item()
 say("  the stream's RMS grows {x:.1f}x from the embedding to the last layer (last token)",
-    "  从嵌入到最后一层，残差流的均方根增大了 {x:.1f} 倍（最后一个词元）", x=(rms[-1][-1] / rms[0][-1]).item())
+    "  从嵌入到最后一层，残差流的均方根增大了 {x:.1f} 倍（最后一个词元）", x=growth)
 if ch.tiny:
     say("  (made-up weights: how the stream grows here says nothing about Qwen3.5)",
         "  （编造的权重：这里残差流的增长与 Qwen3.5 无关）")
@@ -145,9 +160,9 @@ probs = logits[0, -1].softmax(-1)
 top = probs.topk(5)
 for p, i in zip(top.values.tolist(), top.indices.tolist()):
     print(f"  {p:9.3g}  {readable(i)!r}")
+lens_gap = (model.logits(model.norm(stream[-1]))[0, -1] - logits[0, -1]).abs().max().item()
 say("  check: the lens after the last layer is exactly these logits: max |difference| = {d:.1e}",
-    "  核对：logit lens 在最后一层之后读出的就是这些 logits：最大差 = {d:.1e}",
-    d=(model.logits(model.norm(stream[-1]))[0, -1] - logits[0, -1]).abs().max().item())
+    "  核对：logit lens 在最后一层之后读出的就是这些 logits：最大差 = {d:.1e}", d=lens_gap)
 
 # %% [markdown]
 # ## 5. A real attention pattern / 一个真实的注意力模式
@@ -176,8 +191,8 @@ scores = (q @ k.transpose(-1, -2)) / D ** 0.5                     # (1, H, T, T)
 scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
 weights = scores.softmax(-1)                                      # (1, H, T, T)
 mine = attn.o_proj(((weights @ v).transpose(1, 2).reshape(1, T, H * D)) * gate.reshape(1, T, H * D).sigmoid())
-say("  by hand = the module's output: max |difference| = {d:.1e}", "  手算 = 模块的输出：最大差 = {d:.1e}",
-    d=(mine - attn(h, cos, sin)).abs().max().item())
+hand_gap = (mine - attn(h, cos, sin)).abs().max().item()
+say("  by hand = the module's output: max |difference| = {d:.1e}", "  手算 = 模块的输出：最大差 = {d:.1e}", d=hand_gap)
 mean = weights[0].mean(0)                                         # (T, T), averaged over heads
 pieces = [readable(i) for i in ids]
 say("  the last token {t!r} attends most to:", "  最后一个词元 {t!r} 最关注：", t=pieces[-1])

@@ -13,17 +13,18 @@
 # （解码），因为每一层都保存了继续所需的东西：6 个全注意力层保存键和值，18 个 Gated DeltaNet 层
 # 保存 3 个词元的卷积窗口和固定大小的 16 x 128 x 128 状态。提示词用检查点自带的对话模板写成。
 #
-# Run: `python ch09_generate.py [--prompt "..."] [--max-new-tokens N] [--device cpu|cuda|mps] [--quant int8|int4] [--tiny] [--lang zh]`
+# Run: `python ch09_generate.py [--prompt "..."] [--max-new-tokens N] [--device cpu|cuda|mps] [--quant int8|int4] [--tiny] [--lang zh] [--mine]`
 
 # %%
 import time
 
 import torch
 
-from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, size, speculative_option
+from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, show_code, size, speculative_option
 from qwen.attention import ROOM
-from qwen.generate import ChatTemplate, TextStream, generate, kv_cache_bytes, prompt_ids, stop_ids
+from qwen.generate import ChatTemplate, TextStream, generate, kv_cache_bytes, prompt_ids, sample, stop_ids
 from qwen.lang import QwenError, tr
+from qwen.mine import put_in
 from qwen.model import load_model
 from qwen.mtp import check_speculative
 from qwen.threads import note
@@ -45,7 +46,7 @@ def check_device(device):
                         "--device mps：没有找到 Apple GPU（MPS）。请用 --device cpu。")
 
 
-ch = chapter("Chapter 9: generation with a cache", "第 9 章：带缓存的生成", options={
+ch = chapter("Chapter 9: generation with a cache", "第 9 章：带缓存的生成", mine=True, options={
     "--prompt": dict(default=None, help=("the message to send (default: a short bilingual one)",
                                          "要发送的消息（默认：一句简短的中英双语消息）")),
     "--max-new-tokens": dict(type=int, default=CHAPTER_REPLY_TOKENS, help=(
@@ -69,11 +70,7 @@ speculative = speculative_option(args.speculative)      # a bad K: one line, bef
 check_device(args.device)
 if args.quant is not None:
     from qwen.quant import check_mode, quantize_model, weight_bytes
-    check_mode(args.quant)                               # a bad mode: one line, before the weights are read
-    if speculative is not None:
-        raise QwenError("--quant and --speculative do not go together: speculative decoding drafts with the "
-                        "full-precision output layer. Choose one.",
-                        "--quant 和 --speculative 不能同时用：推测解码用全精度的输出层起草。请二选一。")
+    check_mode(args.quant, speculative, args.mine)       # a bad mode or mix: one line, before the weights are read
     if args.device != "cpu" or args.dtype != "float32":
         raise QwenError("--quant runs on the CPU from the fp32 model: leave out --device and --dtype.",
                         "--quant 在 CPU 上、从 fp32 模型量化：请去掉 --device 和 --dtype。")
@@ -100,6 +97,18 @@ if ch.tiny:
         "  小检查点的权重是随机的：它生成的是编造的词元，不是语言。")
 
 # %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the decode loop (section 6 writes it again in a dozen lines), as `qwen/generate.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：解码循环（第 6 节用十几行再写一遍），就是 `qwen/generate.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+from qwen.generate import generate_ids
+taught = show_code(ch, generate_ids)
+
+# %% [markdown]
 # ## 1. The chat template / 对话模板
 # The model was trained on conversations written as `<|im_start|>role\n...<|im_end|>`. The reply
 # opens with a `<think>` block: left open, the model reasons first; closed at once
@@ -117,6 +126,7 @@ if ready:
     say("  {text!r}", "  {text!r}", text=template.render(messages, enable_thinking=args.think))
     say("  {n} tokens; the reply ends at {stops}", "  共 {n} 个词元；回复在 {stops} 处结束", n=len(ids),
         stops=" / ".join(tok.id_to_piece(i) for i in sorted(stop_ids(tok))))
+    yours = put_in(model, ids) if args.mine else None   # --mine: your solved exercises in the model from here on
 
 # %% [markdown]
 # ## 2. A greedy reply, streamed / 贪心解码，流式输出
@@ -190,9 +200,9 @@ if ready:
             t=tokens, a=size(ours), n=cfg.num_hidden_layers, b=size(kv_cache_bytes(cfg, tokens, itemsize)),
             d=dtype)
     recomputed = model(torch.tensor([read]))[:, -1:]
+    cache_gap = (last_cached - recomputed).abs().max().item()
     say("  cached decoding = reading everything again: max |difference| of the last logits = {d:.1e}",
-        "  带缓存的解码 = 全部重新读一遍：最后一步 logits 的最大差 = {d:.1e}",
-        d=(last_cached - recomputed).abs().max().item())
+        "  带缓存的解码 = 全部重新读一遍：最后一步 logits 的最大差 = {d:.1e}", d=cache_gap)
 
 # %% [markdown]
 # ## 4. Sampling / 采样
@@ -211,9 +221,10 @@ if ready:
     greedy = "".join(reply)
     for seed, text in zip((0, 0, 1), sampled):
         say("  seed {s}: {t!r}", "  种子 {s}：{t!r}", s=seed, t=text)
+    repeatable, seeds_differ, greedy_differs = sampled[0] == sampled[1], sampled[0] != sampled[2], not greedy.startswith(sampled[0])
     say("  same seed, same text: {a}; seed 0 vs seed 1 differ: {b}; seed 0 vs greedy differ: {c}",
         "  相同种子，相同文本：{a}；种子 0 与种子 1 不同：{b}；种子 0 与贪心不同：{c}",
-        a=sampled[0] == sampled[1], b=sampled[0] != sampled[2], c=not greedy.startswith(sampled[0]))
+        a=repeatable, b=seeds_differ, c=greedy_differs)
 
 # %% [markdown]
 # ## 5. Text that spans tokens / 跨词元的字符
@@ -242,6 +253,50 @@ if ready:
         "replacement characters in the streamed text: {r}",
         "  回复的 {n} 个词元中有 {s} 个停在字符中间，等待下一个词元；流式文本中的替换字符：{r}",
         s=split, n=len(reply_ids), r=greedy.count("\ufffd"))
+
+# %% [markdown]
+# ## 6. The loop itself / 循环本身
+# Everything `generate_ids` does, in a dozen lines: read the prompt once, then pick a token from
+# the last logits (`sample`: the largest at temperature 0, else a seeded draw), append it, feed it
+# back, until a stop token or the limit. The same token ids as `generate_ids` (shown at the top of
+# this chapter), greedy and sampled with the same seed, or the loop is wrong.
+#
+# `generate_ids` 做的一切，十几行就能写完：提示词读一遍，然后从最后的 logits 里选一个词元（`sample`：
+# 温度为 0 时取最大的，否则用带种子的随机抽取），接到后面、再喂回去，直到停止词元或达到上限。它给出的
+# 词元编号必须与 `generate_ids`（本章开头显示的）相同，贪心和同一种子的采样都一样，否则就是循环写错了。
+
+# %%
+def decode_loop(model, prompt, max_new_tokens, stop, vocab, seed=None, **sampling):
+    """The decode loop by hand: prefill once, then pick, append, feed back."""
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    cache = model.new_cache()
+    logits = model(torch.tensor([prompt]), cache=cache, last=True)[0, -1]      # prefill: the whole prompt
+    reply = []
+    while len(reply) < max_new_tokens:
+        token = sample(logits[:vocab], generator=generator, **sampling)        # pick
+        reply.append(token)                                                    # append
+        if token in stop:
+            break
+        logits = model(torch.tensor([[token]]), cache=cache, last=True)[0, -1]  # feed back: one token
+    return reply
+
+
+if ready:
+    section(6, "The decode loop by hand against generate_ids", "手写的解码循环与 generate_ids 对比")
+    stops, n = stop_ids(tok), args.max_new_tokens
+    by_hand = decode_loop(model, ids, n, stops, tok.vocab_size)
+    library = list(generate_ids(model, ids, max_new_tokens=n, stop=stops, vocab=tok.vocab_size))
+    loop_agrees = by_hand == library
+    say("  greedy: by hand {n} tokens {first}...; generate_ids {m} tokens; the same ids: {same}",
+        "  贪心：手写 {n} 个词元 {first}……；generate_ids {m} 个词元；编号相同：{same}",
+        n=len(by_hand), first=by_hand[:4], m=len(library), same=loop_agrees)
+    drawn = dict(temperature=0.7, top_k=20, top_p=0.8, seed=0)                 # section 4's settings
+    sampled_by_hand = decode_loop(model, ids, n, stops, tok.vocab_size, **drawn)
+    sampled_library = list(generate_ids(model, ids, max_new_tokens=n, stop=stops, vocab=tok.vocab_size, **drawn))
+    sampled_agrees = sampled_by_hand == sampled_library
+    say("  sampled (temperature 0.7, top-k 20, top-p 0.8, seed 0): by hand {first}...; the same ids as generate_ids: {same}",
+        "  采样（温度 0.7、top-k 20、top-p 0.8、种子 0）：手写 {first}……；与 generate_ids 的编号相同：{same}",
+        first=sampled_by_hand[:4], same=sampled_agrees)
 
 # %% [markdown]
 # ## How to explain it / 怎么讲给别人听

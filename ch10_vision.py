@@ -27,7 +27,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from qwen.cli import chapter, count, say, section
+from qwen.cli import chapter, count, say, section, show_code
 from qwen.known import real_inventory
 from qwen.lang import QwenError, tr
 from qwen.threads import note
@@ -56,6 +56,18 @@ def cell(r, c):
     """A grid cell (row, column), written as each language writes coordinates."""
     return tr("({r}, {c})", "（{r}，{c}）", r=int(r), c=int(c))
 
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the patch embedding and a vision block, as `qwen/vision.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：图块嵌入和一个视觉块，就是 `qwen/vision.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+from qwen.vision import PatchEmbed, VisionBlock
+taught = show_code(ch, PatchEmbed, VisionBlock)
 
 # %% [markdown]
 # ## 1. The picture, cut into patches / 图像切成图块
@@ -129,9 +141,10 @@ if ready:
     say("  Conv3d weight {k}, stride {s} = its kernel -> as a matrix {m}",
         "  Conv3d 的权重 {k}，步长 {s} = 卷积核 -> 作为矩阵 {m}", k=list(kernel.shape), s=[TP, P, P],
         m=[D, C * TP * P * P])
+    conv_gap = (x - conv).abs().max().item()
     say("  patches {a} @ matrix^T + bias -> {b}; the Conv3d gives the same: max |difference| {d:.1e}",
         "  图块 {a} @ 矩阵^T + 偏置 -> {b}；Conv3d 给出同样的结果：最大差 {d:.1e}",
-        a=list(pixel_values.shape), b=list(x.shape), d=(x - conv).abs().max().item())
+        a=list(pixel_values.shape), b=list(x.shape), d=conv_gap)
 
 # %% [markdown]
 # ## 3. The position table, stretched to the image / 位置表，拉伸到图像上
@@ -351,10 +364,11 @@ if ready:
         visual = VisionModel(VisionConfig.from_config(cfg), out_hidden=cfg.hidden_size)
     visual = load(visual, W, "model.visual.").float()                           # fp32, as load_model's model.visual
     library = visual(pixel_values, grid_thw)                                    # (tokens, text hidden)
+    library_gap = (library - tokens).abs().max().item()
     say("  VisionModel (model.visual) -> {s}; by hand vs the library: max |difference| {d:.1e} "
         "(values up to {m:.2f})",
         "  VisionModel（model.visual）-> {s}；手算与库：最大差 {d:.1e}（数值最大 {m:.2f}）",
-        s=list(library.shape), d=(library - tokens).abs().max().item(), m=library.abs().max().item())
+        s=list(library.shape), d=library_gap, m=library.abs().max().item())
 
 # %% [markdown]
 # ## 8. What it costs / 计算量

@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, say, section
+from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, show_code
 from qwen.lang import QwenError, tr
 from qwen.threads import note
 
@@ -54,6 +54,18 @@ def cell(*numbers):
     """(t, h, w) written as each language writes coordinates."""
     return tr("(" + ", ".join(map(str, numbers)) + ")", "（" + "，".join(map(str, numbers)) + "）")
 
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the image features put in place of the pad tokens, as `qwen/model.py` has it (read from the module
+# itself): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：用图像特征替换占位词元，就是 `qwen/model.py` 里的代码（直接从模块读出）：notebook 里直接显示，
+# `--code` 打印，否则只说它在哪里。
+
+# %%
+from qwen.model import Qwen35
+taught = show_code(ch, Qwen35._with_images)
 
 # %% [markdown]
 # ## 1. 3D positions: the image is a grid, the text a line / 3D 位置：图像是网格，文字是一条线
@@ -193,10 +205,11 @@ if ready:
     prompt = torch.tensor([ids])
     with_image = model(prompt, last=True, pixel_values=pixel_values, grid_thw=grid_thw)[0, -1]
     with_blank = model(prompt, last=True, pixel_values=blank_pixels, grid_thw=grid_thw)[0, -1]
+    picture_effect = (with_image - with_blank).abs().max().item()
     say("  first reply token's logits, this picture vs a blank one: max |difference| {d:.3f}; "
         "top token {a!r} vs {b!r}",
         "  回复第一个词元的 logits，这张图像与空白图像：最大差 {d:.3f}；最可能的词元 {a!r} 与 {b!r}",
-        d=(with_image - with_blank).abs().max().item(), a=tok.readable(int(with_image.argmax())),
+        d=picture_effect, a=tok.readable(int(with_image.argmax())),
         b=tok.readable(int(with_blank.argmax())))
     if ch.tiny:
         say("  (tiny checkpoint: made-up weights: these tokens mean nothing; the difference shows only that the pixels "
@@ -204,12 +217,13 @@ if ready:
     with torch.inference_mode():                                        # generate's cache was made in this mode
         cached = model(torch.tensor([reply_ids[-1:]]), cache=cache, last=True)  # the reply's cache: its last token,
     again = model(torch.tensor([ids + reply_ids]), last=True, pixel_values=pixel_values, grid_thw=grid_thw)  # sampled, not read
+    cache_gap = (cached - again).abs().max().item()
     say("  after {n} tokens: rope delta {delta} (a new token's position = its index {shift}); "
         "cached decoding vs reading it all again: max |difference| of the last logits {d:.1e}",
         "  读完 {n} 个词元后：rope delta {delta}（新词元的位置 = 它的序号 {shift}）；带缓存的解码与全部重新读一遍："
         "最后一步 logits 的最大差 {d:.1e}",
         n=cache.length, delta=int(cache.delta), shift=f"{'-' if cache.delta < 0 else '+'} {abs(int(cache.delta))}",
-        d=(cached - again).abs().max().item())
+        d=cache_gap)
     say("  talk about a picture yourself: python main.py chat --image PATH", "  自己和它聊一张图像：python main.py chat --image PATH")
 
 # %% [markdown]

@@ -18,7 +18,6 @@
 # Run: `python ch12_mtp.py [--prompt "..."] [--speculative K] [--max-new-tokens N] [--tiny] [--lang zh] [--plot]`
 
 # %%
-import inspect
 import itertools
 import re
 from pathlib import Path
@@ -27,8 +26,7 @@ import torch
 import torch.nn as nn
 
 import qwen
-from qwen import plots
-from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, count, pad, say, section, speculative_option
+from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, count, pad, say, section, show_code, speculative_option
 from qwen.generate import ChatTemplate, generate_ids, prompt_ids, stop_ids
 from qwen.lang import QwenError, tr
 from qwen.model import DecoderLayer, load_model
@@ -132,13 +130,10 @@ if ready:
         a=list(e.shape), b=list(h.shape), c=[1, T - 1, 2 * H], d=list(fc.weight.shape), f=list(g.shape))
     say("  -> the shared output layer: {s} logits, a guess for token t + 2 at every position",
         "  -> 共享的输出层：{s} 个 logit，每个位置都是对词元 t + 2 的猜测", s=list(guess_logits.shape))
+    hand_gap = (g - module).abs().max().item()
     say("  by hand == the library's MTPHead (qwen/mtp.py): max |difference| {d:.1e}",
-        "  手算 == 库里的 MTPHead（qwen/mtp.py）：最大 |差值| {d:.1e}", d=(g - module).abs().max().item())
-    if plots.in_notebook():                                               # the module's code, where a notebook reads it
-        print(inspect.getsource(MTPHead.forward))
-    else:
-        say("  (the module's code: qwen/mtp.py, MTPHead.forward; a notebook prints it here)",
-            "  （模块的代码：qwen/mtp.py 的 MTPHead.forward；在笔记本里会直接打印在这里）")
+        "  手算 == 库里的 MTPHead（qwen/mtp.py）：最大 |差值| {d:.1e}", d=hand_gap)
+    taught = show_code(ch, MTPHead.forward)                               # the module's code, from the module
 
 # %% [markdown]
 # ## 2. How often the head sees it coming / MTP 头多常猜中
@@ -224,8 +219,9 @@ if ready:
     say("  prompt: {p!r} ({n} tokens, chapter 9's)", "  提示词：{p!r}（{n} 个词元，与第 9 章相同）", p=prompt,
         n=len(prompt_tokens))
     say("  reply ({n} tokens): {r!r}", "  回复（{n} 个词元）：{r!r}", n=len(spec), r=tok.decode([t for t in spec if t not in stop]))
+    speculative_is_greedy = spec == plain
     say("  speculative (k = {k}) == plain greedy, token for token: {same}",
-        "  推测解码（k = {k}）== 普通贪心解码，逐词元相同：{same}", k=K, same=spec == plain)
+        "  推测解码（k = {k}）== 普通贪心解码，逐词元相同：{same}", k=K, same=speculative_is_greedy)
     passes = spec_stats["rounds"]
     say("  {n} tokens after the first in {p} verify passes: {r:.2f} tokens per forward pass of the model (plain: 1)",
         "  第一个之后的 {n} 个词元用了 {p} 次验证：模型每次前向计算得到 {r:.2f} 个词元（普通解码：1 个）",

@@ -9,9 +9,10 @@
     python main.py 11 --image PATH     chapters 10 and 11 (and the whole course) look at your picture
     python main.py 9 --speculative 3   chapter 9's reply with speculative decoding (chapter 12); chat takes it too
     python main.py 9 --quant int8      chapter 9's reply from int8 (or int4) weights (chapter 13); chat takes it too
+    python main.py 9 --mine      chapter 9 with your solved exercises in the model (8 and chat take it too)
     python main.py --plot        every chapter, and their figures as PNGs in out/figures
-    options: --tiny  --model PATH  --quant int8|int4  --lang en|zh  --plot  --out DIR  --debug
-    (or the environment: QWEN_TINY=1, QWEN_MODEL=PATH, QWEN_LANG=zh, QWEN_PLOT=1, QWEN_FIGURES=DIR)
+    options: --tiny  --model PATH  --quant int8|int4  --lang en|zh  --plot  --out DIR  --mine  --debug
+    (or the environment: QWEN_TINY=1, QWEN_MODEL=PATH, QWEN_LANG=zh, QWEN_PLOT=1, QWEN_FIGURES=DIR, QWEN_MINE=1)
 """
 import os
 import runpy
@@ -25,6 +26,7 @@ ROOT = Path(__file__).resolve().parent
 TINY_CHAT_TOKENS = 32                            # chat's default reply length on the built-in tiny checkpoint
 IMAGE_CHAPTERS = (10, 11)                        # the chapters that take --image (the vision tower, an image in the prompt)
 REPLY_CHAPTERS = (9, 11)                         # the chapters that take --max-new-tokens
+MINE_CHAPTERS = (8, 9)                           # the chapters that build the model: --mine (qwen/mine.py)
 CHAT_TOKENS = 512                                # and on a real one
 
 
@@ -96,6 +98,8 @@ def run_chapters(args, numbers):
                 sys.argv += ["--max-new-tokens", str(args.max_new_tokens)]
             if n in IMAGE_CHAPTERS and args.image is not None:
                 sys.argv += ["--image", args.image]
+            if n in MINE_CHAPTERS and args.mine:
+                sys.argv += ["--mine"]
             if n in (9, 12) and args.speculative is not None:
                 sys.argv += ["--speculative", str(args.speculative)]
             if n == 9 and args.quant is not None:
@@ -135,6 +139,10 @@ def main(argv=None):
                            "(qwen/quant.py, chapter 13; default: off, fp32)",
                            "int8 或 int4：chat 和第 9 章使用只量化权重的投影和输出层（qwen/quant.py，第 13 章；"
                            "默认：关闭，fp32）"))
+    p.add_argument("--mine", action="store_true",
+                   help=tr("chat and chapters 8 and 9 build the model with your solved exercises (those the judge "
+                           "passes) in place of the course's parts",
+                           "chat 和第 8、9 章用你解出的练习（评测通过的）代替课程的部件来搭建模型"))
     p.add_argument("--plot", action="store_true",
                    help=tr("also draw each chapter's figures, as PNGs (or QWEN_PLOT=1; needs matplotlib)",
                            "同时画出各章的图，写成 PNG（也可设 QWEN_PLOT=1；需要 matplotlib）"))
@@ -148,7 +156,7 @@ def main(argv=None):
     args.speculative = speculative_option(args.speculative)             # before any model is read
     if args.quant is not None:
         from qwen.quant import check_mode
-        check_mode(args.quant)                                          # one line, before any model is read
+        check_mode(args.quant, args.speculative, args.mine)             # one line, before any model is read
     found = chapters()
     if args.what == "practice":                  # the practice page: the judge's own --web, with its options
         from practice import judge
@@ -172,6 +180,10 @@ def main(argv=None):
     if args.what == "chat" and args.image is not None and args.speculative is not None:
         raise QwenError("Speculative decoding reads text prompts only: chat with --image or with --speculative, "
                         "not both.", "推测解码只读纯文本提示词：chat 用 --image 或 --speculative，不能同时用。")
+    if args.mine and args.what not in ("all", "chat") + tuple(map(str, MINE_CHAPTERS)):
+        p.error(tr("--mine is for chat and chapters {c} (e.g. python main.py 9 --mine), not {w}",
+                   "--mine 用于 chat 和第 {c} 章（例如 python main.py 9 --mine），不用于 {w}",
+                   c=tr(" and ", "、").join(map(str, MINE_CHAPTERS)), w=args.what))
     if args.speculative is not None and args.what not in ("all", "chat", "9", "12"):
         p.error(tr("--speculative is for chat and chapters 9 and 12 (e.g. python main.py 9 --speculative 3), not {w}",
                    "--speculative 用于 chat 和第 9、12 章（例如 python main.py 9 --speculative 3），不用于 {w}",
@@ -179,10 +191,6 @@ def main(argv=None):
     if args.quant is not None and args.what not in ("all", "chat", "9"):
         p.error(tr("--quant is for chat and chapter 9 (e.g. python main.py 9 --quant int8), not {w}",
                    "--quant 用于 chat 和第 9 章（例如 python main.py 9 --quant int8），不用于 {w}", w=args.what))
-    if args.quant is not None and args.speculative is not None:
-        raise QwenError("--quant and --speculative do not go together: speculative decoding drafts with the "
-                        "full-precision output layer. Choose one.",
-                        "--quant 和 --speculative 不能同时用：推测解码用全精度的输出层起草。请二选一。")
     if args.what == "download":
         return download(args)
     if args.what == "chat":
@@ -203,7 +211,7 @@ def main(argv=None):
         used = threads.use(threads.choose(small=is_tiny(cfg)))
         print(tr("Speeds below are timed with {c}.", "下面的速度计时使用 {c}。", c=used.text()))
         return chat_loop(path, max_new_tokens=limit or CHAT_TOKENS, image=args.image, speculative=args.speculative,
-                         quant=args.quant)
+                         quant=args.quant, mine=args.mine)
     if args.what == "all":
         return run_chapters(args, sorted(found))
     if args.what.isdigit() and int(args.what) in found:

@@ -31,15 +31,16 @@ def help_text():
               "消息里的 <|im_end|> 之类的文字按普通文本读入，而不是特殊词元。")
 
 
-def chat_loop(path, max_new_tokens=512, think=False, read=input, image=None, speculative=None, quant=None):
+def chat_loop(path, max_new_tokens=512, think=False, read=input, image=None, speculative=None, quant=None,
+              mine=False):
     """image: a picture that goes with the first message (chapter 11). speculative=k: the MTP head drafts
     k tokens a step (qwen/mtp.py, chapter 12); the replies are then greedy (the model's most likely token
     each time), where without it they are sampled. quant: "int8" or "int4", the weights quantized
-    (qwen/quant.py, chapter 13)."""
+    (qwen/quant.py, chapter 13). mine=True: your solved exercises in the model (qwen/mine.py)."""
     import torch
 
     with torch.no_grad():          # for the chat only: a notebook (or a test) that called it goes on with gradients
-        return _chat_loop(path, max_new_tokens, think, read, image, speculative, quant)
+        return _chat_loop(path, max_new_tokens, think, read, image, speculative, quant, mine)
 
 
 def load_chat_image(path, image):
@@ -52,7 +53,7 @@ def load_chat_image(path, image):
     return preprocess(image, path)
 
 
-def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None, quant=None):
+def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None, quant=None, mine=False):
     import torch
     from qwen.generate import Chat
     from qwen.model import load_model
@@ -74,12 +75,16 @@ def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None, 
                         "multimodal checkpoint (Qwen/Qwen3.5-0.8B), or chat without --image.",
                         "{path} 没有视觉塔（model.visual.* 张量），所以读不了 --image。请使用多模态检查点"
                         "（Qwen/Qwen3.5-0.8B），或者不带 --image 对话。", path=path)
+    tok = Tokenizer.load(path)
+    if mine:                                                       # probed on the chat template's first words
+        from qwen.mine import put_in
+        put_in(model, tok.encode("Hello! 你好！"))
     if speculative is None:
-        chat = Chat(model, Tokenizer.load(path), enable_thinking=think, temperature=0.7, top_k=20, top_p=0.8, seed=0)
+        chat = Chat(model, tok, enable_thinking=think, temperature=0.7, top_k=20, top_p=0.8, seed=0)
     else:
         from qwen.mtp import check_speculative
         check_speculative(model, speculative)                         # no MTP head: one line, before the first message
-        chat = Chat(model, Tokenizer.load(path), enable_thinking=think, speculative=speculative)
+        chat = Chat(model, tok, enable_thinking=think, speculative=speculative)
         print(tr("Speculative decoding: the MTP head drafts {k} tokens a step and the model verifies them; replies are "
                  "greedy (the model's most likely token each time), not sampled as without --speculative.",
                  "推测解码：MTP 头每步起草 {k} 个词元，由模型验证；回复用贪心解码（每次取模型最可能的词元），"

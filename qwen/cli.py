@@ -8,7 +8,7 @@
 sets the language, finds the checkpoint, prints the tiny-checkpoint banner (once per run), and
 returns an object with `args`, `path`, `cfg`, `W` (lazy weights), `tiny`, `tokenizer`, and
 `threads` (the thread count it set for the chapter, and why: qwen/threads.py).
-Notebook users choose without flags: QWEN_TINY=1, QWEN_LANG=zh, QWEN_MODEL=/path, QWEN_PLOT=1. Unknown
+Notebook users choose without flags: QWEN_TINY=1, QWEN_LANG=zh, QWEN_MODEL=/path, QWEN_PLOT=1, QWEN_MINE=1. Unknown
 options (Jupyter's `-f kernel.json`) are ignored inside a notebook.
 
 A learner's mistake (a wrong path, a broken download) is printed as one line in their
@@ -367,8 +367,9 @@ def _add_options(p, options):
         p.add_argument(flag, **kwargs)
 
 
-def chapter(en, zh, plot=False, options=None, argv=None):
-    """Start a chapter: options, language, checkpoint, config, the banner. Returns a `Chapter`."""
+def chapter(en, zh, plot=False, options=None, argv=None, mine=False):
+    """Start a chapter: options, language, checkpoint, config, the banner. Returns a `Chapter`.
+    mine=True: the chapter builds the model and takes --mine (your solved exercises in it: qwen/mine.py)."""
     from qwen import threads
     from qwen.weights import Config
 
@@ -382,6 +383,14 @@ def chapter(en, zh, plot=False, options=None, argv=None):
         p.add_argument("--out", metavar="DIR", default=None,
                        help=tr("folder for the figures (default: $QWEN_FIGURES, else out/figures)",
                                "图片保存的文件夹（默认：$QWEN_FIGURES，否则 out/figures）"))
+    p.add_argument("--code", action="store_true", default=_env_flag("QWEN_CODE"),
+                   help=tr("print the source of the code this chapter teaches (a notebook always shows it; or QWEN_CODE=1)",
+                           "打印本章所讲代码的源码（notebook 里总是显示；也可设 QWEN_CODE=1）"))
+    if mine:
+        p.add_argument("--mine", action="store_true", default=_env_flag("QWEN_MINE"),
+                       help=tr("build the model with your solved exercises in place of the course's parts (or "
+                               "QWEN_MINE=1; only the ones the judge passes)",
+                               "用你解出的练习代替课程的部件来搭建模型（也可设 QWEN_MINE=1；只用评测通过的）"))
     _add_options(p, options)
     args = setup(p, argv)
     path = model_path(args)
@@ -391,6 +400,44 @@ def chapter(en, zh, plot=False, options=None, argv=None):
     ch = Chapter(args, path, cfg)
     ch.threads = threads.use(threads.choose(small=ch.tiny))     # the tiny checkpoint: 1 (qwen/threads.py)
     return ch
+
+
+def show_code(ch, *objects):
+    """The code this chapter teaches, taken from its module with `inspect` (never a second copy that
+    could drift): shown in a notebook, printed with --code, else one line of where it is (file:line).
+    Returns [(name, file, line)], file relative to the repository, line the one its def/class is on."""
+    import inspect
+    root = Path(__file__).resolve().parents[1]
+    shown, places = [], []
+    for obj in objects:
+        obj = inspect.unwrap(obj)                                  # generate_ids is wrapped by inference_mode
+        lines, start = inspect.getsourcelines(obj)
+        file = Path(inspect.getsourcefile(obj)).resolve()
+        file = file.relative_to(root).as_posix() if file.is_relative_to(root) else str(file)
+        start += next(i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "class ")))
+        name = obj.__qualname__
+        places.append((name, file, start))
+        shown.append((f"# {file}:{start}  {name}", inspect.getsource(obj)))
+    notebook = "ipykernel" in sys.modules
+    if notebook or getattr(ch.args, "code", False):
+        for title, source in shown:
+            _print_code(title, source, notebook)
+    else:
+        say("  the code this chapter teaches: {w} (--code prints it)", "  本章所讲的代码：{w}（--code 打印出来）",
+            w=tr(", ", "、").join(f"{name} {file}:{line}" for name, file, line in places))
+    return places
+
+
+def _print_code(title, source, notebook):
+    import textwrap
+    text = title + "\n" + textwrap.dedent(source)
+    if notebook:
+        try:
+            from IPython.display import Code, display
+            return display(Code(text, language="python"))
+        except ImportError:
+            pass
+    print(text)
 
 
 def section(n, en, zh):

@@ -264,13 +264,21 @@ class Int8Embedding(nn.Module):
 # A whole model
 # --------------------------------------------------------------------------------------------
 
-def check_mode(mode):
-    """'int8' or 'int4', else one line naming --quant."""
+def check_mode(mode, speculative=None, mine=False):
+    """'int8' or 'int4', else one line naming --quant; also one line for the options it does not go with."""
     if mode not in MODES:
         raise QwenError("--quant {m}: choose int8 (8 bits a weight, a scale per row) or int4 (4 bits, a scale per "
                         "group of {g}), or leave the option out for fp32.",
                         "--quant {m}：请选 int8（每个权重 8 位，每行一个缩放因子）或 int4（4 位，每 {g} 个一组一个缩放因子），"
                         "或者不加这个选项（fp32）。", m=mode, g=GROUP)
+    if speculative is not None:
+        raise QwenError("--quant and --speculative do not go together: speculative decoding drafts with the "
+                        "full-precision output layer. Choose one.",
+                        "--quant 和 --speculative 不能同时用：推测解码用全精度的输出层起草。请二选一。")
+    if mine:
+        raise QwenError("--quant and --mine do not go together: your solved exercises compute with full-precision "
+                        "weights, which --quant replaces. Choose one.",
+                        "--quant 和 --mine 不能同时用：你解出的练习用全精度权重计算，而 --quant 替换了这些权重。请二选一。")
     return mode
 
 

@@ -146,6 +146,10 @@ def test_main_quant_refuses_bad_values_in_one_line(run_script, capsys):
     assert "--quant is for chat and chapter 9" in capsys.readouterr().err
     with pytest.raises(QwenError, match="--quant and --speculative do not go together"):
         main.main(["9", "--tiny", "--quant", "int8", "--speculative", "2"])
+    with pytest.raises(QwenError, match="--quant and --mine do not go together"):
+        main.main(["chat", "--tiny", "--quant", "int4", "--mine"])
+    r = run_script("ch09_generate.py", "--tiny", "--quant", "int8", "--mine")
+    assert r.returncode == 1 and r.stderr.startswith("Error: --quant and --mine do not go together"), r.stderr
 
 
 # ---------------------------------------------------------------- chapter 13 (the whole-course runs of test_chapters)

@@ -1,0 +1,440 @@
+"""Your parts run the model: `--mine` puts the exercises you solved into Qwen3.5.
+
+    python main.py 9 --mine              chapter 9 generates with your RMSNorm, MLP, delta rule ...
+    QWEN_MINE=1, or in a notebook:       from qwen.mine import use_mine; use_mine()
+
+Why: the exercises are graded in isolation; here the same functions replace the course's in the
+whole model, on the same input, and the largest logit difference from the all-course model says
+how close your parts are (a few 1e-6 in fp32 when they are right: only the order of the sums differs).
+
+Which solutions count: each mapped exercise's file in the practice folder (the judge's: practice/,
+or $QWEN_PRACTICE_DIR) is graded first, by the judge itself (practice/_judge/grading.py, its
+sandbox, on this checkpoint's tensors). Only a file that passes every case is loaded, as the judge's
+sandbox loads it (runner.load_module: the file, compiled and run as a module), here in this process;
+a failing or unfinished one is named and skipped, and the course's part runs in its place.
+
+How a part is swapped: on this model instance only, never the classes: a module's `forward` (or
+one method) set on the instance, so `del` puts the course's back (`Mine.remove`), and a model
+without --mine runs exactly the course's code, at its speed. Where the course's method only calls
+the exercise's function, the course's own method runs with the learner's function in place of that
+name (`_with_names`): no second copy of the forward. `PARTS` is the one list of exercise -> part.
+"""
+import os
+import sys
+import types
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from qwen.lang import QwenError, T, tr
+
+ENV = "QWEN_MINE"
+
+
+def use_mine(on=True):
+    """In a notebook: the chapters that build the model (8, 9) use your solved parts from now on."""
+    if on:
+        os.environ[ENV] = "1"
+    else:
+        os.environ.pop(ENV, None)
+
+
+def wanted(args=None):
+    """--mine on the command line, or QWEN_MINE=1 (use_mine() in a notebook)."""
+    from qwen.hub import env_flag
+    return bool(getattr(args, "mine", False)) or env_flag(ENV)
+
+
+# --------------------------------------------------------------------------------------------
+# Putting a part in
+# --------------------------------------------------------------------------------------------
+
+def _with_names(method, **names):
+    """The course's own function `method`, reading `names` (e.g. l2norm=yours) instead of its module's."""
+    scope = dict(method.__globals__, **names)
+    return types.FunctionType(method.__code__, scope, method.__name__, method.__defaults__, method.__closure__)
+
+
+def _set(swaps, module, attr, fn):
+    """module.attr = fn(module, ...) on this instance, remembered so that remove() undoes it."""
+    swaps.append((module, attr, attr in vars(module), vars(module).get(attr)))
+    setattr(module, attr, types.MethodType(fn, module))
+
+
+def _modules(model, cls):
+    return [m for m in model.modules() if type(m) is cls]
+
+
+def _embedding(model, mine, swaps):
+    E = model.embed_tokens
+    _set(swaps, E, "forward", lambda self, ids: mine["embed"](torch.as_tensor(ids), self.weight))
+    if not model.cfg.tie_word_embeddings:
+        return tr("203 tied_logits: this checkpoint's output layer is its own lm_head, not the embedding table: "
+                  "the course's", "203 tied_logits：这个检查点的输出层是独立的 lm_head，不是嵌入表：用课程的")
+    _set(swaps, model, "logits", lambda self, h: mine["tied_logits"](h, self.output_weight))
+
+
+def _norms(model, mine, swaps):
+    from qwen.norm import GatedRMSNorm, RMSNorm
+    for m in _modules(model, RMSNorm):
+        _set(swaps, m, "forward", lambda self, x: mine["rms_norm"](x, self.weight, self.eps))
+    for m in _modules(model, GatedRMSNorm):
+        _set(swaps, m, "forward", lambda self, x, gate: mine["gated_rms_norm"](x, gate, self.weight, self.eps))
+
+
+def _l2norm(model, mine, swaps):
+    from qwen.deltanet import GatedDeltaNet
+
+    def l2norm(x, dim=-1, eps=1e-6):                          # the course calls it on the last dimension
+        return mine["l2norm"](x, eps)
+    rule_inputs = _with_names(GatedDeltaNet.rule_inputs, l2norm=l2norm)
+    for m in _modules(model, GatedDeltaNet):
+        _set(swaps, m, "rule_inputs", rule_inputs)
+
+
+def _rope(model, mine, swaps):
+    """rope_frequencies fills the model's inv_freq; apply_rope rotates q and k at 1-D (text) positions.
+    The learner's apply_rope takes positions, the course's cos and sin: the positions the rotary
+    embedding was last asked for are kept, and the 3-D positions of an image use the course's."""
+    from qwen.attention import Attention, apply_rope as course_rope
+    rotary = model.rotary
+    inv_freq = mine["rope_frequencies"](model.cfg.head_dim, rotary.rotary_dim / model.cfg.head_dim, rotary.theta)
+    inv_freq = torch.as_tensor(inv_freq, dtype=torch.float32)
+    if inv_freq.shape != rotary.inv_freq.shape:
+        return tr("207 rope_frequencies gave shape {a}, the model needs {b}: the course's RoPE",
+                  "207 rope_frequencies 给出的形状是 {a}，模型需要 {b}：用课程的 RoPE",
+                  a=tuple(inv_freq.shape), b=tuple(rotary.inv_freq.shape))
+    swaps.append((rotary, "inv_freq", True, rotary.inv_freq))
+    rotary.inv_freq = inv_freq
+    seen = {}
+    course_forward = type(rotary).forward
+
+    def forward(self, positions):
+        seen["positions"] = positions if positions.dim() == 1 else None
+        return course_forward(self, positions)
+    _set(swaps, rotary, "forward", forward)
+
+    def apply_rope(x, cos, sin):
+        positions = seen.get("positions")
+        if positions is None or cos.dim() != 2 or positions.shape[0] != cos.shape[0]:
+            return course_rope(x, cos, sin)                        # an image's 3-D positions
+        return mine["apply_rope"](x, positions.to(x.device), rotary.inv_freq.to(x.device))
+    attention_forward = _with_names(Attention.forward, apply_rope=apply_rope)
+    for m in _modules(model, Attention):                           # 209's forward rotates with model._mine_rope,
+        _set(swaps, m, "_course_forward" if "forward" in vars(m) else "forward", attention_forward)   # and decodes
+    swaps.append((model, "_mine_rope", False, None))                                                # with this one
+    model._mine_rope = apply_rope
+
+
+def _mlp(model, mine, swaps):
+    from qwen.mlp import MLP
+
+    def forward(self, x):
+        h = x.to(self.gate_proj.weight.dtype)
+        return mine["swiglu_mlp"](h, self.gate_proj.weight, self.up_proj.weight, self.down_proj.weight).to(x.dtype)
+    for m in _modules(model, MLP):
+        _set(swaps, m, "forward", forward)
+
+
+def _attention(model, mine, swaps):
+    """Yours reads the whole prompt at once (no cache in the exercise): the prompt pass. A decode step
+    with a cache (the keys of earlier calls) runs the course's attention."""
+    from qwen.attention import Attention, remember
+
+    def forward(self, x, cos, sin, cache=None):
+        past = 0 if cache is None or cache.k is None else cache.k.shape[2]
+        course = vars(self).get("_course_forward") or type(self).forward.__get__(self)
+        if past:
+            return course(x, cos, sin, cache)
+        B, T, _ = x.shape
+        H, KV, D = self.heads, self.kv_heads, self.head_dim
+        h = x.to(self.q_proj.weight.dtype)
+        q, gate = self.q_proj(h).view(B, T, H, 2, D).unbind(3)    # (B, T, H, D) each
+        q = self.q_norm(q).transpose(1, 2)                        # (B, H, T, D)
+        k = self.k_norm(self.k_proj(h).view(B, T, KV, D)).transpose(1, 2)
+        v = self.v_proj(h).view(B, T, KV, D).transpose(1, 2)
+        rope = getattr(model, "_mine_rope", None) or _course_rope()
+        q, k = rope(q, cos, sin).float(), rope(k, cos, sin).float()
+        v = v.float()
+        if cache is not None:
+            remember(cache, k, v)
+        out = mine["gated_attention"](q, k, v, gate.reshape(B, T, H * D).float(), self.o_proj.weight.float())
+        return out.to(x.dtype)                                    # (B, T, hidden)
+    for m in _modules(model, Attention):
+        _set(swaps, m, "forward", forward)
+    return tr("209 gated_attention has no cache: yours reads the prompt, the course's each token after it",
+              "209 gated_attention 没有缓存：提示词由你的来读，之后的每个词元用课程的")
+
+
+def _course_rope():
+    from qwen.rope import apply_rope
+    return apply_rope
+
+
+def _delta_rule(model, mine, swaps):
+    """Yours, one token at a time, for the prompt too (the course reads a prompt 64 tokens at a time)."""
+    from qwen.deltanet import GatedDeltaNet
+
+    def rule(q, k, v, g, beta, state=None, states=None, chunk=None):
+        q, k, v, g, beta = (t.float() for t in (q, k, v, g, beta))
+        B, H, T, dk = k.shape
+        S = k.new_zeros(B, H, dk, v.shape[-1]) if state is None else state.float().expand(B, H, -1, -1)
+        out = v.new_empty(v.shape)                                 # (B, H, T, dv)
+        for t in range(T):
+            S = mine["delta_rule_step"](S, k[:, :, t], v[:, :, t], g[:, :, t], beta[:, :, t])
+            out[:, :, t] = mine["read_state"](S, q[:, :, t])
+            if states is not None:
+                states.append(S)
+        return out, S if T else S.clone()
+    forward = _with_names(GatedDeltaNet.forward, delta_rule_recurrent=rule, delta_rule_chunked=rule)
+    for m in _modules(model, GatedDeltaNet):
+        _set(swaps, m, "forward", forward)
+
+
+def _conv(model, mine, swaps):
+    from qwen.deltanet import GatedDeltaNet
+
+    def causal_conv(self, qkv, cache=None):
+        K = self.kernel
+        past = None if cache is None else cache.conv                                 # (B, C, K-1) or None
+        left = qkv.new_zeros(qkv.shape[0], K - 1, qkv.shape[2]) if past is None else past.transpose(1, 2).to(qkv.dtype)
+        y = mine["causal_conv1d"](qkv, self.conv1d.weight[:, 0], left)               # (B, T, C)
+        if cache is not None:
+            window = torch.cat([left, qkv], 1).transpose(1, 2)                        # (B, C, K-1+T)
+            cache.conv = window[:, :, window.shape[-1] - (K - 1):].clone()
+            if getattr(cache, "trail", None) is not None:
+                cache.trail.window = window
+        return F.silu(y)
+    for m in _modules(model, GatedDeltaNet):
+        _set(swaps, m, "causal_conv", causal_conv)
+
+
+def _decay(model, mine, swaps):
+    from qwen.deltanet import GatedDeltaNet
+
+    def beta_and_decay(self, x):
+        beta = mine["write_strength"](self.in_proj_b(x))                              # (B, T, nv)
+        g = mine["log_decay"](self.in_proj_a(x), self.A_log, self.dt_bias)
+        return beta.float().transpose(1, 2), g.float().transpose(1, 2)                # (B, nv, T)
+    for m in _modules(model, GatedDeltaNet):
+        _set(swaps, m, "beta_and_decay", beta_and_decay)
+
+
+def _layer(model, mine, swaps):
+    """The exercise's mixer is a stand-in matrix: given zeros it adds nothing, and the rest of the
+    learner's layer, x + mlp(norm2(x)), is each layer's second half."""
+    from qwen.model import DecoderLayer
+    hidden = model.cfg.hidden_size
+    zeros = {}
+
+    def forward(self, x, cos, sin, cache=None):
+        x = x + self.mix(self.input_layernorm(x), cos, sin, cache)                    # the course's mixer
+        mlp, norm = self.mlp, self.post_attention_layernorm
+        key = (x.dtype, x.device)
+        if key not in zeros:
+            zeros[key] = (torch.zeros(hidden, dtype=x.dtype, device=x.device),
+                          torch.zeros(hidden, hidden, dtype=x.dtype, device=x.device))
+        none, nothing = zeros[key]
+        w = [t.to(x.dtype) for t in (norm.weight, mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight)]
+        return mine["decoder_layer"](x, none, w[0], norm.eps, nothing, *w[1:])
+    for m in _modules(model, DecoderLayer):
+        _set(swaps, m, "forward", forward)
+    return tr("230 decoder_layer's mixer is a stand-in matrix: yours wires each layer's second half, "
+              "x + mlp(norm(x)); the course's the mixer", "230 decoder_layer 的 mixer 是一个替身矩阵：每层的后半"
+              "（x + mlp(norm(x))）由你的来连，mixer 用课程的")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One exercise's place in the model: what it is called, and the function that puts it there
+    (model, {name: learner's function}, swaps) -> None, or one line on where it does not fit."""
+    name: tuple                        # (en, zh)
+    install: object
+
+
+# exercise -> part, in the order they are put in (209 before 207: 207's RoPE goes into 209's forward).
+# A new exercise that is a part of the model adds one line here.
+PARTS = {
+    "203": Part(("embedding and tied logits", "嵌入和共享输出层"), _embedding),
+    "204": Part(("RMSNorm", "RMSNorm"), _norms),
+    "205": Part(("l2norm", "l2norm"), _l2norm),
+    "209": Part(("attention", "注意力"), _attention),
+    "207": Part(("RoPE", "RoPE"), _rope),
+    "208": Part(("MLP", "MLP"), _mlp),
+    "220": Part(("delta rule", "delta 规则"), _delta_rule),
+    "221": Part(("causal conv", "因果卷积"), _conv),
+    "222": Part(("decay and beta", "衰减和 beta"), _decay),
+    "230": Part(("decoder layer", "解码层"), _layer),
+}
+
+# exercises of the model that --mine cannot put in as written, and why (one line each)
+NOT_PARTS = {
+    "231": ("231 greedy step: it ends in an argmax over a stand-in output layer, so decoding keeps the course's "
+            "attention step", "231 贪心一步：它以替身输出层上的 argmax 结束，所以解码仍用课程的注意力步骤"),
+    "232": ("232 top-p: sampling is not a part of the model (and is shared by every model in the process): sampled "
+            "replies use the course's", "232 top-p：采样不是模型的部件（而且同一进程里的所有模型共用它）：采样的回复用课程的"),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Which of your solutions pass
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class Solutions:
+    passed: dict                       # exercise id -> {function name: function}
+    failed: list                       # [(exercise id, one line)]
+    folder: str                        # where the judge looks for the learner's files
+
+
+def _judge():
+    from qwen.practice import _practice
+    _practice()
+    from practice import judge
+    return judge
+
+
+def solutions(model_path, ids=None):
+    """Grade your file of each exercise in PARTS (or `ids`) with the judge; load the ones that pass.
+
+    A file that is missing, or still the starter, is not graded (not started)."""
+    judge = _judge()
+    from practice._judge import grading, runner
+    from practice._judge.exercises import BY_ID
+    passed, failed = {}, []
+    for ex_id in (ids or PARTS):
+        ex = BY_ID[ex_id]
+        path = judge.WORK / ex.filename
+        if not path.is_file() or _same_bytes(path, ex.starter):
+            continue
+        try:
+            result = judge.grade(ex, path, model_path)
+        except (judge.UsageError, grading.ModelProblem) as e:               # a bad QWEN_JUDGE_* or checkpoint
+            raise QwenError("--mine: {e}", "--mine：{e}", e=e) from None
+        if result["status"] != "pass":
+            failed.append((ex_id, _why(result)))
+            continue
+        passed[ex_id] = _load(runner, path, ex.functions)
+    return Solutions(passed, failed, judge.shown(judge.WORK))
+
+
+def _same_bytes(a, b):
+    from practice._judge.files import read_regular
+    try:
+        return read_regular(a) == read_regular(b)
+    except OSError:
+        return False
+
+
+def _why(result):
+    if result["status"] == "todo":
+        return T("not finished", "还没写完")
+    if result.get("error"):
+        return result["error"]["message"]
+    bad = [c for c in result["cases"] if not c["ok"]]
+    return T("{n} case(s) fail", "{n} 个用例没通过", n=len(bad)) + (f": {bad[0]['name']}" if bad else "")
+
+
+def _load(runner, path, functions):
+    """The file, loaded as the judge's sandbox loads it (then sys.path as it was)."""
+    saved = list(sys.path)
+    try:
+        space = runner.load_module(path)
+    finally:
+        sys.path[:] = saved
+    return {name: space[name] for name in functions}
+
+
+# --------------------------------------------------------------------------------------------
+# The model with your parts
+# --------------------------------------------------------------------------------------------
+
+class Mine:
+    """The learner's passing parts, put into one model instance (remove() puts the course's back)."""
+
+    def __init__(self, model, found):
+        self.model, self.found, self.swaps, self.notes, self.used = model, found, [], [], []
+        mine = {}
+        for ex_id, functions in found.passed.items():
+            mine.update(functions)
+        for ex_id, part in PARTS.items():
+            if ex_id not in found.passed:
+                continue
+            note = part.install(model, mine, self.swaps)
+            self.used.append(ex_id)
+            if note:
+                self.notes.append(note)
+
+    def remove(self):
+        for module, attr, had, old in reversed(self.swaps):
+            if had:
+                setattr(module, attr, old)
+            else:
+                delattr(module, attr)
+        self.swaps = []
+
+    def names(self):
+        return tr(", ", "、").join(f"{i} {tr(*PARTS[i].name)}" for i in sorted(self.used))
+
+
+def put_in(model, probe_ids, model_path=None):
+    """--mine: grade, put the passing parts in `model`, and say so: which parts are yours, the
+    largest logit difference from the course's parts on `probe_ids`. Returns the Mine (its parts
+    stay in the model), or None when nothing passes (the course's parts run)."""
+    from qwen.cli import say
+    found = solutions(model_path or model.path)
+    for ex_id, why in found.failed:
+        say("  --mine: {i} does not pass the judge ({why}): skipped, the course's part runs",
+            "  --mine：{i} 没有通过评测（{why}）：跳过，运行课程的部件", i=ex_id, why=why)
+    if not found.passed:
+        say("  --mine: none of your exercises in {d} passes yet (python practice/judge.py): the course's parts run",
+            "  --mine：{d} 里你的练习还没有一个通过（python practice/judge.py）：运行课程的部件", d=found.folder)
+        return None
+    ids = torch.as_tensor(probe_ids).reshape(1, -1)
+    course_logits = model(ids)                                                       # (1, seq, vocab)
+    mine, mine_logits = _probe(model, found, ids)
+    if mine is None:
+        return None
+    mine.difference = (mine_logits - course_logits).abs().max().item()
+    others = len(PARTS) - len(mine.used)
+    say("  --mine: yours: {names}; {n} others are the course's", "  --mine：你的：{names}；其余 {n} 个是课程的",
+        names=mine.names(), n=others)
+    for note in mine.notes + [tr(*NOT_PARTS[i]) for i in NOT_PARTS if i in _started(found)]:
+        say("  --mine: {note}", "  --mine：{note}", note=note)
+    say("  --mine: largest |logit difference| from the course's parts on the same {t} tokens: {d:.1e}",
+        "  --mine：同样 {t} 个词元上，与课程部件的 logits 最大差：{d:.1e}", t=ids.shape[1], d=mine.difference)
+    return mine
+
+
+def _probe(model, found, ids):
+    """(Mine, its logits on ids). A passing solution can still fail inside the model (a shape the
+    judge's cases did not try): then each part is tried alone, and the ones that raise are named
+    and left out."""
+    from qwen.cli import say
+    mine = Mine(model, found)
+    try:
+        return mine, model(ids)
+    except Exception:                                                    # noqa: BLE001 - learner code
+        mine.remove()
+    for ex_id in list(found.passed):
+        alone = Mine(model, Solutions({ex_id: found.passed[ex_id]}, [], found.folder))
+        try:
+            model(ids)
+        except Exception as e:                                           # noqa: BLE001 - learner code
+            say("  --mine: {i} passes the judge but raised in the model ({e}): skipped, the course's part runs",
+                "  --mine：{i} 通过了评测，但在模型里出错（{e}）：跳过，运行课程的部件",
+                i=ex_id, e=f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
+            del found.passed[ex_id]
+        finally:
+            alone.remove()
+    if not found.passed:
+        return None, None
+    mine = Mine(model, found)
+    return mine, model(ids)
+
+
+def _started(found):
+    judge = _judge()
+    from practice._judge.exercises import BY_ID
+    return [i for i in NOT_PARTS if (judge.WORK / BY_ID[i].filename).is_file()]

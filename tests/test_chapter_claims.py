@@ -1,0 +1,159 @@
+"""The claims of chapters 4-12, read from the variables each chapter computes (not grepped from its text).
+
+A chapter computes a number, names it, then prints it (one line = one claim). Here each chapter
+runs once per session, in this process, on the tiny checkpoint (`chapter_run`), and the tests read
+its namespace: the claim is checked on the number itself, whatever language or format prints it.
+Every chapter also says where the code it teaches is (`taught`, from qwen/cli.py show_code), and
+that place must be the code's own def or class line.
+"""
+import contextlib
+import io
+import math
+import runpy
+import sys
+
+import pytest
+import torch
+
+from conftest import ROOT
+
+# the cheapest run that still makes every claim: fewer reply tokens, no transformers import
+OPTIONS = {8: ["--no-reference"], 9: ["--max-new-tokens", "6"], 11: ["--max-new-tokens", "4"],
+           12: ["--max-new-tokens", "8"]}
+
+
+@pytest.fixture(scope="session")
+def chapter_run(tiny_path):
+    """chapter_run(n) -> (namespace, stdout) of chapter n run once per session with --tiny, in-process
+    (each a fraction of a second after the imports, where a subprocess costs 3 s of start-up)."""
+    done = {}
+
+    def run(n):
+        if n not in done:
+            script = next(ROOT.glob(f"ch{n:02d}_*.py"))
+            argv, grad, threads = sys.argv, torch.is_grad_enabled(), torch.get_num_threads()
+            sys.argv = [str(script), "--tiny", "--lang", "en"] + OPTIONS.get(n, [])
+            out = io.StringIO()
+            try:
+                with contextlib.redirect_stdout(out):
+                    ns = runpy.run_path(str(script), run_name="__main__")
+            finally:
+                sys.argv = argv
+                torch.set_grad_enabled(grad)                       # chapters 8 and 9 turn gradients off
+                torch.set_num_threads(threads)
+            done[n] = ns, out.getvalue()
+        return done[n]
+    return run
+
+
+@pytest.mark.parametrize("n", range(4, 13))
+def test_each_chapter_says_where_the_code_it_teaches_is(chapter_run, n):
+    ns, out = chapter_run(n)
+    assert ns["taught"], "the chapter shows no code"
+    for name, file, line in ns["taught"]:
+        text = (ROOT / file).read_text(encoding="utf-8").splitlines()[line - 1]
+        assert text.lstrip().startswith((f"def {name.split('.')[-1]}(", f"class {name.split('.')[-1]}")), (file, line, text)
+        assert f"{name} {file}:{line}" in out                  # the command line's one line: name file:line
+
+
+def test_code_option_prints_the_source_from_the_module(tiny_path, capsys):
+    import inspect
+    from qwen.cli import chapter, show_code
+    from qwen.norm import RMSNorm
+    ch = chapter("t", "t", argv=["--tiny", "--code"])
+    place = show_code(ch, RMSNorm)
+    out = capsys.readouterr().out
+    assert f"# qwen/norm.py:{place[0][2]}  RMSNorm" in out and inspect.getsource(RMSNorm) in out
+
+
+def test_ch04_rope_claims(chapter_run):
+    ns, _ = chapter_run(4)
+    assert abs(ns["score_at_2"] - ns["score_at_7"]) > 1e-4            # RoPE sees where k stands
+    assert ns["rest_unchanged"] and ns["length_change"] < 1e-5        # partial rotation; lengths kept
+    assert ns["spread"] < 1e-4 and ns["spread_exact"] < 1e-12         # only m - n matters (fp32 / float64)
+    assert len(set(round(s, 6) for s in ns["other_distances"])) == 3
+    assert ns["text_gap"] == 0 and ns["grid_gap"] > 0.1               # mrope = plain RoPE for text only
+    assert ns["bf16_error"] > 1                                       # radians: why angles are fp32
+
+
+def test_ch05_mlp_claims(chapter_run):
+    ns, _ = chapter_run(5)
+    cfg = ns["cfg"]
+    assert ns["same"] and ns["wrong_gap"] > 1e-3 * ns["largest"]
+    assert ns["per"] == 3 * cfg.hidden_size * cfg.intermediate_size and ns["mlps"] == cfg.num_hidden_layers * ns["per"]
+    assert ns["real_per"] == 3 * 1024 * 3584                          # Qwen3.5-0.8B, from its inventory
+    assert abs(ns["silu_min"] + 0.2785) < 1e-4 and abs(ns["silu_min_at"] + 1.2785) < 1e-3
+
+
+def test_ch06_attention_claims(chapter_run):
+    ns, _ = chapter_run(6)
+    assert ns["row_sum_error"] < 1e-6 and ns["future_is_zero"] and ns["first_weight"] == 1.0
+    assert ns["hand_gap"] < 1e-2 and ns["gate_effect"] > 10 * ns["hand_gap"]
+    assert ns["sdpa_gap"] < 1e-5 and ns["cache_gap"] < 1e-2
+
+
+def test_ch07_deltanet_claims(chapter_run):
+    ns, _ = chapter_run(7)
+    assert abs(ns["plain_reads"] - 2) < 1e-5 and abs(ns["delta_reads"] - 1) < 1e-5
+    assert ns["read_back_error"] < 1e-5
+    assert ns["changed"] == [10, 11, 12, 13]                          # a 4-tap causal conv: token 10 and 3 after
+    assert ns["first_token_ok"] and ns["cached_gap"] < 1e-4
+    assert ns["output_gap"] < 1e-4 and ns["state_gap"] < 1e-4        # recurrent == chunked
+
+
+def test_ch08_model_claims(chapter_run):
+    ns, _ = chapter_run(8)
+    assert ns["lens_gap"] == 0 and ns["hand_gap"] < 1e-4
+    assert math.isfinite(ns["growth"]) and ns["yours"] is None       # no --mine: the course's parts
+
+
+def test_ch09_generate_claims(chapter_run):
+    ns, _ = chapter_run(9)
+    assert ns["cache_gap"] < 1e-4
+    assert ns["loop_agrees"] and ns["by_hand"] == ns["library"] == ns["reply_ids"]   # the dozen-line loop
+    assert ns["sampled_agrees"] and ns["sampled_by_hand"] == ns["sampled_library"]   # and with a seeded draw
+    assert ns["sampled_by_hand"] != ns["by_hand"]                     # the draw is not the greedy reply
+    assert ns["repeatable"]
+
+
+def test_ch10_ch11_vision_claims(chapter_run):
+    ns, _ = chapter_run(10)
+    assert ns["conv_gap"] < 1e-4 and ns["library_gap"] < 1e-4
+    ns, _ = chapter_run(11)
+    assert ns["picture_effect"] > 0 and ns["cache_gap"] < 1e-4
+
+
+def test_ch12_mtp_claims(chapter_run):
+    ns, _ = chapter_run(12)
+    assert ns["hand_gap"] < 1e-4 and ns["speculative_is_greedy"]
+
+
+def test_a_notebook_shows_the_code_without_asking(tiny_path, monkeypatch, capsys):
+    import inspect
+    import types
+    from qwen.cli import chapter, show_code
+    from qwen.mlp import MLP
+    shown = []
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    try:
+        import IPython.display
+        monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj.data))
+    except ImportError:                                                # printed instead
+        pass
+    ch = chapter("t", "t", argv=["--tiny"])
+    show_code(ch, MLP)
+    text = "".join(shown) + capsys.readouterr().out
+    assert inspect.getsource(MLP).strip() in text and "(--code prints it)" not in text
+
+
+def test_the_where_line_in_chinese(tiny_path, capsys):
+    from helpers import chinese_text_problems
+    from qwen.cli import chapter, show_code
+    from qwen.lang import set_lang
+    from qwen.rope import apply_rope
+    ch = chapter("t", "t", argv=["--tiny", "--lang", "zh"])
+    place = show_code(ch, apply_rope)[0]
+    set_lang("en")
+    out = capsys.readouterr().out.splitlines()[-1]
+    assert out == f"  本章所讲的代码：apply_rope {place[1]}:{place[2]}（--code 打印出来）"
+    assert chinese_text_problems(out) == []

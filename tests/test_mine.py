@@ -1,0 +1,201 @@
+"""--mine (qwen/mine.py): the learner's passing solutions run in the model in place of the course's parts.
+
+The reference solutions, put in as the learner's files, must give the course's logits (prompt and
+cached decode steps) and the same greedy tokens; every part must really be in the path (a changed
+function changes the logits, remove() gives the course's back bit for bit); a failing solution is
+refused and named; none solved says so and runs the course's parts.
+"""
+import shutil
+
+import pytest
+import torch
+
+from practice._judge.exercises import BY_ID
+from qwen import mine
+from qwen.generate import generate_ids
+
+PROMPT = [9419, 11, 1879, 0, 3838, 374, 279, 6722, 315, 9625, 30] * 3    # 33 tokens: more than one conv window
+
+
+def _practice_dir(folder, files):
+    """{exercise id: source file} copied in as the learner's own files (the judge's names)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for ex_id, source in files.items():
+        shutil.copyfile(source, folder / BY_ID[ex_id].filename)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def setting(tiny_path, tmp_path_factory):
+    """The judge pointed at a temp practice folder; yields a function that points it at another."""
+    import practice.judge as judge
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("QWEN_PROGRESS", str(tmp_path_factory.mktemp("progress") / "progress.json"))
+        mp.setenv("QWEN_JUDGE_TIMEOUT", "20")
+
+        def use(folder):
+            mp.setattr(judge, "WORK", folder)
+        yield use
+
+
+@pytest.fixture(scope="module")
+def model(tiny_path):
+    from qwen.model import load_model
+    return load_model(tiny_path, vision=False)
+
+
+@pytest.fixture(scope="module")
+def references():
+    """Every mapped exercise's reference solution, loaded as --mine loads a passing file (the grading
+    itself, 20 s for all of them, is test_a_failing_solution_is_refused_and_named's: one that passes,
+    one that fails)."""
+    from practice._judge import runner
+    return mine.Solutions({i: mine._load(runner, BY_ID[i].solution, BY_ID[i].functions) for i in mine.PARTS}, [], "")
+
+
+def _decode_logits(model, prompt, tokens):
+    """The prompt's logits, then each cached decode step's (tokens fed back one at a time)."""
+    cache = model.new_cache()
+    out = [model(torch.tensor([prompt]), cache=cache)]
+    for t in tokens:
+        out.append(model(torch.tensor([[t]]), cache=cache))
+    return out
+
+
+def test_reference_solutions_as_mine_give_the_course_logits_and_greedy_tokens(model, references):
+    assert sorted(references.passed) == sorted(mine.PARTS) and references.failed == []
+    with torch.no_grad():
+        course_tokens = list(generate_ids(model, PROMPT, max_new_tokens=8))
+        course = _decode_logits(model, PROMPT, course_tokens[:-1])
+        yours = mine.Mine(model, references)
+        try:
+            assert sorted(yours.used) == sorted(mine.PARTS)
+            mine_tokens = list(generate_ids(model, PROMPT, max_new_tokens=8))
+            theirs = _decode_logits(model, PROMPT, course_tokens[:-1])
+        finally:
+            yours.remove()
+    assert mine_tokens == course_tokens
+    for a, b in zip(course, theirs):                   # fp32: only the order of sums differs
+        assert (a - b).abs().max().item() < 1e-4
+    top = [int(x[0, -1].argmax()) for x in theirs]
+    assert top == [int(x[0, -1].argmax()) for x in course]
+
+
+def _perturbed(functions):
+    """The same functions, their results scaled by 1.01 (a tuple's first item): a part that is
+    really in the model's path changes the logits."""
+    def wrap(f):
+        def g(*args, **kw):
+            r = f(*args, **kw)
+            return r * 1.01 if torch.is_tensor(r) else (r[0] * 1.01, *r[1:])
+        return g
+    return {name: wrap(f) for name, f in functions.items()}
+
+
+@pytest.mark.parametrize("ex_id", list(mine.PARTS))
+def test_each_part_is_in_the_models_path_and_remove_gives_the_course_back(model, references, ex_id):
+    with torch.no_grad():
+        course = _decode_logits(model, PROMPT, [5, 6])
+        found = mine.Solutions({ex_id: _perturbed(references.passed[ex_id])}, [], "")
+        yours = mine.Mine(model, found)
+        try:
+            changed = _decode_logits(model, PROMPT, [5, 6])
+        finally:
+            yours.remove()
+        back = _decode_logits(model, PROMPT, [5, 6])
+    assert (changed[0] - course[0]).abs().max().item() > 1e-3          # the prompt pass reads yours
+    for a, b in zip(course, back):
+        assert torch.equal(a, b)
+    assert not any(k in vars(m) for m in model.modules() for k in ("forward", "rule_inputs", "causal_conv",
+                                                                     "beta_and_decay", "logits", "_course_forward"))
+
+
+def test_a_failing_solution_is_refused_and_named(setting, tiny_path, model, tmp_path, capsys):
+    folder = _practice_dir(tmp_path / "work", {"204": BY_ID["204"].starter.parents[1] / "wrong" / "204_std.py",
+                                               "208": BY_ID["208"].solution})
+    (folder / BY_ID["220"].filename).write_bytes(BY_ID["220"].starter.read_bytes())    # not started: not graded
+    setting(folder)
+    with torch.no_grad():
+        course = model(torch.tensor([PROMPT]))
+        yours = mine.put_in(model, PROMPT, tiny_path)
+        try:
+            assert yours.used == ["208"]
+            assert (model(torch.tensor([PROMPT])) - course).abs().max().item() < 1e-4
+        finally:
+            yours.remove()
+    out = capsys.readouterr().out
+    assert "--mine: 204 does not pass the judge (" in out and "skipped, the course's part runs" in out
+    assert "yours: 208 MLP; 9 others are the course's" in out and "220" not in out
+    assert "largest |logit difference| from the course's parts on the same 33 tokens: " in out
+
+
+def test_none_solved_says_so_and_runs_the_courses_parts(setting, tiny_path, model, tmp_path, capsys):
+    setting(tmp_path / "empty")
+    with torch.no_grad():
+        before = model(torch.tensor([PROMPT]))
+        assert mine.put_in(model, PROMPT, tiny_path) is None
+        assert torch.equal(model(torch.tensor([PROMPT])), before)
+    out = capsys.readouterr().out
+    assert "none of your exercises in" in out and "passes yet (python practice/judge.py): the course's parts run" in out
+
+
+def test_mine_is_refused_where_no_model_is_built(capsys):
+    import main
+    with pytest.raises(SystemExit) as stop:
+        main.main(["3", "--mine", "--tiny"])
+    assert stop.value.code == 2
+    assert "--mine is for chat and chapters 8 and 9" in capsys.readouterr().err
+
+
+def test_use_mine_sets_the_notebook_switch(monkeypatch):
+    monkeypatch.delenv(mine.ENV, raising=False)
+    assert not mine.wanted()
+    mine.use_mine()
+    assert mine.wanted()
+    mine.use_mine(False)
+    assert not mine.wanted()
+
+
+def test_a_passing_part_that_raises_in_the_model_is_named_and_left_out(model, references, capsys, monkeypatch):
+    def broken(x, gate_weight, up_weight, down_weight):
+        raise ValueError("only 2-D inputs")
+    found = mine.Solutions({"204": references.passed["204"], "208": {"swiglu_mlp": broken}}, [], "")
+    monkeypatch.setattr(mine, "solutions", lambda path: found)
+    with torch.no_grad():
+        yours = mine.put_in(model, PROMPT, "unused")
+        try:
+            assert yours.used == ["204"]
+        finally:
+            yours.remove()
+    out = capsys.readouterr().out
+    assert "--mine: 208 passes the judge but raised in the model (ValueError: only 2-D inputs): skipped" in out
+    assert "yours: 204 RMSNorm; 9 others are the course's" in out
+
+
+def test_main_hands_mine_to_chapters_8_and_9_only(tiny_path, monkeypatch):
+    import main
+    seen = []
+    monkeypatch.setattr(main, "run_chapter", lambda script: seen.append((script.name, list(main.sys.argv))))
+    monkeypatch.setattr(main.sys, "argv", list(main.sys.argv))
+    main.main(["9", "--mine", "--tiny"])
+    main.main(["8", "--tiny"])
+    assert seen[0][0] == "ch09_generate.py" and "--mine" in seen[0][1]
+    assert seen[1][0] == "ch08_model.py" and "--mine" not in seen[1][1]
+
+
+def test_the_mine_lines_in_chinese(setting, tiny_path, model, tmp_path, capsys):
+    from helpers import chinese_text_problems
+    from qwen.lang import set_lang
+    folder = _practice_dir(tmp_path / "work", {"204": BY_ID["204"].starter.parents[1] / "wrong" / "204_std.py",
+                                               "209": BY_ID["209"].solution})
+    setting(folder)
+    set_lang("zh")
+    try:
+        with torch.no_grad():
+            mine.put_in(model, PROMPT, tiny_path).remove()
+    finally:
+        set_lang("en")
+    out = capsys.readouterr().out
+    assert "--mine：204 没有通过评测（" in out and "--mine：你的：209 注意力；其余 9 个是课程的" in out
+    assert "209 gated_attention 没有缓存" in out
+    assert chinese_text_problems(out) == []
