@@ -99,12 +99,46 @@ class MTPHead(nn.Module):
 
 def load_head(cfg, W):
     """The MTP head filled strictly from W's `mtp.*` tensors, or None when the checkpoint has none
-    (transformers' save_pretrained drops them). A head with a tensor missing or extra is refused."""
+    (transformers' save_pretrained drops them). Call `head_problem` first: a partial or mis-shaped
+    set is refused here as load() refuses any module's."""
     if not W.names_under("mtp."):
         return None
     with torch.device("meta"):                                        # shapes only, filled by load()
         head = MTPHead(cfg, mtp_layers(cfg))
     return load(head, W, "mtp.")
+
+
+def head_problem(cfg, W):
+    """Why W's `mtp.*` tensors cannot make the head, a QwenError (returned, not raised: str() is its one
+    line in the learner's language), or None (all there, or none at all).
+
+    The head is optional: a checkpoint with a tensor of it missing, mis-shaped or extra still has a
+    whole text model, so load_model leaves model.mtp None and keeps this line in model.mtp_problem;
+    only --speculative needs the head, and says it. (Everything else loads strictly.)"""
+    names = W.names_under("mtp.")
+    if not names:
+        return None
+    with torch.device("meta"):
+        wanted = {"mtp." + n: tuple(t.shape) for n, t in MTPHead(cfg, mtp_layers(cfg)).state_dict().items()}
+    where = lambda key: W.info(key).file                                               # noqa: E731
+    for key, shape in wanted.items():
+        if key not in W:
+            return QwenError("{file}: the MTP head's tensor {key} is missing (the head needs shape {want}, the file has no such "
+                     "tensor), so speculative decoding is unavailable; plain decoding works.",
+                     "{file}：缺少 MTP 头的张量 {key}（头需要形状 {want}，文件里没有这个张量），所以推测解码不可用；"
+                     "普通解码照常可用。", file=where(names[0]), key=key, want=list(shape))
+        if tuple(W.shape(key)) != shape:
+            return QwenError("{file}: the MTP head's tensor {key} has shape {got}, the head needs {want} (from config.json), so "
+                     "speculative decoding is unavailable; plain decoding works.",
+                     "{file}：MTP 头的张量 {key} 的形状是 {got}，头需要 {want}（来自 config.json），所以推测解码不可用；"
+                     "普通解码照常可用。", file=where(key), key=key, got=list(W.shape(key)), want=list(shape))
+    extra = [n for n in names if n not in wanted]
+    if extra:
+        return QwenError("{file}: {key} is not a tensor of the MTP head config.json describes ({n} layer(s)), so speculative "
+                 "decoding is unavailable; plain decoding works.",
+                 "{file}：{key} 不是 config.json 所描述的 MTP 头（{n} 层）的张量，所以推测解码不可用；普通解码照常可用。",
+                 file=where(extra[0]), key=extra[0], n=mtp_layers(cfg))
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -253,6 +287,9 @@ def check_speculative(model, k, temperature=0.0):
     if temperature:
         raise QwenError("Speculative decoding here is greedy only: use temperature 0, or drop --speculative.",
                         "这里的推测解码只支持贪心：请用 temperature 0，或去掉 --speculative。")
+    if getattr(model, "mtp", None) is None and getattr(model, "mtp_problem", None):
+        why = model.mtp_problem
+        raise QwenError(why.en.rstrip(".") + ": run without --speculative.", why.zh.rstrip("。") + "：请不加 --speculative 运行。")
     if getattr(model, "mtp", None) is None:
         raise QwenError("Speculative decoding needs the checkpoint's MTP head (mtp.* tensors), and {path} has none "
                         "(transformers' save_pretrained drops them): run without --speculative.",
