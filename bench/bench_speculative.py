@@ -13,6 +13,7 @@ each item timed alternately with the others, `--rounds` times, the best counts:
   decode        one plain decode step (1 token, logits of the last position);
   verify k+1    one verification pass of k + 1 tokens (logits of every position, the Gated
                 DeltaNet layers keeping every token's state), k = 1..4: goal <= 1.3 x decode at k = 3;
+                with fp32 products as qwen/mtp.py few_rows_linear, and once (k = 3) with F.linear;
   draft         one head step (fc, its decoder layer, mtp.norm, the 248,320-row output layer);
   draft (cut)   the same, guessing among the CUT most frequent tokens of the course's prose only
                 (DraftVocabulary): goal <= 0.25 x decode. The main model still picks every token.
@@ -83,8 +84,8 @@ def child(path, dtype_name, args):
         def decode():
             model(torch.tensor([[p]]), cache=base.copy(), last=True)
 
-        def verify(k):
-            return lambda: _verify(model, block[:k + 1], base.copy())
+        def verify(k, fast=True):
+            return lambda: _verify(model, block[:k + 1], base.copy(), fast=fast)
 
         def draft(c):
             def run():
@@ -94,6 +95,7 @@ def child(path, dtype_name, args):
             return run
 
         items = {"decode": decode, **{f"verify {k + 1}": verify(k) for k in (1, 2, 3, 4)},
+                 "verify 4, F.linear": verify(3, fast=False),
                  "draft": draft(None), "draft (cut)": draft(cut)}
         progress("steps: warm-up")
         for fn in items.values():                                              # warm-up
@@ -154,6 +156,8 @@ def report(r):
     for k in (1, 2, 3, 4):
         print(f"  verify {k + 1} tokens (k = {k}) / decode step           {s[f'verify {k + 1}'] / d:8.2f}"
               + ("   (goal <= 1.3)" if k == 3 else ""))
+    print(f"  verify 4 tokens with F.linear (the plain path) / decode step {s['verify 4, F.linear'] / d:5.2f}"
+          f"   (the lines above: few_rows_linear, qwen/mtp.py)")
     print(f"  draft step, whole vocabulary / decode step      {s['draft'] / d:8.2f}")
     print(f"  draft step, {r['cut']:,} most frequent tokens / decode  {s['draft (cut)'] / d:8.2f}   (goal <= 0.25)")
     print(f"  the cut covers {r['coverage']:.1%} of {r['held_out_tokens']:,} tokens of held-out course prose "

@@ -308,3 +308,25 @@ def test_teacher_forced_acceptance_counts_the_heads_agreements_along_a_text(hf_m
     assert n == len(text) - 2 and share == agree / n
     with pytest.raises(QwenError, match="3 tokens"):
         teacher_forced_acceptance(hf_model, [1, 2])
+
+
+def test_the_fast_verify_pass_computes_what_the_plain_one_does(hf_model):
+    """few_rows_linear is F.linear with the product turned around (the bench's faster verify path):
+    the same numbers to fp32 rounding, the same greedy tokens, the same trails; the model's layers are
+    put back after (a plain forward afterwards uses F.linear again)."""
+    from qwen.mtp import _verify, few_rows_linear
+    g = torch.Generator().manual_seed(3)
+    w, x = torch.randn(40, 16, generator=g), torch.randn(1, 5, 16, generator=g)
+    assert torch.allclose(few_rows_linear(x, w), torch.nn.functional.linear(x, w), atol=1e-5, rtol=1e-5)
+    assert few_rows_linear(x, w).shape == (1, 5, 40)
+    base = hf_model.new_cache()
+    hf_model(torch.tensor([HF_PROMPT]), cache=base)
+    block = [3, 17, 99, 250]
+    fast, fast_h, fast_trails = _verify(hf_model, block, base.copy(), fast=True)
+    plain, plain_h, plain_trails = _verify(hf_model, block, base.copy(), fast=False)
+    assert torch.allclose(fast, plain, atol=1e-4, rtol=1e-4) and torch.equal(fast.argmax(-1), plain.argmax(-1))
+    assert torch.allclose(fast_h, plain_h, atol=1e-5, rtol=1e-4)
+    for a, b in zip(fast_trails, plain_trails):
+        if a is not None:
+            assert all(torch.allclose(s, t, atol=1e-5) for s, t in zip(a.states, b.states))
+    assert "forward" not in vars(hf_model.layers[0].mlp.up_proj) and "logits" not in vars(hf_model)
