@@ -61,7 +61,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from qwen.config import mtp_layers, mtp_shapes  # noqa: F401  (mtp_shapes: the head's shape rules)
-from qwen.generate import Cache
+from qwen.generate import Cache, distribution, sample
 from qwen.lang import QwenError
 from qwen.model import DecoderLayer
 from qwen.norm import RMSNorm
@@ -177,6 +177,17 @@ def head_guess(model, g, vocab=None, cut=None):
     return int(model.logits(g[0, -1])[:vocab].argmax())
 
 
+def head_scores(model, g, size, cut=None):
+    """The head's scores (size,) fp32 from its hidden state g (1, 1, hidden), for sampling a draft:
+    the first `size` ids, or only the ids of a DraftVocabulary `cut` (-inf elsewhere)."""
+    if cut is None:
+        return model.logits(g[0, -1])[:size]
+    scores = torch.full((size,), float("-inf"))
+    inside = cut.ids < size
+    scores[cut.ids[inside]] = F.linear(g[0, -1], cut.weight).float()[inside]
+    return scores
+
+
 def frequent_tokens(token_lists, size):
     """The `size` most frequent ids of some tokenized texts (ties: the smaller id first): a draft
     vocabulary. EAGLE-3 takes them from its training data; the chapter takes the course's prose."""
@@ -269,11 +280,40 @@ def accepted(drafts, choices):
     return a, choices[a]
 
 
+def accept_sampled(drafts, q, p, generator=None):
+    """The accept / reject rule of speculative sampling (Leviathan et al. 2023; Chen et al. 2023):
+    (how many drafts are kept, the next token), drawn so that every token comes out distributed as
+    plain sampling's, whatever the head guessed.
+
+    drafts: d_1 .. d_k, each drawn from the head's distribution; q (k, vocab): those distributions,
+    q[j] the one d_{j+1} was drawn from; p (k + 1, vocab): the model's distributions after reading
+    p, d_1 .. d_k (the same temperature, top-k and top-p as q). For each draft in turn: keep it with
+    probability min(1, p(d) / q(d)); at the first one not kept, the next token is drawn from
+    norm(max(0, p - q)), what the model wants more of than the head offered, and the round ends. All
+    kept: the next token is drawn from p[k], the model's own distribution after the last draft."""
+    for j, d in enumerate(drafts):
+        u = torch.rand((), dtype=torch.float64, generator=generator)            # uniform in [0, 1)
+        if u * q[j, d] < p[j, d]:                                             # u < p(d) / q(d): kept
+            continue
+        residual = (p[j] - q[j]).clamp(min=0)                                 # (vocab,) where p exceeds q
+        if not residual.sum() > 0:                                            # p == q to rounding: p itself
+            residual = p[j]
+        return j, int(torch.multinomial(residual, 1, generator=generator))
+    return len(drafts), int(torch.multinomial(p[len(drafts)], 1, generator=generator))   # the bonus token
+
+
+def probabilities(logits, size, temperature, top_k=0, top_p=1.0):
+    """What sampling draws from, over `size` ids: (size,) float64, zero outside the tokens the warpers
+    keep (qwen/generate.py distribution: temperature, then top-k, then top-p, in transformers' order)."""
+    ids, probs = distribution(logits[:size], temperature, top_k, top_p)
+    return torch.zeros(size, dtype=torch.float64).index_put_((ids,), probs.double())
+
+
 # --------------------------------------------------------------------------------------------
-# Speculative greedy decoding
+# Speculative decoding
 # --------------------------------------------------------------------------------------------
 
-def check_speculative(model, k, temperature=0.0):
+def check_speculative(model, k):
     """Refuse, in one line, what speculative decoding cannot do, before any token is read."""
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise QwenError("speculative = {k!r}: the number of tokens the MTP head drafts per step must be a whole "
@@ -285,9 +325,6 @@ def check_speculative(model, k, temperature=0.0):
                         "accepted and each one costs a head step (3 is a good start).",
                         "speculative = {k}：每步最多起草 {top} 个词元；更多的几乎不会全被接受，而每个都要多算一步 MTP 头"
                         "（可以从 3 开始）。", k=k, top=MAX_DRAFTS)
-    if temperature:
-        raise QwenError("Speculative decoding here is greedy only: use temperature 0, or drop --speculative.",
-                        "这里的推测解码只支持贪心：请用 temperature 0，或去掉 --speculative。")
     if getattr(model, "mtp", None) is None and getattr(model, "mtp_problem", None):
         why = model.mtp_problem
         raise QwenError(why.en.rstrip(".") + ": run without --speculative.", why.zh.rstrip("。") + "：请不加 --speculative 运行。")
@@ -375,32 +412,40 @@ def few_rows(model):
 
 @torch.inference_mode()
 def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None, stats=None, vocab=None,
-                    keep_at=None, kept=None, cut=None, drafts=None, temperature=0.0):
-    """Greedy decoding with the MTP head drafting k tokens per step: the same ids as
-    generate_ids(model, ids, ...) without it, one at a time (the stop token too, then it ends).
+                    keep_at=None, kept=None, cut=None, drafts=None, temperature=0.0, top_k=0, top_p=1.0, seed=None):
+    """Decoding with the MTP head drafting k tokens per step, one token at a time (the stop token
+    too, then it ends). Greedy (temperature 0): the same ids as generate_ids(model, ids, ...)
+    without it (in fp32; in bf16 a near-tie can flip, module docstring). Sampling (temperature > 0,
+    top_k, top_p, seed as plain sampling): the head draws its drafts from its own distribution with
+    the same warpers, and `accept_sampled` keeps or replaces them so that the output is distributed
+    as plain sampling's (not the same tokens for a seed: the draws are different ones).
 
     cut: a DraftVocabulary the head guesses from (default: the whole vocabulary).
-    drafts: a function (tokens so far, the head's drafts) -> the drafts to verify instead; the head
-    still runs (the tests and the bench replay a plain run's tokens through it: all accepted, or
-    wrong ones: all rejected). stats also receives rounds (verify passes), drafted and accepted
-    tokens, and the seconds spent drafting and verifying."""
-    check_speculative(model, k, temperature)
+    drafts (greedy only): a function (tokens so far, the head's drafts) -> the drafts to verify
+    instead; the head still runs (the tests and the bench replay a plain run's tokens through it: all
+    accepted, or wrong ones: all rejected). stats also receives rounds (verify passes), drafted and
+    accepted tokens, and the seconds spent drafting and verifying."""
+    check_speculative(model, k)
     cache = model.new_cache() if cache is None else cache
     stop = set(stop)
     ids = torch.as_tensor(ids, dtype=torch.long).reshape(1, -1)                # (1, prompt)
     if ids.shape[1] == 0:
         raise QwenError("The prompt is empty: give at least one token.", "提示词为空：至少要有一个词元。")
+    sampling = temperature > 0
+    generator = torch.Generator().manual_seed(seed) if seed is not None else None
+    warpers = dict(temperature=temperature, top_k=top_k, top_p=top_p)
     stats = {} if stats is None else stats
     stats.update(prompt_tokens=ids.shape[1], new_tokens=0, prefill_s=0.0, decode_s=0.0, stopped=False,
                  rounds=0, drafted=0, accepted=0, draft_s=0.0, verify_s=0.0)
     start = time.perf_counter()
     head_at = cache.length                                         # the position of the first prompt token
     logits, hidden = _read_prompt(model, ids, cache, keep_at, kept)
+    size = logits.shape[-1] if vocab is None else vocab           # the ids a token may be
     stats["prefill_s"] = time.perf_counter() - start
     if max_new_tokens <= 0:                                        # (plain generation reads the prompt too)
         return
     start = time.perf_counter()
-    p = int(logits[:vocab].argmax())                               # greedy, as plain generation's first token
+    p = sample(logits[:size], generator=generator, **warpers)      # as plain generation's first token
     out = [p]
     stats.update(new_tokens=1, stopped=p in stop, decode_s=time.perf_counter() - start)
     yield p
@@ -411,24 +456,34 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
     while True:
         n = min(k, max_new_tokens - len(out) - 1)                  # drafts past the last token are waste
         t0 = time.perf_counter()
-        guesses = []
+        guesses, q = [], []                                        # q: the head's distributions (sampling)
+
+        def guess(g):                                              # g (1, 1, hidden): the head's state
+            if not sampling:
+                return head_guess(model, g, vocab, cut)
+            q.append(probabilities(head_scores(model, g, size, cut), size, **warpers))   # (size,)
+            return int(torch.multinomial(q[-1], 1, generator=generator))
+
         if n > 0:
             g = head_read(model, todo, todo_hidden, head_cache, head_at)[:, -1:]   # (1, 1, hidden)
             head_at += len(todo)
             read = head_cache[0].k.shape[2]
-            guesses.append(head_guess(model, g, vocab, cut))
+            guesses.append(guess(g))
             for j in range(1, n):                                  # the head's own output feeds it
                 g = head_read(model, guesses[-1:], g, head_cache, head_at + j - 1, step=j)
-                guesses.append(head_guess(model, g, vocab, cut))
+                guesses.append(guess(g))
             for lc in head_cache.layers:                           # its guesses came from its own
                 cut_attention(lc, read)                            # hidden states: cut back
-            if drafts is not None:
+            if drafts is not None and not sampling:
                 guesses = [int(t) for t in drafts(list(out), list(guesses))][:n]
         t1 = time.perf_counter()
         block = [p] + guesses                                      # (n + 1,) read in one pass
         logits, H, trails = _verify(model, block, cache)
-        choices = logits[:, :vocab].argmax(-1).tolist()            # y_0 .. y_n
-        a, nxt = accepted(guesses, choices)
+        if sampling:                                               # the model's distributions after each
+            P = torch.stack([probabilities(row, size, **warpers) for row in logits])   # (n + 1, size)
+            a, nxt = accept_sampled(guesses, torch.stack(q) if q else P[:0], P, generator)
+        else:
+            a, nxt = accepted(guesses, logits[:, :size].argmax(-1).tolist())   # y_0 .. y_n
         stats["draft_s"] += t1 - t0
         stats["verify_s"] += time.perf_counter() - t1
         stats["rounds"] += 1

@@ -212,9 +212,78 @@ def test_bad_k_is_one_line(hf_model, k):
     assert "speculative" in str(e.value) and "\n" not in str(e.value)
 
 
-def test_sampling_with_speculative_is_refused_in_one_line(hf_model):
-    with pytest.raises(QwenError, match="greedy only"):
-        next(generate_ids(hf_model, HF_PROMPT, max_new_tokens=4, speculative=2, temperature=0.7))
+# The accept / reject rule on a small vocabulary: p and q chosen far apart (q puts most of its mass
+# where p has little), so that a broken rule is far off; 3 rounds of k = 2 drafts per trial.
+P_ROWS = torch.tensor([[0.50, 0.25, 0.15, 0.07, 0.03, 0.00],
+                       [0.05, 0.05, 0.10, 0.20, 0.30, 0.30],
+                       [0.30, 0.00, 0.30, 0.00, 0.40, 0.00]], dtype=torch.float64)     # (k + 1, vocab)
+Q_ROWS = torch.tensor([[0.05, 0.05, 0.10, 0.20, 0.30, 0.30],
+                       [0.40, 0.30, 0.10, 0.10, 0.05, 0.05]], dtype=torch.float64)     # (k, vocab)
+TRIALS = 2000
+CHI2_LIMIT = 20.5              # chi-square, 5 degrees of freedom: exceeded with probability 0.001 when right
+
+
+def _emitted(rule, seed=0):
+    """The rule run TRIALS times on drafts drawn from Q_ROWS: counts (3, vocab) of the tokens emitted
+    at each place of a round (the first always; the second when the first draft was kept; ...)."""
+    g = torch.Generator().manual_seed(seed)
+    counts = torch.zeros(3, 6, dtype=torch.float64)
+    all_drafts = torch.multinomial(Q_ROWS, TRIALS, replacement=True, generator=g).t().tolist()   # (TRIALS, k)
+    for drafts in all_drafts:
+        a, nxt = rule(drafts, Q_ROWS, P_ROWS, g)
+        for j, t in enumerate(drafts[:a] + [nxt]):
+            counts[j, t] += 1
+    return counts
+
+
+def _chi2(counts, probs):
+    """Pearson's statistic of counts (vocab,) against probs (vocab,), over the tokens probs allows
+    (a token it forbids, seen even once, is an infinite statistic)."""
+    n = counts.sum()
+    if (counts[probs == 0] > 0).any():
+        return float("inf")
+    expected = n * probs[probs > 0]
+    return float(((counts[probs > 0] - expected) ** 2 / expected).sum())
+
+
+def _accept_always(drafts, q, p, g):
+    return len(drafts), int(torch.multinomial(p[len(drafts)], 1, generator=g))
+
+
+def _resample_from_p(drafts, q, p, g):
+    for j, d in enumerate(drafts):
+        if torch.rand((), dtype=torch.float64, generator=g) * q[j, d] >= p[j, d]:
+            return j, int(torch.multinomial(p[j], 1, generator=g))       # p, not norm(max(0, p - q))
+    return len(drafts), int(torch.multinomial(p[len(drafts)], 1, generator=g))
+
+
+def test_the_accept_reject_rule_keeps_the_models_distribution():
+    """Each emitted place's empirical distribution matches the model's p at that place (chi-square
+    below the 0.001 threshold); accepting every draft, or drawing a rejected place again from p
+    instead of norm(max(0, p - q)), is far above it."""
+    from qwen.mtp import accept_sampled
+    counts = _emitted(accept_sampled)
+    assert counts[0].sum() == TRIALS and counts[1].sum() > 200 and counts[2].sum() > 50      # every place reached
+    for j in range(3):
+        assert _chi2(counts[j], P_ROWS[j]) < CHI2_LIMIT, (j, counts[j], _chi2(counts[j], P_ROWS[j]))
+    for broken in (_accept_always, _resample_from_p):
+        wrong = _emitted(broken)
+        assert max(_chi2(wrong[j], P_ROWS[j]) for j in range(2)) > 5 * CHI2_LIMIT, broken.__name__
+
+
+def test_speculative_sampling_draws_only_what_plain_sampling_can_and_repeats_with_its_seed(hf_model):
+    """top_k = 2: every token must be one of the model's 2 most likely after the tokens before it
+    (the random head's drafts mostly are not, so a rule that kept them would fail); the same seed
+    gives the same tokens, another seed others; drafts were drawn and some replaced."""
+    settings = dict(max_new_tokens=24, temperature=1.0, top_k=2, seed=0)
+    stats = {}
+    out = list(generate_ids(hf_model, HF_PROMPT, speculative=3, stats=stats, **settings))
+    assert len(out) == 24 and stats["drafted"] > 0 and stats["accepted"] < stats["drafted"]
+    tokens = torch.tensor([HF_PROMPT + out])
+    top2 = hf_model(tokens)[0, len(HF_PROMPT) - 1:-1].topk(2).indices                     # (24, 2)
+    assert all(t in row.tolist() for t, row in zip(out, top2))
+    assert list(generate_ids(hf_model, HF_PROMPT, speculative=3, **settings)) == out
+    assert list(generate_ids(hf_model, HF_PROMPT, speculative=3, **{**settings, "seed": 1})) != out
 
 
 def test_a_checkpoint_without_mtp_has_no_head_and_says_so_in_one_line(tmp_path):
