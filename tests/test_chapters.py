@@ -937,8 +937,26 @@ def test_speculative_decoding_in_chapter_9_and_in_the_chat(run_script, course_en
     r = subprocess.run([sys.executable, "main.py", "chat", "--tiny", "--speculative", "2", "--max-new-tokens", "3"],
                        cwd=ROOT, input="hello\n", capture_output=True, text=True, encoding="utf-8", timeout=120)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
-    assert "Speculative decoding: the MTP head drafts 2 tokens a step" in r.stdout and "replies are greedy" in r.stdout
+    assert "Speculative decoding: the MTP head drafts 2 tokens a step" in r.stdout and "replies are sampled" in r.stdout
     assert re.search(r"\[3 tokens; .*\]  \[speculative: \d+ of \d+ drafts accepted", r.stderr)
+    r = subprocess.run([sys.executable, "main.py", "chat", "--tiny", "--speculative", "2", "--temperature", "0",
+                        "--max-new-tokens", "3"],
+                       cwd=ROOT, input="hello\n", capture_output=True, text=True, encoding="utf-8", timeout=120)
+    assert r.returncode == 0 and "replies are greedy (temperature 0)" in r.stdout, r.stderr
+
+
+def test_speculative_sampling_in_chapter_9_from_main(run_script):
+    """main.py passes --temperature to chapter 9: its reply is sampled, with and without --speculative,
+    and says so; a bad temperature is one line before any weights are read."""
+    for extra in ([], ["--speculative", "3"]):
+        r = run_script("main.py", "9", "--tiny", "--temperature", "0.8", "--max-new-tokens", "6", *extra)
+        assert r.returncode == 0, r.stderr
+        assert "(sampled at --temperature 0.8, top-k 20, top-p 0.8, seed 0: not the greedy reply)" in r.stdout
+        assert ("speculative decoding, k = 3" in r.stdout) == bool(extra)
+    r = run_script("main.py", "9", "--tiny", "--temperature", "-1", "--speculative", "3")
+    assert r.returncode == 1 and "temperature must be a number >= 0" in r.stderr and "Traceback" not in r.stderr
+    r = run_script("main.py", "3", "--tiny", "--temperature", "0.5")
+    assert r.returncode == 2 and "--temperature is for chat and chapter 9" in r.stderr
 
 
 SMALL_IMAGE = """
