@@ -25,16 +25,19 @@ guess feeds the head its own output g (after mtp.norm) as the hidden, with its o
 Positions: the head's entry for (x_{t+1}, hidden_t) sits at position t, as in vLLM (RoPE only
 sees differences, so any constant shift would give the same numbers).
 
-Speculative greedy decoding (`speculative_ids`), one round:
+Speculative decoding (`speculative_ids`), one greedy round:
   1. draft: the head reads what it has not read yet, then guesses d_1 .. d_k, each guess fed back;
   2. verify: the main model reads [p, d_1 .. d_k] (p: the token chosen last) in one forward pass,
      giving its own greedy choice y_0 .. y_k after each of them;
   3. accept: a = the number of leading drafts with d_j = y_{j-1}; the new tokens are
      d_1 .. d_a and y_a, the model's own next token. Every token is the model's greedy choice
      after exactly the tokens before it, so the output is plain greedy decoding's, token for token.
-     (Up to rounding: k + 1 rows in one matmul are not summed in the order of k + 1 one-row steps.
-     In fp32 the tests find the same tokens; in bf16 a near-tie between two logits can flip, as
-     bench/bench_speculative.py found on random weights.)
+     This exactness is fp32's: k + 1 rows in one matmul are not summed in the order of k + 1
+     one-row steps. In fp32 the tests find the same tokens; in bf16 a near-tie between two logits
+     can flip (bench/bench_speculative.py prints how many of its bf16 tokens matched).
+  Sampling (temperature > 0): the drafts are drawn from the head's warped distribution q and kept
+  or replaced by `accept_sampled` (Leviathan et al. 2023; Chen et al. 2023), so the output keeps
+  plain sampling's distribution, p.
   4. rollback: the caches must hold what plain decoding would, p, d_1 .. d_a. A KV cache is just
      cut back. A Gated DeltaNet layer's state cannot be cut: it is one matrix that every token
      changed. So while verifying, each linear-attention layer keeps its conv window and its state

@@ -872,6 +872,9 @@ def test_ch12(course_en):
     tokens = lambda a: (1 - a ** 4) / (1 - a)                          # the printed formula, k = 3
     assert abs(a65 * (3 * d + verify) - tokens(0.65)) < 0.05 * tokens(0.65) and a65 < a80 < a1
     assert "a = 0.65 / 0.8 are third-party figures for the trained head, not this one" in out
+    tv = re.search(r"made-up p and q over 6 tokens, 2,000 rounds: the first token's frequencies differ from p by "
+                   r"([\d.]+) \(total variation; chance alone gives about ([\d.]+) on average\)", out)
+    assert tv and float(tv[1]) < 3 * float(tv[2]) and "keeping every draft instead would give q's frequencies, 0.700" in out
     assert "Exercise for this chapter: 250" in out
     assert re.search(r"Done: chapter\(s\) 1, 2, [\d, ]*\b12\b", course_en)        # main.py runs it with the others
 
@@ -879,7 +882,8 @@ def test_ch12(course_en):
 def test_ch12_in_chinese(course_zh):
     out = _chapter(course_zh, "ch12_mtp.py")
     for text in ("第 12 章：用 MTP 头往前多看一步", "推测解码（k = 3）== 普通贪心解码，逐词元相同：是", "教师强制",
-                 "重放的草稿", "草稿词表", "预计加速比", "截回之后", "第三方报告的接受率"):
+                 "重放的草稿", "草稿词表", "预计加速比", "截回之后", "第三方报告的接受率", "7. 采样：接受 / 拒绝规则",
+                 "总变差距离"):
         assert text in out, text
     assert "：True" not in out and "Teacher-forced" not in out
     table = section_of(out, "5. 草稿词表")[3:]                            # header and rows: aligned by display width
