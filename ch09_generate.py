@@ -55,9 +55,10 @@ ch = chapter("Chapter 9: generation with a cache", "第 9 章：带缓存的生�
     "--dtype": dict(default="float32", choices=["float32", "bfloat16"], help=("compute dtype", "计算精度")),
     "--think": dict(action="store_true", help=("let the model reason in <think> first", "让模型先在 <think> 中推理")),
     "--speculative": dict(default=None, metavar="K", help=(
-        "the greedy reply with speculative decoding: the MTP head drafts K tokens a step, the model verifies them "
-        "(default: off, plain decoding, the loop this chapter builds; chapter 12)",
-        "用推测解码生成贪心回复：MTP 头每步起草 K 个词元，由模型验证（默认：关闭，用本章搭建的普通解码循环；见第 12 章）")),
+        "the reply with speculative decoding: the MTP head drafts K tokens a step, the model verifies them; greedy, "
+        "the same tokens in fp32 (default: off, plain decoding, the loop this chapter builds; chapter 12)",
+        "用推测解码生成回复：MTP 头每步起草 K 个词元，由模型验证；贪心解码时 fp32 下词元相同（默认：关闭，"
+        "用本章搭建的普通解码循环；见第 12 章）")),
     "--temperature": dict(type=float, default=0.0, metavar="T", help=(
         "section 2's reply sampled at temperature T (top-k 20, top-p 0.8, seed 0), with or without --speculative "
         "(default 0: greedy)",
