@@ -22,7 +22,7 @@ import torch
 
 from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, show_code, size, speculative_option
 from qwen.attention import ROOM
-from qwen.generate import ChatTemplate, TextStream, generate, kv_cache_bytes, prompt_ids, sample, stop_ids
+from qwen.generate import ChatTemplate, TextStream, check_sampling, generate, kv_cache_bytes, prompt_ids, sample, stop_ids
 from qwen.lang import QwenError, tr
 from qwen.mine import put_in
 from qwen.model import load_model
@@ -56,9 +56,14 @@ ch = chapter("Chapter 9: generation with a cache", "第 9 章：带缓存的生�
     "--dtype": dict(default="float32", choices=["float32", "bfloat16"], help=("compute dtype", "计算精度")),
     "--think": dict(action="store_true", help=("let the model reason in <think> first", "让模型先在 <think> 中推理")),
     "--speculative": dict(default=None, metavar="K", help=(
-        "the greedy reply with speculative decoding: the MTP head drafts K tokens a step, the model verifies them "
-        "(default: off, plain decoding, the loop this chapter builds; chapter 12)",
-        "用推测解码生成贪心回复：MTP 头每步起草 K 个词元，由模型验证（默认：关闭，用本章搭建的普通解码循环；见第 12 章）")),
+        "the reply with speculative decoding: the MTP head drafts K tokens a step, the model verifies them; greedy, "
+        "the same tokens in fp32 (default: off, plain decoding, the loop this chapter builds; chapter 12)",
+        "用推测解码生成回复：MTP 头每步起草 K 个词元，由模型验证；贪心解码时 fp32 下词元相同（默认：关闭，"
+        "用本章搭建的普通解码循环；见第 12 章）")),
+    "--temperature": dict(type=float, default=0.0, metavar="T", help=(
+        "section 2's reply sampled at temperature T (top-k 20, top-p 0.8, seed 0), with or without --speculative "
+        "(default 0: greedy)",
+        "第 2 节的回复以温度 T 采样（top-k 20，top-p 0.8，种子 0），加不加 --speculative 都可以（默认 0：贪心）")),
     "--quant": dict(default=None, metavar="MODE", help=(
         "int8 or int4: the reply from weight-only quantized weights (chapter 13; default: off, fp32)",
         "int8 或 int4：用只量化权重的模型生成回复（第 13 章；默认：关闭，fp32）"))})
@@ -67,6 +72,8 @@ torch.set_grad_enabled(False)
 if args.max_new_tokens < 1:
     raise QwenError("--max-new-tokens must be at least 1.", "--max-new-tokens 至少为 1。")
 speculative = speculative_option(args.speculative)      # a bad K: one line, before the weights are read
+check_sampling(args.temperature)                        # a negative or nan temperature: one line, likewise
+reply_sampling = dict(temperature=args.temperature, top_k=20, top_p=0.8, seed=0) if args.temperature else {}
 check_device(args.device)
 if args.quant is not None:
     from qwen.quant import check_mode, quantize_model, weight_bytes
@@ -141,7 +148,7 @@ if ready:
     print("  ", end="", flush=True)
     reply = []
     for piece in generate(model, tok, ids, max_new_tokens=args.max_new_tokens, stats=stats, ids_out=reply_ids,
-                          speculative=speculative):
+                          speculative=speculative, **reply_sampling):
         reply.append(piece)
         print(piece.replace("\n", "\n  "), end="", flush=True)
     print()
@@ -151,6 +158,9 @@ if ready:
         b=max(stats["new_tokens"] - 1, 1) / max(stats["decode_s"], 1e-9),
         why=tr("stopped at the end token", "遇到结束词元而停止") if stats["stopped"]
         else tr("stopped at --max-new-tokens", "达到 --max-new-tokens 而停止"))
+    if reply_sampling:
+        say("  (sampled at --temperature {t}, top-k 20, top-p 0.8, seed 0: not the greedy reply)",
+            "  （以 --temperature {t}、top-k 20、top-p 0.8、种子 0 采样：不是贪心回复）", t=args.temperature)
     if speculative is not None:
         say("  speculative decoding, k = {k}: {a} of {d} drafts accepted, {r:.2f} tokens per forward pass of the model "
             "(chapter 12)",

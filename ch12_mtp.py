@@ -6,13 +6,15 @@
 # A guess is cheap (one layer instead of 24), and the model can check several guesses in one
 # forward pass, about as fast as it reads one token: that is speculative decoding. The head
 # drafts k tokens, the model verifies them all at once and keeps the ones it would have chosen
-# itself, so the greedy reply stays exactly chapter 9's, token for token, only faster when the
-# head guesses well. `qwen/mtp.py` builds the head and the draft-verify loop.
+# itself, so the greedy reply stays exactly chapter 9's, token for token (in fp32, as computed
+# here; in bf16 a near-tie can flip, section 3), only faster when the head guesses well.
+# `qwen/mtp.py` builds the head and the draft-verify loop.
 #
 # 检查点里有 15 个张量，第 1-11 章从没读过：`mtp.*`，即多词元预测（MTP）头。它是多出来的一个解码层，
 # 训练目标是猜下一个词元之后的那个词元。猜一次很便宜（一层，而不是 24 层），而模型在一次前向计算里
 # 验证好几个草稿，和读一个词元差不多快：这就是推测解码。MTP 头先起草 k 个词元，模型一次验证全部，
-# 只留下它自己也会选的那些，所以贪心回复和第 9 章的逐词元完全相同，只是在 MTP 头猜得准的时候更快。
+# 只留下它自己也会选的那些，所以贪心回复和第 9 章的逐词元完全相同（在 fp32 下，本章就这样计算；bf16 下
+# 几乎并列的词元可能翻转，见第 3 节），只是在 MTP 头猜得准的时候更快。
 # `qwen/mtp.py` 实现了这个头和“起草、验证”的循环。
 #
 # Run: `python ch12_mtp.py [--prompt "..."] [--speculative K] [--max-new-tokens N] [--tiny] [--lang zh] [--plot]`
@@ -30,8 +32,8 @@ from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, count, pad, say, section, sh
 from qwen.generate import ChatTemplate, generate_ids, prompt_ids, stop_ids
 from qwen.lang import QwenError, tr
 from qwen.model import DecoderLayer, load_model
-from qwen.mtp import (DraftVocabulary, MTPHead, accepted, coverage, frequent_tokens, speculative_ids,
-                      teacher_forced_acceptance)
+from qwen.mtp import (DraftVocabulary, MTPHead, accept_sampled, accepted, coverage, frequent_tokens,
+                      speculative_ids, teacher_forced_acceptance)
 from qwen.norm import RMSNorm
 from qwen.threads import note
 from qwen.weights import load
@@ -193,14 +195,16 @@ if ready:
 # model chooses after exactly the tokens before it: the plain greedy reply, whatever the head
 # guesses. A good head only makes it faster (more tokens per forward pass), a bad one slower.
 # Exactly so in fp32, as this chapter computes; a verify pass sums its k + 1 rows in one matmul,
-# not in the order of k + 1 one-row steps, and in bf16 that rounding can flip a near-tie.
+# not in the order of k + 1 one-row steps, and in bf16 that rounding can flip a near-tie
+# (bench/bench_speculative.py prints, for bf16, how many of its tokens matched).
 #
 # 推测解码的一步。p 是上一步选出的词元。MTP 头起草 d_1 .. d_k，每个猜测都作为它下一步的输入。模型用
 # 一次前向计算读入 [p, d_1 .. d_k]，在每个位置之后给出自己的贪心选择 y_0 .. y_k。只要 d_j = y_(j-1)，
 # 草稿就被接受；遇到第一个不一致时，取模型自己在那里的 y。所以每个词元都是模型在它之前那些词元之后
 # 会选的词元：不管 MTP 头猜什么，结果都是普通贪心解码的回复。好的 MTP 头只让它更快（每次前向计算得到
 # 更多词元），差的让它更慢。在 fp32 下（本章就用 fp32）严格如此；一次验证把 k + 1 行放在一个矩阵乘法里算，
-# 求和顺序和 k + 1 次单行的解码不同，在 bf16 下这种舍入可能让两个几乎相等的 logit 换位。
+# 求和顺序和 k + 1 次单行的解码不同，在 bf16 下这种舍入可能让两个几乎相等的 logit 换位
+# （bench/bench_speculative.py 会打印 bf16 下有多少个词元一致）。
 
 # %%
 if ready:
@@ -374,8 +378,8 @@ if ready:
 # measurements of a trained head. bench/bench_speculative.py measures the full-size model.
 # That is also why chapter 9 and `python main.py chat` decode plainly unless given
 # `--speculative K`: a round whose drafts are all rejected costs k drafts and a verify pass for a
-# single token, slower than plain decoding, and the chat samples (temperature 0.7) where
-# speculative decoding here is greedy only. Turn it on where the head guesses well.
+# single token, slower than plain decoding. Turn it on where the head guesses well (it samples
+# too: section 7).
 #
 # 解码一步要把每个权重读一遍，才得到一个词元；在 CPU 上，这主要是在等内存，所以一次前向计算读 k + 1 个词元，
 # 只比读一个词元贵一点。一轮的代价是 k 次起草加一次验证；如果每个草稿（在前面的都被接受的条件下）被接受的
@@ -384,8 +388,8 @@ if ready:
 # a = 0.65 和 0.8 时的加速比是用这些代价算出的预计加速比，不是训练过的 MTP 头的测量结果。
 # bench/bench_speculative.py 测量全尺寸模型。
 # 这也是第 9 章和 `python main.py chat` 默认用普通解码、只有加上 `--speculative K` 才起草的原因：
-# 草稿全被拒绝的一轮，要花 k 次起草加一次验证才得到一个词元，比普通解码慢；而且对话默认采样（温度 0.7），
-# 这里的推测解码只支持贪心解码。在 MTP 头猜得准的地方再打开它。
+# 草稿全被拒绝的一轮，要花 k 次起草加一次验证才得到一个词元，比普通解码慢。在 MTP 头猜得准的地方再打开它
+# （它也能采样：第 7 节）。
 
 # %%
 
@@ -457,6 +461,46 @@ if ready:
         ch.save(fig, "ch12_speculative.png")
 
 # %% [markdown]
+# ## 7. Sampling: the accept / reject rule / 采样：接受 / 拒绝规则
+# With a temperature (and top-k, top-p), the head draws each draft d from its own distribution q,
+# with the same settings, and the model gives its distribution p at the same place. Keep d with
+# probability min(1, p(d) / q(d)); at the first draft not kept, draw the next token from
+# norm(max(0, p - q)), what p wants more of than q offered; all kept, draw one more from the
+# model's p after the last draft (Leviathan et al. 2023; Chen et al. 2023). Kept with
+# probability min(p, q) and replaced by the rest of p, every token comes out distributed exactly
+# as plain sampling's, whatever q is: `qwen/mtp.py` `accept_sampled`. The check below runs it
+# on a made-up p and q over 6 tokens, far apart on purpose.
+#
+# 有温度（以及 top-k、top-p）时，MTP 头用同样的设置从自己的分布 q 里抽出每个草稿 d，模型在同一位置给出
+# 它的分布 p。以 min(1, p(d) / q(d)) 的概率保留 d；遇到第一个没保留的草稿，就从 norm(max(0, p - q))
+# 里抽下一个词元，也就是 p 比 q 多要的那部分；全部保留时，再从模型在最后一个草稿之后的 p 里多抽一个
+# （Leviathan 等，2023；Chen 等，2023）。以 min(p, q) 的概率保留、其余用 p 剩下的部分补上，每个词元的分布
+# 就和普通采样完全相同，不管 q 是什么：`qwen/mtp.py` 的 `accept_sampled`。下面在 6 个词元上编造的、
+# 故意相差很远的 p 和 q 上检验它。
+
+# %%
+if ready:
+    section(7, "Sampling: the accept / reject rule keeps the model's distribution", "采样：接受 / 拒绝规则保持模型的分布")
+    p_made = torch.tensor([0.50, 0.25, 0.15, 0.07, 0.03, 0.00], dtype=torch.float64)      # made up: the model's p
+    q_made = torch.tensor([0.05, 0.05, 0.10, 0.20, 0.30, 0.30], dtype=torch.float64)      # made up: the head's q
+    rounds, g = 2000, torch.Generator().manual_seed(0)
+    first = torch.zeros(6, dtype=torch.float64)                                           # the round's first token
+    for d in torch.multinomial(q_made, rounds, replacement=True, generator=g).tolist():   # one draft per round
+        a, nxt = accept_sampled([d], q_made[None], torch.stack([p_made, p_made]), g)     # q (1, 6), p (2, 6)
+        first[d if a else nxt] += 1                                                       # kept: d; else the draw
+    tv = 0.5 * float((first / rounds - p_made).abs().sum())                               # total variation
+    noise = 0.5 * float((2 * p_made * (1 - p_made) / (torch.pi * rounds)).sqrt().sum())   # its expected size by chance
+    tv_kept = 0.5 * float((q_made - p_made).abs().sum())                                  # keeping every draft: q itself
+    say("  made-up p and q over 6 tokens, {n:,} rounds: the first token's frequencies differ from p by {tv:.3f} "
+        "(total variation; chance alone gives about {z:.3f} on average)",
+        "  6 个词元上编造的 p 和 q，{n:,} 轮：第一个词元的频率与 p 相差 {tv:.3f}（总变差距离；单凭偶然大约是 {z:.3f}）",
+        n=rounds, tv=tv, z=noise)
+    say("  keeping every draft instead would give q's frequencies, {b:.3f} away from p",
+        "  如果保留所有草稿，得到的是 q 的频率，与 p 相差 {b:.3f}", b=tv_kept)
+    say("  the same rule runs in generate_ids(..., speculative=K, temperature=0.7): python main.py chat --speculative 3",
+        "  generate_ids(..., speculative=K, temperature=0.7) 里用的就是这条规则：python main.py chat --speculative 3")
+
+# %% [markdown]
 # ## How to explain it / 怎么讲给别人听
 # The MTP head is a small extra layer that, given what the model just thought and the token it just
 # chose, guesses the token after. Let it guess a few tokens ahead, then give the model all of them
@@ -477,7 +521,9 @@ if ready:
 # - Head: fc(cat[norm(embed(x_{t+1})), norm(h_t)]), embedding first, h_t after the final norm; one
 #   full-attention layer with its own cache; mtp.norm; the shared output layer: a guess for x_{t+2}.
 # - Round: k drafts, one verify pass of k + 1 tokens, accept up to the first disagreement, plus the
-#   model's own next token: the output is plain greedy decoding's, token for token.
+#   model's own next token: the output is plain greedy decoding's, token for token (in fp32).
+# - Sampling: keep a draft with probability min(1, p/q), else draw from norm(max(0, p - q)): the
+#   output keeps plain sampling's distribution.
 # - Rollback: KV caches cut; Gated DeltaNet conv windows and states kept per token, put back.
 # - Speed: speedup(a) = ((1 - a^(k+1)) / (1 - a)) / (k x draft + verify); a cut draft vocabulary
 #   makes drafts cheap, at most its coverage of acceptance is kept.
@@ -485,7 +531,8 @@ if ready:
 # - MTP 头：fc(cat[norm(embed(x_{t+1})), norm(h_t)])，嵌入在前，h_t 取最终归一化之后的；一个有自己缓存的
 #   全注意力层；mtp.norm；共享的输出层：对 x_{t+2} 的猜测。
 # - 一轮：起草 k 个，一次验证 k + 1 个词元，接受到第一个不一致为止，再加上模型自己的下一个词元：
-#   输出与普通贪心解码逐词元相同。
+#   输出与普通贪心解码逐词元相同（fp32 下）。
+# - 采样：以 min(1, p/q) 的概率保留草稿，否则从 norm(max(0, p - q)) 里抽：输出保持普通采样的分布。
 # - 回滚：键值缓存截短；Gated DeltaNet 的卷积窗口和状态按词元保留，再放回去。
 # - 速度：speedup(a) = ((1 - a^(k+1)) / (1 - a)) / (k x draft + verify)；草稿词表让起草变便宜，
 #   接受率最多保住它的覆盖率那么多。

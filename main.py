@@ -104,6 +104,8 @@ def run_chapters(args, numbers):
                 sys.argv += ["--speculative", str(args.speculative)]
             if n == 9 and args.quant is not None:
                 sys.argv += ["--quant", args.quant]
+            if n == 9 and args.temperature is not None:
+                sys.argv += ["--temperature", str(args.temperature)]
             run_chapter(script)
     finally:
         restore()
@@ -130,10 +132,17 @@ def main(argv=None):
                            "一张图片：就它对话（它随你的第一条消息一起发送），或者让第 10、11 章看它"))
     p.add_argument("--speculative", metavar="K", default=None,
                    help=tr("speculative decoding in chat and chapters 9 and 12: the MTP head drafts K tokens a step "
-                           "and the model verifies them in one forward pass; the reply is the greedy one, token for "
-                           "token, in fp32 (default: off; chapter 12 says why and measures it)",
+                           "and the model verifies them in one forward pass; greedy replies are the plain greedy ones, "
+                           "token for token, in fp32 (in bf16 a near-tie can flip), sampled ones keep the sampling "
+                           "distribution (default: off; chapter 12 says why and measures it)",
                            "chat 和第 9、12 章的推测解码：MTP 头每步起草 K 个词元，模型用一次前向计算验证它们；"
-                           "fp32 下回复与贪心解码的逐词元相同（默认：关闭；第 12 章说明原因并测量它）"))
+                           "fp32 下贪心回复与普通贪心解码逐词元相同（bf16 下接近并列的词元可能翻转），采样回复保持采样分布"
+                           "（默认：关闭；第 12 章说明原因并测量它）"))
+    p.add_argument("--temperature", type=float, metavar="T", default=None,
+                   help=tr("sampling temperature in chat and chapter 9's reply, with or without --speculative "
+                           "(chat's default: 0.7, with top-k 20 and top-p 0.8; chapter 9's: 0, greedy)",
+                           "chat 和第 9 章回复的采样温度，加不加 --speculative 都可以（chat 默认 0.7，配合 top-k 20 "
+                           "和 top-p 0.8；第 9 章默认 0，即贪心）"))
     p.add_argument("--quant", metavar="MODE", default=None,
                    help=tr("int8 or int4: chat and chapter 9 with weight-only quantized projections and output layer "
                            "(qwen/quant.py, chapter 13; default: off, fp32)",
@@ -157,6 +166,12 @@ def main(argv=None):
     if args.quant is not None:
         from qwen.quant import check_mode
         check_mode(args.quant, args.speculative, args.mine)             # one line, before any model is read
+    if args.temperature is not None:
+        from qwen.generate import check_sampling
+        check_sampling(args.temperature)                                # nan, -1: one line, before any model is read
+        if args.what not in ("all", "chat", "9"):
+            p.error(tr("--temperature is for chat and chapter 9, not {w}", "--temperature 用于 chat 和第 9 章，不用于 {w}",
+                       w=args.what))
     found = chapters()
     if args.what == "practice":                  # the practice page: the judge's own --web, with its options
         from practice import judge
@@ -211,7 +226,7 @@ def main(argv=None):
         used = threads.use(threads.choose(small=is_tiny(cfg)))
         print(tr("Speeds below are timed with {c}.", "下面的速度计时使用 {c}。", c=used.text()))
         return chat_loop(path, max_new_tokens=limit or CHAT_TOKENS, image=args.image, speculative=args.speculative,
-                         quant=args.quant, mine=args.mine)
+                         quant=args.quant, mine=args.mine, temperature=args.temperature)
     if args.what == "all":
         return run_chapters(args, sorted(found))
     if args.what.isdigit() and int(args.what) in found:

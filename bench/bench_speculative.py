@@ -13,13 +13,14 @@ each item timed alternately with the others, `--rounds` times, the best counts:
   decode        one plain decode step (1 token, logits of the last position);
   verify k+1    one verification pass of k + 1 tokens (logits of every position, the Gated
                 DeltaNet layers keeping every token's state), k = 1..4: goal <= 1.3 x decode at k = 3;
+                with fp32 products as qwen/mtp.py few_rows_linear, and once (k = 3) with F.linear;
   draft         one head step (fc, its decoder layer, mtp.norm, the 248,320-row output layer);
   draft (cut)   the same, guessing among the CUT most frequent tokens of the course's prose only
                 (DraftVocabulary): goal <= 0.25 x decode. The main model still picks every token.
 
 Then NEW tokens, plain against speculative (k = 3, cut vocabulary, replayed drafts), alternated:
 decode tokens/s (goal >= 2x plain); and for k = 1..4 with the head's own (random) guesses: the
-output equals plain greedy, token for token.
+output equals plain greedy, token for token, in fp32 (in bf16 it prints how many tokens of N matched).
 
     python bench/bench_speculative.py [--keep DIR] [--dtypes float32,bfloat16] [--rounds 5]
                                       [--prompt 64] [--new 64] [--cut 32768]
@@ -83,8 +84,8 @@ def child(path, dtype_name, args):
         def decode():
             model(torch.tensor([[p]]), cache=base.copy(), last=True)
 
-        def verify(k):
-            return lambda: _verify(model, block[:k + 1], base.copy())
+        def verify(k, fast=True):
+            return lambda: _verify(model, block[:k + 1], base.copy(), fast=fast)
 
         def draft(c):
             def run():
@@ -94,6 +95,7 @@ def child(path, dtype_name, args):
             return run
 
         items = {"decode": decode, **{f"verify {k + 1}": verify(k) for k in (1, 2, 3, 4)},
+                 "verify 4, F.linear": verify(3, fast=False),
                  "draft": draft(None), "draft (cut)": draft(cut)}
         progress("steps: warm-up")
         for fn in items.values():                                              # warm-up
@@ -130,7 +132,8 @@ def child(path, dtype_name, args):
         progress(f"exactness, the head's own guesses, k = {k}")
         st = {}
         got = list(generate_ids(model, ids, max_new_tokens=args.new, vocab=vocab, stats=st, speculative=k))
-        exact[k] = "yes" if got == plain else f"no (first difference at token {_first_difference(got, plain)})"
+        same = _first_difference(got, plain)
+        exact[k] = f"yes ({len(plain)} of {len(plain)})" if got == plain else f"no (the first {same} of {len(plain)} match)"
         drafted += st["drafted"]
         accepted += st["accepted"]
     out.update(exact=exact, drafted=drafted, accepted=accepted)
@@ -154,6 +157,8 @@ def report(r):
     for k in (1, 2, 3, 4):
         print(f"  verify {k + 1} tokens (k = {k}) / decode step           {s[f'verify {k + 1}'] / d:8.2f}"
               + ("   (goal <= 1.3)" if k == 3 else ""))
+    print(f"  verify 4 tokens with F.linear (the plain path) / decode step {s['verify 4, F.linear'] / d:5.2f}"
+          f"   (the lines above: few_rows_linear, qwen/mtp.py)")
     print(f"  draft step, whole vocabulary / decode step      {s['draft'] / d:8.2f}")
     print(f"  draft step, {r['cut']:,} most frequent tokens / decode  {s['draft (cut)'] / d:8.2f}   (goal <= 0.25)")
     print(f"  the cut covers {r['coverage']:.1%} of {r['held_out_tokens']:,} tokens of held-out course prose "
@@ -167,7 +172,9 @@ def report(r):
           + ("" if r["replay_exact"] else f" (first difference at token {r['replay_first_difference']})"))
     print(f"  the head's own guesses (random weights): {r['accepted']} of {r['drafted']} accepted "
           f"({r['accepted'] / max(1, r['drafted']):.1%}): near 0, as random weights must be")
-    print(f"  speculative == plain greedy, {r['new']} tokens: " + ", ".join(f"k={k}: {v}" for k, v in r["exact"].items()))
+    claim = "exact in fp32" if r["dtype"] == "float32" else "bf16: a near-tie can flip, tokens matched"
+    print(f"  speculative == plain greedy, {r['new']} tokens ({claim}): "
+          + ", ".join(f"k={k}: {v}" for k, v in r["exact"].items()))
     print("  PROJECTION (not measured on a trained model): speed-up = ((1 - a^(k+1)) / (1 - a)) / (k r_d + r_v),")
     print("  r_d = draft / decode, r_v = verify(k+1) / decode, measured above")
     for name, rd in (("whole vocabulary", s["draft"] / d), ("cut vocabulary", s["draft (cut)"] / d)):

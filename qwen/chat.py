@@ -1,7 +1,8 @@
 """`python main.py chat`: talk with the model in the terminal, through the course's own generation code.
 
 Each turn is sent through the checkpoint's chat template; the reply is streamed as it is
-generated (sampled: temperature 0.7, top-k 20, top-p 0.8, Qwen's suggestion without thinking).
+generated (sampled: temperature 0.7, top-k 20, top-p 0.8, Qwen's suggestion without thinking;
+--temperature 0 for greedy replies).
 Only what no kept cache has read is read again (qwen/generate.py Chat); the line after each reply
 says how many of the prompt's tokens were reused.
 
@@ -31,16 +32,20 @@ def help_text():
               "消息里的 <|im_end|> 之类的文字按普通文本读入，而不是特殊词元。")
 
 
-def chat_loop(path, max_new_tokens=512, think=False, read=input, image=None, speculative=None, quant=None,
-              mine=False):
+SAMPLING = dict(temperature=0.7, top_k=20, top_p=0.8, seed=0)     # Qwen's suggestion without thinking
+
+
+def chat_loop(path, max_new_tokens=512, think=False, read=input, image=None, speculative=None, temperature=None,
+              quant=None, mine=False):
     """image: a picture that goes with the first message (chapter 11). speculative=k: the MTP head drafts
-    k tokens a step (qwen/mtp.py, chapter 12); the replies are then greedy (the model's most likely token
-    each time), where without it they are sampled. quant: "int8" or "int4", the weights quantized
-    (qwen/quant.py, chapter 13). mine=True: your solved exercises in the model (qwen/mine.py)."""
+    k tokens a step (qwen/mtp.py, chapter 12), with the same sampling (the accept / reject rule keeps
+    its distribution). temperature: None for Qwen's 0.7 (top-k 20, top-p 0.8), 0 for greedy replies.
+    quant: "int8" or "int4", the weights quantized (qwen/quant.py, chapter 13). mine=True: your solved
+    exercises in the model (qwen/mine.py)."""
     import torch
 
     with torch.no_grad():          # for the chat only: a notebook (or a test) that called it goes on with gradients
-        return _chat_loop(path, max_new_tokens, think, read, image, speculative, quant, mine)
+        return _chat_loop(path, max_new_tokens, think, read, image, speculative, temperature, quant, mine)
 
 
 def load_chat_image(path, image):
@@ -53,7 +58,8 @@ def load_chat_image(path, image):
     return preprocess(image, path)
 
 
-def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None, quant=None, mine=False):
+def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None, temperature=None, quant=None,
+               mine=False):
     import torch
     from qwen.generate import Chat
     from qwen.model import load_model
@@ -79,16 +85,24 @@ def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None, 
     if mine:                                                       # probed on the chat template's first words
         from qwen.mine import put_in
         put_in(model, tok.encode("Hello! 你好！"))
+    sampling = SAMPLING if temperature is None else {**SAMPLING, "temperature": temperature}
     if speculative is None:
-        chat = Chat(model, tok, enable_thinking=think, temperature=0.7, top_k=20, top_p=0.8, seed=0)
+        chat = Chat(model, tok, enable_thinking=think, **sampling)
     else:
         from qwen.mtp import check_speculative
         check_speculative(model, speculative)                         # no MTP head: one line, before the first message
-        chat = Chat(model, tok, enable_thinking=think, speculative=speculative)
-        print(tr("Speculative decoding: the MTP head drafts {k} tokens a step and the model verifies them; replies are "
-                 "greedy (the model's most likely token each time), not sampled as without --speculative.",
-                 "推测解码：MTP 头每步起草 {k} 个词元，由模型验证；回复用贪心解码（每次取模型最可能的词元），"
-                 "而不像不加 --speculative 时那样采样。", k=speculative))
+        chat = Chat(model, tok, enable_thinking=think, speculative=speculative, **sampling)
+        if sampling["temperature"] > 0:
+            print(tr("Speculative decoding: the MTP head drafts {k} tokens a step and the model verifies them; replies "
+                     "are sampled as without --speculative (temperature {t}: the accept / reject rule keeps that "
+                     "distribution).",
+                     "推测解码：MTP 头每步起草 {k} 个词元，由模型验证；回复照常采样（temperature {t}：接受 / 拒绝规则"
+                     "保持这个分布不变）。", k=speculative, t=sampling["temperature"]))
+        else:
+            print(tr("Speculative decoding: the MTP head drafts {k} tokens a step and the model verifies them; replies "
+                     "are greedy (temperature 0), the same tokens as without --speculative in fp32.",
+                     "推测解码：MTP 头每步起草 {k} 个词元，由模型验证；回复用贪心解码（temperature 0），fp32 下与不加 "
+                     "--speculative 时逐词元相同。", k=speculative))
     if picture is not None:
         _, h, w = picture[1][0].tolist()
         print(tr("Image {file}: {h} x {w} patches, {n} tokens; it goes with your first message.",

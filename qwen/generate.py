@@ -397,7 +397,8 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
     merged token: image_prompt_ids); they are read with the prompt, and decoding goes on from the
     cache as for text (its rope delta places the new tokens after the image).
     speculative=k: the checkpoint's MTP head drafts k tokens per step, the model checks them in one
-    pass (qwen/mtp.py, chapter 12): greedy only, the same ids, fewer forward passes; text prompts only."""
+    pass (qwen/mtp.py, chapter 12), text prompts only: greedy gives the same ids (in fp32; in bf16 a
+    near-tie can flip), sampling the same distribution (the accept / reject rule), in fewer passes."""
     check_sampling(temperature, top_k, top_p)                                  # before the prompt is read
     if speculative is not None and grid_thw is not None:
         raise QwenError("Speculative decoding reads text prompts only: leave out --speculative for a prompt with "
@@ -405,7 +406,8 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
     if speculative is not None:
         from qwen.mtp import speculative_ids
         yield from speculative_ids(model, ids, speculative, max_new_tokens=max_new_tokens, stop=stop, cache=cache,
-                                   stats=stats, vocab=vocab, keep_at=keep_at, kept=kept, temperature=temperature)
+                                   stats=stats, vocab=vocab, keep_at=keep_at, kept=kept, temperature=temperature,
+                                   top_k=top_k, top_p=top_p, seed=seed)
         return
     cache = model.new_cache() if cache is None else cache
     generator = torch.Generator().manual_seed(seed) if seed is not None else None

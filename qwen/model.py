@@ -23,7 +23,9 @@ already in the compute dtype is mapped from the file instead: no copy at all). T
 (`model.visual.*`, qwen/vision.py, chapter 10) is loaded the same way, strictly, into
 `model.visual` when the checkpoint has it and its config.json a "vision_config"; else
 `model.visual` is None (a text-only export). The multi-token-prediction head (`mtp.*`, chapter
-12) is loaded, strictly, as `model.mtp` when the checkpoint has it (else model.mtp is None);
+12) is loaded, strictly, as `model.mtp` when the checkpoint has all of it (else model.mtp is None:
+none at all, or a partial or mis-shaped set, whose one-line reason `model.mtp_problem` keeps for
+--speculative, while the text model loads and decodes as usual);
 language-model tensors the model has no place for (a rotary buffer some exports keep, a layer
 beyond the config) are not read, and listed in `model.unused`.
 """
@@ -88,6 +90,7 @@ class Qwen35(nn.Module):
         self.unused = []                                    # checkpoint tensors it has no place for
         self.mtp = None                                     # the MTP head (qwen/mtp.py), set by load_model
         self.output_layer = None                            # a quantized output layer (qwen/quant.py, chapter 13)
+        self.mtp_problem = None                             # why a checkpoint's mtp.* could not make it: a QwenError
 
     @property
     def output_weight(self):
@@ -254,8 +257,9 @@ def load_model(path, dtype=torch.float32, vision=True):
         with torch.device("meta"):
             model.visual = VisionModel(vcfg, out_hidden=cfg.hidden_size)
         load(model.visual, source, VISUAL)
-    from qwen.mtp import load_head                          # (qwen/mtp.py imports this module)
-    model.mtp = load_head(cfg, source)                      # None when the checkpoint has no mtp.*
+    from qwen.mtp import head_problem, load_head            # (qwen/mtp.py imports this module)
+    model.mtp_problem = head_problem(cfg, W)                # a partial or mis-shaped mtp.* set: why, in one line
+    model.mtp = None if model.mtp_problem else load_head(cfg, source)   # None too when the checkpoint has no mtp.*
     model.unused = sorted(set(W) - source.read)             # e.g. a rotary buffer some exports keep: never read
     for name, t in [*model.named_parameters(), *model.named_buffers()]:
         if t.is_meta:

@@ -25,16 +25,19 @@ guess feeds the head its own output g (after mtp.norm) as the hidden, with its o
 Positions: the head's entry for (x_{t+1}, hidden_t) sits at position t, as in vLLM (RoPE only
 sees differences, so any constant shift would give the same numbers).
 
-Speculative greedy decoding (`speculative_ids`), one round:
+Speculative decoding (`speculative_ids`), one greedy round:
   1. draft: the head reads what it has not read yet, then guesses d_1 .. d_k, each guess fed back;
   2. verify: the main model reads [p, d_1 .. d_k] (p: the token chosen last) in one forward pass,
      giving its own greedy choice y_0 .. y_k after each of them;
   3. accept: a = the number of leading drafts with d_j = y_{j-1}; the new tokens are
      d_1 .. d_a and y_a, the model's own next token. Every token is the model's greedy choice
      after exactly the tokens before it, so the output is plain greedy decoding's, token for token.
-     (Up to rounding: k + 1 rows in one matmul are not summed in the order of k + 1 one-row steps.
-     In fp32 the tests find the same tokens; in bf16 a near-tie between two logits can flip, as
-     bench/bench_speculative.py found on random weights.)
+     This exactness is fp32's: k + 1 rows in one matmul are not summed in the order of k + 1
+     one-row steps. In fp32 the tests find the same tokens; in bf16 a near-tie between two logits
+     can flip (bench/bench_speculative.py prints how many of its bf16 tokens matched).
+  Sampling (temperature > 0): the drafts are drawn from the head's warped distribution q and kept
+  or replaced by `accept_sampled` (Leviathan et al. 2023; Chen et al. 2023), so the output keeps
+  plain sampling's distribution, p.
   4. rollback: the caches must hold what plain decoding would, p, d_1 .. d_a. A KV cache is just
      cut back. A Gated DeltaNet layer's state cannot be cut: it is one matrix that every token
      changed. So while verifying, each linear-attention layer keeps its conv window and its state
@@ -52,6 +55,7 @@ every token, so the output stays exact; only the acceptance can drop, by at most
 tokens outside the cut (`coverage`).
 """
 import collections
+import contextlib
 import numbers
 import time
 
@@ -60,7 +64,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from qwen.config import mtp_layers, mtp_shapes  # noqa: F401  (mtp_shapes: the head's shape rules)
-from qwen.generate import Cache
+from qwen.generate import Cache, distribution, sample
 from qwen.lang import QwenError
 from qwen.model import DecoderLayer
 from qwen.norm import RMSNorm
@@ -99,12 +103,46 @@ class MTPHead(nn.Module):
 
 def load_head(cfg, W):
     """The MTP head filled strictly from W's `mtp.*` tensors, or None when the checkpoint has none
-    (transformers' save_pretrained drops them). A head with a tensor missing or extra is refused."""
+    (transformers' save_pretrained drops them). Call `head_problem` first: a partial or mis-shaped
+    set is refused here as load() refuses any module's."""
     if not W.names_under("mtp."):
         return None
     with torch.device("meta"):                                        # shapes only, filled by load()
         head = MTPHead(cfg, mtp_layers(cfg))
     return load(head, W, "mtp.")
+
+
+def head_problem(cfg, W):
+    """Why W's `mtp.*` tensors cannot make the head, a QwenError (returned, not raised: str() is its one
+    line in the learner's language), or None (all there, or none at all).
+
+    The head is optional: a checkpoint with a tensor of it missing, mis-shaped or extra still has a
+    whole text model, so load_model leaves model.mtp None and keeps this line in model.mtp_problem;
+    only --speculative needs the head, and says it. (Everything else loads strictly.)"""
+    names = W.names_under("mtp.")
+    if not names:
+        return None
+    with torch.device("meta"):
+        wanted = {"mtp." + n: tuple(t.shape) for n, t in MTPHead(cfg, mtp_layers(cfg)).state_dict().items()}
+    where = lambda key: W.info(key).file                                               # noqa: E731
+    for key, shape in wanted.items():
+        if key not in W:
+            return QwenError("{file}: the MTP head's tensor {key} is missing (the head needs shape {want}, the file has no such "
+                     "tensor), so speculative decoding is unavailable; plain decoding works.",
+                     "{file}：缺少 MTP 头的张量 {key}（头需要形状 {want}，文件里没有这个张量），所以推测解码不可用；"
+                     "普通解码照常可用。", file=where(names[0]), key=key, want=list(shape))
+        if tuple(W.shape(key)) != shape:
+            return QwenError("{file}: the MTP head's tensor {key} has shape {got}, the head needs {want} (from config.json), so "
+                     "speculative decoding is unavailable; plain decoding works.",
+                     "{file}：MTP 头的张量 {key} 的形状是 {got}，头需要 {want}（来自 config.json），所以推测解码不可用；"
+                     "普通解码照常可用。", file=where(key), key=key, got=list(W.shape(key)), want=list(shape))
+    extra = [n for n in names if n not in wanted]
+    if extra:
+        return QwenError("{file}: {key} is not a tensor of the MTP head config.json describes ({n} layer(s)), so speculative "
+                 "decoding is unavailable; plain decoding works.",
+                 "{file}：{key} 不是 config.json 所描述的 MTP 头（{n} 层）的张量，所以推测解码不可用；普通解码照常可用。",
+                 file=where(extra[0]), key=extra[0], n=mtp_layers(cfg))
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -140,6 +178,17 @@ def head_guess(model, g, vocab=None, cut=None):
     if cut is not None:
         return int(cut.ids[F.linear(g[0, -1], cut.weight).float().argmax()])
     return int(model.logits(g[0, -1])[:vocab].argmax())
+
+
+def head_scores(model, g, size, cut=None):
+    """The head's scores (size,) fp32 from its hidden state g (1, 1, hidden), for sampling a draft:
+    the first `size` ids, or only the ids of a DraftVocabulary `cut` (-inf elsewhere)."""
+    if cut is None:
+        return model.logits(g[0, -1])[:size]
+    scores = torch.full((size,), float("-inf"))
+    inside = cut.ids < size
+    scores[cut.ids[inside]] = F.linear(g[0, -1], cut.weight).float()[inside]
+    return scores
 
 
 def frequent_tokens(token_lists, size):
@@ -234,11 +283,40 @@ def accepted(drafts, choices):
     return a, choices[a]
 
 
+def accept_sampled(drafts, q, p, generator=None):
+    """The accept / reject rule of speculative sampling (Leviathan et al. 2023; Chen et al. 2023):
+    (how many drafts are kept, the next token), drawn so that every token comes out distributed as
+    plain sampling's, whatever the head guessed.
+
+    drafts: d_1 .. d_k, each drawn from the head's distribution; q (k, vocab): those distributions,
+    q[j] the one d_{j+1} was drawn from; p (k + 1, vocab): the model's distributions after reading
+    p, d_1 .. d_k (the same temperature, top-k and top-p as q). For each draft in turn: keep it with
+    probability min(1, p(d) / q(d)); at the first one not kept, the next token is drawn from
+    norm(max(0, p - q)), what the model wants more of than the head offered, and the round ends. All
+    kept: the next token is drawn from p[k], the model's own distribution after the last draft."""
+    for j, d in enumerate(drafts):
+        u = torch.rand((), dtype=torch.float64, generator=generator)            # uniform in [0, 1)
+        if u * q[j, d] < p[j, d]:                                             # u < p(d) / q(d): kept
+            continue
+        residual = (p[j] - q[j]).clamp(min=0)                                 # (vocab,) where p exceeds q
+        if not residual.sum() > 0:                                            # p == q to rounding: p itself
+            residual = p[j]
+        return j, int(torch.multinomial(residual, 1, generator=generator))
+    return len(drafts), int(torch.multinomial(p[len(drafts)], 1, generator=generator))   # the bonus token
+
+
+def probabilities(logits, size, temperature, top_k=0, top_p=1.0):
+    """What sampling draws from, over `size` ids: (size,) float64, zero outside the tokens the warpers
+    keep (qwen/generate.py distribution: temperature, then top-k, then top-p, in transformers' order)."""
+    ids, probs = distribution(logits[:size], temperature, top_k, top_p)
+    return torch.zeros(size, dtype=torch.float64).index_put_((ids,), probs.double())
+
+
 # --------------------------------------------------------------------------------------------
-# Speculative greedy decoding
+# Speculative decoding
 # --------------------------------------------------------------------------------------------
 
-def check_speculative(model, k, temperature=0.0):
+def check_speculative(model, k):
     """Refuse, in one line, what speculative decoding cannot do, before any token is read."""
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise QwenError("speculative = {k!r}: the number of tokens the MTP head drafts per step must be a whole "
@@ -250,9 +328,9 @@ def check_speculative(model, k, temperature=0.0):
                         "accepted and each one costs a head step (3 is a good start).",
                         "speculative = {k}：每步最多起草 {top} 个词元；更多的几乎不会全被接受，而每个都要多算一步 MTP 头"
                         "（可以从 3 开始）。", k=k, top=MAX_DRAFTS)
-    if temperature:
-        raise QwenError("Speculative decoding here is greedy only: use temperature 0, or drop --speculative.",
-                        "这里的推测解码只支持贪心：请用 temperature 0，或去掉 --speculative。")
+    if getattr(model, "mtp", None) is None and getattr(model, "mtp_problem", None):
+        why = model.mtp_problem
+        raise QwenError(why.en.rstrip(".") + ": run without --speculative.", why.zh.rstrip("。") + "：请不加 --speculative 运行。")
     if getattr(model, "mtp", None) is None:
         raise QwenError("Speculative decoding needs the checkpoint's MTP head (mtp.* tensors), and {path} has none "
                         "(transformers' save_pretrained drops them): run without --speculative.",
@@ -285,49 +363,92 @@ def _read_prompt(model, ids, cache, keep_at, kept):
     return logits[0, -1], torch.cat(hidden + [h], 1)                 # (vocab,), (1, prompt, hidden)
 
 
-def _verify(model, block, cache):
+def _verify(model, block, cache, fast=True):
     """The main model reads the block (p and the drafts) in one forward pass, every linear-attention
     layer keeping its trail: (logits (len, vocab), hidden states after the final norm (1, len, hidden),
-    the trails)."""
+    the trails). fast: fp32 matrix products as `few_rows_linear` (the same numbers, to rounding)."""
     trails = [Trail() if layer.kind != "full_attention" else None for layer in model.layers]
     for lc, trail in zip(cache.layers, trails):
         lc.trail = trail
     try:
-        logits, hidden = _forward(model, torch.tensor([block]), cache)
+        with few_rows(model) if fast else contextlib.nullcontext():
+            logits, hidden = _forward(model, torch.tensor([block]), cache)
     finally:
         for lc in cache.layers:
             lc.trail = None
     return logits[0], hidden, trails                                  # (len, vocab), (1, len, hidden)
 
 
+# --------------------------------------------------------------------------------------------
+# The verify pass's matrix products, for a few rows
+# --------------------------------------------------------------------------------------------
+
+def few_rows_linear(x, weight):
+    """x @ weight.T, what F.linear(x, weight) computes, as (weight @ x^T)^T: the same numbers up to
+    rounding. x (..., in), weight (out, in) -> (..., out).
+
+    Why: a verify pass multiplies k + 1 rows by every weight. A decode step's one row is a
+    matrix-vector product, which reads the weight once at memory speed; F.linear on 2 to 16 rows
+    calls a general matrix product with the weight transposed, which the CPU BLAS here (MKL on an
+    AMD EPYC) computes several times slower per row. Put the weight first and it reads it as it is
+    stored: bench/bench_speculative.py prints both side by side."""
+    rows = x.reshape(-1, x.shape[-1])                                          # (rows, in)
+    return torch.mm(weight, rows.t()).t().reshape(*x.shape[:-1], weight.shape[0])   # (out, rows) -> (..., out)
+
+
+@contextlib.contextmanager
+def few_rows(model):
+    """While verifying: the model's fp32 nn.Linear layers and its output layer multiply with
+    few_rows_linear (bf16 and other layers as they are: there it gained nothing). Put back after."""
+    linears = [m for m in model.modules() if type(m) is nn.Linear and m.bias is None and m.weight.dtype == torch.float32]
+    for m in linears:
+        m.forward = lambda x, w=m.weight: few_rows_linear(x, w)
+    if model.output_weight.dtype == torch.float32:
+        model.logits = lambda h: few_rows_linear(h, model.output_weight)
+    try:
+        yield
+    finally:
+        for m in linears:
+            del m.forward
+        model.__dict__.pop("logits", None)
+
+
 @torch.inference_mode()
 def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None, stats=None, vocab=None,
-                    keep_at=None, kept=None, cut=None, drafts=None, temperature=0.0):
-    """Greedy decoding with the MTP head drafting k tokens per step: the same ids as
-    generate_ids(model, ids, ...) without it, one at a time (the stop token too, then it ends).
+                    keep_at=None, kept=None, cut=None, drafts=None, temperature=0.0, top_k=0, top_p=1.0, seed=None):
+    """Decoding with the MTP head drafting k tokens per step, one token at a time (the stop token
+    too, then it ends). Greedy (temperature 0): the same ids as generate_ids(model, ids, ...)
+    without it (in fp32; in bf16 a near-tie can flip, module docstring). Sampling (temperature > 0,
+    top_k, top_p, seed as plain sampling): the head draws its drafts from its own distribution with
+    the same warpers, and `accept_sampled` keeps or replaces them so that the output is distributed
+    as plain sampling's (not the same tokens for a seed: the draws are different ones).
 
     cut: a DraftVocabulary the head guesses from (default: the whole vocabulary).
-    drafts: a function (tokens so far, the head's drafts) -> the drafts to verify instead; the head
-    still runs (the tests and the bench replay a plain run's tokens through it: all accepted, or
-    wrong ones: all rejected). stats also receives rounds (verify passes), drafted and accepted
-    tokens, and the seconds spent drafting and verifying."""
-    check_speculative(model, k, temperature)
+    drafts (greedy only): a function (tokens so far, the head's drafts) -> the drafts to verify
+    instead; the head still runs (the tests and the bench replay a plain run's tokens through it: all
+    accepted, or wrong ones: all rejected). stats also receives rounds (verify passes), drafted and
+    accepted tokens, and the seconds spent drafting and verifying."""
+    check_speculative(model, k)
     cache = model.new_cache() if cache is None else cache
     stop = set(stop)
     ids = torch.as_tensor(ids, dtype=torch.long).reshape(1, -1)                # (1, prompt)
     if ids.shape[1] == 0:
         raise QwenError("The prompt is empty: give at least one token.", "提示词为空：至少要有一个词元。")
+    sampling = temperature > 0
+    generator = torch.Generator().manual_seed(seed) if seed is not None else None
+    warpers = dict(temperature=temperature, top_k=top_k, top_p=top_p)
     stats = {} if stats is None else stats
     stats.update(prompt_tokens=ids.shape[1], new_tokens=0, prefill_s=0.0, decode_s=0.0, stopped=False,
                  rounds=0, drafted=0, accepted=0, draft_s=0.0, verify_s=0.0)
     start = time.perf_counter()
     head_at = cache.length                                         # the position of the first prompt token
     logits, hidden = _read_prompt(model, ids, cache, keep_at, kept)
+    size = logits.shape[-1] if vocab is None else vocab           # the ids a token may be
     stats["prefill_s"] = time.perf_counter() - start
     if max_new_tokens <= 0:                                        # (plain generation reads the prompt too)
         return
     start = time.perf_counter()
-    p = int(logits[:vocab].argmax())                               # greedy, as plain generation's first token
+    p = sample(logits[:size], generator=generator, **warpers)      # as plain generation's first token
     out = [p]
     stats.update(new_tokens=1, stopped=p in stop, decode_s=time.perf_counter() - start)
     yield p
@@ -338,24 +459,34 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
     while True:
         n = min(k, max_new_tokens - len(out) - 1)                  # drafts past the last token are waste
         t0 = time.perf_counter()
-        guesses = []
+        guesses, q = [], []                                        # q: the head's distributions (sampling)
+
+        def guess(g):                                              # g (1, 1, hidden): the head's state
+            if not sampling:
+                return head_guess(model, g, vocab, cut)
+            q.append(probabilities(head_scores(model, g, size, cut), size, **warpers))   # (size,)
+            return int(torch.multinomial(q[-1], 1, generator=generator))
+
         if n > 0:
             g = head_read(model, todo, todo_hidden, head_cache, head_at)[:, -1:]   # (1, 1, hidden)
             head_at += len(todo)
             read = head_cache[0].k.shape[2]
-            guesses.append(head_guess(model, g, vocab, cut))
+            guesses.append(guess(g))
             for j in range(1, n):                                  # the head's own output feeds it
                 g = head_read(model, guesses[-1:], g, head_cache, head_at + j - 1, step=j)
-                guesses.append(head_guess(model, g, vocab, cut))
+                guesses.append(guess(g))
             for lc in head_cache.layers:                           # its guesses came from its own
                 cut_attention(lc, read)                            # hidden states: cut back
-            if drafts is not None:
+            if drafts is not None and not sampling:
                 guesses = [int(t) for t in drafts(list(out), list(guesses))][:n]
         t1 = time.perf_counter()
         block = [p] + guesses                                      # (n + 1,) read in one pass
         logits, H, trails = _verify(model, block, cache)
-        choices = logits[:, :vocab].argmax(-1).tolist()            # y_0 .. y_n
-        a, nxt = accepted(guesses, choices)
+        if sampling:                                               # the model's distributions after each
+            P = torch.stack([probabilities(row, size, **warpers) for row in logits])   # (n + 1, size)
+            a, nxt = accept_sampled(guesses, torch.stack(q) if q else P[:0], P, generator)
+        else:
+            a, nxt = accepted(guesses, logits[:, :size].argmax(-1).tolist())   # y_0 .. y_n
         stats["draft_s"] += t1 - t0
         stats["verify_s"] += time.perf_counter() - t1
         stats["rounds"] += 1

@@ -872,6 +872,9 @@ def test_ch12(course_en):
     tokens = lambda a: (1 - a ** 4) / (1 - a)                          # the printed formula, k = 3
     assert abs(a65 * (3 * d + verify) - tokens(0.65)) < 0.05 * tokens(0.65) and a65 < a80 < a1
     assert "a = 0.65 / 0.8 are third-party figures for the trained head, not this one" in out
+    tv = re.search(r"made-up p and q over 6 tokens, 2,000 rounds: the first token's frequencies differ from p by "
+                   r"([\d.]+) \(total variation; chance alone gives about ([\d.]+) on average\)", out)
+    assert tv and float(tv[1]) < 3 * float(tv[2]) and "keeping every draft instead would give q's frequencies, 0.700" in out
     assert "Exercise for this chapter: 250" in out
     assert re.search(r"Done: chapter\(s\) 1, 2, [\d, ]*\b12\b", course_en)        # main.py runs it with the others
 
@@ -879,7 +882,8 @@ def test_ch12(course_en):
 def test_ch12_in_chinese(course_zh):
     out = _chapter(course_zh, "ch12_mtp.py")
     for text in ("第 12 章：用 MTP 头往前多看一步", "推测解码（k = 3）== 普通贪心解码，逐词元相同：是", "教师强制",
-                 "重放的草稿", "草稿词表", "预计加速比", "截回之后", "第三方报告的接受率"):
+                 "重放的草稿", "草稿词表", "预计加速比", "截回之后", "第三方报告的接受率", "7. 采样：接受 / 拒绝规则",
+                 "总变差距离"):
         assert text in out, text
     assert "：True" not in out and "Teacher-forced" not in out
     table = section_of(out, "5. 草稿词表")[3:]                            # header and rows: aligned by display width
@@ -937,8 +941,26 @@ def test_speculative_decoding_in_chapter_9_and_in_the_chat(run_script, course_en
     r = subprocess.run([sys.executable, "main.py", "chat", "--tiny", "--speculative", "2", "--max-new-tokens", "3"],
                        cwd=ROOT, input="hello\n", capture_output=True, text=True, encoding="utf-8", timeout=120)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
-    assert "Speculative decoding: the MTP head drafts 2 tokens a step" in r.stdout and "replies are greedy" in r.stdout
+    assert "Speculative decoding: the MTP head drafts 2 tokens a step" in r.stdout and "replies are sampled" in r.stdout
     assert re.search(r"\[3 tokens; .*\]  \[speculative: \d+ of \d+ drafts accepted", r.stderr)
+    r = subprocess.run([sys.executable, "main.py", "chat", "--tiny", "--speculative", "2", "--temperature", "0",
+                        "--max-new-tokens", "3"],
+                       cwd=ROOT, input="hello\n", capture_output=True, text=True, encoding="utf-8", timeout=120)
+    assert r.returncode == 0 and "replies are greedy (temperature 0)" in r.stdout, r.stderr
+
+
+def test_speculative_sampling_in_chapter_9_from_main(run_script):
+    """main.py passes --temperature to chapter 9: its reply is sampled, with and without --speculative,
+    and says so; a bad temperature is one line before any weights are read."""
+    for extra in ([], ["--speculative", "3"]):
+        r = run_script("main.py", "9", "--tiny", "--temperature", "0.8", "--max-new-tokens", "6", *extra)
+        assert r.returncode == 0, r.stderr
+        assert "(sampled at --temperature 0.8, top-k 20, top-p 0.8, seed 0: not the greedy reply)" in r.stdout
+        assert ("speculative decoding, k = 3" in r.stdout) == bool(extra)
+    r = run_script("main.py", "9", "--tiny", "--temperature", "-1", "--speculative", "3")
+    assert r.returncode == 1 and "temperature must be a number >= 0" in r.stderr and "Traceback" not in r.stderr
+    r = run_script("main.py", "3", "--tiny", "--temperature", "0.5")
+    assert r.returncode == 2 and "--temperature is for chat and chapter 9" in r.stderr
 
 
 SMALL_IMAGE = """

@@ -301,3 +301,36 @@ def test_each_statement_states_the_tolerances_its_cases_use(judge, tiny_path, tm
                 continue
             for x in (case.tol.atol, case.tol.rtol):
                 assert not x or any(abs(x - n) <= 1e-3 * x for n in stated), (ex.id, case.name, x)
+
+
+S250 = (SOLUTIONS / "s250.py").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("change", ["drafts.append(0)", "drafts[0] = -1", "drafts.clear()", "drafts.reverse()"])
+def test_250_a_drafts_list_changed_in_place_is_caught(judge, tmp_path, change):
+    """The in-place check digests every argument, not only tensors: exercise 250's drafts are a list
+    of ints, and a solution that returns the right answer after changing it was a pass."""
+    body = S250.replace("    return count, int(choices[count])",
+                        f"    answer = count, int(choices[count])\n    {change}\n    return answer")
+    result = _grade_body(judge, tmp_path, "250", body)
+    line = judge.summary_line(result)
+    assert result["status"] == "fail" and "modified its input drafts (#1) in place" in line and "\n" not in line
+
+
+def test_250_numpy_ints_are_refused_as_floats_are(judge, tmp_path):
+    """(np.int64, np.int64) was read as two ints and passed, where (3.0, 5.0) and tensors fail."""
+    for ret, said in (("import numpy as np\n    return np.int64(count), np.int64(choices[count])", "a numpy int64"),
+                      ("return float(count), float(choices[count])", "returned a float, expected an int")):
+        body = S250.replace("return count, int(choices[count])", ret)
+        result = _grade_body(judge, tmp_path, "250", body)
+        line = judge.summary_line(result)
+        assert result["status"] == "fail" and said in line and "\n" not in line, line
+    assert _grade_body(judge, tmp_path, "250", S250)["status"] == "pass"
+
+
+def test_250_off_by_one_diagnosis_names_the_mistake_not_the_rule():
+    """The old wording ("it counts the drafts kept, not the model's own next token") read as the rule."""
+    from practice._judge.exercises import BY_ID
+    en, zh = next(d.says for d in BY_ID["250"].diagnoses if d.name == "off_by_one")
+    assert "next token was counted as an accepted draft" in en and "被算成了一个被接受的草稿" in zh
+    assert "it counts the drafts kept" not in en

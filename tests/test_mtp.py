@@ -212,9 +212,78 @@ def test_bad_k_is_one_line(hf_model, k):
     assert "speculative" in str(e.value) and "\n" not in str(e.value)
 
 
-def test_sampling_with_speculative_is_refused_in_one_line(hf_model):
-    with pytest.raises(QwenError, match="greedy only"):
-        next(generate_ids(hf_model, HF_PROMPT, max_new_tokens=4, speculative=2, temperature=0.7))
+# The accept / reject rule on a small vocabulary: p and q chosen far apart (q puts most of its mass
+# where p has little), so that a broken rule is far off; 3 rounds of k = 2 drafts per trial.
+P_ROWS = torch.tensor([[0.50, 0.25, 0.15, 0.07, 0.03, 0.00],
+                       [0.05, 0.05, 0.10, 0.20, 0.30, 0.30],
+                       [0.30, 0.00, 0.30, 0.00, 0.40, 0.00]], dtype=torch.float64)     # (k + 1, vocab)
+Q_ROWS = torch.tensor([[0.05, 0.05, 0.10, 0.20, 0.30, 0.30],
+                       [0.40, 0.30, 0.10, 0.10, 0.05, 0.05]], dtype=torch.float64)     # (k, vocab)
+TRIALS = 2000
+CHI2_LIMIT = 20.5              # chi-square, 5 degrees of freedom: exceeded with probability 0.001 when right
+
+
+def _emitted(rule, seed=0):
+    """The rule run TRIALS times on drafts drawn from Q_ROWS: counts (3, vocab) of the tokens emitted
+    at each place of a round (the first always; the second when the first draft was kept; ...)."""
+    g = torch.Generator().manual_seed(seed)
+    counts = torch.zeros(3, 6, dtype=torch.float64)
+    all_drafts = torch.multinomial(Q_ROWS, TRIALS, replacement=True, generator=g).t().tolist()   # (TRIALS, k)
+    for drafts in all_drafts:
+        a, nxt = rule(drafts, Q_ROWS, P_ROWS, g)
+        for j, t in enumerate(drafts[:a] + [nxt]):
+            counts[j, t] += 1
+    return counts
+
+
+def _chi2(counts, probs):
+    """Pearson's statistic of counts (vocab,) against probs (vocab,), over the tokens probs allows
+    (a token it forbids, seen even once, is an infinite statistic)."""
+    n = counts.sum()
+    if (counts[probs == 0] > 0).any():
+        return float("inf")
+    expected = n * probs[probs > 0]
+    return float(((counts[probs > 0] - expected) ** 2 / expected).sum())
+
+
+def _accept_always(drafts, q, p, g):
+    return len(drafts), int(torch.multinomial(p[len(drafts)], 1, generator=g))
+
+
+def _resample_from_p(drafts, q, p, g):
+    for j, d in enumerate(drafts):
+        if torch.rand((), dtype=torch.float64, generator=g) * q[j, d] >= p[j, d]:
+            return j, int(torch.multinomial(p[j], 1, generator=g))       # p, not norm(max(0, p - q))
+    return len(drafts), int(torch.multinomial(p[len(drafts)], 1, generator=g))
+
+
+def test_the_accept_reject_rule_keeps_the_models_distribution():
+    """Each emitted place's empirical distribution matches the model's p at that place (chi-square
+    below the 0.001 threshold); accepting every draft, or drawing a rejected place again from p
+    instead of norm(max(0, p - q)), is far above it."""
+    from qwen.mtp import accept_sampled
+    counts = _emitted(accept_sampled)
+    assert counts[0].sum() == TRIALS and counts[1].sum() > 200 and counts[2].sum() > 50      # every place reached
+    for j in range(3):
+        assert _chi2(counts[j], P_ROWS[j]) < CHI2_LIMIT, (j, counts[j], _chi2(counts[j], P_ROWS[j]))
+    for broken in (_accept_always, _resample_from_p):
+        wrong = _emitted(broken)
+        assert max(_chi2(wrong[j], P_ROWS[j]) for j in range(2)) > 5 * CHI2_LIMIT, broken.__name__
+
+
+def test_speculative_sampling_draws_only_what_plain_sampling_can_and_repeats_with_its_seed(hf_model):
+    """top_k = 2: every token must be one of the model's 2 most likely after the tokens before it
+    (the random head's drafts mostly are not, so a rule that kept them would fail); the same seed
+    gives the same tokens, another seed others; drafts were drawn and some replaced."""
+    settings = dict(max_new_tokens=24, temperature=1.0, top_k=2, seed=0)
+    stats = {}
+    out = list(generate_ids(hf_model, HF_PROMPT, speculative=3, stats=stats, **settings))
+    assert len(out) == 24 and stats["drafted"] > 0 and stats["accepted"] < stats["drafted"]
+    tokens = torch.tensor([HF_PROMPT + out])
+    top2 = hf_model(tokens)[0, len(HF_PROMPT) - 1:-1].topk(2).indices                     # (24, 2)
+    assert all(t in row.tolist() for t, row in zip(out, top2))
+    assert list(generate_ids(hf_model, HF_PROMPT, speculative=3, **settings)) == out
+    assert list(generate_ids(hf_model, HF_PROMPT, speculative=3, **{**settings, "seed": 1})) != out
 
 
 def test_a_checkpoint_without_mtp_has_no_head_and_says_so_in_one_line(tmp_path):
@@ -226,10 +295,38 @@ def test_a_checkpoint_without_mtp_has_no_head_and_says_so_in_one_line(tmp_path):
     assert "mtp" in str(e.value) and "\n" not in str(e.value)
 
 
-def test_a_partial_head_is_refused_naming_the_missing_tensor(tmp_path):
-    folder = write_transformers_checkpoint(tmp_path / "partial", layout="text",
-                                           extra={"mtp.fc.weight": torch.zeros(16, 32)})
-    with pytest.raises(QwenError, match=r"mtp\.pre_fc_norm_embedding\.weight"):
+@pytest.mark.parametrize("how", ["partial", "mis-shaped", "extra"])
+def test_a_broken_head_leaves_the_text_model_whole_and_says_why_in_one_line(hf_folder, tmp_path, how):
+    """A partial, mis-shaped or extra mtp.* set used to stop the load (advice about the config, or
+    "did you mean" names). Now: model.mtp is None, plain decoding works, and --speculative says in one
+    line which file and key, with both shapes; the rest of the checkpoint stays strict."""
+    from safetensors.torch import load_file, save_file
+    folder = write_transformers_checkpoint(tmp_path / how, layout="text")
+    file = folder / "model.safetensors"
+    head = {k: v for k, v in load_file(hf_folder / "model.safetensors").items() if k.startswith("mtp.")}
+    if how == "partial":
+        head = {"mtp.fc.weight": head["mtp.fc.weight"]}
+        said = ["the MTP head's tensor mtp.pre_fc_norm_embedding.weight is missing", "needs shape [16]"]
+    elif how == "mis-shaped":
+        head["mtp.layers.0.mlp.up_proj.weight"] = torch.zeros(7, 16)
+        said = ["mtp.layers.0.mlp.up_proj.weight has shape [7, 16], the head needs [32, 16]"]
+    else:
+        head["mtp.layers.1.input_layernorm.weight"] = torch.zeros(16)
+        said = ["mtp.layers.1.input_layernorm.weight is not a tensor of the MTP head config.json describes (1 layer(s))"]
+    save_file({**load_file(file), **head}, file, metadata={"format": "pt"})
+    model = load_model(folder)
+    assert model.mtp is None and all(s in str(model.mtp_problem) for s in said), str(model.mtp_problem)
+    assert str(file) in str(model.mtp_problem)
+    plain = list(generate_ids(model, HF_PROMPT, max_new_tokens=8))
+    assert len(plain) == 8
+    with pytest.raises(QwenError) as e:
+        next(generate_ids(model, HF_PROMPT, max_new_tokens=4, speculative=3))
+    line = str(e.value)
+    assert all(s in line for s in said) and "run without --speculative" in line and "\n" not in line, line
+    tensors = load_file(file)
+    tensors["model.layers.0.mlp.up_proj.weight"] = torch.zeros(7, 16)                # the text model: strict
+    save_file(tensors, file, metadata={"format": "pt"})
+    with pytest.raises(QwenError, match=r"model\.layers\.0\.mlp\.up_proj\.weight has shape \[32, 16\], but"):
         load_model(folder)
 
 
@@ -280,3 +377,25 @@ def test_teacher_forced_acceptance_counts_the_heads_agreements_along_a_text(hf_m
     assert n == len(text) - 2 and share == agree / n
     with pytest.raises(QwenError, match="3 tokens"):
         teacher_forced_acceptance(hf_model, [1, 2])
+
+
+def test_the_fast_verify_pass_computes_what_the_plain_one_does(hf_model):
+    """few_rows_linear is F.linear with the product turned around (the bench's faster verify path):
+    the same numbers to fp32 rounding, the same greedy tokens, the same trails; the model's layers are
+    put back after (a plain forward afterwards uses F.linear again)."""
+    from qwen.mtp import _verify, few_rows_linear
+    g = torch.Generator().manual_seed(3)
+    w, x = torch.randn(40, 16, generator=g), torch.randn(1, 5, 16, generator=g)
+    assert torch.allclose(few_rows_linear(x, w), torch.nn.functional.linear(x, w), atol=1e-5, rtol=1e-5)
+    assert few_rows_linear(x, w).shape == (1, 5, 40)
+    base = hf_model.new_cache()
+    hf_model(torch.tensor([HF_PROMPT]), cache=base)
+    block = [3, 17, 99, 250]
+    fast, fast_h, fast_trails = _verify(hf_model, block, base.copy(), fast=True)
+    plain, plain_h, plain_trails = _verify(hf_model, block, base.copy(), fast=False)
+    assert torch.allclose(fast, plain, atol=1e-4, rtol=1e-4) and torch.equal(fast.argmax(-1), plain.argmax(-1))
+    assert torch.allclose(fast_h, plain_h, atol=1e-5, rtol=1e-4)
+    for a, b in zip(fast_trails, plain_trails):
+        if a is not None:
+            assert all(torch.allclose(s, t, atol=1e-5) for s, t in zip(a.states, b.states))
+    assert "forward" not in vars(hf_model.layers[0].mlp.up_proj) and "logits" not in vars(hf_model)

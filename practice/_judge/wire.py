@@ -89,8 +89,9 @@ def _enc(v, blobs, keep_layout, depth):
         return {"C": f"{cls.__module__}:{cls.__qualname__}",
                 "F": [[f.name, _enc(getattr(v, f.name), blobs, keep_layout, depth + 1)] for f in dataclasses.fields(v)]}
     module = type(v).__module__ or ""
-    if module == "numpy" and hasattr(v, "item") and getattr(v, "shape", None) == ():
-        return _enc(v.item(), blobs, keep_layout, depth + 1)    # a numpy scalar: its number
+    if module == "numpy" and getattr(v, "shape", None) == ():   # (np.float64 is a float and was read above)
+        raise Unsupported(T("a numpy {t}: return a Python number (int(x), float(x)) or a torch tensor",
+                            "numpy 的 {t}：请返回 Python 数字（int(x)、float(x)）或 torch 张量", t=_type_name(v)))
     if module == "numpy":
         raise Unsupported(T("a numpy array: return a torch tensor (torch.from_numpy)",
                             "numpy 数组：请返回 torch 张量（torch.from_numpy）"))
@@ -209,29 +210,53 @@ def _dec_tensor(obj, blobs):
 
 
 def digests(args, cache=None):
-    """One fingerprint per argument, of the tensors in it (at any depth, with dtype and shape): the sandbox sends these after each call, the judge computes them on its own copy and compares
-    (so "modified its input in place" is decided in the judge, whatever the sandbox patched). Digests,
-    not the bytes: an input can be the whole embedding table."""
+    """One fingerprint per argument, of everything in it (at any depth): tensors with dtype and shape,
+    and the plain values and containers around them, each with its type and length. The sandbox sends
+    these after each call, the judge computes them on its own copy and compares (so "modified its input
+    in place" is decided in the judge, whatever the sandbox patched). Digests, not the bytes: an input
+    can be the whole embedding table. A list of ints changed in place (exercise 250's drafts: appended
+    to, or an item replaced) changes its digest as a tensor would."""
     import hashlib
     out = []
 
     def walk(v, h, depth=0):
         if depth > MAX_DEPTH:
             return
+        kind = type(v)
         if isinstance(v, _tensor_type()):
             t = v.detach().cpu()
-            h.update(f"{t.dtype}{tuple(t.shape)}".encode())
+            h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
             if t.numel():
                 h.update(t.contiguous().reshape(-1).view(__import__("torch").uint8).numpy().data)
-        elif isinstance(v, (list, tuple)):
+        elif v is None or kind in (bool, int, float):                 # exact types: what the wire decodes to
+            h.update(f"{kind.__name__}:{float.hex(v) if kind is float else hex(v) if kind is int else v}|".encode())
+        elif kind is str:
+            h.update(f"str{len(v)}:".encode() + v.encode("utf-8", "surrogatepass"))
+        elif kind in (list, tuple):
+            h.update(f"{kind.__name__}{len(v)}[".encode())
             for x in v:
                 walk(x, h, depth + 1)
-        elif isinstance(v, dict):
-            for x in dict.values(v):
+            h.update(b"]")
+        elif kind is dict:
+            h.update(f"dict{len(v)}{{".encode())
+            for key, x in dict.items(v):
+                walk(key, h, depth + 1)
                 walk(x, h, depth + 1)
-        elif type(v) is types.SimpleNamespace:
-            for x in vars(v).values():
+            h.update(b"}")
+        elif kind is types.SimpleNamespace:
+            h.update(f"ns{len(vars(v))}{{".encode())
+            for key, x in vars(v).items():
+                walk(key, h, depth + 1)
                 walk(x, h, depth + 1)
+            h.update(b"}")
+        elif dataclasses.is_dataclass(v) and not isinstance(v, type):   # the library's config objects
+            h.update(f"dc:{kind.__qualname__}{{".encode())
+            for f in dataclasses.fields(v):
+                walk(f.name, h, depth + 1)
+                walk(getattr(v, f.name), h, depth + 1)
+            h.update(b"}")
+        else:                                                          # anything else: its type only
+            h.update(f"?{_type_name(v)}|".encode())
 
     for a in args:
         if cache is not None and id(a) in cache:                 # the judge's copy: one table, several cases

@@ -85,9 +85,10 @@ MISTAKES = ("off_by_one", "next_from_draft", "first_agreement")
 
 DIAGNOSES_250 = [
     Diagnosis("off_by_one", "accept_drafts",
-              ("looks like the count is one too many: it counts the drafts kept, not the model's own next token "
-               "(that one is returned separately, as the second value)",
-               "看起来数目多了一个：它只数被保留的草稿，不数模型自己的下一个词元（那个作为第二个值单独返回）"),
+              ("looks like the count is one too many: the model's own next token was counted as an accepted draft "
+               "(count only the drafts that agree, 0 to k; the next token is the second value, not part of the count)",
+               "看起来数目多了一个：模型自己的下一个词元被算成了一个被接受的草稿（只数一致的草稿，0 到 k 个；"
+               "下一个词元是第二个返回值，不算在数目里）"),
               test=_signature("off_by_one"), hint=1),
     Diagnosis("next_from_draft", "accept_drafts",
               ("looks like the next token was taken from the drafts: at the first disagreement the draft is wrong by "
