@@ -121,13 +121,13 @@ def judge(tmp_path, monkeypatch):
 
 @pytest.fixture
 def run_script():
-    """Run a script of the project as a learner would, offline; returns the CompletedProcess."""
-    import subprocess
+    """Run a script of the project as a learner would, offline; returns the CompletedProcess.
+    `python ARGS` in a process forked from one that has imported torch already (tests/forkserver.py)."""
+    from forkserver import python
 
-    def run(*args, env=None):
+    def run(*args, env=None, input=None):
         full_env = {**os.environ, "PYTHONIOENCODING": "utf-8", **(env or {})}
-        return subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, env=full_env,
-                              capture_output=True, text=True, encoding="utf-8", timeout=120)
+        return python(args, cwd=ROOT, env=full_env, input=input, timeout=120)
     return run
 
 
@@ -135,14 +135,13 @@ def run_course(*args):
     """stdout of `python main.py ARGS` (the whole course, one process), run once per test session:
     under xdist the first worker that asks runs it and the others read its output."""
     import fcntl
-    import subprocess
+    from forkserver import python
 
     out = _TMP / ("course" + "_".join(a.strip("-") for a in args) + ".txt")
     with open(str(out) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not out.is_file():
-            r = subprocess.run([sys.executable, "main.py", *args], cwd=ROOT, capture_output=True,
-                               text=True, encoding="utf-8", timeout=110)
+            r = python(["main.py", *args], cwd=ROOT, timeout=110)
             assert r.returncode == 0, r.stderr
             out.write_text(r.stdout, encoding="utf-8")
         return out.read_text(encoding="utf-8")
