@@ -88,7 +88,8 @@ def _child(req):
         code = _exit_code(e)
     except BaseException:
         kind, value, tb = sys.exc_info()
-        sys.excepthook(kind, value, tb.tb_next)         # from the script's first frame, as python prints it
+        value.__traceback__ = tb.tb_next                # from the script's first frame, as python prints it
+        sys.excepthook(kind, value, tb.tb_next)
         code = 1
     try:                                           # as the interpreter ends: threads, atexit, then the streams
         threading._shutdown()
