@@ -86,8 +86,24 @@ def pytest_configure(config):
         tiny_model_path()
 
 
+# A whole-course run (about 20 s of CPU) is the setup of the first test that reads it, and the other
+# xdist worker waits for it under the file lock: on a loaded machine (load 8 on 2 cores) a run took
+# more than the 120 s that pytest-timeout gives a test. Those tests get COURSE_TIMEOUT, the run 330 s.
+COURSE_FIXTURES = {"course_en", "course_zh", "courses_on_transformers_checkpoints"}
+COURSE_TIMEOUT = 360
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if COURSE_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(COURSE_TIMEOUT))
+
+
 def pytest_unconfigure(config):
-    """The process that made the session's folder removes it (the controller, after its workers)."""
+    """The process that made the session's folder removes it (the controller, after its workers).
+    Each test process ends its fork server (tests/forkserver.py) and waits for it."""
+    import forkserver
+    forkserver.end_server()
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         shutil.rmtree(_TMP, ignore_errors=True)
 
@@ -141,7 +157,7 @@ def run_course(*args):
     with open(str(out) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not out.is_file():
-            r = python(["main.py", *args], cwd=ROOT, timeout=110)
+            r = python(["main.py", *args], cwd=ROOT, timeout=330)
             assert r.returncode == 0, r.stderr
             out.write_text(r.stdout, encoding="utf-8")
         return out.read_text(encoding="utf-8")

@@ -196,15 +196,17 @@ _server = None
 
 
 @atexit.register
-def _end_server():
+def end_server():
     """Let the server end on its own (end of its input) and wait for it: its CPU time and its children's
     then count in this process's (what `/usr/bin/time` shows for a test run)."""
+    global _server
     if _server is not None and _server.proc.poll() is None:
         _server.proc.stdin.close()
         try:
             _server.proc.wait(30)
         except subprocess.TimeoutExpired:
             _server.close()
+    _server = None
 
 
 def _text(data):
