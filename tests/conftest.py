@@ -7,8 +7,11 @@ session's folder; reuse these instead of building your own):
 - `transformers_checkpoints`: {name: folder} of the checkpoints in TRANSFORMERS_CHECKPOINTS, each
   written by transformers itself (tests/helpers.py), once per session.
 The suite's budget: under two minutes with `-n auto` on a quiet 2-core machine. A test that starts
-Python (import torch alone is about 1.2 s of CPU) or runs chapters costs the most: share a run
-between the tests that read it, and run in-process where a subprocess adds nothing.
+Python (import torch alone is 1.2-3 s of CPU) or runs chapters costs the most: share a run
+between the tests that read it, and run in-process where a subprocess adds nothing. Where a test
+needs a process of its own, `run_script` (or `forkserver.python`) forks it from a server that has
+imported torch already; start a real interpreter (subprocess) only for what needs one: signals,
+what a fresh interpreter imports, variables read at start-up (forkserver falls back by itself).
 """
 import os
 import shutil
