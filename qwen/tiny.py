@@ -297,17 +297,23 @@ def derive_merges(ranks):
     smaller ids, builds last. (The id order is the order in which the tokens were learned.)
     Tokens that no such BPE run can build are left without a merge: they are used only when a
     whole piece equals them (tokenizer.json's ignore_merges)."""
-    merges = []
+    merges, get, single = [], ranks.get, [bytes([b]) for b in range(256)]
     for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
         if len(token) < 2:
             continue
-        parts = [bytes([b]) for b in token]
+        parts = [single[b] for b in token]
+        pairs = [get(token[i:i + 2], rank) for i in range(len(token) - 1)]   # pairs[i]: parts i and i + 1
         while len(parts) > 2:
-            pairs = [(ranks.get(a + b, rank), i) for i, (a, b) in enumerate(zip(parts, parts[1:]))]
-            best, i = min(pairs)
+            best = min(pairs)
             if best >= rank:
                 break
+            i = pairs.index(best)                      # the leftmost of equal ranks, as BPE merges
             parts[i:i + 2] = [parts[i] + parts[i + 1]]
+            del pairs[i]                               # only the merged part's two neighbours change
+            if i > 0:
+                pairs[i - 1] = get(parts[i - 1] + parts[i], rank)
+            if i < len(pairs):
+                pairs[i] = get(parts[i] + parts[i + 1], rank)
         if len(parts) == 2 and ranks.get(parts[0], rank) < rank and ranks.get(parts[1], rank) < rank:
             merges.append((parts[0], parts[1]))
     return merges

@@ -7,8 +7,11 @@ session's folder; reuse these instead of building your own):
 - `transformers_checkpoints`: {name: folder} of the checkpoints in TRANSFORMERS_CHECKPOINTS, each
   written by transformers itself (tests/helpers.py), once per session.
 The suite's budget: under two minutes with `-n auto` on a quiet 2-core machine. A test that starts
-Python (import torch alone is about 1.2 s of CPU) or runs chapters costs the most: share a run
-between the tests that read it, and run in-process where a subprocess adds nothing.
+Python (import torch alone is 1.2-3 s of CPU) or runs chapters costs the most: share a run
+between the tests that read it, and run in-process where a subprocess adds nothing. Where a test
+needs a process of its own, `run_script` (or `forkserver.python`) forks it from a server that has
+imported torch already; start a real interpreter (subprocess) only for what needs one: signals,
+what a fresh interpreter imports, variables read at start-up (forkserver falls back by itself).
 """
 import os
 import shutil
@@ -86,8 +89,24 @@ def pytest_configure(config):
         tiny_model_path()
 
 
+# A whole-course run (about 20 s of CPU) is the setup of the first test that reads it, and the other
+# xdist worker waits for it under the file lock: on a loaded machine (load 8 on 2 cores) a run took
+# more than the 120 s that pytest-timeout gives a test. Those tests get COURSE_TIMEOUT, the run 330 s.
+COURSE_FIXTURES = {"course_en", "course_zh", "courses_on_transformers_checkpoints"}
+COURSE_TIMEOUT = 360
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if COURSE_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(COURSE_TIMEOUT))
+
+
 def pytest_unconfigure(config):
-    """The process that made the session's folder removes it (the controller, after its workers)."""
+    """The process that made the session's folder removes it (the controller, after its workers).
+    Each test process ends its fork server (tests/forkserver.py) and waits for it."""
+    import forkserver
+    forkserver.end_server()
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         shutil.rmtree(_TMP, ignore_errors=True)
 
@@ -121,13 +140,13 @@ def judge(tmp_path, monkeypatch):
 
 @pytest.fixture
 def run_script():
-    """Run a script of the project as a learner would, offline; returns the CompletedProcess."""
-    import subprocess
+    """Run a script of the project as a learner would, offline; returns the CompletedProcess.
+    `python ARGS` in a process forked from one that has imported torch already (tests/forkserver.py)."""
+    from forkserver import python
 
-    def run(*args, env=None):
+    def run(*args, env=None, input=None):
         full_env = {**os.environ, "PYTHONIOENCODING": "utf-8", **(env or {})}
-        return subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, env=full_env,
-                              capture_output=True, text=True, encoding="utf-8", timeout=120)
+        return python(args, cwd=ROOT, env=full_env, input=input, timeout=120)
     return run
 
 
@@ -135,14 +154,13 @@ def run_course(*args):
     """stdout of `python main.py ARGS` (the whole course, one process), run once per test session:
     under xdist the first worker that asks runs it and the others read its output."""
     import fcntl
-    import subprocess
+    from forkserver import python
 
     out = _TMP / ("course" + "_".join(a.strip("-") for a in args) + ".txt")
     with open(str(out) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not out.is_file():
-            r = subprocess.run([sys.executable, "main.py", *args], cwd=ROOT, capture_output=True,
-                               text=True, encoding="utf-8", timeout=110)
+            r = python(["main.py", *args], cwd=ROOT, timeout=330)
             assert r.returncode == 0, r.stderr
             out.write_text(r.stdout, encoding="utf-8")
         return out.read_text(encoding="utf-8")

@@ -176,17 +176,15 @@ def courses_on_transformers_checkpoints(transformers_checkpoints):
     xdist the first worker that asks runs it, the others read its results."""
     import fcntl
     import json
-    import subprocess
-    import sys
     from conftest import _TMP as TMP
+    from forkserver import python
 
     done = TMP / "transformers-courses.json"
     with open(str(done) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.is_file():
             argv = [str(a) for name, folder in transformers_checkpoints.items() for a in (name, folder)]
-            r = subprocess.run([sys.executable, "-c", EVERY_COURSE, *argv], cwd=ROOT, capture_output=True, text=True,
-                               encoding="utf-8", env={**os.environ, "PYTHONIOENCODING": "utf-8"}, timeout=330)
+            r = python(["-c", EVERY_COURSE, *argv], cwd=ROOT, env={**os.environ, "PYTHONIOENCODING": "utf-8"}, timeout=330)
             assert r.returncode == 0 and "RESULTS " in r.stdout, r.stderr[-3000:]
             done.write_text(r.stdout.split("RESULTS ", 1)[1], encoding="utf-8")
         return json.loads(done.read_text(encoding="utf-8"))
@@ -610,22 +608,16 @@ def test_ch09_in_chinese(course_zh):
     assert "'龘'（3 个 UTF-8 字节）是 2 个词元：逐个词元解码它们的字节得到 ['\ufffd', '\ufffd']；流式输出得到 ['', '龘']" in out
 
 
-def test_main_chat_on_the_tiny_checkpoint():
-    import subprocess
-    import sys
-    r = subprocess.run([sys.executable, "main.py", "chat", "--tiny", "--max-new-tokens", "4"], cwd=ROOT,
-                       input="hello\n/reset\n你好\n", capture_output=True, text=True, encoding="utf-8", timeout=120)
+def test_main_chat_on_the_tiny_checkpoint(run_script):
+    r = run_script("main.py", "chat", "--tiny", "--max-new-tokens", "4", input="hello\n/reset\n你好\n")
     assert r.returncode == 0, r.stderr
     assert BANNER in r.stdout and "(conversation and cache cleared)" in r.stdout and r.stdout.rstrip().endswith("Bye.")
     assert r.stderr.count("[4 tokens") == 2 and "Traceback" not in r.stderr
 
 
-def test_main_chat_on_the_tiny_checkpoint_stops_early_by_default():
+def test_main_chat_on_the_tiny_checkpoint_stops_early_by_default(run_script):
     # 512 made-up tokens per turn took about a minute on a laptop CPU: tiny chat defaults to a short reply
-    import subprocess
-    import sys
-    r = subprocess.run([sys.executable, "main.py", "chat", "--tiny", "--lang", "en"], cwd=ROOT,
-                       input="hello\n", capture_output=True, text=True, encoding="utf-8", timeout=120)
+    r = run_script("main.py", "chat", "--tiny", "--lang", "en", input="hello\n")
     assert r.returncode == 0, r.stderr
     assert "each stops after 32 (--max-new-tokens to change it)" in r.stdout
     assert r.stderr.count("[32 tokens") == 1 and "Traceback" not in r.stderr
@@ -936,16 +928,12 @@ def test_speculative_decoding_in_chapter_9_and_in_the_chat(run_script, course_en
     assert re.search(r"speculative decoding, k = 3: \d+ of \d+ drafts accepted, [\d.]+ tokens per forward pass", r.stdout)
     reply = lambda out: section_of(_chapter(out, "ch09_generate.py"), "2. A greedy reply")[2]
     assert reply(course_en).startswith(reply(r.stdout)) and "reply 8 tokens" in r.stdout
-    import subprocess
-    import sys
-    r = subprocess.run([sys.executable, "main.py", "chat", "--tiny", "--speculative", "2", "--max-new-tokens", "3"],
-                       cwd=ROOT, input="hello\n", capture_output=True, text=True, encoding="utf-8", timeout=120)
+    r = run_script("main.py", "chat", "--tiny", "--speculative", "2", "--max-new-tokens", "3", input="hello\n")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert "Speculative decoding: the MTP head drafts 2 tokens a step" in r.stdout and "replies are sampled" in r.stdout
     assert re.search(r"\[3 tokens; .*\]  \[speculative: \d+ of \d+ drafts accepted", r.stderr)
-    r = subprocess.run([sys.executable, "main.py", "chat", "--tiny", "--speculative", "2", "--temperature", "0",
-                        "--max-new-tokens", "3"],
-                       cwd=ROOT, input="hello\n", capture_output=True, text=True, encoding="utf-8", timeout=120)
+    r = run_script("main.py", "chat", "--tiny", "--speculative", "2", "--temperature", "0", "--max-new-tokens", "3",
+                   input="hello\n")
     assert r.returncode == 0 and "replies are greedy (temperature 0)" in r.stdout, r.stderr
 
 

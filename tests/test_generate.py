@@ -300,12 +300,11 @@ print(anon() - before)
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
 def test_bf16_decoding_does_not_grow_memory_with_every_token(tiny_path):
     """200 decode steps in bf16 on the tiny model: the process's private memory stays put. With the
-    attention's matmuls in bf16, oneDNN kept one kernel per key count: +136 MB here (measured)."""
-    import subprocess
-    import sys
+    attention's matmuls in bf16, oneDNN kept one kernel per key count: +136 MB here (measured).
+    A process of its own, forked from one that has imported torch (tests/forkserver.py)."""
+    from forkserver import python
     root = Path(__file__).resolve().parents[1]
-    p = subprocess.run([sys.executable, "-c", GROWTH, str(tiny_path)], cwd=root, capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(root)}, timeout=100)
+    p = python(["-c", GROWTH, str(tiny_path)], cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, timeout=100)
     assert p.returncode == 0, p.stderr[-2000:]
     assert float(p.stdout.split()[-1]) < 20
 

@@ -36,3 +36,67 @@ def test_a_test_session_leaves_no_folder_behind(tmp_path):
                        cwd=root, env=env, capture_output=True, text=True, timeout=100)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert sorted(x.name for x in tmp.iterdir()) == []
+
+
+PROBE = r"""
+import atexit, os, sys
+print("argv", sys.argv, "path0", repr(sys.path[0]), "file", globals().get("__file__"), "name", __name__)
+print("cwd", os.getcwd(), "env", os.environ.get("PROBE"), "pythonpath", [p for p in sys.path if p.startswith("/probe")])
+print("io", sys.stdout.encoding, sys.stdout.errors, sys.stderr.errors, sys.stdout.isatty(), "stdin", repr(sys.stdin.read()))
+print("main", sys.modules["__main__"].__dict__ is globals(), "threads", os.environ.get("OMP_NUM_THREADS"))
+atexit.register(lambda: print("atexit ran"))
+print("\udc80" if sys.argv[-1] == "surrogate" else "ok", file=sys.stderr)
+how = sys.argv[-1]
+if how == "raise":
+    raise ValueError("boom")
+sys.exit({"none": None, "three": 3, "text": "stopped here"}.get(how, 0))
+"""
+
+
+def test_the_fork_server_runs_a_script_as_python_would(tmp_path):
+    """tests/forkserver.py's `python ARGS` against a real interpreter, on what tests read: argv,
+    sys.path[0], __file__, __main__, cwd, environment, PYTHONPATH, stdin, stdio encodings, atexit,
+    exit codes (None, 3, a message, an exception: its traceback from the script's own frame)."""
+    import os
+    import subprocess
+    import sys
+    import forkserver
+
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE, encoding="utf-8")
+    env = {**os.environ, "PROBE": "yes", "PYTHONPATH": "/probe/a" + os.pathsep + "/probe/b",
+           "PYTHONIOENCODING": "utf-8:surrogateescape"}
+    cases = [(["-c", PROBE, "x", "none"], "in"), ([script.name, "three"], ""), ([str(script), "text"], "x\ny"),
+             ([script.name, "raise"], ""), ([script.name, "surrogate"], "")]
+    for args, stdin in cases:
+        real = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, input=stdin, capture_output=True,
+                              text=True, encoding="utf-8", errors="surrogateescape", timeout=60)
+        forked = forkserver.python(args, cwd=tmp_path, env=env, input=stdin, timeout=60, text=False)
+        assert forked.returncode == real.returncode, (args, forked, real)
+        assert forked.stdout.decode("utf-8", "surrogateescape") == real.stdout, args
+        assert forked.stderr.decode("utf-8", "surrogateescape") == real.stderr, args
+        if "raise" in args:
+            assert 'line 11, in <module>\n    raise ValueError("boom")\nValueError: boom' in real.stderr
+
+
+def test_the_fork_server_kills_at_the_timeout_and_starts_afresh_where_it_must(tmp_path):
+    """A run past its timeout is killed (TimeoutExpired, as subprocess.run); a startup variable that
+    differs (threads) or a sitecustomize on PYTHONPATH gets a real interpreter."""
+    import os
+    import subprocess
+    import time
+    import forkserver
+    import pytest
+
+    start = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        forkserver.python(["-c", "import time; time.sleep(60)"], timeout=1)
+    assert time.monotonic() - start < 30
+    assert forkserver.python(["-c", "print('again')"]).stdout == "again\n"       # a new server after the kill
+    code = "import os, torch; print(torch.get_num_threads(), os.getppid() == int(os.environ['TEST_PID']))"
+    env = {**os.environ, "TEST_PID": str(os.getpid())}
+    assert forkserver.python(["-c", code], env=env).stdout == "1 False\n"              # forked from the server
+    assert forkserver.python(["-c", code], env={**env, "OMP_NUM_THREADS": "2"}).stdout == "2 True\n"   # a real start
+    (tmp_path / "sitecustomize.py").write_text("import builtins; builtins.CUSTOMIZED = True\n", encoding="utf-8")
+    r = forkserver.python(["-c", "print(CUSTOMIZED)"], env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert r.stdout == "True\n", r.stderr

@@ -5,7 +5,6 @@ a report shown again in a later notebook cell, no tqdm warning) says what it doe
 import ctypes
 import json
 import os
-import subprocess
 import sys
 import types
 
@@ -225,8 +224,8 @@ def test_check_in_a_notebook_prints_no_tqdm_warning(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("QWEN_TINY", "QWEN_MODEL")}
     env.update(QWEN_PROGRESS=str(tmp_path / "progress.json"), HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1",
                OMP_NUM_THREADS="1", PYTHONIOENCODING="utf-8")
-    run = subprocess.run([sys.executable, "-c", FAKE_JUPYTER], cwd=ROOT, env=env, capture_output=True, text=True,
-                         encoding="utf-8", timeout=120)
+    from forkserver import python                 # a process of its own, forked after `import torch` (before
+    run = python(["-c", FAKE_JUPYTER], cwd=ROOT, env=env, timeout=120)     # tqdm.auto and huggingface_hub)
     assert "status pass" in run.stdout, run.stdout + run.stderr
     assert "IProgress" not in run.stderr and "notebook mode" not in run.stderr and "Warning" not in run.stderr, run.stderr
 

@@ -38,12 +38,12 @@ Figure.savefig = savefig
 
 
 def _run(code, cwd, env=None):
+    """`python -c CODE` in a process of its own (forked from one that has imported torch: tests/forkserver.py)."""
     import os
-    import sys
+    from forkserver import python
     full_env = {**os.environ, "PYTHONIOENCODING": "utf-8", "MPLBACKEND": "Agg", "PYTHONPATH": str(ROOT),
                 **(env or {})}
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=full_env, capture_output=True,
-                          text=True, encoding="utf-8", timeout=110)
+    return python(["-c", code], cwd=cwd, env=full_env, timeout=110)
 
 
 def _figures(stdout):

@@ -226,13 +226,11 @@ def test_check_works_from_a_notebook_in_any_folder(run_script, tmp_path):
     """`from practice import check` works only from the repository root; qwen.practice.check anywhere
     (only qwen on the path, as `pip install -e .` maps it; here a link to it)."""
     import os
-    import subprocess
-    import sys
+    from forkserver import python
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "qwen").symlink_to(ROOT / "qwen", target_is_directory=True)
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site"), "PYTHONIOENCODING": "utf-8", "QWEN_PROGRESS": str(tmp_path / "p.json"),
            "QWEN_PRACTICE_DIR": str(tmp_path / "work")}
-    r = subprocess.run([sys.executable, "-c", NOTEBOOK_ELSEWHERE], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, encoding="utf-8", timeout=120)
+    r = python(["-c", NOTEBOOK_ELSEWHERE], cwd=tmp_path, env=env, timeout=120)     # a process of its own (forked)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "practice: not importable here" in r.stdout and "205" in r.stdout and "passed all" in r.stdout, r.stdout

@@ -266,9 +266,9 @@ def test_a_long_run_of_combining_marks_is_linear_and_exact(tok):
     for text in ("e" + "\u0301\u0323" * 300, "ṩ" + "\u0307\u0323" * 40 + "x",
                  "".join(rng.choice("aeoṩ\u0f73" + marks * 3) for _ in range(3000))):
         assert tok._normalize(text) == unicodedata.normalize("NFC", text)
-    start = time.perf_counter()
+    start = time.process_time()                        # CPU seconds: a loaded machine stretches wall time
     ids = tok.encode("a" + "\u0301\u0323" * 40_000)                         # Python's NFC alone: ~12 s here
-    assert time.perf_counter() - start < 3
+    assert time.process_time() - start < 3, "CPU seconds"     # (9.9 s of wall at load 7 on 2 cores)
     assert tok.decode(ids) == "\u1ea1" + "\u0323" * 39_999 + "\u0301" * 40_000      # a + U+0323 compose: ạ
 
 
