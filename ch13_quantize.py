@@ -99,7 +99,7 @@ truncated = (w / scale8[:, None]).to(torch.int8).float() * scale8[:, None]     #
 scale255 = w.abs().amax(1, keepdim=True) / 255
 unsigned = torch.round(w / scale255).clamp(0, 255) * scale255
 say("  round then clamp vs clamp then round, on {n:,} values (some past the bounds): {d} codes differ",
-    "  先取整再钳位 vs 先钳位再取整，{n:,} 个值（有些超出边界）：{d} 个编码不同", n=ratio.numel(), d=both)
+    "  先取整再钳位与先钳位再取整相比，{n:,} 个值（有些超出边界）：{d} 个编码不同", n=ratio.numel(), d=both)
 say("  int8 cast without rounding: RMS error {x:.1f}x the rounded one", "  不取整直接转 int8：均方根误差是取整的 {x:.1f} 倍",
     x=quant.error(w, truncated)["rms"] / e8["rms"])
 say("  codes 0..255 with scale max|w| / 255, read as symmetric: RMS error {x:.0f}x ({neg:.0%} of the weights are "
