@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from qwen import quant
-from qwen.cli import chapter, pad, say, section, size
+from qwen.cli import chapter, pad, say, section, show_code, size
 from qwen.generate import generate_ids
 from qwen.lang import QwenError, tr
 from qwen.model import load_model
@@ -45,6 +45,7 @@ if ch.tiny:
         "  numbers (logits, greedy tokens) mean little: a random model has no text to keep.",
         "  小检查点的权重是随机的：下面的误差统计和字节数成立，质量数字（logit、贪心词元）意义不大：\n"
         "  随机模型本来就没有要保住的文本。")
+taught = show_code(ch, quant.quantize_int8, quant.dequantize_int8, quant.quantize_int4, quant.pack_int4)
 
 # %% [markdown]
 # ## 1. int8, one scale per row / int8，每行一个缩放因子
