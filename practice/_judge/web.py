@@ -20,6 +20,7 @@ import io
 import json
 import os
 import secrets
+import signal
 import sys
 import tempfile
 import threading
@@ -414,6 +415,13 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *a):                                     # the terminal stays quiet
         pass
 
+    def handle(self):
+        """A page that goes away before its answer (a reload during Run) ends only its own connection."""
+        try:
+            super().handle()
+        except ConnectionError:
+            self.close_connection = True
+
     def do_GET(self):
         self._answer("GET")
 
@@ -545,6 +553,8 @@ def serve(judge, args):
     except OSError as e:
         raise judge.UsageError(T("cannot listen on 127.0.0.1:{p} ({e}): choose another --port",
                                  "无法监听 127.0.0.1:{p}（{e}）：请换一个 --port", p=args.port, e=e.strerror or e)) from None
+    if hasattr(signal, "SIGPIPE"):                                 # qwen.cli set SIG_DFL for `| head`: here a closed
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)              # connection would kill the server without a word
     url = address(app)
     print(T("The practice page is at {u}\n(only this computer can open it; Ctrl-C stops the server)",
             "练习页面的地址是 {u}\n（只有这台电脑能打开它；按 Ctrl-C 停止服务器）", u=url), flush=True)
