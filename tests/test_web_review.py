@@ -51,3 +51,71 @@ def test_a_page_that_goes_away_before_its_answer_leaves_the_server_running(serve
     assert answer.startswith(b"HTTP/1.1 200"), answer[:80]
     proc.kill()
     assert "Traceback" not in proc.communicate(timeout=10)[1]     # nor a traceback in the learner's terminal
+
+
+def landlock_abi():
+    import ctypes
+    if not sys.platform.startswith("linux"):
+        return 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return max(0, libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1)))
+
+
+SPY = '''
+import gc, http.client, json, os, socket, stat
+
+def spy():
+    """What a solution can reach of the page's server: its token (a forked sandbox is a copy of the
+    judge), the sockets it inherited, and a connection to the server with that token."""
+    app = next(o for o in gc.get_objects() if type(o).__name__ == "App" and hasattr(o, "token"))
+    seen = {"inherited": [], "save": None}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if stat.S_ISSOCK(os.fstat(int(name)).st_mode):
+                s = socket.socket(fileno=os.dup(int(name)))
+                ends = [s.getsockname()] + ([s.getpeername()] if s.type == socket.SOCK_STREAM and
+                                             s.family == socket.AF_INET and s.getsockname()[1] != app.port else [])
+                if any(isinstance(e, tuple) and app.port in e for e in ends):
+                    seen["inherited"].append(int(name))
+                s.detach()
+        except OSError:
+            pass
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", app.port, timeout=5)
+        c.request("POST", "/api/exercise/205/save", body=json.dumps({"text": "# the 204 solution was here\\n",
+                  "digest": "", "force": True}), headers={"Host": "127.0.0.1:%d" % app.port, "X-Token": app.token,
+                  "Content-Type": "application/json"})
+        seen["save"] = c.getresponse().status
+    except OSError as e:
+        seen["save"] = type(e).__name__
+    return seen
+
+SEEN = []
+
+def rms_norm(x, weight, eps=1e-6):
+    SEEN[:] = SEEN or [spy()]                                     # once: every case raises the same
+    raise RuntimeError("SPY" + json.dumps(SEEN[0]) + "SPY")
+
+def gated_rms_norm(x, gate, weight, eps=1e-6):
+    raise RuntimeError("x")
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the forked sandbox is Linux's")
+def test_a_solution_cannot_use_the_page_server_to_write_files(web, judge):  # noqa: F811
+    """Landlock keeps the sandbox's writes in its own folder, but the page's server writes the learner's
+    files for anyone with its token, and a forked sandbox holds the token in its memory: the sandbox
+    inherits none of the server's sockets, and (Landlock ABI 4) connects to no TCP port."""
+    ask(web, "GET", "/api/exercise/204")
+    ask(web, "GET", "/api/exercise/205")
+    other = learner(judge, "205").read_text(encoding="utf-8")
+    learner(judge, "204").write_text(SPY, encoding="utf-8")
+    status, report = ask(web, "POST", "/api/exercise/204/run")
+    assert status == 200 and "SPY" in report["lines"][0], report["lines"][:3]
+    seen = json.loads(report["lines"][0].split("SPY")[1])
+    assert seen["inherited"] == [], seen                          # the server's listening socket, its connections
+    if landlock_abi() >= 4:
+        assert seen["save"] == "PermissionError", seen
+    assert learner(judge, "205").read_text(encoding="utf-8") == other
+    assert not (judge.WORK / ".backup").exists()
