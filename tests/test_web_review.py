@@ -119,3 +119,56 @@ def test_a_solution_cannot_use_the_page_server_to_write_files(web, judge):  # no
         assert seen["save"] == "PermissionError", seen
     assert learner(judge, "205").read_text(encoding="utf-8") == other
     assert not (judge.WORK / ".backup").exists()
+
+
+def raw_exchange(app, data):
+    """Every byte the server answers to `data` (then our end of the connection is shut: no more comes)."""
+    s = socket.create_connection(("127.0.0.1", app.port), timeout=20)
+    s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+    answer = b""
+    while chunk := s.recv(65536):
+        answer += chunk
+    s.close()
+    return answer
+
+
+def request(app, method, path, body=b"", extra=b"", length=None):
+    head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{app.port}\r\nX-Token: {app.token}\r\n"
+            f"Content-Type: application/json\r\n").encode()
+    size = f"Content-Length: {len(body) if length is None else length}\r\n".encode() if length != "" else b""
+    return head + size + extra + b"\r\n" + body
+
+
+@pytest.mark.parametrize("what, make, status, says", [
+    ("a Content-Length of a digit that is not ASCII ('²')",
+     lambda app: request(app, "POST", "/api/exercise/204/keep", b"{}", length="\xb2"
+                         ).replace("²".encode("utf-8"), b"\xb2"), 411, "Content-Length"),
+    ("a body shorter than its Content-Length",
+     lambda app: request(app, "POST", "/api/exercise/204/keep", b'{"text": "a"}', length=100), 400, "ended before"),
+    ("JSON nested past Python's recursion limit",
+     lambda app: request(app, "POST", "/api/exercise/204/keep", b"[" * 100000 + b"]" * 100000), 400, "not JSON"),
+    ("a text with a lone surrogate (keep)",
+     lambda app: request(app, "POST", "/api/exercise/204/keep", b'{"text": "\\ud800"}'), 400, "surrogate"),
+    ("a text with a lone surrogate (save)",
+     lambda app: request(app, "POST", "/api/exercise/204/save", b'{"text": "\\ud800", "digest": ""}'), 400, "surrogate"),
+    ("chunked and a Content-Length",
+     lambda app: request(app, "POST", "/api/exercise/204/keep", b'2\r\n{}\r\n0\r\n\r\n',
+                         extra=b"Transfer-Encoding: chunked\r\n"), 411, "Content-Length"),
+])
+def test_a_malformed_body_is_one_line_and_nothing_is_written(web, judge, tmp_path, what, make, status, says):  # noqa: F811
+    """Before: '²'.isdigit() reached int() (500 ValueError), a short body was taken as the whole one,
+    [[[[… and "\\ud800" were 500s with a Python exception's text."""
+    answer = raw_exchange(web, make(web))
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.1 {status}".encode()), (what, answer[:300])
+    assert says in json.loads(payload)["error"], (what, payload)
+    assert web.actions == 0 and not judge.WORK.exists() and not (tmp_path / "progress.json").exists()
+
+
+def test_a_body_on_a_request_that_takes_none_never_reads_as_a_second_request(web, judge):  # noqa: F811
+    """A GET's body was left in the connection and read as the next request (here: a keep that writes)."""
+    inner = request(web, "POST", "/api/exercise/204/keep", b'{"text": "smuggled"}')
+    answer = raw_exchange(web, request(web, "GET", "/api/ui", inner))
+    assert answer.count(b"HTTP/1.1 ") == 1 and answer.startswith(b"HTTP/1.1 200"), answer[:200]
+    assert not (judge.WORK / ".backup").exists()

@@ -394,6 +394,12 @@ def _field(body, name, kind):
     value = body.get(name) if isinstance(body, dict) else None
     if type(value) is not kind:
         raise Refused(HTTPStatus.BAD_REQUEST, T("the request has no {n}", "请求里没有 {n}", n=name))
+    if kind is str:
+        try:
+            value.encode("utf-8")                                  # JSON's "\ud800": no file can hold it
+        except UnicodeEncodeError:
+            raise Refused(HTTPStatus.BAD_REQUEST, T("refused: the request's {n} is not text (a lone surrogate)",
+                                                    "已拒绝：请求里的 {n} 不是文本（有落单的代理字符）", n=name)) from None
     return value
 
 
@@ -439,9 +445,13 @@ class Handler(BaseHTTPRequestHandler):
         lang = (query.get("lang") or [None])[0]
         lang = lang if lang in LANGS else get_lang()
         with speaking(lang):
+            self.body_read = False
             try:
                 self._guard(query)
                 status, body, kind = self._route(method, url.path)
+                if not self.body_read and (self.headers.get("Content-Length") not in (None, "0")
+                                           or self.headers.get("Transfer-Encoding")):
+                    self.close_connection = True                   # an unread body never reads as a request
             except Refused as e:
                 self.close_connection = True                       # an unread body never reads as a request
                 status, body, kind = e.status, {"error": str(e)}, None
@@ -502,7 +512,7 @@ class Handler(BaseHTTPRequestHandler):
     def _body(self):
         """The JSON body, refused when over MAX_BODY (before reading it) or not JSON."""
         raw = self.headers.get("Content-Length")
-        if raw is None or not raw.isdigit():
+        if raw is None or not (raw.isascii() and raw.isdigit()) or self.headers.get("Transfer-Encoding"):
             raise Refused(HTTPStatus.LENGTH_REQUIRED, T("refused: the request has no Content-Length", "已拒绝：请求没有 Content-Length"))
         if int(raw) > MAX_BODY:
             self.close_connection = True                           # the body is never read
@@ -511,9 +521,14 @@ class Handler(BaseHTTPRequestHandler):
         if (self.headers.get("Content-Type") or "").split(";")[0].strip() != "application/json":
             self.close_connection = True
             raise Refused(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, T("refused: the request is not JSON", "已拒绝：请求不是 JSON"))
+        data = self.rfile.read(int(raw)) if int(raw) else b"{}"
+        self.body_read = True
+        if int(raw) and len(data) != int(raw):
+            raise Refused(HTTPStatus.BAD_REQUEST, T("refused: the request ended before its Content-Length",
+                                                    "已拒绝：请求在 Content-Length 说的长度之前就结束了"))
         try:
-            body = json.loads(self.rfile.read(int(raw)).decode("utf-8")) if int(raw) else {}
-        except (UnicodeDecodeError, ValueError):
+            body = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):   # RecursionError: [[[[… nested past Python's limit
             raise Refused(HTTPStatus.BAD_REQUEST, T("refused: the request is not JSON", "已拒绝：请求不是 JSON")) from None
         if not isinstance(body, dict):
             raise Refused(HTTPStatus.BAD_REQUEST, T("refused: the request is not JSON", "已拒绝：请求不是 JSON"))
