@@ -172,3 +172,26 @@ def test_a_body_on_a_request_that_takes_none_never_reads_as_a_second_request(web
     answer = raw_exchange(web, request(web, "GET", "/api/ui", inner))
     assert answer.count(b"HTTP/1.1 ") == 1 and answer.startswith(b"HTTP/1.1 200"), answer[:200]
     assert not (judge.WORK / ".backup").exists()
+
+
+@pytest.mark.parametrize("where", ["page", "terminal"])
+def test_a_file_saved_while_it_is_graded_shows_as_edited_since(web, judge, monkeypatch, capsys, where):  # noqa: F811
+    """Ctrl-S works during Run (and another editor may save): the progress took the file's digest after
+    the grading, so the list called the new text the graded one (no "(edited)")."""
+    ask(web, "GET", "/api/exercise/204")
+    path = learner(judge, "204")
+    real = judge.grade
+
+    def saved_meanwhile(ex, file, model, **kw):
+        result = real(ex, file, model, **kw)
+        path.write_text("# saved while the grading ran\n", encoding="utf-8")
+        return result
+    monkeypatch.setattr(judge, "grade", saved_meanwhile)
+    if where == "page":
+        status, report = ask(web, "POST", "/api/exercise/204/run")
+        assert status == 200 and report["status"] == "todo", report["status"]
+    else:
+        judge.main(["204"])
+        capsys.readouterr()
+    row = next(r for r in ask(web, "GET", "/api/list")[1]["exercises"] if r["id"] == "204")
+    assert row["status"] == "todo*" and "(edited)" in row["label"], row

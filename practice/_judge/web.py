@@ -349,10 +349,11 @@ class App:
             file = self.judge.learner_file(ex, quiet=True)
             try:
                 model = self._model()
+                graded = self.judge.digest(file)                   # a save while it runs is "edited" after
                 result = self.judge.grade(ex, file, model)
             except self.judge.grading.ModelProblem as e:
                 raise Refused(HTTPStatus.INTERNAL_SERVER_ERROR, str(e)) from None
-            progress.update(self.judge.record(ex, result, file))    # as cmd_grade: the same record
+            progress.update(self.judge.record(ex, result, file, graded))    # as cmd_grade: the same record
         cases = [{"function": c["function"], "name": c["name"], "ok": c["ok"], "todo": c["todo"],
                   "message": c["message"], "mistake": (c.get("diagnosis") or {}).get("says"),
                   "detail": c.get("detail") or {}} for c in result["cases"]]
