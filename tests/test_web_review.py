@@ -195,3 +195,41 @@ def test_a_file_saved_while_it_is_graded_shows_as_edited_since(web, judge, monke
         capsys.readouterr()
     row = next(r for r in ask(web, "GET", "/api/list")[1]["exercises"] if r["id"] == "204")
     assert row["status"] == "todo*" and "(edited)" in row["label"], row
+
+
+def test_two_saves_at_once_never_overwrite_each_other_silently(web, judge, monkeypatch):  # noqa: F811
+    """Two tabs on one exercise, both loaded at digest D: each save checked D and then wrote, so the
+    second check could pass before the first write landed, and one tab's text was gone without a word."""
+    import threading
+
+    from practice._judge import web as webmod
+    status, ex = ask(web, "GET", "/api/exercise/204")
+    path = learner(judge, "204")
+    writing, real = threading.Event(), webmod.write_atomic
+
+    def slow_write(where, data):
+        writing.set()
+        time.sleep(0.5)                                           # the first tab's write is still on its way
+        real(where, data)
+    monkeypatch.setattr(webmod, "write_atomic", slow_write)
+    answers = {}
+    first = threading.Thread(target=lambda: answers.update(
+        a=ask(web, "POST", "/api/exercise/204/save", {"text": "# tab A\n", "digest": ex["digest"]})))
+    first.start()
+    assert writing.wait(10)
+    answers["b"] = ask(web, "POST", "/api/exercise/204/save", {"text": "# tab B\n", "digest": ex["digest"]})
+    first.join(20)
+    statuses = sorted(a[0] for a in answers.values())
+    assert statuses == [200, 409], answers                        # one saved, the other told the file changed
+    saved = next(k for k, a in answers.items() if a[0] == 200)
+    assert path.read_text(encoding="utf-8") == f"# tab {saved.upper()}\n"
+
+
+def test_reset_of_a_file_deleted_on_disk_is_the_judges_line_and_keeps_the_page(web, judge):  # noqa: F811
+    """The file was deleted in another window: --reset says there is nothing to reset; the page got a
+    'cannot read' error about a file the judge had told it nothing of."""
+    ask(web, "GET", "/api/exercise/204")
+    learner(judge, "204").unlink()
+    status, body = ask(web, "POST", "/api/exercise/204/reset")
+    assert status == 409 and "nothing to reset" in body["error"], body
+    assert not learner(judge, "204").exists() and not (judge.WORK / ".backup").exists()

@@ -225,6 +225,7 @@ class App:
         self.action = threading.Lock()                             # one judge action at a time
         self.busy = set()                                          # exercises being graded
         self.busy_lock = threading.Lock()
+        self.writing = threading.Lock()                            # a save's check and write, a reset's backup and copy
         self.tolerance_cache = {}
         self.actions = 0                                           # judge actions started (the tests read it)
 
@@ -290,13 +291,17 @@ class App:
         new = _field(body, "text", str).encode("utf-8")
         base = _field(body, "digest", str)
         path = self.judge.WORK / ex.filename
+        with self.writing:                                         # two tabs saving at once: the second sees the first
+            return self._save(ex, path, new, base, body.get("force"))
+
+    def _save(self, ex, path, new, base, force):
         if not is_regular_or_absent(path):
             raise Refused(HTTPStatus.CONFLICT, T("{f} is not a regular file: not written", "{f} 不是普通文件：没有写入",
                                                  f=self.judge.shown(path)))
         now = self.judge.digest(path)
         kept = None
         if now != base:
-            if not body.get("force"):
+            if not force:
                 raise Refused(HTTPStatus.CONFLICT, T(*UI["changed"], f=self.judge.shown(path)))
             if path.exists():
                 kept = keep_copy(self.judge, ex, read_regular(path), "disk")
@@ -375,9 +380,11 @@ class App:
         return {"text": "\n".join(lines)}
 
     def reset(self, ex):
-        with self._acting(ex):
-            code, lines = self._printed(self.judge.cmd_reset, ex)
         path = self.judge.WORK / ex.filename
+        with self._acting(ex), self.writing:                       # no save between the backup and the starter
+            code, lines = self._printed(self.judge.cmd_reset, ex)
+        if not os.path.lexists(path):                              # deleted on disk: the page keeps its own text
+            raise Refused(HTTPStatus.CONFLICT, "\n".join(lines))
         return {"lines": lines, "text": self._text(path), "digest": self.judge.digest(path), "ok": code == 0}
 
     def _args(self):
