@@ -68,8 +68,10 @@ import gc, http.client, json, os, socket, stat
 def spy():
     """What a solution can reach of the page's server: its token (a forked sandbox is a copy of the
     judge), the sockets it inherited, and a connection to the server with that token."""
-    app = next(o for o in gc.get_objects() if type(o).__name__ == "App" and hasattr(o, "token"))
-    seen = {"inherited": [], "save": None}
+    app = next((o for o in gc.get_objects() if type(o).__name__ == "App" and hasattr(o, "token")), None)
+    seen = {"inherited": [], "save": None, "token": app is not None}
+    if app is None:                                               # a fresh process: nothing of the server's
+        return seen
     for name in os.listdir("/proc/self/fd"):
         try:
             if stat.S_ISSOCK(os.fstat(int(name)).st_mode):
@@ -103,10 +105,13 @@ def gated_rms_norm(x, gate, weight, eps=1e-6):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the forked sandbox is Linux's")
-def test_a_solution_cannot_use_the_page_server_to_write_files(web, judge):  # noqa: F811
+@pytest.mark.parametrize("spawn", ["0", "1"], ids=["forked", "spawned"])
+def test_a_solution_cannot_use_the_page_server_to_write_files(web, judge, monkeypatch, spawn):  # noqa: F811
     """Landlock keeps the sandbox's writes in its own folder, but the page's server writes the learner's
     files for anyone with its token, and a forked sandbox holds the token in its memory: the sandbox
-    inherits none of the server's sockets, and (Landlock ABI 4) connects to no TCP port."""
+    inherits none of the server's sockets, and (Landlock ABI 4) connects to no TCP port; a spawned one
+    (what the page uses where Landlock cannot refuse TCP) holds no token at all."""
+    monkeypatch.setenv("QWEN_JUDGE_SPAWN", spawn)
     ask(web, "GET", "/api/exercise/204")
     ask(web, "GET", "/api/exercise/205")
     other = learner(judge, "205").read_text(encoding="utf-8")
@@ -114,8 +119,8 @@ def test_a_solution_cannot_use_the_page_server_to_write_files(web, judge):  # no
     status, report = ask(web, "POST", "/api/exercise/204/run")
     assert status == 200 and "SPY" in report["lines"][0], report["lines"][:3]
     seen = json.loads(report["lines"][0].split("SPY")[1])
-    assert seen["inherited"] == [], seen                          # the server's listening socket, its connections
-    if landlock_abi() >= 4:
+    assert seen["inherited"] == [] and seen["token"] == (spawn == "0"), seen   # the server's sockets, its token
+    if spawn == "0" and landlock_abi() >= 4:
         assert seen["save"] == "PermissionError", seen
     assert learner(judge, "205").read_text(encoding="utf-8") == other
     assert not (judge.WORK / ".backup").exists()
@@ -233,3 +238,20 @@ def test_reset_of_a_file_deleted_on_disk_is_the_judges_line_and_keeps_the_page(w
     status, body = ask(web, "POST", "/api/exercise/204/reset")
     assert status == 409 and "nothing to reset" in body["error"], body
     assert not learner(judge, "204").exists() and not (judge.WORK / ".backup").exists()
+
+
+@pytest.mark.parametrize("abi, spawn", [(3, "1"), (4, "")])
+def test_where_landlock_cannot_refuse_tcp_the_page_grades_in_a_fresh_process(judge, monkeypatch, abi, spawn):
+    """Landlock before ABI 4 (Linux before 6.7: Debian 12, Ubuntu 22.04) cannot refuse a TCP connection,
+    so a forked sandbox, which holds the token, could still ask the server: --web spawns instead."""
+    from practice._judge import sandbox
+    from practice._judge import web as webmod
+    monkeypatch.setenv("QWEN_JUDGE_SPAWN", "")                    # unset, and restored after the test
+    monkeypatch.setattr(sandbox, "landlock_abi", lambda: abi)
+    monkeypatch.setattr(sandbox, "available", lambda: True)
+
+    def interrupted(self, poll_interval=0.5):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(webmod.ThreadingHTTPServer, "serve_forever", interrupted)
+    assert judge.main(["--web", "--no-browser"]) == 0
+    assert os.environ["QWEN_JUDGE_SPAWN"] == spawn

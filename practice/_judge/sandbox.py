@@ -115,6 +115,19 @@ _LL_TCP = (1 << 0) | (1 << 1)                                                   
 _SYS_CREATE, _SYS_ADD, _SYS_RESTRICT = 444, 445, 446                               # the same on every architecture
 
 
+def landlock_abi():
+    """The kernel's Landlock ABI version: 0 where there is none (not Linux, an old kernel, disabled)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        return max(0, libc.syscall(_SYS_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(1)))
+    except (OSError, AttributeError, ValueError):
+        return 0
+
+
 def landlock(writable):
     """In the sandbox: from now on this process and its children may write, create or delete files only
     beneath the folders in `writable` and /dev/shm (and open devices such as /dev/null or a GPU for

@@ -576,6 +576,10 @@ def serve(judge, args):
     except OSError as e:
         raise judge.UsageError(T("cannot listen on 127.0.0.1:{p} ({e}): choose another --port",
                                  "无法监听 127.0.0.1:{p}（{e}）：请换一个 --port", p=args.port, e=e.strerror or e)) from None
+    from practice._judge import sandbox
+    if not os.environ.get("QWEN_JUDGE_SPAWN") and sandbox.available() and sandbox.landlock_abi() < 4:
+        os.environ["QWEN_JUDGE_SPAWN"] = "1"                       # a forked sandbox holds the token and (Landlock
+                                                                   # before ABI 4) may connect here: a fresh one
     if hasattr(signal, "SIGPIPE"):                                 # qwen.cli set SIG_DFL for `| head`: here a closed
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)              # connection would kill the server without a word
     url = address(app)
