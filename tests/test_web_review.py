@@ -246,12 +246,14 @@ def test_where_landlock_cannot_refuse_tcp_the_page_grades_in_a_fresh_process(jud
     so a forked sandbox, which holds the token, could still ask the server: --web spawns instead."""
     from practice._judge import sandbox
     from practice._judge import web as webmod
-    monkeypatch.setenv("QWEN_JUDGE_SPAWN", "")                    # unset, and restored after the test
+    monkeypatch.delenv("QWEN_JUDGE_SPAWN", raising=False)
     monkeypatch.setattr(sandbox, "landlock_abi", lambda: abi)
     monkeypatch.setattr(sandbox, "available", lambda: True)
+    seen = []
 
     def interrupted(self, poll_interval=0.5):
+        seen.append(os.environ.get("QWEN_JUDGE_SPAWN", ""))
         raise KeyboardInterrupt
     monkeypatch.setattr(webmod.ThreadingHTTPServer, "serve_forever", interrupted)
     assert judge.main(["--web", "--no-browser"]) == 0
-    assert os.environ["QWEN_JUDGE_SPAWN"] == spawn
+    assert seen == [spawn] and "QWEN_JUDGE_SPAWN" not in os.environ   # while serving; unset again after

@@ -577,7 +577,8 @@ def serve(judge, args):
         raise judge.UsageError(T("cannot listen on 127.0.0.1:{p} ({e}): choose another --port",
                                  "无法监听 127.0.0.1:{p}（{e}）：请换一个 --port", p=args.port, e=e.strerror or e)) from None
     from practice._judge import sandbox
-    if not os.environ.get("QWEN_JUDGE_SPAWN") and sandbox.available() and sandbox.landlock_abi() < 4:
+    before = os.environ.get("QWEN_JUDGE_SPAWN")
+    if not before and sandbox.available() and sandbox.landlock_abi() < 4:
         os.environ["QWEN_JUDGE_SPAWN"] = "1"                       # a forked sandbox holds the token and (Landlock
                                                                    # before ABI 4) may connect here: a fresh one
     if hasattr(signal, "SIGPIPE"):                                 # qwen.cli set SIG_DFL for `| head`: here a closed
@@ -594,6 +595,10 @@ def serve(judge, args):
         print(T("\nStopped.", "\n已停止。"), file=sys.stderr)
     finally:
         server.server_close()
+        if before is None:                                         # as it was (main() may be called again)
+            os.environ.pop("QWEN_JUDGE_SPAWN", None)
+        else:
+            os.environ["QWEN_JUDGE_SPAWN"] = before
     return 0
 
 
