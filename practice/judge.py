@@ -162,8 +162,10 @@ def print_report(ex, result, verbose=True):
         print(line)
 
 
-def record(ex, result, file):
-    stamp, fdigest = time.strftime("%Y-%m-%d %H:%M:%S"), digest(file)
+def record(ex, result, file, graded=None):
+    """The progress change of one grading. `graded`: the file's digest when the grading started, so a file
+    saved while it ran (the page's Ctrl-S, another editor) shows as edited since, not as the graded one."""
+    stamp, fdigest = time.strftime("%Y-%m-%d %H:%M:%S"), digest(file) if graded is None else graded
 
     def change(p):
         entry = p.setdefault(ex.id, {})
@@ -239,13 +241,14 @@ def cmd_grade(exercises, args, create=True):
     results = []
     for ex in exercises:
         file = Path(args.file).resolve() if args.file else learner_file(ex, quiet=args.json, create=create)
+        graded = digest(file)
         result = grade(ex, file, model)
         results.append(result)
         if not args.json:                                        # the report first, then the progress
             print_report(ex, result, verbose=len(exercises) == 1 or result["status"] != "pass")
             sys.stdout.flush()
         if not args.file:
-            progress.update(record(ex, result, file))
+            progress.update(record(ex, result, file, graded))
     if args.json:
         print(json.dumps(results, ensure_ascii=False, indent=1))
     elif "tiny" in str(model):

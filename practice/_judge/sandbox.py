@@ -111,14 +111,30 @@ def fingerprint(files=None):
 # Landlock (Linux 5.13+, no root needed, and it binds root too): the rights on files the sandbox gives up.
 _LL_WRITE = (1 << 1) | (1 << 4) | (1 << 5) | sum(1 << b for b in range(6, 13))   # write, remove, make *
 _LL_REFER, _LL_TRUNCATE = 1 << 13, 1 << 14                                         # ABI 2, ABI 3
+_LL_TCP = (1 << 0) | (1 << 1)                                                      # ABI 4: bind, connect (no rule: none)
 _SYS_CREATE, _SYS_ADD, _SYS_RESTRICT = 444, 445, 446                               # the same on every architecture
+
+
+def landlock_abi():
+    """The kernel's Landlock ABI version: 0 where there is none (not Linux, an old kernel, disabled)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        return max(0, libc.syscall(_SYS_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(1)))
+    except (OSError, AttributeError, ValueError):
+        return 0
 
 
 def landlock(writable):
     """In the sandbox: from now on this process and its children may write, create or delete files only
     beneath the folders in `writable` and /dev/shm (and open devices such as /dev/null or a GPU for
     writing), and may not read another process's
-    memory or environment through /proc or ptrace (Landlock scopes ptrace to the sandbox itself).
+    memory or environment through /proc or ptrace (Landlock scopes ptrace to the sandbox itself), nor
+    (ABI 4, Linux 6.7+) connect or bind a TCP socket: a solution that found the practice page's token in
+    its memory cannot ask that server (which writes the learner's files) for anything.
     Returns True when the kernel applied it; False where Landlock is absent (not Linux, an old kernel,
     disabled), and the sandbox then runs without it."""
     if not sys.platform.startswith("linux"):
@@ -132,8 +148,9 @@ def landlock(writable):
         if abi < 1:
             return False
         handled = _LL_WRITE | (_LL_REFER if abi >= 2 else 0) | (_LL_TRUNCATE if abi >= 3 else 0)
-        attr = ctypes.create_string_buffer(struct.pack("<Q", handled))
-        ruleset = libc.syscall(_SYS_CREATE, attr, ctypes.c_size_t(8), ctypes.c_uint32(0))
+        # ABI 4: no TCP connection either; the practice page's server (--web) would write files for it
+        attr = ctypes.create_string_buffer(struct.pack("<QQ", handled, _LL_TCP if abi >= 4 else 0))
+        ruleset = libc.syscall(_SYS_CREATE, attr, ctypes.c_size_t(16 if abi >= 4 else 8), ctypes.c_uint32(0))
         if ruleset < 0:
             return False
         try:
@@ -227,6 +244,27 @@ def enter(memory, writable=()):
         os.environ["TMPDIR"] = tempfile.tempdir = str(writable[0])
     landlock(writable)
     return capture, set_limits(memory)
+
+
+def close_sockets(keep):
+    """In a forked sandbox: every socket it inherited but its own line to the judge becomes /dev/null. A
+    fork copies every descriptor: under --web, the server's listening socket and its connections to the
+    browser, which the learner's code could accept on or answer in the server's place. The numbers stay
+    taken (not closed), so a socket object of the judge's finalized here closes no file of the sandbox."""
+    import stat
+    if not os.path.isdir("/proc/self/fd"):
+        return
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        for name in os.listdir("/proc/self/fd"):
+            fd = int(name)
+            try:
+                if fd not in (keep, null) and stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    os.dup2(null, fd, inheritable=False)
+            except OSError:                                         # the listing's own descriptor, already closed
+                pass
+    finally:
+        os.close(null)
 
 
 def use_fork(notebook=False):
@@ -345,6 +383,7 @@ class Sandbox:
         try:
             os.setsid()                                            # its own session and process group
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            close_sockets(keep=sock.fileno())
             capture, note = enter(self.memory, self.writable)
             self.child_main(sock, capture, note)
             code = 0

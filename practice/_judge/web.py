@@ -20,6 +20,7 @@ import io
 import json
 import os
 import secrets
+import signal
 import sys
 import tempfile
 import threading
@@ -224,6 +225,7 @@ class App:
         self.action = threading.Lock()                             # one judge action at a time
         self.busy = set()                                          # exercises being graded
         self.busy_lock = threading.Lock()
+        self.writing = threading.Lock()                            # a save's check and write, a reset's backup and copy
         self.tolerance_cache = {}
         self.actions = 0                                           # judge actions started (the tests read it)
 
@@ -289,13 +291,17 @@ class App:
         new = _field(body, "text", str).encode("utf-8")
         base = _field(body, "digest", str)
         path = self.judge.WORK / ex.filename
+        with self.writing:                                         # two tabs saving at once: the second sees the first
+            return self._save(ex, path, new, base, body.get("force"))
+
+    def _save(self, ex, path, new, base, force):
         if not is_regular_or_absent(path):
             raise Refused(HTTPStatus.CONFLICT, T("{f} is not a regular file: not written", "{f} 不是普通文件：没有写入",
                                                  f=self.judge.shown(path)))
         now = self.judge.digest(path)
         kept = None
         if now != base:
-            if not body.get("force"):
+            if not force:
                 raise Refused(HTTPStatus.CONFLICT, T(*UI["changed"], f=self.judge.shown(path)))
             if path.exists():
                 kept = keep_copy(self.judge, ex, read_regular(path), "disk")
@@ -348,10 +354,11 @@ class App:
             file = self.judge.learner_file(ex, quiet=True)
             try:
                 model = self._model()
+                graded = self.judge.digest(file)                   # a save while it runs is "edited" after
                 result = self.judge.grade(ex, file, model)
             except self.judge.grading.ModelProblem as e:
                 raise Refused(HTTPStatus.INTERNAL_SERVER_ERROR, str(e)) from None
-            progress.update(self.judge.record(ex, result, file))    # as cmd_grade: the same record
+            progress.update(self.judge.record(ex, result, file, graded))    # as cmd_grade: the same record
         cases = [{"function": c["function"], "name": c["name"], "ok": c["ok"], "todo": c["todo"],
                   "message": c["message"], "mistake": (c.get("diagnosis") or {}).get("says"),
                   "detail": c.get("detail") or {}} for c in result["cases"]]
@@ -373,9 +380,11 @@ class App:
         return {"text": "\n".join(lines)}
 
     def reset(self, ex):
-        with self._acting(ex):
-            code, lines = self._printed(self.judge.cmd_reset, ex)
         path = self.judge.WORK / ex.filename
+        with self._acting(ex), self.writing:                       # no save between the backup and the starter
+            code, lines = self._printed(self.judge.cmd_reset, ex)
+        if not os.path.lexists(path):                              # deleted on disk: the page keeps its own text
+            raise Refused(HTTPStatus.CONFLICT, "\n".join(lines))
         return {"lines": lines, "text": self._text(path), "digest": self.judge.digest(path), "ok": code == 0}
 
     def _args(self):
@@ -393,6 +402,12 @@ def _field(body, name, kind):
     value = body.get(name) if isinstance(body, dict) else None
     if type(value) is not kind:
         raise Refused(HTTPStatus.BAD_REQUEST, T("the request has no {n}", "请求里没有 {n}", n=name))
+    if kind is str:
+        try:
+            value.encode("utf-8")                                  # JSON's "\ud800": no file can hold it
+        except UnicodeEncodeError:
+            raise Refused(HTTPStatus.BAD_REQUEST, T("refused: the request's {n} is not text (a lone surrogate)",
+                                                    "已拒绝：请求里的 {n} 不是文本（有落单的代理字符）", n=name)) from None
     return value
 
 
@@ -414,6 +429,13 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *a):                                     # the terminal stays quiet
         pass
 
+    def handle(self):
+        """A page that goes away before its answer (a reload during Run) ends only its own connection."""
+        try:
+            super().handle()
+        except ConnectionError:
+            self.close_connection = True
+
     def do_GET(self):
         self._answer("GET")
 
@@ -431,9 +453,13 @@ class Handler(BaseHTTPRequestHandler):
         lang = (query.get("lang") or [None])[0]
         lang = lang if lang in LANGS else get_lang()
         with speaking(lang):
+            self.body_read = False
             try:
                 self._guard(query)
                 status, body, kind = self._route(method, url.path)
+                if not self.body_read and (self.headers.get("Content-Length") not in (None, "0")
+                                           or self.headers.get("Transfer-Encoding")):
+                    self.close_connection = True                   # an unread body never reads as a request
             except Refused as e:
                 self.close_connection = True                       # an unread body never reads as a request
                 status, body, kind = e.status, {"error": str(e)}, None
@@ -494,7 +520,7 @@ class Handler(BaseHTTPRequestHandler):
     def _body(self):
         """The JSON body, refused when over MAX_BODY (before reading it) or not JSON."""
         raw = self.headers.get("Content-Length")
-        if raw is None or not raw.isdigit():
+        if raw is None or not (raw.isascii() and raw.isdigit()) or self.headers.get("Transfer-Encoding"):
             raise Refused(HTTPStatus.LENGTH_REQUIRED, T("refused: the request has no Content-Length", "已拒绝：请求没有 Content-Length"))
         if int(raw) > MAX_BODY:
             self.close_connection = True                           # the body is never read
@@ -503,9 +529,14 @@ class Handler(BaseHTTPRequestHandler):
         if (self.headers.get("Content-Type") or "").split(";")[0].strip() != "application/json":
             self.close_connection = True
             raise Refused(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, T("refused: the request is not JSON", "已拒绝：请求不是 JSON"))
+        data = self.rfile.read(int(raw)) if int(raw) else b"{}"
+        self.body_read = True
+        if int(raw) and len(data) != int(raw):
+            raise Refused(HTTPStatus.BAD_REQUEST, T("refused: the request ended before its Content-Length",
+                                                    "已拒绝：请求在 Content-Length 说的长度之前就结束了"))
         try:
-            body = json.loads(self.rfile.read(int(raw)).decode("utf-8")) if int(raw) else {}
-        except (UnicodeDecodeError, ValueError):
+            body = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):   # RecursionError: [[[[… nested past Python's limit
             raise Refused(HTTPStatus.BAD_REQUEST, T("refused: the request is not JSON", "已拒绝：请求不是 JSON")) from None
         if not isinstance(body, dict):
             raise Refused(HTTPStatus.BAD_REQUEST, T("refused: the request is not JSON", "已拒绝：请求不是 JSON"))
@@ -545,6 +576,13 @@ def serve(judge, args):
     except OSError as e:
         raise judge.UsageError(T("cannot listen on 127.0.0.1:{p} ({e}): choose another --port",
                                  "无法监听 127.0.0.1:{p}（{e}）：请换一个 --port", p=args.port, e=e.strerror or e)) from None
+    from practice._judge import sandbox
+    before = os.environ.get("QWEN_JUDGE_SPAWN")
+    if not before and sandbox.available() and sandbox.landlock_abi() < 4:
+        os.environ["QWEN_JUDGE_SPAWN"] = "1"                       # a forked sandbox holds the token and (Landlock
+                                                                   # before ABI 4) may connect here: a fresh one
+    if hasattr(signal, "SIGPIPE"):                                 # qwen.cli set SIG_DFL for `| head`: here a closed
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)              # connection would kill the server without a word
     url = address(app)
     print(T("The practice page is at {u}\n(only this computer can open it; Ctrl-C stops the server)",
             "练习页面的地址是 {u}\n（只有这台电脑能打开它；按 Ctrl-C 停止服务器）", u=url), flush=True)
@@ -557,6 +595,10 @@ def serve(judge, args):
         print(T("\nStopped.", "\n已停止。"), file=sys.stderr)
     finally:
         server.server_close()
+        if before is None:                                         # as it was (main() may be called again)
+            os.environ.pop("QWEN_JUDGE_SPAWN", None)
+        else:
+            os.environ["QWEN_JUDGE_SPAWN"] = before
     return 0
 
 
