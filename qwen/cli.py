@@ -90,6 +90,19 @@ def parser(description_en, description_zh, model_options=True):
     return p
 
 
+def _kernel_args(unknown):
+    """True if these are only the arguments a Jupyter kernel is started with (-f kernel.json, --f=...):
+    a notebook's sys.argv, which a chapter run in it reads, holds them and nothing the learner typed."""
+    rest = list(unknown)
+    while rest:
+        a = rest.pop(0)
+        if a == "-f" and rest:
+            rest.pop(0)
+        elif not a.startswith(("--f=", "-f=")):
+            return False
+    return True
+
+
 def setup(p, argv=None, rest=False):
     """Parse the options, set the language, and make learner errors print as one line.
     rest=True: options this parser does not know are kept in args.rest (main.py hands them to a chapter)."""
@@ -99,7 +112,7 @@ def setup(p, argv=None, rest=False):
     args, unknown = p.parse_known_args(argv)
     if rest:
         args.rest = unknown
-    elif unknown and "ipykernel" not in sys.modules:             # a notebook passes -f kernel.json
+    elif unknown and not ("ipykernel" in sys.modules and _kernel_args(unknown)):   # a notebook: -f kernel.json
         p.error(tr("unrecognized arguments: {a}", "无法识别的参数：{a}", a=" ".join(unknown)))
     set_lang(args.lang)
     _debug = args.debug

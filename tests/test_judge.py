@@ -191,8 +191,12 @@ def test_usage_errors_exit_2(judge, capsys, args, message):
     assert code == 2 and message in err and "Traceback" not in err
 
 
-def test_unknown_option_is_a_usage_error(judge, capsys):
+def test_unknown_option_is_a_usage_error(judge, capsys, monkeypatch):
     assert main(judge, capsys, "--frobnicate")[0] == 2
+    monkeypatch.setitem(sys.modules, "ipykernel", sys)            # a process that imported ipykernel (a notebook
+    assert main(judge, capsys, "--frobnicate")[0] == 2            # test ran first): still a usage error
+    from qwen.cli import parser, setup                            # only a kernel's own -f file is let through
+    assert setup(parser("x", "x"), ["-f", "/tmp/kernel-1.json"]).lang in ("en", "zh", None)
 
 
 def test_watch_regrades_on_save_and_keeps_what_others_recorded(tiny_path, tmp_path):
