@@ -8,6 +8,20 @@
 It is part of the model (the layers read and write it: qwen/attention.py, qwen/deltanet.py), so it
 lives below both the model and generation (qwen/generate.py, which fills it token by token).
 """
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Room:
+    """The buffers behind one attention layer's k and v, with room for more tokens than they hold
+    (qwen/attention.py remember). k and v are the views handed out last: while the layer's cache.k
+    and cache.v are still these, the next token is written into the buffers, with no copy."""
+    k_buffer: torch.Tensor             # (batch, kv_heads, capacity, head_dim), capacity a multiple of ROOM
+    v_buffer: torch.Tensor             # (batch, kv_heads, capacity, head_dim)
+    k: torch.Tensor = None             # k_buffer[:, :, :seq]: the part in use
+    v: torch.Tensor = None             # v_buffer[:, :, :seq]
 
 
 class LayerCache:
@@ -16,7 +30,7 @@ class LayerCache:
     def __init__(self):
         self.k = None                  # (batch, kv_heads, seq, head_dim), after k_norm and RoPE, fp32
         self.v = None                  # (batch, kv_heads, seq, head_dim)
-        self.room = None               # [k buffer, v buffer, k view, v view]: qwen/attention.py remember
+        self.room = None               # Room: the buffers behind k and v (qwen/attention.py remember)
         self.conv = None               # (batch, conv_channels, kernel - 1): the last conv inputs
         self.state = None              # (batch, value_heads, key_head_dim, value_head_dim), fp32
 
