@@ -98,3 +98,25 @@ def test_the_learners_import_paths_still_work():
     from qwen.weights import Config, find_model, load, load_weights  # noqa: F401  (qwen/weights.py's docstring)
     import qwen.cache
     assert Cache is qwen.cache.Cache and LayerCache is qwen.cache.LayerCache
+
+
+def _raises_outside_checks(path):
+    """(function, line) of each raise outside a `_check_...` function of the module at `path`."""
+    found = []
+
+    def walk(node, owner):
+        for child in ast.iter_child_nodes(node):
+            name = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else owner
+            if isinstance(child, ast.Raise) and not (owner or "").startswith("_check"):
+                found.append((owner, child.lineno))
+            walk(child, name)
+    walk(ast.parse(path.read_text(encoding="utf-8")), None)
+    return found
+
+
+def test_forward_paths_read_as_the_math():
+    """The bad-input checks of the norms and the delta rule stood in the middle of the forward paths
+    (delta_rule_chunked's chunk, causal_conv's window, GatedRMSNorm's gate): each module keeps them
+    in its `_check_...` functions, with the same messages (tests/test_norm.py, test_deltanet.py)."""
+    for module in ("norm", "deltanet"):
+        assert _raises_outside_checks(QWEN / f"{module}.py") == [], module
