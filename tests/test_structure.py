@@ -120,3 +120,37 @@ def test_forward_paths_read_as_the_math():
     in its `_check_...` functions, with the same messages (tests/test_norm.py, test_deltanet.py)."""
     for module in ("norm", "deltanet"):
         assert _raises_outside_checks(QWEN / f"{module}.py") == [], module
+
+
+def _listed(text, start, end=None, pattern=r"\b(\w+)\.py\b"):
+    """The `name.py` file names between the text `start` and the text `end`."""
+    part = text[text.index(start):text.index(end) if end else None]
+    return re.findall(pattern, part, flags=re.M)
+
+
+def _split(doc):
+    """(lesson, plumbing) of the package docstring: the file each of its list's lines starts with."""
+    line = r"^    (\w+)\.py "
+    return (_listed(doc, "The lesson:", "The course's plumbing", line), _listed(doc, "The course's plumbing", None, line))
+
+
+def test_the_package_docstring_lists_every_file_once_as_lesson_or_plumbing():
+    """A reader of qwen/ sees first which files are the lesson and which the plumbing."""
+    import qwen
+    doc = qwen.__doc__
+    lesson, plumbing = _split(doc)
+    files = [m for m in MODULES if m != "__init__"]
+    assert sorted(lesson + plumbing) == files                      # each exactly once, none made up
+    chapters = [int(c) for c in re.findall(r"^    \w+\.py +ch(\d\d) ", doc, flags=re.M)]
+    assert len(chapters) == len(lesson) and chapters == sorted(chapters)   # the lesson in chapter order
+
+
+def test_the_readme_names_the_same_split_in_both_languages():
+    import qwen
+    lesson, plumbing = _split(qwen.__doc__)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## The `qwen` package"):readme.index("```python", readme.index("## The `qwen` package"))]
+    english, chinese = section[:section.index("课程本身")], section[section.index("课程本身"):]
+    for text, rest in ((english, "The rest of"), (chinese, "其余的文件")):
+        assert _listed(text, text[:10], rest) == lesson
+        assert sorted(_listed(text, rest)) == sorted(plumbing + ["__init__"])
