@@ -11,7 +11,7 @@ that layer needs to continue:
 
 So the prompt is read once (prefill: many tokens at a time, the chunked delta rule), then each
 new token is one small step (decode: the recurrent rule, one key and value more per attention
-layer). The modules only read and write the four attributes of a `LayerCache`.
+layer). The modules only read and write the attributes of a `LayerCache` (qwen/cache.py).
 
 Choosing the next token from the logits: greedy (temperature 0) takes the largest; sampling
 divides the logits by a temperature, optionally keeps only the top-k tokens (and those tied with
