@@ -10,7 +10,7 @@ opened before anything is read; `read_json` adds a size limit and JSON's own fai
     with open_file(path) as f: ...      # a regular file, opened for reading
     data = read_json(path)              # a JSON file of the checkpoint
     names = list_folder(folder)         # the entries of a folder
-    files, weight_map = weight_files(folder)   # the .safetensors files of a checkpoint folder
+    files, index = weight_files(folder) # the .safetensors files of a checkpoint, the index's map
 """
 import errno
 import json
