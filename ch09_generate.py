@@ -193,7 +193,8 @@ if ready:
     fixed = sum(cache[i].nbytes for i in linear_layers)
     k_cached = cache[full_layers[0]].k
     itemsize = k_cached.element_size()                                  # fp32: see qwen/attention.py
-    allocated = sum(t.nbytes for i in full_layers for t in cache[i].room[:2])   # the buffers k and v are views of
+    rooms = [cache[i].room for i in full_layers]                       # the buffers k and v are views of
+    allocated = sum(r.k_buffer.nbytes + r.v_buffer.nbytes for r in rooms)
     say("  {n} tokens read: keys/values of {a} attention layers {kv}, conv windows + states of {b} linear layers {fx}",
         "  已读 {n} 个词元：{a} 个注意力层的键/值 {kv}，{b} 个线性层的卷积窗口 + 状态 {fx}",
         n=cache.length, a=len(full_layers), kv=size(kv), b=len(linear_layers), fx=size(fixed))
@@ -202,7 +203,7 @@ if ready:
         "  sizes are 1/{r:g} of these; the buffers behind k and v: {al}, room for {room} tokens (grown {step} at a time)",
         "  k 和 v 以 {d} 保存，每个数 {i} 字节；第 6、7 章按 bf16（2 字节）计算，所以那里的键值缓存大小是\n"
         "  这里的 1/{r:g}；k 和 v 背后的缓冲区：{al}，可容纳 {room} 个词元（每次增长 {step} 个）",
-        d=dtype, i=itemsize, r=itemsize / 2, al=size(allocated), room=cache[full_layers[0]].room[0].shape[2], step=ROOM)
+        d=dtype, i=itemsize, r=itemsize / 2, al=size(allocated), room=rooms[0].k_buffer.shape[2], step=ROOM)
     for tokens in (cache.length, 32768):
         ours = kv_cache_bytes(cfg, tokens, itemsize, layers=len(full_layers)) + fixed
         say("  at {t:>6,} tokens: this cache {a:>9}; keys/values ({d}) in all {n} layers would be {b:>9}",

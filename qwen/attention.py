@@ -44,6 +44,7 @@ import math
 import torch
 import torch.nn as nn
 
+from qwen.cache import Room
 from qwen.norm import RMSNorm, ShapeError
 from qwen.rope import apply_rope
 
@@ -100,7 +101,7 @@ def remember(cache, k, v):
     for every new token: k and v live in buffers with room for up to ROOM more tokens, and
     cache.k, cache.v are views of the part in use. A full buffer is replaced by a larger one.
     The buffers are written on only while cache.k and cache.v are still the views handed out last
-    (`room[2:]`): a k or v set by hand (a slice to rewind, a batch kept, None to start again) or a
+    (`room.k`, `room.v`): a k or v set by hand (a slice to rewind, a batch kept, None to start again) or a
     copy of the cache that another copy has continued gets new buffers, so no tensor handed out
     before ever changes.
     """
@@ -119,19 +120,19 @@ def remember(cache, k, v):
         return cache.k, cache.v
     total = past + k.shape[2]
     room = getattr(cache, "room", None)
-    ours = room is not None and cache.k is room[2] and cache.v is room[3]
-    if not ours or room[0].shape[2] < total:
+    ours = room is not None and cache.k is room.k and cache.v is room.v
+    if not ours or room.k_buffer.shape[2] < total:
         size = (total // ROOM + 1) * ROOM
-        room = [t.new_empty(t.shape[0], t.shape[1], size, t.shape[3]) for t in (k, v)] + [None, None]
+        room = Room(*(t.new_empty(t.shape[0], t.shape[1], size, t.shape[3]) for t in (k, v)))
         if past:                                                 # (also when cache.k was set by hand)
-            room[0][:, :, :past], room[1][:, :, :past] = cache.k, cache.v
+            room.k_buffer[:, :, :past], room.v_buffer[:, :, :past] = cache.k, cache.v
         try:
             cache.room = room
         except AttributeError:                                   # a cache that takes no new attribute
             pass                                                 # (__slots__): new buffers every call
-    room[0][:, :, past:total], room[1][:, :, past:total] = k, v
-    room[2:] = room[0][:, :, :total], room[1][:, :, :total]      # (in place: a copy of the cache sees it)
-    cache.k, cache.v = room[2], room[3]
+    room.k_buffer[:, :, past:total], room.v_buffer[:, :, past:total] = k, v
+    room.k, room.v = room.k_buffer[:, :, :total], room.v_buffer[:, :, :total]   # (in place: a copy of the cache sees it)
+    cache.k, cache.v = room.k, room.v
     return cache.k, cache.v
 
 

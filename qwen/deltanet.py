@@ -93,10 +93,7 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
     B, H, T, dk = k.shape
     dv = v.shape[-1]
     _check_state(state, (B, H, dk, dv))
-    if not isinstance(chunk, int) or chunk < 1:
-        raise QwenError("delta_rule_chunked: chunk = {chunk!r}; it must be a whole number of tokens, 1 or more "
-                        "(64 by default).", "delta_rule_chunked：chunk = {chunk!r}；它必须是不小于 1 的整数个词元"
-                        "（默认 64）。", chunk=chunk)
+    _check_chunk(chunk)
     n = -(-T // chunk)                                                        # chunks; the last may be shorter
     q, k, v = q.reshape(B * H, T, dk), k.reshape(B * H, T, dk), v.reshape(B * H, T, dv)   # heads as a batch
     beta = beta.reshape(B * H, 1, T)                                          # a row: bc scales columns, bc.mT rows
@@ -149,6 +146,10 @@ def decay_dtype(device):
     return torch.float32 if device.type == "mps" else torch.float64
 
 
+# --------------------------------------------------------------------------------------------
+# Bad input: this module's checks, in one place, so that the forward paths read as the math
+# --------------------------------------------------------------------------------------------
+
 def _check_state(state, shape):
     """A state must be (batch, heads, dk, dv), or broadcast to it over batch and heads (one state
     for every sequence): each head's (dk, dv) matrix is always given whole."""
@@ -172,6 +173,34 @@ def _check_state(state, shape):
                         got=got, want=shape, one=(1,) + shape[1:])
 
 
+def _check_chunk(chunk):
+    if not isinstance(chunk, int) or chunk < 1:
+        raise QwenError("delta_rule_chunked: chunk = {chunk!r}; it must be a whole number of tokens, 1 or more "
+                        "(64 by default).", "delta_rule_chunked：chunk = {chunk!r}；它必须是不小于 1 的整数个词元"
+                        "（默认 64）。", chunk=chunk)
+
+
+def _check_window(past, want):
+    """The cached conv window, if it is (batch, conv_dim, kernel-1) for this call."""
+    if past.shape != want:
+        raise QwenError("The linear-attention cache holds a conv window of shape {had} (batch, conv_dim, "
+                        "kernel-1) but this call needs {want}: a different batch needs a new cache "
+                        "(model.new_cache()).",
+                        "线性注意力缓存里的卷积窗口形状是 {had} (batch, conv_dim, kernel-1)，"
+                        "而这次调用需要 {want}：批次不同时请用新的缓存 (model.new_cache())。",
+                        had=list(past.shape), want=list(want))
+    return past
+
+
+def _check_heads(nk, nv):
+    if nv % nk:
+        raise QwenError("GatedDeltaNet: {nv} value heads cannot be shared evenly by {nk} key heads; "
+                        "linear_num_value_heads must be a multiple of linear_num_key_heads.",
+                        "GatedDeltaNet：{nk} 个键头无法平均分给 {nv} 个值头；"
+                        "linear_num_value_heads 必须是 linear_num_key_heads 的整数倍。",
+                        nv=nv, nk=nk)
+
+
 class GatedDeltaNet(nn.Module):
     """One linear-attention layer of Qwen3.5, with the checkpoint's parameter names.
 
@@ -191,12 +220,7 @@ class GatedDeltaNet(nn.Module):
         self.nk, self.nv = cfg.linear_num_key_heads, cfg.linear_num_value_heads
         self.dk, self.dv = cfg.linear_key_head_dim, cfg.linear_value_head_dim
         self.kernel = cfg.linear_conv_kernel_dim
-        if self.nv % self.nk:
-            raise QwenError("GatedDeltaNet: {nv} value heads cannot be shared evenly by {nk} key heads; "
-                            "linear_num_value_heads must be a multiple of linear_num_key_heads.",
-                            "GatedDeltaNet：{nk} 个键头无法平均分给 {nv} 个值头；"
-                            "linear_num_value_heads 必须是 linear_num_key_heads 的整数倍。",
-                            nv=self.nv, nk=self.nk)
+        _check_heads(self.nk, self.nv)
         H, key_dim, value_dim = cfg.hidden_size, self.nk * self.dk, self.nv * self.dv
         self.conv_dim = 2 * key_dim + value_dim                                   # q, k, v share one conv
         self.in_proj_qkv = nn.Linear(H, self.conv_dim, bias=False)
@@ -251,16 +275,9 @@ class GatedDeltaNet(nn.Module):
         Causal: the window is padded on the left (zeros, or the cached inputs), never on the right.
         """
         x = qkv.transpose(1, 2)                                                  # (B, conv_dim, T)
+        want = (x.shape[0], x.shape[1], self.kernel - 1)                         # (B, conv_dim, kernel-1)
         past = None if cache is None else cache.conv
-        if past is None:
-            past = x.new_zeros(x.shape[0], x.shape[1], self.kernel - 1)
-        elif past.shape != (x.shape[0], x.shape[1], self.kernel - 1):
-            raise QwenError("The linear-attention cache holds a conv window of shape {had} (batch, conv_dim, "
-                            "kernel-1) but this call needs {want}: a different batch needs a new cache "
-                            "(model.new_cache()).",
-                            "线性注意力缓存里的卷积窗口形状是 {had} (batch, conv_dim, kernel-1)，"
-                            "而这次调用需要 {want}：批次不同时请用新的缓存 (model.new_cache())。",
-                            had=list(past.shape), want=[x.shape[0], x.shape[1], self.kernel - 1])
+        past = x.new_zeros(want) if past is None else _check_window(past, want)  # zeros: nothing read yet
         x = torch.cat([past.to(x.dtype), x], -1)                                 # (B, conv_dim, kernel-1+T)
         if cache is not None:
             cache.conv = x[:, :, x.shape[-1] - (self.kernel - 1):].clone()       # the next call's window

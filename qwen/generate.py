@@ -11,7 +11,7 @@ that layer needs to continue:
 
 So the prompt is read once (prefill: many tokens at a time, the chunked delta rule), then each
 new token is one small step (decode: the recurrent rule, one key and value more per attention
-layer). The modules only read and write the four attributes of a `LayerCache`.
+layer). The modules only read and write the attributes of a `LayerCache` (qwen/cache.py).
 
 Choosing the next token from the logits: greedy (temperature 0) takes the largest; sampling
 divides the logits by a temperature, optionally keeps only the top-k tokens (and those tied with
@@ -36,74 +36,11 @@ from pathlib import Path
 
 import torch
 
+from qwen.cache import Cache, LayerCache  # noqa: F401  (re-exported: qwen.generate.Cache, the learner's import path)
 from qwen.lang import QwenError
 
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 TEMPLATE_NAME = "chat_template.jinja"
-
-
-# --------------------------------------------------------------------------------------------
-# The cache
-# --------------------------------------------------------------------------------------------
-
-class LayerCache:
-    """What one layer keeps between calls. Attention uses k, v; Gated DeltaNet uses conv, state."""
-
-    def __init__(self):
-        self.k = None                  # (batch, kv_heads, seq, head_dim), after k_norm and RoPE, fp32
-        self.v = None                  # (batch, kv_heads, seq, head_dim)
-        self.room = None               # [k buffer, v buffer, k view, v view]: qwen/attention.py remember
-        self.conv = None               # (batch, conv_channels, kernel - 1): the last conv inputs
-        self.state = None              # (batch, value_heads, key_head_dim, value_head_dim), fp32
-
-    @property
-    def nbytes(self):
-        """Bytes in use (the attention's buffers hold up to 256 tokens more: qwen/attention.py)."""
-        return sum(t.nbytes for t in (self.k, self.v, self.conv, self.state) if t is not None)
-
-    def __repr__(self):
-        held = {n: tuple(t.shape) for n in ("k", "v", "conv", "state") if (t := getattr(self, n)) is not None}
-        return f"LayerCache({held})"
-
-
-class Cache:
-    """One LayerCache per layer, and how many positions the model has already read."""
-
-    def __init__(self, num_layers):
-        self.layers = [LayerCache() for _ in range(num_layers)]
-        self.length = 0                # tokens seen: the next token's index
-        self.delta = 0                 # the next token's position minus its index: 0 for text, negative after
-                                       # an image (its tokens span fewer positions: qwen/rope.py rope_index)
-
-    def __getitem__(self, i):
-        return self.layers[i]
-
-    def __len__(self):
-        return len(self.layers)
-
-    @property
-    def nbytes(self):
-        return sum(layer.nbytes for layer in self.layers)
-
-    def copy(self):
-        """What the cache holds now, kept aside: this cache reads on, the copy can continue later
-        from here (a chat's next turn, qwen/generate.py Chat). A Gated DeltaNet state cannot be
-        rewound, so a point to come back to must be kept when the model passes it.
-
-        No tensor is copied: the modules never change a kept tensor in place (the delta rule and
-        the conv return new ones; the attention appends past the copy's length), and the copy
-        takes no `room`, so continuing it writes into buffers of its own (qwen/attention.py remember)."""
-        twin = Cache(0)
-        twin.length, twin.delta = self.length, self.delta
-        for layer in self.layers:
-            kept = LayerCache()
-            kept.k, kept.v, kept.conv, kept.state = layer.k, layer.v, layer.conv, layer.state
-            twin.layers.append(kept)
-        return twin
-
-    def __repr__(self):
-        shift = "" if isinstance(self.delta, int) and self.delta == 0 else f", rope delta {self.delta}"
-        return f"Cache({len(self.layers)} layers, {self.length} tokens{shift}, {self.nbytes:,} bytes)"
 
 
 def kv_cache_bytes(cfg, tokens, itemsize, layers=None):

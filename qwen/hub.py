@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 
 from qwen.config import Config
-from qwen.files import kind_of, missing_path
+from qwen.files import INDEX_NAME, kind_of, missing_path, weight_files
 from qwen.lang import QwenError, T
-from qwen.weights import INDEX_NAME, weight_files
 
 DEFAULT_REPO = "Qwen/Qwen3.5-0.8B"
 # What the course reads from the Hub: the weights, the tokenizer, the chat template and the image

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from qwen.attention import Attention
 from qwen.deltanet import GatedDeltaNet
 from qwen.embedding import Embedding
-from qwen.generate import Cache
+from qwen.cache import Cache
 from qwen.lang import QwenError
 from qwen.mlp import MLP
 from qwen.norm import GatedRMSNorm, RMSNorm

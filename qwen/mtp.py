@@ -249,9 +249,9 @@ def cut_attention(layer, length):
     """Cut one attention cache back to its first `length` positions. The view is cut, the buffer
     stays (qwen/attention.py remember then keeps appending into it, with no copy)."""
     room = getattr(layer, "room", None)
-    if room is not None and layer.k is room[2] and layer.v is room[3]:
-        room[2], room[3] = room[0][:, :, :length], room[1][:, :, :length]
-        layer.k, layer.v = room[2], room[3]
+    if room is not None and layer.k is room.k and layer.v is room.v:
+        room.k, room.v = room.k_buffer[:, :, :length], room.v_buffer[:, :, :length]
+        layer.k, layer.v = room.k, room.v
     elif layer.k is not None:
         layer.k, layer.v = layer.k[:, :, :length], layer.v[:, :, :length]
 

@@ -64,12 +64,7 @@ class GatedRMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))                    # not zero-centred
 
     def forward(self, x, gate):
-        _check_last_dim(self, x)
-        if gate.shape != x.shape:
-            g, s = list(gate.shape), list(x.shape)
-            raise ShapeError(f"GatedRMSNorm: the gate has shape {g} but x has shape {s}; they must match "
-                             "(one gate value per element).",
-                             f"GatedRMSNorm：门的形状是 {g}，x 的形状是 {s}；两者必须相同（每个元素一个门值）。")
+        _check_gate(self, x, gate)
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return (self.weight.float() * h * F.silu(gate.float())).to(x.dtype)
@@ -83,9 +78,20 @@ def l2norm(x, dim=-1, eps=1e-6):
     return x * torch.rsqrt((x * x).sum(dim, keepdim=True) + eps)
 
 
+# Bad input: this module's checks, in one place, so that the forward paths read as the math.
+
 def _check_last_dim(norm, x):
     if x.shape[-1:] != norm.weight.shape:
         name, d, shape, got = type(norm).__name__, norm.weight.shape[0], list(x.shape), x.shape[-1] if x.dim() else "-"
         raise ShapeError(f"{name}({d}) normalizes vectors of length {d}, but the input has shape {shape} "
                          f"(last dimension {got}).",
                          f"{name}({d}) 归一化长度为 {d} 的向量，但输入的形状是 {shape}（最后一维是 {got}）。")
+
+
+def _check_gate(norm, x, gate):
+    _check_last_dim(norm, x)
+    if gate.shape != x.shape:
+        g, s = list(gate.shape), list(x.shape)
+        raise ShapeError(f"GatedRMSNorm: the gate has shape {g} but x has shape {s}; they must match "
+                         "(one gate value per element).",
+                         f"GatedRMSNorm：门的形状是 {g}，x 的形状是 {s}；两者必须相同（每个元素一个门值）。")

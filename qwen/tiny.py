@@ -24,7 +24,7 @@ from pathlib import Path
 
 from qwen.lang import QwenError
 from qwen.config import Config, VisionConfig, language_model_shapes, mtp_shapes, vision_shapes  # noqa: F401  (tests import them from here)
-from qwen.weights import INDEX_NAME
+from qwen.files import INDEX_NAME
 
 TINY_VERSION = 6
 REAL_SHARD_NAME = "model.safetensors-00001-of-00001.safetensors"

@@ -42,14 +42,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from qwen.config import Config, VisionConfig, language_model_shapes, read_json, vision_shapes  # noqa: F401  (Config, read_json: re-exported)
-from qwen.files import kind_of, list_folder, missing_path, open_file
+from qwen.files import INDEX_NAME, PICKLE_SUFFIXES, kind_of, missing_path, open_file, weight_files  # noqa: F401  (INDEX_NAME, PICKLE_SUFFIXES: re-exported)
+from qwen.hub import COURSE_FILES, DEFAULT_REPO, ModelNotFound, find_model  # noqa: F401  (re-exported: the learner's import path)
 from qwen.lang import QwenError
 
 # torch is imported only where tensors are made: finding a model, reading a config or a header
 # then costs no `import torch` (over a second), which keeps the judge and `main.py download` quick.
 
-INDEX_NAME = "model.safetensors.index.json"
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
 MAX_HEADER_BYTES = 100_000_000         # as the safetensors library: the real header is ~40 KB
 
 # safetensors dtype names -> (torch dtype name, bytes per element)
@@ -409,42 +408,6 @@ def load_weights(path):
     return Weights(infos, folder, identities)
 
 
-def weight_files(folder):
-    """The .safetensors files of a checkpoint folder: from the index, else model.safetensors, else all.
-    Returns (files, the index's weight_map or None)."""
-    folder = Path(folder)
-    index = folder / INDEX_NAME
-    if kind_of(index) == "file":
-        weight_map = _check_index(index, read_json(index))
-        names = sorted(set(weight_map.values()))
-        for name in names:
-            if kind_of(folder / name) is None:
-                raise QwenError("{index} lists the shard {name}, but {folder} has no such file. "
-                                "The download is incomplete: run `python main.py download` again.",
-                                "{index} 列出了分片 {name}，但 {folder} 里没有这个文件。下载不完整："
-                                "请再运行一次 `python main.py download`。",
-                                index=index.name, name=name, folder=folder)
-        return [folder / n for n in names], weight_map
-    names = list_folder(folder)
-    if "model.safetensors" in names:
-        return [folder / "model.safetensors"], None
-    shards = [folder / n for n in names if n.endswith(".safetensors")]
-    if shards:
-        return shards, None
-    pickles = [n for n in names if n.endswith(PICKLE_SUFFIXES)]
-    if pickles:
-        raise QwenError("{folder} holds only pickle weights ({names}). The course reads safetensors "
-                        "only: unpickling a file can run arbitrary code. Download the safetensors "
-                        "version of the model.",
-                        "{folder} 里只有 pickle 格式的权重（{names}）。本课程只读 safetensors："
-                        "反序列化 pickle 可能执行任意代码。请下载 safetensors 版本的模型。",
-                        folder=folder, names=", ".join(pickles))
-    raise QwenError("{folder} has no .safetensors weights. Download the model "
-                    "(python main.py download) or pass the folder that holds them.",
-                    "{folder} 里没有 .safetensors 权重。请下载模型（python main.py download），"
-                    "或给出存放权重的文件夹。", folder=folder)
-
-
 FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")
 
 
@@ -494,22 +457,6 @@ def _check_single_file(path):
                         "文件夹），或一个 .safetensors 文件。", path=path)
 
 
-def _check_index(index, body):
-    weight_map = body.get("weight_map") if isinstance(body, dict) else None
-    if not isinstance(weight_map, dict) or not weight_map or not all(isinstance(v, str) for v in weight_map.values()):
-        raise QwenError("{file} is not a valid index: it needs a \"weight_map\" object of tensor name -> "
-                        "file name (strings), not empty. Download it again.",
-                        "{file} 不是有效的索引文件：需要非空的 \"weight_map\" 对象，内容是 张量名 -> 文件名"
-                        "（字符串）。请重新下载。", file=index)
-    outside = [v for v in weight_map.values() if Path(v).name != v or v in ("", ".", "..")]
-    if outside:
-        raise QwenError("{file} names the shard {name!r}, which is not a file name in the model folder. "
-                        "Download the index again.",
-                        "{file} 给出的分片 {name!r} 不是模型文件夹里的文件名。请重新下载索引文件。",
-                        file=index, name=outside[0])
-    return weight_map
-
-
 # --------------------------------------------------------------------------------------------
 # load: fill a module's parameters, key by key
 # --------------------------------------------------------------------------------------------
@@ -544,15 +491,3 @@ def load(module, W, prefix=""):
                         name=unexpected[0][len(prefix):])
     module.load_state_dict(state, strict=True, assign=True)   # assign: keep the stored tensors
     return module
-
-
-# find_model and the Hub live in qwen/hub.py, which itself reads weight files through this module;
-# importing them lazily keeps `from qwen.weights import find_model` working without an import cycle.
-_FROM_HUB = ("COURSE_FILES", "DEFAULT_REPO", "ModelNotFound", "find_model")
-
-
-def __getattr__(name):
-    if name in _FROM_HUB:
-        import qwen.hub
-        return getattr(qwen.hub, name)
-    raise AttributeError(f"module 'qwen.weights' has no attribute {name!r}")

@@ -108,7 +108,7 @@ def test_remember_equals_concatenation_across_its_buffer_sizes():
         got_k, got_v = remember(cache, k, v)
         moves += before is not None and got_k.data_ptr() != before
         assert torch.equal(got_k, torch.cat(ks, 2)) and torch.equal(got_v, torch.cat(vs, 2))
-        assert got_k is cache.k and cache.room[0].shape[2] % ROOM == 0
+        assert got_k is cache.k and cache.room.k_buffer.shape[2] % ROOM == 0 and cache.room.k is got_k
     assert moves == 2                                            # at 256 and 512 tokens
     cache.k, cache.v = cache.k[:, :, :10].clone(), cache.v[:, :, :10].clone()   # set by hand
     k, v = torch.randn(2, 2, 1, 4, generator=gen), torch.randn(2, 2, 1, 4, generator=gen)
