@@ -96,12 +96,12 @@ def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None, 
             print(tr("Speculative decoding: the MTP head drafts {k} tokens a step and the model verifies them; replies "
                      "are sampled as without --speculative (temperature {t}: the accept / reject rule keeps that "
                      "distribution).",
-                     "推测解码：MTP 头每步起草 {k} 个词元，由模型验证；回复照常采样（temperature {t}：接受 / 拒绝规则"
+                     "推测解码：MTP 头每步起草 {k} 个词元，由模型验证；回复照常采样（温度 {t}：接受 / 拒绝规则"
                      "保持这个分布不变）。", k=speculative, t=sampling["temperature"]))
         else:
             print(tr("Speculative decoding: the MTP head drafts {k} tokens a step and the model verifies them; replies "
                      "are greedy (temperature 0), the same tokens as without --speculative in fp32.",
-                     "推测解码：MTP 头每步起草 {k} 个词元，由模型验证；回复用贪心解码（temperature 0），fp32 下与不加 "
+                     "推测解码：MTP 头每步起草 {k} 个词元，由模型验证；回复用贪心解码（温度 0），fp32 下与不加 "
                      "--speculative 时逐词元相同。", k=speculative))
     if picture is not None:
         _, h, w = picture[1][0].tolist()
