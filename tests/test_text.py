@@ -244,3 +244,11 @@ def test_check_works_from_a_notebook_in_any_folder(run_script, tmp_path):
     r = python(["-c", NOTEBOOK_ELSEWHERE], cwd=tmp_path, env=env, timeout=120)     # a process of its own (forked)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "practice: not importable here" in r.stdout and "205" in r.stdout and "passed all" in r.stdout, r.stdout
+
+
+def test_exercise_statements_quote_chinese_with_full_width_marks():
+    """208's statement quoted Chinese with ASCII marks ("fp32 计算后舍入"): “...” in Chinese text."""
+    bad = [(p.name, m[0]) for p in sorted((ROOT / "practice" / "_judge" / "starters").glob("*.py"))
+           for m in re.finditer(r'"[^"\n]*"', ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or "")
+           if re.search(r"[\u4e00-\u9fff]", m[0])]                          # "dtype", "shape": code, kept
+    assert not bad, bad
