@@ -152,6 +152,32 @@ def test_main_quant_refuses_bad_values_in_one_line(run_script, capsys):
     assert r.returncode == 1 and r.stderr.startswith("Error: --quant and --mine do not go together"), r.stderr
 
 
+def test_ch09_quantized_says_why_cached_decoding_differs(tiny_path):
+    """`9 --quant int8` printed 'cached decoding = reading everything again: ... 2.6e-02' (fp32: 1e-06)
+    with nothing said: one token goes through the kernel (bf16 inputs), the whole text the plain path.
+    In this process (as tests/test_chapter_claims.py runs chapters): a subprocess costs seconds more."""
+    import contextlib
+    import io
+    import re
+    import runpy
+    import sys
+    from conftest import ROOT
+    argv, grad, threads, out = sys.argv, torch.is_grad_enabled(), torch.get_num_threads(), io.StringIO()
+    sys.argv = [str(ROOT / "ch09_generate.py"), "--tiny", "--lang", "en", "--quant", "int8", "--max-new-tokens", "4"]
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(sys.argv[0], run_name="__main__")
+    finally:
+        sys.argv = argv
+        torch.set_grad_enabled(grad)                                   # chapter 9 turns gradients off
+        torch.set_num_threads(threads)
+    m = re.search(r"cached decoding = reading everything again: max \|difference\| of the last logits = (\S+)\n"
+                  r"  \(quantized: a step of one token runs torch's int8 kernel with bf16 inputs, reading all (\d+) "
+                  r"tokens at\n  once the plain fp32 path", out.getvalue())
+    assert m and float(m[1]) > 1e-4 and int(m[2]) == 33                # 30 prompt tokens + 3 of the 4 replied
+    assert int(m[2]) > quant.KERNEL_ROWS                                # at most KERNEL_ROWS: the kernel both ways
+
+
 # ---------------------------------------------------------------- chapter 13 (the whole-course runs of test_chapters)
 
 def test_ch13(tiny_path):
