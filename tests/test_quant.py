@@ -171,6 +171,7 @@ def test_ch09_quantized_says_why_cached_decoding_differs(tiny_path):
         sys.argv = argv
         torch.set_grad_enabled(grad)                                   # chapter 9 turns gradients off
         torch.set_num_threads(threads)
+    assert re.search(r"\n  weights quantized to int8 \(chapter 13\): [\d.]+ MB in bf16 -> [\d.]+ MB\n", out.getvalue())
     m = re.search(r"cached decoding = reading everything again: max \|difference\| of the last logits = (\S+)\n"
                   r"  \(quantized: a step of one token runs torch's int8 kernel with bf16 inputs, reading all (\d+) "
                   r"tokens at\n  once the plain fp32 path", out.getvalue())
