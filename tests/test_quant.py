@@ -203,6 +203,8 @@ def test_ch13(tiny_path):
         assert (ROOT / file).read_text(encoding="utf-8").splitlines()[int(line) - 1].startswith(f"def {name}(")
     table = re.findall(r"\n  (fp32|int8|int4) +([\d.]+ [KMG]?B) +([\d.]+ [KMG]?B) +([\d.]+ [KMG]?B) +([\d.]+ [KMG]?B)", out)
     assert [r[0] for r in table] == ["fp32", "int8", "int4"] and table[1][3] == table[0][3]   # the fp32 rest is kept
+    assert f"the output layer (the tied table) is int8 in both models, {table[1][2]} and {table[2][2]}: only the " \
+           "projections go to 4 bits" in out and table[1][2] == table[2][2]
     for mode in ("int8", "int4"):
         d = float(re.search(mode + r": kernel against the plain path: max \|difference\| ([\d.]+)% of the largest", out)[1])
         assert d < 1.5                                              # bf16's rounding, not a wrong layout
