@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from qwen import quant
-from qwen.cli import chapter, pad, say, section, show_code, size
+from qwen.cli import chapter, pad, say, section, size
 from qwen.generate import generate_ids
 from qwen.lang import QwenError, tr
 from qwen.model import load_model
@@ -77,7 +77,6 @@ say("  error: max {m:.2e}, RMS {r:.2e} ({rel:.2%} of the weights' RMS); within h
 say("  one scale for the whole tensor instead: RMS error {r:.2e}, {x:.1f}x the per-row one",
     "  改成整个张量一个缩放因子：均方根误差 {r:.2e}，是每行缩放的 {x:.1f} 倍",
     r=e_tensor["rms"], x=e_tensor["rms"] / e8["rms"])
-taught = show_code(ch, quant.quantize_int8, quant.dequantize_int8)     # the module's code, from the module
 
 # %% [markdown]
 # ## 2. Round, clamp, and what goes wrong / 取整、钳位，以及常见的错
