@@ -76,7 +76,7 @@ check_sampling(args.temperature)                        # a negative or nan temp
 reply_sampling = dict(temperature=args.temperature, top_k=20, top_p=0.8, seed=0) if args.temperature else {}
 check_device(args.device)
 if args.quant is not None:
-    from qwen.quant import check_mode, quantize_model, weight_bytes
+    from qwen.quant import check_mode, main_dtype, quantize_model, weight_bytes
     check_mode(args.quant, speculative, args.mine)       # a bad mode or mix: one line, before the weights are read
     if args.device != "cpu" or args.dtype != "float32":
         raise QwenError("--quant runs on the CPU from the fp32 model: leave out --device and --dtype.",
@@ -92,10 +92,10 @@ if ready:                              # checked first: without them, the weight
     if speculative is not None:
         check_speculative(model, speculative)           # no MTP head in this checkpoint: one line
     if args.quant is not None:
-        before = weight_bytes(model)
+        before, stored = weight_bytes(model), main_dtype(model)           # the file's bf16, not chapter 13's fp32
         quantize_model(model, args.quant)
-        say("  weights quantized to {q} (chapter 13): {a} -> {b}", "  权重已量化为 {q}（第 13 章）：{a} -> {b}",
-            q=args.quant, a=size(before), b=size(weight_bytes(model)))
+        say("  weights quantized to {q} (chapter 13): {a} in {d} -> {b}", "  权重已量化为 {q}（第 13 章）：{d} 的 {a} -> {b}",
+            q=args.quant, a=size(before), d=stored, b=size(weight_bytes(model)))
 else:
     say("  (no tokenizer or chat template in this folder: this chapter needs both; it stops here)",
         "  （这个文件夹里没有分词器或对话模板：本章两者都需要，到此为止）")
@@ -214,6 +214,12 @@ if ready:
     cache_gap = (last_cached - recomputed).abs().max().item()
     say("  cached decoding = reading everything again: max |difference| of the last logits = {d:.1e}",
         "  带缓存的解码 = 全部重新读一遍：最后一步 logits 的最大差 = {d:.1e}", d=cache_gap)
+    from qwen.quant import KERNEL_ROWS
+    if args.quant is not None and len(read) > KERNEL_ROWS:               # the gap is the kernel's bf16, not the cache
+        say("  (quantized: a step of one token runs torch's int8 kernel with bf16 inputs, reading all {n} tokens at\n"
+            "  once the plain fp32 path (qwen/quant.py, KERNEL_ROWS): the two agree to bf16's rounding, not fp32's)",
+            "  （量化模型：一次一个词元时走 torch 的 int8 内核，输入是 bf16；一次读入全部 {n} 个词元时走朴素的 fp32\n"
+            "  算法（qwen/quant.py，KERNEL_ROWS）：两者只在 bf16 的舍入范围内一致，而不是 fp32 的）", n=len(read))
 
 # %% [markdown]
 # ## 4. Sampling / 采样

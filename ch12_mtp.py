@@ -435,7 +435,7 @@ if ready:
     if ch.tiny:
         say("  (tiny sizes: hidden {h}, and a 248,320-row output layer that is most of every step; these ratios say\n"
             "  little about Qwen3.5-0.8B, and a = 0.65 / 0.8 are third-party figures for the trained head, not this one)",
-            "  （小检查点的大小：hidden 为 {h}，而 248,320 行的输出层占了每一步的大部分；这些比值说明不了\n"
+            "  （小检查点的大小：隐藏维度为 {h}，而 248,320 行的输出层占了每一步的大部分；这些比值说明不了\n"
             "  Qwen3.5-0.8B 的情况；a = 0.65、0.8 是第三方给训练过的 MTP 头的数字，不是这个 MTP 头的）", h=cfg.hidden_size)
 
     if args.plot and (plt := ch.pyplot()) is not None:

@@ -169,7 +169,7 @@ def parts(m):
 
 def row(*cells):
     """One line of the table: a label, then right-aligned columns (CJK characters are two columns wide)."""
-    return "  " + pad(cells[0], 6) + "".join(pad(c, 12, right=True) for c in cells[1:])
+    return "  " + pad(cells[0], 6) + "".join(pad(c, 14, right=True) for c in cells[1:])   # "output layer" is 12 wide
 
 
 proj32 = sum(linear.weight.nbytes for *_, linear in quant.projections(model))
@@ -179,6 +179,11 @@ for mode, m in models.items():
     p, o, rest = parts(m)
     print(row(mode, size(p), size(o), size(rest), size(p + o + rest)) +
           tr("  ({r:.1f}x fewer bytes read per token)", "  （每个词元要读的字节少 {r:.1f} 倍）", r=fp32_bytes / (p + o + rest)))
+table_int4, table_int8 = models["int4"].output_layer, models["int8"].output_layer
+if isinstance(table_int4, quant.Int8Linear) and isinstance(table_int8, quant.Int8Linear):   # said only if so
+    say("  the output layer (the tied table) is int8 in both models, {a} and {b}: only the projections go to 4 bits",
+        "  两个模型的输出层（共享的嵌入表）都是 int8，{a} 和 {b}：只有投影变成 4 位",
+        a=size(table_int8.nbytes), b=size(table_int4.nbytes))
 
 # %% [markdown]
 # ## 5. Two ways to compute, tested equal / 两种算法，结果相同

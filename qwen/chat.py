@@ -71,11 +71,11 @@ def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None, 
     model = load_model(path, dtype=dtype, vision=picture is not None)   # the tower only for a picture
     if quant is not None:
         from qwen.cli import size
-        from qwen.quant import quantize_model, weight_bytes
-        before = weight_bytes(model)
+        from qwen.quant import main_dtype, quantize_model, weight_bytes
+        before, stored = weight_bytes(model), main_dtype(model)
         quantize_model(model, quant)
-        print(tr("Weights quantized to {q} (chapter 13): {a} -> {b}.", "权重已量化为 {q}（第 13 章）：{a} -> {b}。",
-                 q=quant, a=size(before), b=size(weight_bytes(model))), flush=True)
+        print(tr("Weights quantized to {q} (chapter 13): {a} in {d} -> {b}.", "权重已量化为 {q}（第 13 章）：{d} 的 {a} -> {b}。",
+                 q=quant, a=size(before), d=stored, b=size(weight_bytes(model))), flush=True)
     if picture is not None and model.visual is None:               # a vision_config, no model.visual.* tensors
         raise QwenError("{path} has no vision tower (model.visual.* tensors), so --image cannot be read. Use the "
                         "multimodal checkpoint (Qwen/Qwen3.5-0.8B), or chat without --image.",
@@ -96,12 +96,12 @@ def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None, 
             print(tr("Speculative decoding: the MTP head drafts {k} tokens a step and the model verifies them; replies "
                      "are sampled as without --speculative (temperature {t}: the accept / reject rule keeps that "
                      "distribution).",
-                     "推测解码：MTP 头每步起草 {k} 个词元，由模型验证；回复照常采样（temperature {t}：接受 / 拒绝规则"
+                     "推测解码：MTP 头每步起草 {k} 个词元，由模型验证；回复照常采样（温度 {t}：接受 / 拒绝规则"
                      "保持这个分布不变）。", k=speculative, t=sampling["temperature"]))
         else:
             print(tr("Speculative decoding: the MTP head drafts {k} tokens a step and the model verifies them; replies "
                      "are greedy (temperature 0), the same tokens as without --speculative in fp32.",
-                     "推测解码：MTP 头每步起草 {k} 个词元，由模型验证；回复用贪心解码（temperature 0），fp32 下与不加 "
+                     "推测解码：MTP 头每步起草 {k} 个词元，由模型验证；回复用贪心解码（温度 0），fp32 下与不加 "
                      "--speculative 时逐词元相同。", k=speculative))
     if picture is not None:
         _, h, w = picture[1][0].tolist()

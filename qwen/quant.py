@@ -332,3 +332,14 @@ def weight_bytes(model):
         seen.add(t.data_ptr())
         total += t.nbytes
     return total
+
+
+def main_dtype(model):
+    """'bf16' / 'fp32' / 'fp16': the dtype holding most of weight_bytes(model), to say what the
+    bytes before quantizing are (chat and chapter 9 quantize from the stored bf16, chapter 13 from fp32)."""
+    by_dtype = {}
+    for name, t in [*model.named_parameters(), *model.named_buffers()]:
+        if not name.startswith(("rotary.", "visual.", "mtp.")):
+            by_dtype[t.dtype] = by_dtype.get(t.dtype, 0) + t.nbytes
+    top = max(by_dtype, key=by_dtype.get)
+    return {torch.bfloat16: "bf16", torch.float32: "fp32", torch.float16: "fp16"}.get(top, str(top))

@@ -60,11 +60,12 @@ def write_transformers_checkpoint(folder, layout="text", dtype=torch.float32, ti
 
 
 CJK = r"[\u4e00-\u9fff]"
+GLOSSARY_IN_ENGLISH = r"(?<![-_])\b(temperature|hidden)(?= [\d{为是])"    # 温度, 隐藏维度 as words, not --options
 CHINESE_TEXT_RULES = {             # TERMINOLOGY.md, "Rules for the Chinese text": what each kind looks like
     "', ' between items (use 、 or ，)": r"(?<=\S), (?=\S)",
     "a space between two Chinese words": CJK + " " + CJK,
     "是/否 after '=' or a formula": r"= [是否]|== [^，；：]*：[是否]",
-    "an English word": r"\b(head|heads|nats|vs|ms)\b|(?<!logit )\blens\b",
+    "an English word": r"\b(head|heads|nats|vs|ms)\b|(?<!logit )\blens\b|" + GLOSSARY_IN_ENGLISH,
 }
 
 

@@ -152,6 +152,33 @@ def test_main_quant_refuses_bad_values_in_one_line(run_script, capsys):
     assert r.returncode == 1 and r.stderr.startswith("Error: --quant and --mine do not go together"), r.stderr
 
 
+def test_ch09_quantized_says_why_cached_decoding_differs(tiny_path):
+    """`9 --quant int8` printed 'cached decoding = reading everything again: ... 2.6e-02' (fp32: 1e-06)
+    with nothing said: one token goes through the kernel (bf16 inputs), the whole text the plain path.
+    In this process (as tests/test_chapter_claims.py runs chapters): a subprocess costs seconds more."""
+    import contextlib
+    import io
+    import re
+    import runpy
+    import sys
+    from conftest import ROOT
+    argv, grad, threads, out = sys.argv, torch.is_grad_enabled(), torch.get_num_threads(), io.StringIO()
+    sys.argv = [str(ROOT / "ch09_generate.py"), "--tiny", "--lang", "en", "--quant", "int8", "--max-new-tokens", "4"]
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(sys.argv[0], run_name="__main__")
+    finally:
+        sys.argv = argv
+        torch.set_grad_enabled(grad)                                   # chapter 9 turns gradients off
+        torch.set_num_threads(threads)
+    assert re.search(r"\n  weights quantized to int8 \(chapter 13\): [\d.]+ MB in bf16 -> [\d.]+ MB\n", out.getvalue())
+    m = re.search(r"cached decoding = reading everything again: max \|difference\| of the last logits = (\S+)\n"
+                  r"  \(quantized: a step of one token runs torch's int8 kernel with bf16 inputs, reading all (\d+) "
+                  r"tokens at\n  once the plain fp32 path", out.getvalue())
+    assert m and float(m[1]) > 1e-4 and int(m[2]) == 33                # 30 prompt tokens + 3 of the 4 replied
+    assert int(m[2]) > quant.KERNEL_ROWS                                # at most KERNEL_ROWS: the kernel both ways
+
+
 # ---------------------------------------------------------------- chapter 13 (the whole-course runs of test_chapters)
 
 def test_ch13(tiny_path):
@@ -174,8 +201,11 @@ def test_ch13(tiny_path):
     assert float(re.search(r"int8 cast without rounding: RMS error ([\d.]+)x", out)[1]) > 1.5
     assert re.search(r"groups of +16: RMS error \S+ \([\d.]+x int8's\), max \S+; 6\.00 bits a weight", out)
     assert "unpacked again equal: True" in out
+    assert re.search(r"\n {8,}projections +output layer +fp32 rest +total\n", out)     # the header's cells apart
     table = re.findall(r"\n  (fp32|int8|int4) +([\d.]+ [KMG]?B) +([\d.]+ [KMG]?B) +([\d.]+ [KMG]?B) +([\d.]+ [KMG]?B)", out)
     assert [r[0] for r in table] == ["fp32", "int8", "int4"] and table[1][3] == table[0][3]   # the fp32 rest is kept
+    assert f"the output layer (the tied table) is int8 in both models, {table[1][2]} and {table[2][2]}: only the " \
+           "projections go to 4 bits" in out and table[1][2] == table[2][2]
     for mode in ("int8", "int4"):
         d = float(re.search(mode + r": kernel against the plain path: max \|difference\| ([\d.]+)% of the largest", out)[1])
         assert d < 1.5                                              # bf16's rounding, not a wrong layout
@@ -187,11 +217,13 @@ def test_ch13(tiny_path):
 
 
 def test_ch13_in_chinese(tiny_path):
+    import re
     from conftest import run_course
     course = run_course("--tiny", "--lang", "zh")
     out = course[course.index("# ch13_quantize.py"):]
-    for text in ("第 13 章：手写量化", "处处不超过半步：是", "先取整再钳位 vs 先钳位再取整", "解包后相同：是", "本章练习：260"):
+    for text in ("第 13 章：手写量化", "处处不超过半步：是", "先取整再钳位与先钳位再取整相比", "解包后相同：是", "本章练习：260"):
         assert text in out, text
+    assert re.search(r"\n {8,}投影 +输出层 +fp32 其余 +合计\n", out)                    # the header's cells apart
 
 
 def test_from_weight_by_blocks_of_rows_is_the_whole_weights_quantization(monkeypatch):

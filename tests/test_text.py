@@ -7,7 +7,7 @@ import re
 import pytest
 
 from conftest import ROOT, run_course
-from helpers import chinese_text_problems
+from helpers import GLOSSARY_IN_ENGLISH, _without_code, chinese_text_problems
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +123,9 @@ BEFORE = [  # lines the Chinese output printed before, each with the kind of pro
     ("  从嵌入到最后一层，残差流的 RMS 增大了 1.2 倍", "RMS as a word (均方根)"),
     ("1. 由对话模板写出的提示", "提示 for a prompt (提示词)"),
     ("  F = 全注意力：2 层 (3, 7)", "ASCII punctuation next to Chinese"),
+    ("推测解码：MTP 头每步起草 3 个词元，由模型验证；回复照常采样（temperature 0.7：接受 / 拒绝规则保持这个分布不变）。",
+     "an English word"),
+    ("  （小检查点的大小：hidden 为 16，而 248,320 行的输出层占了每一步的大部分；这些比值说明不了", "an English word"),
 ]
 AFTER = ["    头 0：#3 '都是'（0.49）", "  核对：logit lens 在最后一层之后读出的就是这些 logits：最大差 = 0.0e+00",
          "  ln(248,044) = 12.42 奈特：平坦分布的熵", "  RMS(h) = 0.5      最高概率 6.4e-06  熵 12.42 奈特",
@@ -135,6 +138,13 @@ AFTER = ["    头 0：#3 '都是'（0.49）", "  核对：logit lens 在最后�
 @pytest.mark.parametrize("line, kind", BEFORE)
 def test_each_kind_of_chinese_text_problem_is_caught(line, kind):
     assert kind in [k for k, _ in chinese_text_problems(line)]
+
+
+def test_no_chinese_string_uses_an_english_word_for_a_glossary_term():
+    """The chat said '回复照常采样（temperature 0.7：…）' and chapter 12 'hidden 为 16': 温度 and 隐藏维度
+    (TERMINOLOGY.md). Every Chinese literal of the course, none with either word as a word."""
+    bad = [(str(f), zh[:80]) for f, _, zh in _pairs() if re.search(GLOSSARY_IN_ENGLISH, _without_code(zh))]
+    assert not bad, bad
 
 
 def test_the_fixed_lines_pass():
@@ -234,3 +244,11 @@ def test_check_works_from_a_notebook_in_any_folder(run_script, tmp_path):
     r = python(["-c", NOTEBOOK_ELSEWHERE], cwd=tmp_path, env=env, timeout=120)     # a process of its own (forked)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "practice: not importable here" in r.stdout and "205" in r.stdout and "passed all" in r.stdout, r.stdout
+
+
+def test_exercise_statements_quote_chinese_with_full_width_marks():
+    """208's statement quoted Chinese with ASCII marks ("fp32 计算后舍入"): “...” in Chinese text."""
+    bad = [(p.name, m[0]) for p in sorted((ROOT / "practice" / "_judge" / "starters").glob("*.py"))
+           for m in re.finditer(r'"[^"\n]*"', ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or "")
+           if re.search(r"[\u4e00-\u9fff]", m[0])]                          # "dtype", "shape": code, kept
+    assert not bad, bad

@@ -23,7 +23,7 @@ gate_weight 和 up_weight 为 (intermediate, hidden)，down_weight 为 (hidden, 
 或者在 fp32 中计算、最后舍入一次：两种都能通过。可以原地修改输入（评测器保留了自己的副本）。
 
 检查方式：fp32 结果在 atol=1e-5、rtol=1e-4 以内（矩阵乘法的求和顺序不限）；bf16 用例（模型自己的
-第 0 层权重）与期望值的差不超过输出最大值的 2%，所以 bf16 矩阵乘法和"fp32 计算后舍入"都能通过，
+第 0 层权重）与期望值的差不超过输出最大值的 2%，所以 bf16 矩阵乘法和“fp32 计算后舍入”都能通过，
 而已知的错误（silu 用在错误的投影上、用 sigmoid、ReLU 或 GELU 代替 silu）都通不过。
 
 Check: python practice/judge.py 208
