@@ -407,20 +407,29 @@ def put_in(model, probe_ids, model_path=None):
     return mine
 
 
+def _run(model, ids):
+    """The logits on ids, after the paths generation takes: the prompt into a cache, then one cached
+    decode step (one token: a shape the prompt pass alone never tries)."""
+    cache = model.new_cache()
+    model(ids[:, :-1], cache=cache)                                      # (1, seq-1, vocab)
+    model(ids[:, -1:], cache=cache)                                      # (1, 1, vocab): a decode step
+    return model(ids)                                                    # (1, seq, vocab)
+
+
 def _probe(model, found, ids):
     """(Mine, its logits on ids). A passing solution can still fail inside the model (a shape the
-    judge's cases did not try): then each part is tried alone, and the ones that raise are named
-    and left out."""
+    judge's cases did not try, such as one token with a cache): then each part is tried alone, and
+    the ones that raise are named and left out."""
     from qwen.cli import say
     mine = Mine(model, found)
     try:
-        return mine, model(ids)
+        return mine, _run(model, ids)
     except Exception:                                                    # noqa: BLE001 - learner code
         mine.remove()
     for ex_id in list(found.passed):
         alone = Mine(model, Solutions({ex_id: found.passed[ex_id]}, [], found.folder))
         try:
-            model(ids)
+            _run(model, ids)
         except Exception as e:                                           # noqa: BLE001 - learner code
             say("  --mine: {i} passes the judge but raised in the model ({e}): skipped, the course's part runs",
                 "  --mine：{i} 通过了评测，但在模型里出错（{e}）：跳过，运行课程的部件",
@@ -431,7 +440,7 @@ def _probe(model, found, ids):
     if not found.passed:
         return None, None
     mine = Mine(model, found)
-    return mine, model(ids)
+    return mine, _run(model, ids)
 
 
 def _started(found):

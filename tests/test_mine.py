@@ -172,6 +172,30 @@ def test_a_passing_part_that_raises_in_the_model_is_named_and_left_out(model, re
     assert "yours: 204 RMSNorm; 9 others are the course's" in out
 
 
+def test_a_part_that_raises_only_at_a_cached_decode_step_is_named_and_left_out(model, references, capsys,
+                                                                                 monkeypatch):
+    """The prompt pass alone never calls the conv with one token and a cache: generation did, and
+    stopped there with a traceback."""
+    course_conv = references.passed["221"]["causal_conv1d"]
+
+    def one_token_unwritten(x, weight, past=None):
+        if x.shape[1] == 1:
+            raise ValueError("one token: not written yet")
+        return course_conv(x, weight, past)
+    found = mine.Solutions({"204": references.passed["204"], "221": {"causal_conv1d": one_token_unwritten}}, [], "")
+    monkeypatch.setattr(mine, "solutions", lambda path: found)
+    with torch.no_grad():
+        course_tokens = list(generate_ids(model, PROMPT, max_new_tokens=3))
+        yours = mine.put_in(model, PROMPT, "unused")
+        try:
+            assert yours.used == ["204"]
+            assert list(generate_ids(model, PROMPT, max_new_tokens=3)) == course_tokens
+        finally:
+            yours.remove()
+    out = capsys.readouterr().out
+    assert "--mine: 221 passes the judge but raised in the model (ValueError: one token: not written yet)" in out
+
+
 def test_main_hands_mine_to_chapters_8_and_9_only(tiny_path, monkeypatch):
     import main
     seen = []
