@@ -308,6 +308,7 @@ def solutions(model_path, ids=None):
         path = judge.WORK / ex.filename
         if not path.is_file() or _same_bytes(path, ex.starter):
             continue
+        graded = _read(path)
         try:
             result = judge.grade(ex, path, model_path)
         except (judge.UsageError, grading.ModelProblem) as e:               # a bad QWEN_JUDGE_* or checkpoint
@@ -315,8 +316,23 @@ def solutions(model_path, ids=None):
         if result["status"] != "pass":
             failed.append((ex_id, _why(result)))
             continue
-        passed[ex_id] = _load(runner, path, ex.functions)
+        if _read(path) == graded:                                           # only the code that was graded runs
+            functions = _load(runner, path, ex.functions)
+            if _read(path) == graded:
+                passed[ex_id] = functions
+                continue
+        failed.append((ex_id, T("{f} changed while it was being graded: run --mine again once it is saved",
+                                "{f} 在评测期间被改动了：保存好之后再运行一次 --mine", f=ex.filename)))
     return Solutions(passed, failed, judge.shown(judge.WORK))
+
+
+def _read(path):
+    """The file's bytes (None where it cannot be read): what was graded must be what is loaded."""
+    from practice._judge.files import read_regular
+    try:
+        return read_regular(path)
+    except OSError:
+        return None
 
 
 def _same_bytes(a, b):

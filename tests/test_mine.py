@@ -129,6 +129,24 @@ def test_a_failing_solution_is_refused_and_named(setting, tiny_path, model, tmp_
     assert "largest |logit difference| from the course's parts on the same 33 tokens: " in out
 
 
+def test_a_file_changed_after_its_grading_is_not_loaded(setting, tiny_path, model, tmp_path, capsys, monkeypatch):
+    """Graded, then edited (an editor saving while --mine grades): the edited code was loaded unchecked."""
+    import practice.judge as judge
+    folder = _practice_dir(tmp_path / "work", {"208": BY_ID["208"].solution})
+    setting(folder)
+    graded = judge.grade
+
+    def grade_then_edit(ex, file, model_path, **kw):
+        result = graded(ex, file, model_path, **kw)
+        file.write_text("def swiglu_mlp(x, gate_weight, up_weight, down_weight):\n    return x * 0\n", encoding="utf-8")
+        return result
+    monkeypatch.setattr(judge, "grade", grade_then_edit)
+    with torch.no_grad():
+        assert mine.put_in(model, PROMPT, tiny_path) is None
+    out = capsys.readouterr().out
+    assert "--mine: 208 does not pass the judge (208_swiglu_mlp.py changed while it was being graded: " in out
+
+
 def test_none_solved_says_so_and_runs_the_courses_parts(setting, tiny_path, model, tmp_path, capsys):
     setting(tmp_path / "empty")
     with torch.no_grad():
