@@ -305,6 +305,9 @@ def quantize_model(model, mode, kernel=True):
 
     kernel=False: every layer on the plain dequantize-then-matmul path."""
     check_mode(mode)
+    if getattr(model, "quant", None):                                      # its fp32 weights are gone
+        raise QwenError("This model is already quantized ({q}): load it again (load_model) to quantize it to {m}.",
+                        "这个模型已经量化过了（{q}）：请重新加载（load_model）再量化成 {m}。", q=model.quant, m=mode)
     make = Int8Linear.from_weight if mode == "int8" else Int4Linear.from_weight
     for _, parent, attr, linear in projections(model):
         setattr(parent, attr, make(linear.weight.data, kernel=kernel))

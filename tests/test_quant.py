@@ -109,6 +109,17 @@ def test_quantize_model_decodes(tiny_path, mode):
     assert quant.weight_bytes(model) < 0.35 * quant.weight_bytes(load_model(tiny_path, vision=False))
 
 
+def test_quantizing_a_quantized_model_again_is_one_line(tiny_path):
+    """Its fp32 weights are gone: a second quantize_model raised AttributeError (Int8Embedding has no
+    weight), after int8 -> int4 had silently left the int8 projections in place."""
+    from qwen.model import load_model
+    model = quant.quantize_model(load_model(tiny_path, vision=False), "int8")
+    for mode in ("int8", "int4"):
+        with pytest.raises(QwenError, match=r"already quantized \(int8\): load it again .* to quantize it to " + mode):
+            quant.quantize_model(model, mode)
+    assert isinstance(model.layers[0].mlp.down_proj, quant.Int8Linear)
+
+
 def test_quantizing_the_stored_bf16_gives_the_fp32_models_numbers(tiny_path):
     """load_model(dtype=None) keeps the file's bf16 (half the bytes while quantizing); bf16 -> fp32 is exact,
     so the quantized model is the same, and what stays a parameter is fp32."""
