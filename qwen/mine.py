@@ -399,7 +399,9 @@ def put_in(model, probe_ids, model_path=None):
     largest logit difference from the course's parts on `probe_ids`. Returns the Mine (its parts
     stay in the model), or None when nothing passes (the course's parts run)."""
     from qwen.cli import say
-    found = solutions(model_path or model.path)
+    ids = torch.as_tensor(probe_ids).reshape(1, -1)
+    course_logits = model(ids)                            # (1, seq, vocab): before your files run here (their
+    found = solutions(model_path or model.path)           # top level may change torch or the course's modules)
     for ex_id, why in found.failed:
         say("  --mine: {i} does not pass the judge ({why}): skipped, the course's part runs",
             "  --mine：{i} 没有通过评测（{why}）：跳过，运行课程的部件", i=ex_id, why=why)
@@ -407,8 +409,6 @@ def put_in(model, probe_ids, model_path=None):
         say("  --mine: none of your exercises in {d} passes yet (python practice/judge.py): the course's parts run",
             "  --mine：{d} 里你的练习还没有一个通过（python practice/judge.py）：运行课程的部件", d=found.folder)
         return None
-    ids = torch.as_tensor(probe_ids).reshape(1, -1)
-    course_logits = model(ids)                                                       # (1, seq, vocab)
     mine, mine_logits = _probe(model, found, ids)
     if mine is None:
         return None

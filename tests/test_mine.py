@@ -147,6 +147,26 @@ def test_a_file_changed_after_its_grading_is_not_loaded(setting, tiny_path, mode
     assert "--mine: 208 does not pass the judge (208_swiglu_mlp.py changed while it was being graded: " in out
 
 
+def test_the_difference_is_measured_against_the_course_before_your_files_ran(setting, tiny_path, model, tmp_path,
+                                                                              capsys):
+    """A passing file whose top level changes the course's modules (here: RoPE turned off) changed the
+    course's logits too, when they were computed after the files had been loaded: a difference of ~0."""
+    import qwen.attention
+    folder = _practice_dir(tmp_path / "work", {"208": BY_ID["208"].solution})
+    file = folder / BY_ID["208"].filename
+    file.write_text(file.read_text(encoding="utf-8") + "\nimport qwen.attention\n"
+                    "qwen.attention.apply_rope = lambda x, cos, sin: x\n", encoding="utf-8")
+    setting(folder)
+    course_rope = qwen.attention.apply_rope
+    try:
+        with torch.no_grad():
+            yours = mine.put_in(model, PROMPT, tiny_path)
+            yours.remove()
+    finally:
+        qwen.attention.apply_rope = course_rope
+    assert yours.difference > 1e-3, yours.difference
+
+
 def test_none_solved_says_so_and_runs_the_courses_parts(setting, tiny_path, model, tmp_path, capsys):
     setting(tmp_path / "empty")
     with torch.no_grad():
