@@ -52,6 +52,8 @@ MODES = ("int8", "int4")
 GROUP = 128                                  # 4-bit: weights per scale, along the input dimension
 INT4_KERNEL_GROUPS = (32, 64, 128, 256)      # the group sizes torch's 4-bit CPU kernel accepts
 KEEP_FP32 = ("in_proj_a", "in_proj_b")       # tiny, and they feed an exponent (the decay) and beta
+INT8_KERNEL_IN = 8                           # int8: the kernel reads rows 8 weights at a time (torch 2.13, CPU:
+                                             # in_features 4, 12, 100, 130 gave numbers ~1e31 or a segfault)
 KERNEL_ROWS = 32                             # int8: up to this many rows (tokens) a call through the kernel
 ROWS_AT_ONCE = 4096                          # quantize_model: weight rows quantized at a time (a few MB of temporaries)
 
@@ -152,13 +154,14 @@ class Int8Linear(nn.Module):
     """y = x @ (q * scale).T with q int8 (out, in) and one fp32 scale per output row.
 
     kernel=True: torch._weight_int8pack_mm, which reads the int8 codes directly, for up to
-    KERNEL_ROWS rows; False: the plain path, dequantize then matmul, always."""
+    KERNEL_ROWS rows, where in_features is a multiple of INT8_KERNEL_IN; False: the plain path,
+    dequantize then matmul, always."""
 
     def __init__(self, q, scale, kernel=True):
         super().__init__()
         self.register_buffer("q", q.contiguous())                           # (out, in) int8
         self.register_buffer("scale", scale.float().contiguous())            # (out,)
-        self.kernel = kernel and hasattr(torch, "_weight_int8pack_mm")
+        self.kernel = kernel and hasattr(torch, "_weight_int8pack_mm") and q.shape[1] % INT8_KERNEL_IN == 0
         if self.kernel:
             self.register_buffer("scale_bf16", self.scale.to(torch.bfloat16))   # what the kernel takes
 

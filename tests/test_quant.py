@@ -74,6 +74,15 @@ def test_kernel_equals_the_dequantized_fp32_matmul(kind, group):
         torch.testing.assert_close(fast(x), plain(x), atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("n_in", [12, 100, 130])
+def test_int8_with_in_features_the_kernel_cannot_read_takes_the_plain_path(n_in):
+    """torch's int8 kernel read past such rows: numbers ~1e31 (or a segfault, for 6 or 7)."""
+    w, x = _weight(5, n_in), torch.randn(2, n_in, generator=torch.Generator().manual_seed(1))
+    layer = quant.Int8Linear.from_weight(w)
+    torch.testing.assert_close(layer(x), x @ layer.dequantized().T, atol=1e-4, rtol=1e-4)
+    assert quant.Int8Linear.from_weight(_weight(5, 16)).kernel == hasattr(torch, "_weight_int8pack_mm")
+
+
 def test_bad_mode_is_one_line():
     with pytest.raises(QwenError, match=r"--quant int3: choose int8 .* or int4"):
         quant.check_mode("int3")
