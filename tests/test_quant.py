@@ -204,7 +204,7 @@ def test_ch13_in_chinese(tiny_path):
     from conftest import run_course
     course = run_course("--tiny", "--lang", "zh")
     out = course[course.index("# ch13_quantize.py"):]
-    for text in ("第 13 章：手写量化", "处处不超过半步：是", "先取整再钳位 vs 先钳位再取整", "解包后相同：是", "本章练习：260"):
+    for text in ("第 13 章：手写量化", "处处不超过半步：是", "先取整再钳位与先钳位再取整相比", "解包后相同：是", "本章练习：260"):
         assert text in out, text
 
 
