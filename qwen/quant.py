@@ -109,6 +109,10 @@ def dequantize_int4(q, scale):
 def pack_int4(q):
     """codes (out, in) in -8..7 -> (out, in / 2) uint8: two codes a byte, each stored as q + 8
     (0..15), the even column in the low 4 bits, the odd one in the high 4."""
+    if q.shape[-1] % 2:
+        raise QwenError("4-bit codes are packed two a byte: a weight with {n} inputs (an odd number) cannot be; "
+                        "use int8 for it.", "4 位编码两个一字节打包：输入数为 {n}（奇数）的权重无法打包；请对它用 int8。",
+                        n=q.shape[-1])
     u = (q.to(torch.int16) + 8).to(torch.uint8)                           # 0..15
     return u[:, 0::2] | (u[:, 1::2] << 4)                                 # (out, in / 2)
 

@@ -83,6 +83,12 @@ def test_int8_with_in_features_the_kernel_cannot_read_takes_the_plain_path(n_in)
     assert quant.Int8Linear.from_weight(_weight(5, 16)).kernel == hasattr(torch, "_weight_int8pack_mm")
 
 
+def test_int4_with_an_odd_number_of_inputs_is_one_line():
+    """Two codes a byte: 7 inputs raised a tensor-size mismatch from inside pack_int4."""
+    with pytest.raises(QwenError, match=r"packed two a byte: a weight with 7 inputs \(an odd number\) cannot be"):
+        quant.Int4Linear.from_weight(_weight(5, 7), kernel=False)
+
+
 def test_bad_mode_is_one_line():
     with pytest.raises(QwenError, match=r"--quant int3: choose int8 .* or int4"):
         quant.check_mode("int3")
