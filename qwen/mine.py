@@ -308,6 +308,7 @@ def solutions(model_path, ids=None):
         path = judge.WORK / ex.filename
         if not path.is_file() or _same_bytes(path, ex.starter):
             continue
+        graded = _read(path)
         try:
             result = judge.grade(ex, path, model_path)
         except (judge.UsageError, grading.ModelProblem) as e:               # a bad QWEN_JUDGE_* or checkpoint
@@ -315,8 +316,23 @@ def solutions(model_path, ids=None):
         if result["status"] != "pass":
             failed.append((ex_id, _why(result)))
             continue
-        passed[ex_id] = _load(runner, path, ex.functions)
+        if _read(path) == graded:                                           # only the code that was graded runs
+            functions = _load(runner, path, ex.functions)
+            if _read(path) == graded:
+                passed[ex_id] = functions
+                continue
+        failed.append((ex_id, T("{f} changed while it was being graded: run --mine again once it is saved",
+                                "{f} 在评测期间被改动了：保存好之后再运行一次 --mine", f=ex.filename)))
     return Solutions(passed, failed, judge.shown(judge.WORK))
+
+
+def _read(path):
+    """The file's bytes (None where it cannot be read): what was graded must be what is loaded."""
+    from practice._judge.files import read_regular
+    try:
+        return read_regular(path)
+    except OSError:
+        return None
 
 
 def _same_bytes(a, b):
@@ -383,7 +399,9 @@ def put_in(model, probe_ids, model_path=None):
     largest logit difference from the course's parts on `probe_ids`. Returns the Mine (its parts
     stay in the model), or None when nothing passes (the course's parts run)."""
     from qwen.cli import say
-    found = solutions(model_path or model.path)
+    ids = torch.as_tensor(probe_ids).reshape(1, -1)
+    course_logits = model(ids)                            # (1, seq, vocab): before your files run here (their
+    found = solutions(model_path or model.path)           # top level may change torch or the course's modules)
     for ex_id, why in found.failed:
         say("  --mine: {i} does not pass the judge ({why}): skipped, the course's part runs",
             "  --mine：{i} 没有通过评测（{why}）：跳过，运行课程的部件", i=ex_id, why=why)
@@ -391,8 +409,6 @@ def put_in(model, probe_ids, model_path=None):
         say("  --mine: none of your exercises in {d} passes yet (python practice/judge.py): the course's parts run",
             "  --mine：{d} 里你的练习还没有一个通过（python practice/judge.py）：运行课程的部件", d=found.folder)
         return None
-    ids = torch.as_tensor(probe_ids).reshape(1, -1)
-    course_logits = model(ids)                                                       # (1, seq, vocab)
     mine, mine_logits = _probe(model, found, ids)
     if mine is None:
         return None
@@ -407,20 +423,29 @@ def put_in(model, probe_ids, model_path=None):
     return mine
 
 
+def _run(model, ids):
+    """The logits on ids, after the paths generation takes: the prompt into a cache, then one cached
+    decode step (one token: a shape the prompt pass alone never tries)."""
+    cache = model.new_cache()
+    model(ids[:, :-1], cache=cache)                                      # (1, seq-1, vocab)
+    model(ids[:, -1:], cache=cache)                                      # (1, 1, vocab): a decode step
+    return model(ids)                                                    # (1, seq, vocab)
+
+
 def _probe(model, found, ids):
     """(Mine, its logits on ids). A passing solution can still fail inside the model (a shape the
-    judge's cases did not try): then each part is tried alone, and the ones that raise are named
-    and left out."""
+    judge's cases did not try, such as one token with a cache): then each part is tried alone, and
+    the ones that raise are named and left out."""
     from qwen.cli import say
     mine = Mine(model, found)
     try:
-        return mine, model(ids)
+        return mine, _run(model, ids)
     except Exception:                                                    # noqa: BLE001 - learner code
         mine.remove()
     for ex_id in list(found.passed):
         alone = Mine(model, Solutions({ex_id: found.passed[ex_id]}, [], found.folder))
         try:
-            model(ids)
+            _run(model, ids)
         except Exception as e:                                           # noqa: BLE001 - learner code
             say("  --mine: {i} passes the judge but raised in the model ({e}): skipped, the course's part runs",
                 "  --mine：{i} 通过了评测，但在模型里出错（{e}）：跳过，运行课程的部件",
@@ -431,7 +456,7 @@ def _probe(model, found, ids):
     if not found.passed:
         return None, None
     mine = Mine(model, found)
-    return mine, model(ids)
+    return mine, _run(model, ids)
 
 
 def _started(found):

@@ -68,7 +68,7 @@ from qwen.generate import Cache, distribution, sample
 from qwen.lang import QwenError
 from qwen.model import DecoderLayer
 from qwen.norm import RMSNorm
-from qwen.weights import load
+from qwen.weights import FLOAT_DTYPES, load
 
 MAX_DRAFTS = 8          # drafts per round: at an acceptance of 0.8 the 9th would be used 13% of the time
 
@@ -136,6 +136,11 @@ def head_problem(cfg, W):
                      "speculative decoding is unavailable; plain decoding works.",
                      "{file}：MTP 头的张量 {key} 的形状是 {got}，头需要 {want}（来自 config.json），所以推测解码不可用；"
                      "普通解码照常可用。", file=where(key), key=key, got=list(W.shape(key)), want=list(shape))
+        if W.info(key).dtype not in FLOAT_DTYPES:                                      # load_state_dict would raise
+            return QwenError("{file}: the MTP head's tensor {key} is stored as {dtype}, but weights are floating-point "
+                     "numbers ({floats}), so speculative decoding is unavailable; plain decoding works.",
+                     "{file}：MTP 头的张量 {key} 存成了 {dtype}，但权重应是浮点数（{floats}），所以推测解码不可用；"
+                     "普通解码照常可用。", file=where(key), key=key, dtype=W.info(key).dtype, floats=", ".join(FLOAT_DTYPES))
     extra = [n for n in names if n not in wanted]
     if extra:
         return QwenError("{file}: {key} is not a tensor of the MTP head config.json describes ({n} layer(s)), so speculative "

@@ -52,6 +52,8 @@ MODES = ("int8", "int4")
 GROUP = 128                                  # 4-bit: weights per scale, along the input dimension
 INT4_KERNEL_GROUPS = (32, 64, 128, 256)      # the group sizes torch's 4-bit CPU kernel accepts
 KEEP_FP32 = ("in_proj_a", "in_proj_b")       # tiny, and they feed an exponent (the decay) and beta
+INT8_KERNEL_IN = 8                           # int8: the kernel reads rows 8 weights at a time (torch 2.13, CPU:
+                                             # in_features 4, 12, 100, 130 gave numbers ~1e31 or a segfault)
 KERNEL_ROWS = 32                             # int8: up to this many rows (tokens) a call through the kernel
 ROWS_AT_ONCE = 4096                          # quantize_model: weight rows quantized at a time (a few MB of temporaries)
 
@@ -107,6 +109,10 @@ def dequantize_int4(q, scale):
 def pack_int4(q):
     """codes (out, in) in -8..7 -> (out, in / 2) uint8: two codes a byte, each stored as q + 8
     (0..15), the even column in the low 4 bits, the odd one in the high 4."""
+    if q.shape[-1] % 2:
+        raise QwenError("4-bit codes are packed two a byte: a weight with {n} inputs (an odd number) cannot be; "
+                        "use int8 for it.", "4 位编码两个一字节打包：输入数为 {n}（奇数）的权重无法打包；请对它用 int8。",
+                        n=q.shape[-1])
     u = (q.to(torch.int16) + 8).to(torch.uint8)                           # 0..15
     return u[:, 0::2] | (u[:, 1::2] << 4)                                 # (out, in / 2)
 
@@ -152,13 +158,14 @@ class Int8Linear(nn.Module):
     """y = x @ (q * scale).T with q int8 (out, in) and one fp32 scale per output row.
 
     kernel=True: torch._weight_int8pack_mm, which reads the int8 codes directly, for up to
-    KERNEL_ROWS rows; False: the plain path, dequantize then matmul, always."""
+    KERNEL_ROWS rows, where in_features is a multiple of INT8_KERNEL_IN; False: the plain path,
+    dequantize then matmul, always."""
 
     def __init__(self, q, scale, kernel=True):
         super().__init__()
         self.register_buffer("q", q.contiguous())                           # (out, in) int8
         self.register_buffer("scale", scale.float().contiguous())            # (out,)
-        self.kernel = kernel and hasattr(torch, "_weight_int8pack_mm")
+        self.kernel = kernel and hasattr(torch, "_weight_int8pack_mm") and q.shape[1] % INT8_KERNEL_IN == 0
         if self.kernel:
             self.register_buffer("scale_bf16", self.scale.to(torch.bfloat16))   # what the kernel takes
 
@@ -305,6 +312,9 @@ def quantize_model(model, mode, kernel=True):
 
     kernel=False: every layer on the plain dequantize-then-matmul path."""
     check_mode(mode)
+    if getattr(model, "quant", None):                                      # its fp32 weights are gone
+        raise QwenError("This model is already quantized ({q}): load it again (load_model) to quantize it to {m}.",
+                        "这个模型已经量化过了（{q}）：请重新加载（load_model）再量化成 {m}。", q=model.quant, m=mode)
     make = Int8Linear.from_weight if mode == "int8" else Int4Linear.from_weight
     for _, parent, attr, linear in projections(model):
         setattr(parent, attr, make(linear.weight.data, kernel=kernel))

@@ -129,6 +129,44 @@ def test_a_failing_solution_is_refused_and_named(setting, tiny_path, model, tmp_
     assert "largest |logit difference| from the course's parts on the same 33 tokens: " in out
 
 
+def test_a_file_changed_after_its_grading_is_not_loaded(setting, tiny_path, model, tmp_path, capsys, monkeypatch):
+    """Graded, then edited (an editor saving while --mine grades): the edited code was loaded unchecked."""
+    import practice.judge as judge
+    folder = _practice_dir(tmp_path / "work", {"208": BY_ID["208"].solution})
+    setting(folder)
+    graded = judge.grade
+
+    def grade_then_edit(ex, file, model_path, **kw):
+        result = graded(ex, file, model_path, **kw)
+        file.write_text("def swiglu_mlp(x, gate_weight, up_weight, down_weight):\n    return x * 0\n", encoding="utf-8")
+        return result
+    monkeypatch.setattr(judge, "grade", grade_then_edit)
+    with torch.no_grad():
+        assert mine.put_in(model, PROMPT, tiny_path) is None
+    out = capsys.readouterr().out
+    assert "--mine: 208 does not pass the judge (208_swiglu_mlp.py changed while it was being graded: " in out
+
+
+def test_the_difference_is_measured_against_the_course_before_your_files_ran(setting, tiny_path, model, tmp_path,
+                                                                              capsys):
+    """A passing file whose top level changes the course's modules (here: RoPE turned off) changed the
+    course's logits too, when they were computed after the files had been loaded: a difference of ~0."""
+    import qwen.attention
+    folder = _practice_dir(tmp_path / "work", {"208": BY_ID["208"].solution})
+    file = folder / BY_ID["208"].filename
+    file.write_text(file.read_text(encoding="utf-8") + "\nimport qwen.attention\n"
+                    "qwen.attention.apply_rope = lambda x, cos, sin: x\n", encoding="utf-8")
+    setting(folder)
+    course_rope = qwen.attention.apply_rope
+    try:
+        with torch.no_grad():
+            yours = mine.put_in(model, PROMPT, tiny_path)
+            yours.remove()
+    finally:
+        qwen.attention.apply_rope = course_rope
+    assert yours.difference > 1e-3, yours.difference
+
+
 def test_none_solved_says_so_and_runs_the_courses_parts(setting, tiny_path, model, tmp_path, capsys):
     setting(tmp_path / "empty")
     with torch.no_grad():
@@ -170,6 +208,30 @@ def test_a_passing_part_that_raises_in_the_model_is_named_and_left_out(model, re
     out = capsys.readouterr().out
     assert "--mine: 208 passes the judge but raised in the model (ValueError: only 2-D inputs): skipped" in out
     assert "yours: 204 RMSNorm; 9 others are the course's" in out
+
+
+def test_a_part_that_raises_only_at_a_cached_decode_step_is_named_and_left_out(model, references, capsys,
+                                                                                 monkeypatch):
+    """The prompt pass alone never calls the conv with one token and a cache: generation did, and
+    stopped there with a traceback."""
+    course_conv = references.passed["221"]["causal_conv1d"]
+
+    def one_token_unwritten(x, weight, past=None):
+        if x.shape[1] == 1:
+            raise ValueError("one token: not written yet")
+        return course_conv(x, weight, past)
+    found = mine.Solutions({"204": references.passed["204"], "221": {"causal_conv1d": one_token_unwritten}}, [], "")
+    monkeypatch.setattr(mine, "solutions", lambda path: found)
+    with torch.no_grad():
+        course_tokens = list(generate_ids(model, PROMPT, max_new_tokens=3))
+        yours = mine.put_in(model, PROMPT, "unused")
+        try:
+            assert yours.used == ["204"]
+            assert list(generate_ids(model, PROMPT, max_new_tokens=3)) == course_tokens
+        finally:
+            yours.remove()
+    out = capsys.readouterr().out
+    assert "--mine: 221 passes the judge but raised in the model (ValueError: one token: not written yet)" in out
 
 
 def test_main_hands_mine_to_chapters_8_and_9_only(tiny_path, monkeypatch):

@@ -295,7 +295,7 @@ def test_a_checkpoint_without_mtp_has_no_head_and_says_so_in_one_line(tmp_path):
     assert "mtp" in str(e.value) and "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("how", ["partial", "mis-shaped", "extra"])
+@pytest.mark.parametrize("how", ["partial", "mis-shaped", "integer", "extra"])
 def test_a_broken_head_leaves_the_text_model_whole_and_says_why_in_one_line(hf_folder, tmp_path, how):
     """A partial, mis-shaped or extra mtp.* set used to stop the load (advice about the config, or
     "did you mean" names). Now: model.mtp is None, plain decoding works, and --speculative says in one
@@ -310,6 +310,9 @@ def test_a_broken_head_leaves_the_text_model_whole_and_says_why_in_one_line(hf_f
     elif how == "mis-shaped":
         head["mtp.layers.0.mlp.up_proj.weight"] = torch.zeros(7, 16)
         said = ["mtp.layers.0.mlp.up_proj.weight has shape [7, 16], the head needs [32, 16]"]
+    elif how == "integer":                                       # load_model itself raised (plain decoding too)
+        head["mtp.fc.weight"] = head["mtp.fc.weight"].to(torch.int32)
+        said = ["the MTP head's tensor mtp.fc.weight is stored as I32, but weights are floating-point numbers"]
     else:
         head["mtp.layers.1.input_layernorm.weight"] = torch.zeros(16)
         said = ["mtp.layers.1.input_layernorm.weight is not a tensor of the MTP head config.json describes (1 layer(s))"]

@@ -74,6 +74,21 @@ def test_kernel_equals_the_dequantized_fp32_matmul(kind, group):
         torch.testing.assert_close(fast(x), plain(x), atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("n_in", [12, 100, 130])
+def test_int8_with_in_features_the_kernel_cannot_read_takes_the_plain_path(n_in):
+    """torch's int8 kernel read past such rows: numbers ~1e31 (or a segfault, for 6 or 7)."""
+    w, x = _weight(5, n_in), torch.randn(2, n_in, generator=torch.Generator().manual_seed(1))
+    layer = quant.Int8Linear.from_weight(w)
+    torch.testing.assert_close(layer(x), x @ layer.dequantized().T, atol=1e-4, rtol=1e-4)
+    assert quant.Int8Linear.from_weight(_weight(5, 16)).kernel == hasattr(torch, "_weight_int8pack_mm")
+
+
+def test_int4_with_an_odd_number_of_inputs_is_one_line():
+    """Two codes a byte: 7 inputs raised a tensor-size mismatch from inside pack_int4."""
+    with pytest.raises(QwenError, match=r"packed two a byte: a weight with 7 inputs \(an odd number\) cannot be"):
+        quant.Int4Linear.from_weight(_weight(5, 7), kernel=False)
+
+
 def test_bad_mode_is_one_line():
     with pytest.raises(QwenError, match=r"--quant int3: choose int8 .* or int4"):
         quant.check_mode("int3")
@@ -107,6 +122,17 @@ def test_quantize_model_decodes(tiny_path, mode):
     assert isinstance(layer.in_proj_a, torch.nn.Linear) and layer.in_proj_a.weight.dtype == torch.float32
     assert isinstance(model.embed_tokens, quant.Int8Embedding) and model.output_layer is model.embed_tokens.table
     assert quant.weight_bytes(model) < 0.35 * quant.weight_bytes(load_model(tiny_path, vision=False))
+
+
+def test_quantizing_a_quantized_model_again_is_one_line(tiny_path):
+    """Its fp32 weights are gone: a second quantize_model raised AttributeError (Int8Embedding has no
+    weight), after int8 -> int4 had silently left the int8 projections in place."""
+    from qwen.model import load_model
+    model = quant.quantize_model(load_model(tiny_path, vision=False), "int8")
+    for mode in ("int8", "int4"):
+        with pytest.raises(QwenError, match=r"already quantized \(int8\): load it again .* to quantize it to " + mode):
+            quant.quantize_model(model, mode)
+    assert isinstance(model.layers[0].mlp.down_proj, quant.Int8Linear)
 
 
 def test_quantizing_the_stored_bf16_gives_the_fp32_models_numbers(tiny_path):
