@@ -326,6 +326,8 @@ def test_chapters_open_and_run_as_notebooks(run_script, tiny_path):
     assert len(counts) == len(scripts) and all(int(c) >= 5 and int(m) >= 5 for c, m in counts)
     assert r.stdout.count("内置小检查点") == 1 and "第 3 章：三种归一化" in r.stdout
     assert "def forward(self, embedded, hidden" in r.stdout          # ch12 shows the MTP head's code in a notebook
+    shown = re.split(r"CELLS \d+ \d+\n", r.stdout)[:-1]              # each chapter's output, in order
+    assert [n for n, out in zip(scripts, shown) if not re.search(r"^# qwen/\w+\.py:\d+  \S", out, re.M)] == []
     assert "在笔记本里会直接打印在这里" not in r.stdout
 
 
