@@ -85,6 +85,31 @@ def to_bytes(symbols):
     return bytes(CHAR_TO_BYTE[c] for c in symbols)
 
 
+_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json", "config.json")   # what load reads
+_LOADED = {}                                        # (class, _files_key) -> Tokenizer: the last folder loaded
+_SETTLED_NS = 2 * 10**9                             # files changed more recently than this are read again
+
+
+def _files_key(folder):
+    """(folder, (name, size, mtime, ctime, inode) of each file load reads), or None when a file changed
+    in the last 2 s: a file's times tick in steps of a few milliseconds, so a write of the same size
+    just after another can leave its stat as it was (git's "racily clean" files)."""
+    import time
+    folder = folder.resolve()
+    stats, newest = [], 0
+    for name in _FILES:
+        try:
+            st = (folder / name).stat()
+        except OSError:
+            stats.append((name, None))
+            continue
+        stats.append((name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+        newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
+    if time.time_ns() - newest < _SETTLED_NS:
+        return None
+    return str(folder), tuple(stats)
+
+
 class Tokenizer:
     """Byte-level BPE with Qwen3.5's vocabulary, merges and special tokens."""
 
@@ -113,8 +138,22 @@ class Tokenizer:
 
     @classmethod
     def load(cls, model_path):
-        """From a model folder: tokenizer.json if present, else vocab.json + merges.txt."""
+        """From a model folder: tokenizer.json if present, else vocab.json + merges.txt. The same folder
+        with the same files gives the same tokenizer without reading them again: the 248k-entry
+        vocabulary and merges take about 2 s of CPU, and a notebook (or the README's blocks, each
+        pasted into a cell) loads it in every cell. A file changed, added or removed reads it again."""
         folder = Path(model_path).expanduser()
+        key = (cls, _files_key(folder))
+        if key in _LOADED:
+            return _LOADED[key]
+        tok = cls._read(folder)
+        if key[1] is not None:
+            _LOADED.clear()                               # one folder at a time: a 248k vocabulary is large
+            _LOADED[key] = tok
+        return tok
+
+    @classmethod
+    def _read(cls, folder):
         if kind_of(folder / "tokenizer.json") is not None:
             return cls.from_tokenizer_json(folder / "tokenizer.json")._check_fits(folder)
         if kind_of(folder / "vocab.json") is not None or kind_of(folder / "merges.txt") is not None:

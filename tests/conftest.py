@@ -96,10 +96,23 @@ COURSE_FIXTURES = {"course_en", "course_zh", "courses_on_transformers_checkpoint
 COURSE_TIMEOUT = 360
 
 
+# xdist hands out the collection in order, at first one test to each worker in turn: the first reader of each
+# whole course goes first, so the two workers build two courses at once. In file order both reached
+# tests/test_chapters.py's course_en together and one waited under the other's lock (~20 s idle), then again
+# for course_zh and for the transformers-written checkpoints.
+FIRST_FIXTURES = ("course_en", "course_zh", "courses_on_transformers_checkpoints")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if COURSE_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(COURSE_TIMEOUT))
+    first = []
+    for name in FIRST_FIXTURES:
+        item = next((i for i in items if name in getattr(i, "fixturenames", ()) and i not in first), None)
+        if item is not None:
+            first.append(item)
+    items[:] = first + [i for i in items if not any(i is f for f in first)]
 
 
 def pytest_unconfigure(config):

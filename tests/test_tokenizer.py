@@ -305,3 +305,28 @@ def test_odd_arguments_are_one_line(tok):
         with pytest.raises(QwenError) as e:
             call()
         assert words in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_the_same_folder_is_read_once_until_a_file_changes(tmp_path, monkeypatch):
+    """Tokenizer.load of a folder whose files are as they were gives the tokenizer already read (the
+    README's blocks, each a fresh namespace, read the 248k vocabulary three times: ~2 s of CPU each).
+    A file changed (even with its mtime put back), added, or written in the last 2 s is read again."""
+    import qwen.tokenizer as tokenizer_module
+    reads = []
+    real = Tokenizer.from_vocab_and_merges.__func__
+    monkeypatch.setattr(Tokenizer, "from_vocab_and_merges", classmethod(lambda cls, f: reads.append(f) or real(cls, f)))
+    vocab = tmp_path / "vocab.json"
+    vocab.write_text(json.dumps({BYTE_TO_CHAR[b]: b for b in range(256)}), encoding="utf-8")
+    (tmp_path / "merges.txt").write_text("#version: 0.2\n", encoding="utf-8")
+    assert Tokenizer.load(tmp_path) is not Tokenizer.load(tmp_path) and len(reads) == 2    # just written: racy
+    monkeypatch.setattr(tokenizer_module, "_SETTLED_NS", 0, raising=False)                # as if written long ago
+    first = Tokenizer.load(tmp_path)
+    assert Tokenizer.load(tmp_path) is first and Tokenizer.load(str(tmp_path) + "/.") is first and len(reads) == 3
+    st = vocab.stat()
+    vocab.write_text(json.dumps({BYTE_TO_CHAR[b]: 255 - b for b in range(256)}), encoding="utf-8")   # same size
+    os.utime(vocab, ns=(st.st_atime_ns, st.st_mtime_ns))                    # and its mtime put back
+    second = Tokenizer.load(tmp_path)
+    assert second is not first and len(reads) == 4 and second.encode("a") == [255 - ord("a")]
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 100}), encoding="utf-8")
+    with pytest.raises(QwenError, match=r"config\.json: the field"):          # config.json added: read again
+        Tokenizer.load(tmp_path)
