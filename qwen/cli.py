@@ -91,14 +91,16 @@ def parser(description_en, description_zh, model_options=True):
 
 
 def _kernel_args(unknown):
-    """True if these are only the arguments a Jupyter kernel is started with (-f kernel.json, --f=...):
-    a notebook's sys.argv, which a chapter run in it reads, holds them and nothing the learner typed."""
+    """True if these are only the arguments a Jupyter kernel is started with (-f kernel.json, --f=...,
+    traitlets settings such as --HistoryManager.hist_file=:memory:): a notebook's sys.argv, which a chapter
+    run in it reads, holds them and nothing the learner typed."""
+    import re
     rest = list(unknown)
     while rest:
         a = rest.pop(0)
         if a == "-f" and rest:
             rest.pop(0)
-        elif not a.startswith(("--f=", "-f=")):
+        elif not (a.startswith(("--f=", "-f=")) or re.match(r"--[A-Za-z_]\w*(\.\w+)+=", a)):
             return False
     return True
 

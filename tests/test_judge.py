@@ -196,7 +196,11 @@ def test_unknown_option_is_a_usage_error(judge, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "ipykernel", sys)            # a process that imported ipykernel (a notebook
     assert main(judge, capsys, "--frobnicate")[0] == 2            # test ran first): still a usage error
     from qwen.cli import parser, setup                            # only a kernel's own -f file is let through
-    assert setup(parser("x", "x"), ["-f", "/tmp/kernel-1.json"]).lang in ("en", "zh", None)
+    for kernel in (["-f", "/tmp/kernel-1.json"], ["-f", "/tmp/k.json", "--HistoryManager.hist_file=:memory:"],
+                   ["--f=/tmp/k.json"]):                          # as ipykernel, nbclient and VS Code start one
+        assert setup(parser("x", "x"), kernel).lang in ("en", "zh", None)
+    with pytest.raises(SystemExit):
+        setup(parser("x", "x"), ["-f", "/tmp/k.json", "--tiny-typo"])
 
 
 def test_watch_regrades_on_save_and_keeps_what_others_recorded(tiny_path, tmp_path):
