@@ -1,11 +1,14 @@
-"""Reading a file the learner named (their solution, the progress file): regular files only.
+"""Reading a file the learner named (their solution, the progress file): regular files only; and
+writing one whole or not at all.
 
 A named pipe would block the judge forever and a symlink to /dev/zero would fill its memory, so
 the file is opened without blocking and refused unless it is a regular file.
 """
+import contextlib
 import errno
 import os
 import stat
+import tempfile
 
 from qwen.lang import T
 
@@ -39,3 +42,18 @@ def is_regular_or_absent(path):
         return True
     except OSError:
         return False
+
+
+def write_atomic(path, data):
+    """Write bytes to a temporary file beside `path`, fsync, rename over it: never half a file."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -13,11 +13,10 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from practice._judge.files import is_regular_or_absent, read_regular
+from practice._judge.files import is_regular_or_absent, read_regular, write_atomic
 from qwen.lang import T
 
 _disabled = False                                  # set in the sandbox: learner code records nothing
@@ -146,17 +145,7 @@ def update(change):
         with _locked(file):
             progress = _read(file, for_writing=True)
             change(progress)
-            fd, tmp = tempfile.mkstemp(prefix=file.name + ".", suffix=".tmp", dir=file.parent)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump(progress, f, indent=1, ensure_ascii=False)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, file)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            write_atomic(file, json.dumps(progress, indent=1, ensure_ascii=False).encode("utf-8"))
         return progress
     except OSError as e:
         _say(T("Progress: could not save to {f} ({e}); set QWEN_PROGRESS to a file you can write.",

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from practice._judge import progress
 from practice._judge.exercises import BY_ID, EXERCISES, text
-from practice._judge.files import is_regular_or_absent, read_regular
+from practice._judge.files import is_regular_or_absent, read_regular, write_atomic
 from practice._judge.report import report_lines
 from qwen.lang import LANGS, T, get_lang, speaking
 
@@ -180,21 +180,6 @@ def tolerances(ex, cases):
 
 
 # ------------------------------------------------------------------------------------------ files
-
-def write_atomic(path, data):
-    """Write bytes to a temporary file beside `path`, fsync, rename over it: never half a file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
 
 def keep_copy(judge, ex, data, kind):
     """A copy of some text of the learner's in .backup/ (as --reset keeps one); returns its path."""
