@@ -37,9 +37,10 @@ processes, alternated `--repeat` times: prefill and decode tokens/s (best), the 
 (largest; int8 / int4 are quantized from the stored bf16, which is read meanwhile) and the RSS
 once quantized, with the greedy tokens compared against fp32's.
 
-The bf16 prompt pass (qwen/upcast.py): a PROMPT-token prefill of the bf16 model with its plain
-bf16 projections and with them run in fp32 (upcast_prompts), alternated in one process, against
-the fp32 model's prefill in its own process; the goal is bf16 within 1.3x of fp32.
+The bf16 prompt pass (qwen/upcast.py): a PROMPT-token prefill of the bf16 model through
+generate_ids, with its plain bf16 projections and as generate_ids reads it (projections of 8 rows
+or more in fp32), alternated in one process, against the fp32 model's prefill in its own process,
+each with the peak RSS it adds; the goal is bf16 within 1.3x of fp32.
 
     python bench/bench_model.py [--keep DIR] [--threads N] [--dtypes float32,bfloat16] [--repeat 2]
                                 [--rounds 3] [--skip-context] [--skip-fidelity] [--skip-compare]
@@ -346,36 +347,58 @@ def child_decode(path, variant, out):
                                    decode_s=stats["decode_s"], tokens=tokens, weight_bytes=weight_bytes(model))))
 
 
+def _peak_since_reset():
+    """Reset this process's peak RSS (Linux: clear_refs 5); returns a function giving the MB it rose by."""
+    def status(key):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(key):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return lambda: float("nan")
+    before = status("VmRSS:")
+    return lambda: status("VmHWM:") - before
+
+
 def child_prompt(path, dtype_name, out, rounds):
-    """Prefill seconds of PROMPT tokens (to the first new token): fp32 alone, or bf16 plain and upcast alternated."""
+    """Prefill seconds of PROMPT tokens (to the first new token) through generate_ids, as a learner's run
+    reads a prompt: fp32 alone, or bf16 with its own matmuls ("plain") and as generate_ids reads it
+    (qwen/upcast.py's prompt pass: "upcast"), alternated; with the peak RSS each pass adds."""
     import torch
+    from qwen import upcast
     from qwen.generate import generate_ids
-    from qwen.upcast import MIN_ROWS, UpcastLinear, upcast_prompts
     model = _build(path, dtype_name)
     ids = _ids(PROMPT, 2)[0].tolist()
-    wrapped = [m for m in upcast_prompts(model).modules() if isinstance(m, UpcastLinear)]
-    best = {}
+    fast = isinstance(upcast.prompt_pass(model), upcast.PromptPass)
+    best, peak = {}, {}
+    default = upcast.MIN_ROWS
     for _ in range(rounds):
-        for name, rows in (("plain", 1 << 62), ("upcast", None)):
-            if not wrapped and name == "upcast":
+        for name, rows in (("plain", 1 << 62), ("upcast", default)):
+            if not fast and name == "upcast":
                 continue
-            for m in wrapped:
-                m.min_rows = rows or MIN_ROWS
-            stats = {}
+            upcast.MIN_ROWS = rows                                # 2^62: no call takes the fp32 path
+            stats, rose = {}, _peak_since_reset()
             next(generate_ids(model, ids, max_new_tokens=1, stats=stats))
             best[name] = min(best.get(name, float("inf")), stats["prefill_s"])
-    out.write_text(json.dumps(best))
+            peak[name] = max(peak.get(name, 0.0), rose())
+    upcast.MIN_ROWS = default
+    out.write_text(json.dumps(dict(best=best, peak_mb=peak)))
 
 
 def prompt_pass(path, threads, rounds):
     fp32, _ = run_child("prompt", path, "float32", threads, rounds, env=LEARNER_ENV)
     bf16, _ = run_child("prompt", path, "bfloat16", threads, rounds, env=LEARNER_ENV)
-    print(f"\n== the bf16 prompt pass ({threads} threads; prefill {PROMPT} tokens, best of {rounds}; glibc's "
-          f"allocator as a learner runs it) ==")
-    for name, sec in (("fp32", fp32["plain"]), ("bf16, bf16 projections", bf16["plain"]),
-                      ("bf16, projections in fp32 (upcast)", bf16["upcast"])):
-        print(f"  {name:<36}{sec:>8.2f} s {PROMPT / sec:>8.1f} tokens/s {sec / fp32['plain']:>6.2f}x fp32's time")
-    return [("bf16 prompt pass with upcast / fp32's (time, x)", bf16["upcast"] / fp32["plain"], 1.3, "<=")]
+    print(f"\n== the bf16 prompt pass ({threads} threads; prefill {PROMPT} tokens through generate_ids, best of "
+          f"{rounds}; glibc's allocator as a learner runs it; load {os.getloadavg()[0]:.1f}) ==")
+    base = fp32["best"]["plain"]
+    for name, sec, mb in (("fp32", base, fp32["peak_mb"]["plain"]),
+                          ("bf16, bf16 projections", bf16["best"]["plain"], bf16["peak_mb"]["plain"]),
+                          ("bf16 as generate_ids reads it (upcast)", bf16["best"]["upcast"], bf16["peak_mb"]["upcast"])):
+        print(f"  {name:<40}{sec:>8.2f} s {PROMPT / sec:>8.1f} tokens/s {sec / base:>6.2f}x fp32's time"
+              f"   peak RSS +{mb:.0f} MB during the pass")
+    return [("bf16 prompt pass (generate_ids) / fp32's (time, x)", bf16["best"]["upcast"] / base, 1.3, "<=")]
 
 
 def breakdown(path, variants, threads):

@@ -68,6 +68,7 @@ from qwen.generate import Cache, distribution, sample
 from qwen.lang import QwenError
 from qwen.model import DecoderLayer
 from qwen.norm import RMSNorm
+from qwen.upcast import prompt_pass
 from qwen.weights import FLOAT_DTYPES, load
 
 MAX_DRAFTS = 8          # drafts per round: at an acceptance of 0.8 the 9th would be used 13% of the time
@@ -447,7 +448,8 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
                  rounds=0, drafted=0, accepted=0, draft_s=0.0, verify_s=0.0)
     start = time.perf_counter()
     head_at = cache.length                                         # the position of the first prompt token
-    logits, hidden = _read_prompt(model, ids, cache, keep_at, kept)
+    with prompt_pass(model):                                       # as generate_ids reads it (qwen/upcast.py)
+        logits, hidden = _read_prompt(model, ids, cache, keep_at, kept)
     size = logits.shape[-1] if vocab is None else vocab           # the ids a token may be
     stats["prefill_s"] = time.perf_counter() - start
     if max_new_tokens <= 0:                                        # (plain generation reads the prompt too)

@@ -8,41 +8,82 @@ and run the fp32 matmul; the result is rounded to bf16 once, as bf16's own matmu
 accumulates in fp32 too), so the numbers agree to a bf16 rounding step. Decoding (one row) keeps
 the bf16 matmul: there the time goes into reading the weight, and bf16 reads half the bytes.
 
-The plain path stays the modules' own `nn.Linear`; `upcast_prompts(model)` wraps them, and
-tests/test_upcast.py checks the wrapped model against the plain one.
+How it is wired in: `prompt_pass(model)` is the context generation reads a prompt in
+(qwen/generate.py generate_ids, so generate, Chat, `main.py chat` and chapter 9; qwen/mtp.py's
+speculative prefill). Inside it, a torch function mode (`PromptPass`) sees every F.linear call
+and sends those of a bf16 weight with at least `MIN_ROWS` rows to `linear` below; every other
+call runs as it is. The model is not changed: no module is replaced or wrapped, so what a
+learner prints or reads (model.py, the chapters' nn.Linear) is the plain model, and calling the
+model directly (chapter 8) stays the plain bf16 path. tests/test_upcast.py checks the two
+against each other.
+
+Memory: nothing is kept. One weight at a time exists in fp32, during its own call: the largest
+is in_proj_qkv, 6144 x 1024 (25 MB); the output layer (248,320 x 1024, 1 GB in fp32) is never
+converted (`MAX_WEIGHT`): generation computes its logits for one row, where bf16 is right.
 """
+import contextlib
+import functools
+from pathlib import Path
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
-MIN_ROWS = 32                                 # rows (tokens) from which a bf16 projection runs in fp32
+MIN_ROWS = 8                                  # rows (tokens) from which a bf16 projection runs in fp32 (measured)
+MAX_WEIGHT = 1 << 25                          # weights up to this many values are converted (128 MB in fp32)
+NATIVE_BF16 = {"avx512_bf16", "amx_bf16", "bf16"}  # /proc/cpuinfo flags of bf16 arithmetic (x86; ARM's "bf16")
 
 
-class UpcastLinear(nn.Module):
-    """An nn.Linear whose bf16 matmul runs in fp32 for `min_rows` rows or more."""
+def linear(x, weight, bias=None):
+    """F.linear(x, weight, bias) for bf16 tensors, computed in fp32 and rounded to x's dtype once."""
+    out = F.linear(x.float(), weight.float(), None if bias is None else bias.float())   # (..., out) fp32
+    return out.to(x.dtype)
 
-    def __init__(self, linear, min_rows=MIN_ROWS):
+
+def pays(x, weight, min_rows=MIN_ROWS):
+    """Whether `linear` is the faster way for this call: a bf16 CPU weight, not the output layer,
+    and at least min_rows rows of input."""
+    return (weight.dtype == torch.bfloat16 and x.dtype == torch.bfloat16 and weight.device.type == "cpu"
+            and weight.dim() == 2 and weight.numel() <= MAX_WEIGHT and x.numel() >= min_rows * weight.shape[1])
+
+
+class PromptPass(TorchFunctionMode):
+    """While active: F.linear calls that `pays` for go to `linear`; every other call is unchanged."""
+
+    def __init__(self, min_rows=MIN_ROWS):
         super().__init__()
-        self.linear, self.min_rows = linear, min_rows
+        self.min_rows = min_rows
 
-    @property
-    def weight(self):                                                    # what the modules read (its dtype)
-        return self.linear.weight
-
-    in_features = property(lambda self: self.linear.in_features)
-    out_features = property(lambda self: self.linear.out_features)
-
-    def forward(self, x):
-        if x.numel() < self.min_rows * x.shape[-1]:
-            return self.linear(x)                                        # few rows: bf16 reads half the bytes
-        return F.linear(x.float(), self.linear.weight.float()).to(x.dtype)   # (..., out), rounded once
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is F.linear and len(args) >= 2 and pays(args[0], args[1], self.min_rows):
+            return linear(*args, **kwargs)
+        return func(*args, **kwargs)
 
 
-def upcast_prompts(model, min_rows=MIN_ROWS):
-    """Wrap every nn.Linear of the decoder layers (in place); returns the model. A no-op for an fp32 model."""
-    for module in list(model.layers.modules()):
-        for name, child in list(module.named_children()):
-            if isinstance(child, nn.Linear) and child.weight.dtype != torch.float32:
-                setattr(module, name, UpcastLinear(child, min_rows))
-    return model
+def native_bf16(cpuinfo):
+    """Whether /proc/cpuinfo's text lists bf16 arithmetic: x86's avx512_bf16 or amx_bf16, ARM's bf16."""
+    return bool(NATIVE_BF16 & set(cpuinfo.split()))
 
+
+@functools.lru_cache(maxsize=1)
+def emulated_bf16():
+    """True unless this CPU has bf16 arithmetic (`native_bf16`). Without it every bf16 product is
+    converted to fp32; with it, bf16's own matmul may well be the faster one (not measured here:
+    this machine has AVX2 only), so there the plain path is kept."""
+    try:
+        return not native_bf16(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
+    except OSError:                           # no /proc (macOS, Windows): assume no bf16 arithmetic
+        return True
+
+
+def prompt_pass(model, min_rows=None):
+    """The context to read a prompt in: a PromptPass for a model with bf16 projections on a CPU
+    that emulates bf16, else one that does nothing. min_rows: default MIN_ROWS (read at the call)."""
+    modules = model.modules() if isinstance(model, nn.Module) else ()   # (tests drive generation with stand-ins)
+    bf16 = any(isinstance(m, nn.Linear) and m.weight.dtype == torch.bfloat16 and m.weight.device.type == "cpu"
+               for m in modules)
+    if not bf16 or not emulated_bf16():
+        return contextlib.nullcontext()
+    return PromptPass(MIN_ROWS if min_rows is None else min_rows)

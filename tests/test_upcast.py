@@ -1,38 +1,113 @@
-"""qwen/upcast.py: a bf16 model whose long-prompt projections run in fp32 gives the plain bf16 model's numbers."""
+"""qwen/upcast.py: a bf16 prompt read with its projections in fp32 gives the plain bf16 model's numbers,
+and generation reads every bf16 prompt that way (issue 24), leaving decoding and fp32 as they are."""
+import pytest
 import torch
+import torch.nn.functional as F
 
 from qwen import upcast
 
 
-def test_upcast_linear_rounds_once_like_bf16s_own_matmul():
-    g = torch.Generator().manual_seed(0)
-    linear = torch.nn.Linear(256, 64, bias=False).to(torch.bfloat16)
+def _bf16_linear(out_f, in_f, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    linear = torch.nn.Linear(in_f, out_f, bias=False).to(torch.bfloat16)
     with torch.no_grad():
-        linear.weight.copy_(torch.randn(64, 256, generator=g) * 0.05)
-    wrapped = upcast.UpcastLinear(linear, min_rows=8)
+        linear.weight.copy_(torch.randn(out_f, in_f, generator=g) * 0.05)
+    return linear
+
+
+def _count_fast_calls(monkeypatch):
+    calls = []
+    real = upcast.linear
+    monkeypatch.setattr(upcast, "linear", lambda *a, **k: calls.append(a[0].shape) or real(*a, **k))
+    return calls
+
+
+def test_linear_rounds_once_like_bf16s_own_matmul():
+    linear = _bf16_linear(64, 256)
+    g = torch.Generator().manual_seed(1)
     for rows in (1, 8, 40):
         x = torch.randn(1, rows, 256, generator=g).to(torch.bfloat16)
         want = (x.float() @ linear.weight.float().T).to(torch.bfloat16)    # fp32, then one rounding
-        got = wrapped(x)
+        got = upcast.linear(x, linear.weight)
         assert got.dtype == torch.bfloat16 and got.shape == (1, rows, 64)
-        steps = (got.float() - want.float()).abs() / want.float().abs().clamp_min(1e-3)
+        assert torch.equal(got, want)
+        plain = linear(x)                                                # bf16's own matmul
+        steps = (got.float() - plain.float()).abs() / plain.float().abs().clamp_min(1e-3)
         assert steps.max() <= 2 ** -7                                    # at most a bf16 step apart
-        if rows >= 8:
-            assert torch.equal(got, want)                                # the fp32 path itself
-    assert wrapped.weight is linear.weight and wrapped.in_features == 256
 
 
-def test_upcast_prompts_keeps_the_bf16_models_logits(tiny_path):
+def test_prompt_pass_takes_only_long_bf16_inputs(monkeypatch):
+    linear = _bf16_linear(64, 256)
+    fp32 = torch.nn.Linear(256, 64, bias=False)
+    g = torch.Generator().manual_seed(2)
+    long, short = (torch.randn(1, n, 256, generator=g).to(torch.bfloat16) for n in (8, 7))
+    calls = _count_fast_calls(monkeypatch)
+    with upcast.PromptPass(8):
+        got_long, got_short, got_fp32 = linear(long), linear(short), fp32(long.float())
+    assert calls == [long.shape]                                         # 8 rows: in fp32; 7 rows and fp32: not
+    assert torch.equal(got_long, (long.float() @ linear.weight.float().T).to(torch.bfloat16))
+    assert torch.equal(got_short, F.linear(short, linear.weight))        # bf16's own matmul
+    assert torch.equal(got_fp32, fp32(long.float()))
+    monkeypatch.setattr(upcast, "MAX_WEIGHT", 64 * 256 - 1)              # the output layer's case: too big
+    with upcast.PromptPass(8):
+        linear(long)
+    assert len(calls) == 1
+    linear(long)                                                         # outside the context: plain
+    assert len(calls) == 1
+
+
+def test_native_bf16_reads_the_cpu_flags():
+    assert not upcast.native_bf16("flags\t\t: fpu sse2 avx avx2 fma f16c\n")           # this machine's kind
+    assert upcast.native_bf16("flags\t\t: fpu avx2 avx512f avx512_bf16 amx_tile\n")     # x86 with bf16
+    assert upcast.native_bf16("flags\t\t: fpu avx2 amx_bf16\n")
+    assert upcast.native_bf16("Features\t: fp asimd sve bf16 i8mm\n")                   # ARM with bf16
+    assert not upcast.native_bf16("Features\t: fp asimd evtstrm aes\n")
+
+
+@pytest.fixture(scope="module")
+def bf16_tiny(tiny_path):
     from qwen.model import load_model
-    plain = load_model(tiny_path, dtype=torch.bfloat16, vision=False)
-    fast = upcast.upcast_prompts(load_model(tiny_path, dtype=torch.bfloat16, vision=False), min_rows=16)
-    assert sum(isinstance(m, upcast.UpcastLinear) for m in fast.modules()) == \
-        sum(isinstance(m, torch.nn.Linear) for m in plain.layers.modules())
-    ids = torch.tensor([list(range(100, 140))])                          # 40 tokens: the fp32 path
-    a, b = plain(ids), fast(ids)
-    assert (a - b).abs().max() <= 0.05 * a.abs().max()                   # bf16 roundings, in another order
-    assert (a.argmax(-1) == b.argmax(-1)).float().mean() > 0.9
-    one = torch.tensor([[7]])                                            # one token: the plain bf16 path
-    assert torch.equal(plain(one), fast(one))
-    fp32 = upcast.upcast_prompts(load_model(tiny_path, vision=False))
-    assert not any(isinstance(m, upcast.UpcastLinear) for m in fp32.modules())   # nothing to do in fp32
+    return load_model(tiny_path, dtype=torch.bfloat16, vision=False)
+
+
+def test_generate_reads_a_bf16_prompt_in_fp32_and_decodes_in_bf16(bf16_tiny, monkeypatch):
+    from qwen.generate import generate_ids
+    monkeypatch.setattr(upcast, "emulated_bf16", lambda: True)           # as on this AVX2 machine
+    model = bf16_tiny
+    linears = sum(isinstance(m, torch.nn.Linear) for m in model.layers.modules())
+    kinds = [type(m) for m in model.modules()]
+    calls = _count_fast_calls(monkeypatch)
+    prompt = list(range(100, 100 + upcast.MIN_ROWS + 3))
+    tokens = generate_ids(model, prompt, max_new_tokens=3)
+    next(tokens)                                                         # the prompt is read
+    assert len(calls) == linears                                         # every projection once, in fp32
+    assert all(shape[-2] == len(prompt) for shape in calls)              # (the output layer: one row, bf16)
+    list(tokens)                                                         # two decode steps: one row each
+    assert len(calls) == linears
+    assert [type(m) for m in model.modules()] == kinds                   # nothing replaced or wrapped
+    next(generate_ids(model, prompt[:upcast.MIN_ROWS - 1], max_new_tokens=1))
+    assert len(calls) == linears                                         # a short prompt: bf16's own matmul
+    next(generate_ids(model, prompt, max_new_tokens=1, keep_at=3, kept=[]))   # 3, then MIN_ROWS
+    assert len(calls) == 2 * linears                                     # read in two parts: the long one in fp32
+
+
+def test_the_prompt_pass_keeps_the_bf16_models_logits(bf16_tiny):
+    model = bf16_tiny
+    ids = torch.tensor([list(range(100, 140))])                          # 40 tokens
+    with torch.inference_mode():
+        plain = model(ids)
+        with upcast.PromptPass():
+            fast = model(ids)
+    assert (plain - fast).abs().max() <= 0.05 * plain.abs().max()        # bf16 roundings, in another order
+    assert (plain.argmax(-1) == fast.argmax(-1)).float().mean() > 0.9
+    assert not torch.equal(plain, fast)                                  # (the fast path did run)
+
+
+def test_no_prompt_pass_for_fp32_or_a_cpu_with_bf16(tiny_path, bf16_tiny, monkeypatch):
+    import contextlib
+    from qwen.model import load_model
+    monkeypatch.setattr(upcast, "emulated_bf16", lambda: True)
+    assert isinstance(upcast.prompt_pass(bf16_tiny), upcast.PromptPass)
+    assert isinstance(upcast.prompt_pass(load_model(tiny_path, vision=False)), contextlib.nullcontext)
+    monkeypatch.setattr(upcast, "emulated_bf16", lambda: False)          # AVX-512 BF16 / AMX: bf16's own matmul
+    assert isinstance(upcast.prompt_pass(bf16_tiny), contextlib.nullcontext)
