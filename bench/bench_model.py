@@ -32,6 +32,12 @@ with glibc's allocator as a learner gets it (issue 24: pinning it made our prefi
 the first variant's breakdown once more pinned, beside it: the delta rule's 1 MiB states sit
 exactly at the pinned mmap threshold.
 
+The same step by ablation (`--ablation-rounds`, `--skip-ablation`): CPU seconds of the whole step
+and of the step with one part replaced by a stand-in that computes nothing (the projections, the
+output layer, the delta rule, the conv, the norms, the attention), alternated, the best of each: what a part
+costs where it runs, with the caches and the allocator as the step leaves them, and a figure that
+holds on a loaded machine (with 1 thread, CPU seconds barely move with the load; wall seconds double).
+
 Quantized decoding (qwen/quant.py, chapter 13): fp32, bf16, int8 and int4 models, each in fresh
 processes, alternated `--repeat` times: prefill and decode tokens/s (best), the peak RSS
 (largest; int8 / int4 are quantized from the stored bf16, which is read meanwhile) and the RSS
@@ -46,6 +52,7 @@ adds; the goal is bf16 within 1.3x of fp32.
     python bench/bench_model.py [--keep DIR] [--threads N] [--dtypes float32,bfloat16] [--repeat 2]
                                 [--rounds 3] [--skip-context] [--skip-fidelity] [--skip-compare]
                                 [--skip-breakdown] [--skip-quant] [--skip-prompt] [--breakdown float32,int8]
+                                [--skip-ablation] [--ablation-rounds 9]
 """
 import argparse
 import json
@@ -334,6 +341,170 @@ def child_breakdown(path, variant, out):
                                    else model.output_layer.nbytes)))
 
 
+def _stand_ins(model):
+    """Context managers that each replace one part of a decode step by a stand-in of the same shape
+    that computes nothing (the numbers go wrong; the time of the rest stays as it was)."""
+    import contextlib
+    import torch
+    import torch.nn as nn
+    import qwen.attention
+    import qwen.deltanet
+    from qwen.norm import GatedRMSNorm, RMSNorm
+    from qwen.quant import Int4Linear, Int8Linear
+
+    @contextlib.contextmanager
+    def instances(modules, attr, fn):
+        for m in modules:
+            setattr(m, attr, fn(m))
+        try:
+            yield
+        finally:
+            for m in modules:
+                delattr(m, attr)
+
+    @contextlib.contextmanager
+    def function(module, name, fn):
+        real = getattr(module, name)
+        setattr(module, name, fn)
+        try:
+            yield
+        finally:
+            setattr(module, name, real)
+
+    def linears():
+        kinds = (nn.Linear, Int8Linear, Int4Linear)
+        return instances([m for m in model.layers.modules() if isinstance(m, kinds)], "forward",
+                         lambda m: lambda x: x.new_zeros(*x.shape[:-1], m.out_features))
+    zeros = torch.zeros(1, 1, model.cfg.vocab_size)
+    logits = lambda: function(model, "logits", lambda h: zeros)                       # noqa: E731
+    norms = lambda: instances([m for m in model.modules() if type(m) in (RMSNorm, GatedRMSNorm)], "forward",  # noqa: E731
+                              lambda m: lambda x, gate=None: x)
+    conv = lambda: instances([m for m in model.modules() if isinstance(m, qwen.deltanet.GatedDeltaNet)],  # noqa: E731
+                             "causal_conv", lambda m: lambda qkv, cache=None: qkv)
+    rule = lambda: function(qwen.deltanet, "delta_rule_recurrent",                    # noqa: E731
+                            lambda q, k, v, g, beta, state=None, states=None: (v.float(), state))
+    attention = lambda: function(qwen.attention, "causal_attention",                  # noqa: E731
+                                 lambda q, k, v, scale, past=0, block=128: q.to(v.dtype))
+    return {"projections": linears, "output layer": logits, "delta rule": rule, "conv": conv, "norms": norms,
+            "attention": attention}
+
+
+def child_ablate(path, variant, out, rounds):
+    """CPU seconds of one decode step (after a 32-token prompt), whole and with each part replaced by a
+    stand-in (`_stand_ins`), alternated `rounds` times, the best of each: what the step saves without a
+    part is what the part costs where it runs, caches and allocator as they are then. CPU seconds, not
+    wall: with 1 thread they barely move with the machine's load, where wall time on a shared machine
+    doubles."""
+    import contextlib
+    import torch
+    model = _build(path, variant)
+    parts = _stand_ins(model)
+    runs = {name: [] for name in ["whole step", *parts]}
+    with torch.inference_mode():
+        cache = model.new_cache()
+        model(_ids(32, 4), cache=cache, last=True)
+        token = torch.tensor([[100]])
+        for _ in range(2):
+            model(token, cache=cache, last=True)                  # warm-up
+        for _ in range(rounds):
+            for name in runs:
+                with parts[name]() if name in parts else contextlib.nullcontext():
+                    start = time.process_time()
+                    model(token, cache=cache, last=True)
+                    runs[name].append(time.process_time() - start)
+    out.write_text(json.dumps({name: min(v) for name, v in runs.items()}))   # the least disturbed run of each
+
+
+def ablation(path, variants, threads, rounds):
+    print(f"\n== where one decode step goes, by ablation ({threads} thread(s); CPU seconds, best of {rounds} "
+          f"alternated rounds; load {os.getloadavg()[0]:.1f}) ==")
+    for variant, env in [(v, LEARNER_ENV) for v in variants] + [(variants[0], ENV)]:
+        r, _ = run_child("ablate", path, variant, threads, rounds, env=env)
+        whole = r.pop("whole step")
+        pinned = (" (allocator pinned: mmap threshold 1 MiB, trim 256 MiB)" if env is ENV
+                  else " (glibc's allocator as a learner runs it)")
+        print(f"\n{variant}{pinned}: whole step {whole * 1e3:.1f} ms CPU")
+        for name, sec in r.items():
+            print(f"  without {name:<28}{sec * 1e3:>8.1f} ms: the part costs {(whole - sec) * 1e3:>7.1f} ms "
+                  f"{(whole - sec) / whole:>6.1%}")
+        rest = whole - sum(whole - sec for sec in r.values())
+        print(f"  {'rest (Python, dispatch, small ops)':<36}{'':>8}   {rest * 1e3:>19.1f} ms {rest / whole:>6.1%}")
+
+
+def child_kernels(path, dtype_name, out, rounds):
+    """1-row matrix products as a decode step makes them, each way torch offers, CPU seconds per GB read.
+
+    The weights are random, of the real shapes: the projections of 12 layers (1 GB in fp32) and the
+    output layer (1 GB), each in two storage layouts with the same values: (out, in) as loaded, and
+    (in, out) seen as (out, in) through .t() (what F.linear is given is the same matrix). Alternated
+    `rounds` times, the best of each, beside torch.sum's read rate over 1 GiB."""
+    import torch
+    import torch.nn.functional as F
+    from qwen.weights import Config
+    cfg = Config.load(path)
+    dtype = getattr(torch, dtype_name)
+    g = torch.Generator().manual_seed(0)
+    hidden, inter = cfg.hidden_size, cfg.intermediate_size
+    conv = 2 * cfg.linear_num_key_heads * cfg.linear_key_head_dim + cfg.linear_num_value_heads * cfg.linear_value_head_dim
+    value = cfg.linear_num_value_heads * cfg.linear_value_head_dim
+    inner, kv = cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
+    nv = cfg.linear_num_value_heads
+    layer = {"linear_attention": [(conv, hidden), (value, hidden), (nv, hidden), (nv, hidden), (hidden, value)],
+             "full_attention": [(2 * inner, hidden), (kv, hidden), (kv, hidden), (hidden, inner)]}
+    mlp = [(inter, hidden), (inter, hidden), (hidden, inter)]
+    shapes = [s for kind in cfg.layer_types[:12] for s in layer[kind] + mlp]
+    sets = {"projections": shapes, "output layer": [(cfg.vocab_size, hidden)]}
+    ways = {"F.linear": lambda x, w: F.linear(x, w), "torch.mv": lambda x, w: torch.mv(w, x.view(-1)),
+            "torch.mm(w, x^T)": lambda x, w: torch.mm(w, x.view(-1, 1))}
+    if dtype == torch.bfloat16:
+        ways["fp32 copy, then F.linear"] = lambda x, w: F.linear(x.float(), w.float())
+    result = {}
+    with torch.inference_mode():
+        for part, shapes in sets.items():
+            loaded = [(torch.randn(o, i, generator=g) * 0.02).to(dtype) for o, i in shapes]
+            xs = {i: torch.randn(1, 1, i, generator=g).to(dtype) for _, i in shapes}
+            runs = {name: [] for name in ways}
+            for r in range(rounds):
+                for name, fn in ways.items():
+                    start = time.process_time()
+                    for w in loaded:
+                        fn(xs[w.shape[1]], w)
+                    runs[name].append(time.process_time() - start)
+            stored = [w.t().contiguous().t() for w in loaded]            # (in, out) storage, the same values
+            del loaded
+            runs["F.linear, weight stored (in, out)"] = []
+            for r in range(rounds):
+                start = time.process_time()
+                for w in stored:
+                    F.linear(xs[w.shape[1]], w)
+                runs["F.linear, weight stored (in, out)"].append(time.process_time() - start)
+            nbytes = sum(w.nbytes for w in stored)
+            del stored
+            result[part] = {name: dict(cpu=min(v), gb_s=nbytes / min(v) / 1e9) for name, v in runs.items()}
+            result[part]["GB"] = nbytes / 1e9
+        x = torch.ones(1 << 28)
+        x.sum()
+        sums = []
+        for _ in range(rounds):
+            start = time.process_time()
+            x.sum()
+            sums.append(time.process_time() - start)
+        result["sum_gb_s"] = x.nbytes / min(sums) / 1e9
+    out.write_text(json.dumps(result))
+
+
+def kernels(path, dtypes, threads, rounds):
+    print(f"\n== 1-row products, each way torch offers ({threads} thread(s); CPU seconds, best of {rounds} "
+          f"alternated; random weights of the real shapes; load {os.getloadavg()[0]:.1f}) ==")
+    for dtype in dtypes:
+        r, _ = run_child("kernels", path, dtype, threads, rounds, env=LEARNER_ENV)
+        print(f"{dtype}: torch.sum reads {r.pop('sum_gb_s'):.1f} GB per CPU second")
+        for part, ways in r.items():
+            gb = ways.pop("GB")
+            for name, v in ways.items():
+                print(f"  {part:<14}{name:<36}{v['cpu'] * 1e3:>8.1f} ms for {gb:.2f} GB = {v['gb_s']:>5.1f} GB/s")
+
+
 def child_decode(path, variant, out):
     """Load (and quantize), prefill PROMPT tokens, decode NEW: speeds, tokens, RSS once built."""
     from qwen.generate import generate_ids
@@ -536,6 +707,9 @@ def main():
     p.add_argument("--skip-breakdown", action="store_true")
     p.add_argument("--skip-quant", action="store_true")
     p.add_argument("--skip-prompt", action="store_true")
+    p.add_argument("--skip-ablation", action="store_true")
+    p.add_argument("--skip-kernels", action="store_true")
+    p.add_argument("--ablation-rounds", type=int, default=9, help="alternated rounds of the decode-step ablation")
     p.add_argument("--breakdown", default="float32,int8", help="variants whose decode step is broken down: "
                                                           "float32, bfloat16, int8, int4")
     p.add_argument("--child"), p.add_argument("--path"), p.add_argument("--dtype"), p.add_argument("--out")
@@ -550,6 +724,8 @@ def main():
          "speed": lambda: child_speed(args.path, args.dtype, out, args.rounds),
          "bandwidth": lambda: child_bandwidth(out), "breakdown": lambda: child_breakdown(args.path, args.dtype, out),
          "decode": lambda: child_decode(args.path, args.dtype, out),
+         "ablate": lambda: child_ablate(args.path, args.dtype, out, args.rounds),
+         "kernels": lambda: child_kernels(args.path, args.dtype, out, args.rounds),
          "prompt": lambda: child_prompt(args.path, args.dtype, out, args.rounds)}[args.child]()
         return
 
@@ -560,6 +736,10 @@ def main():
     targets = []
     if not args.skip_breakdown:
         breakdown(path, args.breakdown.split(","), threads)
+    if not args.skip_ablation:
+        ablation(path, args.breakdown.split(","), threads, args.ablation_rounds)
+    if not args.skip_kernels:
+        kernels(path, ["float32", "bfloat16"], threads, args.ablation_rounds)
     if not args.skip_quant:
         quantized(path, threads, args.repeat)
     if not args.skip_prompt:
