@@ -38,6 +38,10 @@ output layer, the delta rule, the conv, the norms, the attention), alternated, t
 costs where it runs, with the caches and the allocator as the step leaves them, and a figure that
 holds on a loaded machine (with 1 thread, CPU seconds barely move with the load; wall seconds double).
 
+1-row products (`--skip-kernels`): the projections of 12 layers and the output layer, random
+weights of the real shapes, fp32 and bf16, through F.linear, torch.mv, torch.mm(w, x^T), (bf16) an
+fp32 copy, and with the weight stored (in, out); CPU seconds per GB read, beside torch.sum's rate.
+
 Quantized decoding (qwen/quant.py, chapter 13): fp32, bf16, int8 and int4 models, each in fresh
 processes, alternated `--repeat` times: prefill and decode tokens/s (best), the peak RSS
 (largest; int8 / int4 are quantized from the stored bf16, which is read meanwhile) and the RSS
@@ -52,7 +56,7 @@ adds; the goal is bf16 within 1.3x of fp32.
     python bench/bench_model.py [--keep DIR] [--threads N] [--dtypes float32,bfloat16] [--repeat 2]
                                 [--rounds 3] [--skip-context] [--skip-fidelity] [--skip-compare]
                                 [--skip-breakdown] [--skip-quant] [--skip-prompt] [--breakdown float32,int8]
-                                [--skip-ablation] [--ablation-rounds 9]
+                                [--skip-ablation] [--skip-kernels] [--ablation-rounds 9]
 """
 import argparse
 import json
