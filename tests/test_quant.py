@@ -262,3 +262,81 @@ def test_from_weight_by_blocks_of_rows_is_the_whole_weights_quantization(monkeyp
     q4, scale4 = quant.quantize_int4(w, 32)
     layer4 = quant.Int4Linear.from_weight(w, kernel=False, group=32)
     assert torch.equal(quant.unpack_int4(layer4.packed), q4) and torch.equal(layer4.scale, scale4)
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_load_quantized_is_quantize_model_without_the_full_model(tiny_path, monkeypatch, mode):
+    """Quantized while loading (a block of rows at a time from the file): the same buffers, parameters
+    and logits as quantize_model(load_model(...)), and nothing left mapped from the file."""
+    from qwen.model import load_model
+    monkeypatch.setattr(quant, "ROWS_AT_ONCE", 5000)                   # blocks that do not divide the table's rows
+    ref = quant.quantize_model(load_model(tiny_path, vision=False), mode)
+    got = quant.load_quantized(tiny_path, mode)
+    a, b = dict(ref.state_dict()), dict(got.state_dict())
+    assert a.keys() == b.keys()
+    for key in a:
+        assert a[key].dtype == b[key].dtype and torch.equal(a[key], b[key]), key
+    assert all(t.untyped_storage().resizable() for t in [*got.parameters(), *got.buffers()])   # none mapped
+    ids = torch.tensor([list(range(100, 110))])
+    torch.testing.assert_close(got(ids), ref(ids), atol=0, rtol=0)
+    assert got.quant == mode and got.mtp is None and got.output_layer is got.embed_tokens.table
+    assert got.unused == ref.unused
+    stored, dtype = got.stored
+    assert dtype == "bf16" and stored == quant.weight_bytes(load_model(tiny_path, dtype=None, vision=False))
+
+
+def test_load_quantized_reads_no_weight_whole(tiny_path, monkeypatch):
+    """The stored bf16 model is never in memory: the weights it quantizes are read ROWS_AT_ONCE rows at
+    a time (the peak-RSS fix: main.py 9 --quant int8 read the whole model first, 2.5 GB on the full size)."""
+    seen = []
+    read = quant.StoredRows.__getitem__
+    monkeypatch.setattr(quant.StoredRows, "__getitem__", lambda self, rows: seen.append((self.name, rows)) or read(self, rows))
+    monkeypatch.setattr(quant, "ROWS_AT_ONCE", 5000)
+    model = quant.load_quantized(tiny_path, "int8")
+    table = [rows for name, rows in seen if name == "embed_tokens.weight"]
+    assert len(table) == -(-model.cfg.vocab_size // 5000) and all(r.stop - r.start == 5000 for r in table)
+    assert {name for name, _ in seen} == {"embed_tokens.weight"} | {n + ".weight" for n, *_ in
+                                                                  quant.projections(load_model_meta(tiny_path))}
+    import qwen.weights
+    mapped = qwen.weights.Weights.__getitem__
+    monkeypatch.setattr(qwen.weights.Weights, "__getitem__", lambda self, name: pytest.fail(f"{name} mapped")
+                        if len(self.shape(name)) > 1 else mapped(self, name))
+    quant.load_quantized(tiny_path, "int4")                           # no weight through the mapping either
+
+
+def load_model_meta(path):
+    from qwen.model import Qwen35
+    from qwen.weights import Config
+    with torch.device("meta"):
+        return Qwen35(Config.load(path))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_nan_or_inf_weight_is_one_line_naming_the_tensor(tiny_path, bad):
+    """quantize_model gave silently a row of garbage codes for a NaN (scale nan -> 1, codes from nan)."""
+    from qwen.lang import set_lang
+    from qwen.model import load_model
+    model = load_model(tiny_path, vision=False)
+    model.layers[1].mlp.up_proj.weight[3, 2] = bad
+    with pytest.raises(QwenError, match=r"^layers\.1\.mlp\.up_proj\.weight: row 3 holds (nan|inf): only finite "
+                                        r"numbers can be quantized") as e:
+        quant.quantize_model(model, "int8")
+    assert e.value.zh.startswith("layers.1.mlp.up_proj.weight：第 3 行含有") and "\n" not in e.value.zh
+    set_lang("en")
+    w = _weight(8, 32)
+    w[5, 0] = bad
+    with pytest.raises(QwenError, match=r"^this weight: row 5 holds"):
+        quant.Int4Linear.from_weight(w)
+
+
+def test_the_plain_int8_path_dequantizes_a_block_of_rows_at_a_time(monkeypatch):
+    """The uncached pass of a quantized model (chapter 9's check) rebuilt the whole 248,320-row table in
+    fp32 (1 GB) at once; now ROWS_AT_ONCE rows at a time, the same numbers."""
+    monkeypatch.setattr(quant, "ROWS_AT_ONCE", 24)
+    w, x = _weight(100, 64), torch.randn(2, 40, 64, generator=torch.Generator().manual_seed(3))
+    layer = quant.Int8Linear.from_weight(w, kernel=False)
+    made = []
+    deq = quant.dequantize_int8
+    monkeypatch.setattr(quant, "dequantize_int8", lambda q, s: made.append(q.shape[0]) or deq(q, s))
+    torch.testing.assert_close(layer(x), x @ deq(layer.q, layer.scale).T, atol=1e-5, rtol=1e-4)
+    assert made == [24, 24, 24, 24, 4]
