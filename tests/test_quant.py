@@ -340,3 +340,24 @@ def test_the_plain_int8_path_dequantizes_a_block_of_rows_at_a_time(monkeypatch):
     monkeypatch.setattr(quant, "dequantize_int8", lambda q, s: made.append(q.shape[0]) or deq(q, s))
     torch.testing.assert_close(layer(x), x @ deq(layer.q, layer.scale).T, atol=1e-5, rtol=1e-4)
     assert made == [24, 24, 24, 24, 4]
+
+
+def test_exercise_260_reference_agrees_with_the_library_on_a_row_of_zeros(tiny_path, tmp_path):
+    """s260.py divided by a zero scale on an all-zero row (NaN codes, scale 0) where qwen/quant.py gives
+    scale 1; exercise 260 now has such a case and its statement says what to do."""
+    import runpy
+    from conftest import ROOT
+    from practice._judge.exercises import BY_ID, Context
+    judge = ROOT / "practice" / "_judge"
+    w = _weight(6, 32)
+    w[[1, 4]] = 0
+    want = quant.quantize_int8(w)
+    assert torch.equal(want[1][[1, 4]], torch.ones(2))
+    for file in (judge / "solutions" / "s260.py", *BY_ID["260"].equivalents()):
+        q, scale = runpy.run_path(str(file))["quantize_int8"](w.clone())
+        assert torch.equal(q, want[0]) and torch.equal(scale, want[1]), file.name
+    cases = BY_ID["260"].cases(Context(tiny_path, tmp_path))
+    assert any(c.function == "quantize_int8" and bool((c.args[0] == 0).all(dim=1).any()) for c in cases)
+    statement = (judge / "starters" / "260_int8_quantize.py").read_text(encoding="utf-8")
+    assert "A row of zeros has max |w| = 0, and w / 0 is NaN: give it scale 1" in statement
+    assert "全 0 的行 max |w| = 0，而 w / 0 是 NaN：让它的缩放因子为 1" in statement
