@@ -361,3 +361,54 @@ def test_exercise_260_reference_agrees_with_the_library_on_a_row_of_zeros(tiny_p
     statement = (judge / "starters" / "260_int8_quantize.py").read_text(encoding="utf-8")
     assert "A row of zeros has max |w| = 0, and w / 0 is NaN: give it scale 1" in statement
     assert "全 0 的行 max |w| = 0，而 w / 0 是 NaN：让它的缩放因子为 1" in statement
+
+
+@pytest.fixture(scope="module")
+def ch13_run(tiny_path):
+    """Chapter 13 run once with --tiny, in this process (as tests/test_chapter_claims.py runs chapters):
+    (namespace, stdout)."""
+    import contextlib
+    import io
+    import runpy
+    import sys
+    from conftest import ROOT
+    argv, grad, threads, out = sys.argv, torch.is_grad_enabled(), torch.get_num_threads(), io.StringIO()
+    sys.argv = [str(ROOT / "ch13_quantize.py"), "--tiny", "--lang", "en", "--tokens", "4"]
+    try:
+        with contextlib.redirect_stdout(out):
+            ns = runpy.run_path(sys.argv[0], run_name="__main__")
+    finally:
+        sys.argv = argv
+        torch.set_grad_enabled(grad)
+        torch.set_num_threads(threads)
+    return ns, out.getvalue()
+
+
+def test_ch13_speed_claims_are_medians_of_alternated_rounds(ch13_run):
+    """Chapter 13 timed each contender after the other, once: int8 / fp32 read 0.78x, 1.09x and 2.01x in
+    three runs at load 3. Now the contenders run in turn within each round, the medians are printed,
+    with the rounds, the threads and the machine's load; each printed ratio is the ratio of those medians."""
+    import statistics
+    ns, out = ch13_run
+    times, runs, speed, speeds = ns["times"], ns["runs"], ns["speed"], ns["speeds"]
+    assert set(times) == {"fp32", "int8 plain", "int8 kernel", "int4 plain", "int4 kernel"}
+    for name in times:
+        assert len(runs[name]) == ns["ROUNDS"] >= 5 and times[name] == statistics.median(runs[name])
+    for name in ("fp32", "int8", "int4"):
+        assert len(speeds[name]) == ns["DECODE_ROUNDS"] >= 3 and speed[name] == statistics.median(speeds[name])
+    for mode in ("int8", "int4"):
+        tp, tk = times[f"{mode} plain"], times[f"{mode} kernel"]
+        assert (f"plain {tp * 1e3:.3f} ms, kernel {tk * 1e3:.3f} ms ({times['fp32'] / tk:.1f}x fp32's speed)") in out
+        assert (f"decode {speed[mode]:.1f} tokens/s ({speed[mode] / speed['fp32']:.2f}x fp32)") in out
+    assert f"fp32: 4 tokens, decode {speed['fp32']:.1f} tokens/s" in out
+    for rounds, load in ((ns["ROUNDS"], ns["load_kernels"]), (ns["DECODE_ROUNDS"], ns["load_decode"])):
+        assert (f"({rounds} rounds, the contenders in turn within each, medians; the machine's load: {load:.1f} "
+                f"(1-minute average), {__import__('os').cpu_count()} CPUs)\n  (timed with ") in out
+
+
+def test_ch13_alternates_the_contenders_within_each_round(ch13_run):
+    ns, _ = ch13_run
+    order = []
+    medians, runs = ns["alternated"]({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, 3, calls=2)
+    assert order == ["a", "b"] + ["a", "a", "b", "b"] * 3                 # a warm-up each, then in turn
+    assert set(medians) == {"a", "b"} and all(len(r) == 3 for r in runs.values())
