@@ -215,11 +215,15 @@ class Int8Linear(nn.Module):
 
     def plain(self, x):
         """Dequantize, then an fp32 matmul, ROWS_AT_ONCE output rows at a time: the 248,320-row
-        table would be 1 GB in fp32, rebuilt whole at every call."""
-        x32, out = x.float(), self.out_features
-        y = [F.linear(x32, dequantize_int8(self.q[i:i + ROWS_AT_ONCE], self.scale[i:i + ROWS_AT_ONCE]))
-             for i in range(0, out, ROWS_AT_ONCE)]                           # (..., ROWS_AT_ONCE) each
-        return (y[0] if len(y) == 1 else torch.cat(y, dim=-1)).to(x.dtype)  # (..., out)
+        table would be 1 GB in fp32, rebuilt whole at every call. Each block's result goes into
+        its columns of one output made first: kept blocks allocated between the freed temporaries
+        would leave holes the next block's temporaries do not fit (glibc's heap grew by 1 GB)."""
+        x32 = x.float()
+        y = x32.new_empty((*x.shape[:-1], self.out_features))               # (..., out)
+        for i in range(0, self.out_features, ROWS_AT_ONCE):
+            y[..., i:i + ROWS_AT_ONCE] = F.linear(x32, dequantize_int8(self.q[i:i + ROWS_AT_ONCE],
+                                                                       self.scale[i:i + ROWS_AT_ONCE]))
+        return y.to(x.dtype)
 
     def extra_repr(self):
         return f"in={self.q.shape[1]}, out={self.q.shape[0]}, kernel={self.kernel}"
