@@ -46,7 +46,7 @@ Two ways to get a quantized model, the same numbers (tested): quantize_model(mod
 loaded model (chapter 13, which compares it with its fp32 self), and load_quantized(path, mode),
 which main.py 9 / chat --quant use: each weight to quantize is read from the file a block of
 ROWS_AT_ONCE rows at a time and quantized, so the process never holds the full-precision model
-(full size, int8: peak RSS 0.98 GB, torch's 0.22 included, against 2.5 GB loading the bf16 model first).
+(full size, int8: peak RSS 979 MiB, 220 of them torch's, against 2,512 MiB loading the bf16 model first).
 """
 from pathlib import Path
 
