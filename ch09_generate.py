@@ -76,7 +76,7 @@ check_sampling(args.temperature)                        # a negative or nan temp
 reply_sampling = dict(temperature=args.temperature, top_k=20, top_p=0.8, seed=0) if args.temperature else {}
 check_device(args.device)
 if args.quant is not None:
-    from qwen.quant import check_mode, main_dtype, quantize_model, weight_bytes
+    from qwen.quant import check_mode, load_quantized, weight_bytes
     check_mode(args.quant, speculative, args.mine)       # a bad mode or mix: one line, before the weights are read
     if args.device != "cpu" or args.dtype != "float32":
         raise QwenError("--quant runs on the CPU from the fp32 model: leave out --device and --dtype.",
@@ -87,13 +87,14 @@ except QwenError:
     template = None
 ready = tok is not None and template is not None
 if ready:                              # checked first: without them, the weights need not be read
-    dtype = None if args.quant is not None else getattr(torch, args.dtype)    # quantized: from the stored bf16
-    model = load_model(path, dtype=dtype, vision=False).to(args.device)        # text only: no tower
+    if args.quant is None:
+        model = load_model(path, dtype=getattr(torch, args.dtype), vision=False).to(args.device)   # text only
+    else:                                               # read from the file and quantized a block at a time:
+        model = load_quantized(path, args.quant)        # never the whole model in full precision (chapter 13)
     if speculative is not None:
         check_speculative(model, speculative)           # no MTP head in this checkpoint: one line
     if args.quant is not None:
-        before, stored = weight_bytes(model), main_dtype(model)           # the file's bf16, not chapter 13's fp32
-        quantize_model(model, args.quant)
+        before, stored = model.stored                   # the file's bf16, not chapter 13's fp32
         say("  weights quantized to {q} (chapter 13): {a} in {d} -> {b}", "  权重已量化为 {q}（第 13 章）：{d} 的 {a} -> {b}",
             q=args.quant, a=size(before), d=stored, b=size(weight_bytes(model)))
 else:

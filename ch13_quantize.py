@@ -18,6 +18,8 @@
 # Run: `python ch13_quantize.py [--tokens N] [--tiny] [--lang zh]`
 
 # %%
+import os
+import statistics
 import time
 
 import torch
@@ -145,13 +147,18 @@ say("  two codes a byte: {a} codes -> {b} bytes; unpacked again equal: {ok}",
 # table gives the logits; in the 4-bit model it stays int8 (llama.cpp's q4_k_m also keeps its
 # output layer at more bits: every logit passes through it). Kept in fp32: the norms, the conv,
 # A_log and dt_bias, and in_proj_a / in_proj_b (16 rows each, feeding the decay's exponent and
-# beta): together a fraction of a percent of the bytes.
+# beta): together a fraction of a percent of the bytes. Here each model is quantized from a loaded
+# fp32 one, to compare them; `main.py 9 --quant` and `chat --quant` read each weight from the file a
+# block of rows at a time and quantize it (`quant.load_quantized`): the full-precision model is never
+# in memory, and the process stays near the quantized model's size.
 #
 # 被量化的：24 层里的每个投影，以及共享嵌入表，它同时是输出层：248,320 x 1024，占参数的三分之一，也是
 # 解码一步里最大的矩阵乘法。它只存一份，每行 int8：一个词元的那一行查出来再反量化，整张表用来算 logit；
 # 4 位模型里它仍是 int8（llama.cpp 的 q4_k_m 也让输出层保留更多位：每个 logit 都要经过它）。保留 fp32 的：
 # 归一化、卷积、A_log 和 dt_bias，以及 in_proj_a / in_proj_b（各 16 行，决定衰减的指数和 beta）：
-# 加起来不到字节数的百分之一。
+# 加起来不到字节数的百分之一。这里每个模型都是从已加载的 fp32 模型量化的，为了和它比较；`main.py 9 --quant` 和
+# `chat --quant` 则从文件里一次读一块行、边读边量化（`quant.load_quantized`）：全精度模型从不整个放在内存里，
+# 进程的内存占用接近量化后模型的大小。
 
 # %%
 section(4, "What is quantized, in bytes", "量化了什么，按字节数")
@@ -211,40 +218,64 @@ big = torch.randn(3584, 1024, generator=gen) * 0.02              # (out, in)
 x = torch.randn(1, 1024, generator=gen)                          # one token
 
 
-def per_call(fn, repeat=20):
-    """Median seconds of one call."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
+def alternated(contenders, rounds, calls=1):
+    """({name: median seconds of one call}, {name: [seconds of one call, each round]}): in each round
+    every contender runs `calls` times in turn, after one warm-up call each. Alternated, so that they
+    all see the same machine: other work that slows one round slows every contender in it, and the
+    median drops that round (timed one after the other, a ratio here swung from 0.8x to 2x)."""
+    for fn in contenders.values():
         fn()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
+    runs = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            runs[name].append((time.perf_counter() - start) / calls)
+    return {name: statistics.median(t) for name, t in runs.items()}, runs
+
+
+def timed_how(rounds):
+    """One line under a timing: the rounds, and the machine's load while it ran."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    say("  ({r} rounds, the contenders in turn within each, medians; the machine's load: {l:.1f} (1-minute "
+        "average), {c} CPUs)", "  （{r} 轮，每轮内依次运行各方，取中位数；机器负载：{l:.1f}（1 分钟平均），{c} 个 CPU）",
+        r=rounds, l=load, c=os.cpu_count())
+    note(ch.threads)
+    return load
 
 
 layers = {"int8": (quant.Int8Linear.from_weight(big, kernel=False), quant.Int8Linear.from_weight(big)),
           "int4": (quant.Int4Linear.from_weight(big, kernel=False), quant.Int4Linear.from_weight(big))}
-t32 = per_call(lambda: F.linear(x, big))
+contenders = {"fp32": lambda: F.linear(x, big)}
+for mode, (plain, fast) in layers.items():
+    contenders[f"{mode} plain"] = lambda plain=plain: plain(x)
+    contenders[f"{mode} kernel"] = lambda fast=fast: fast(x)
+ROUNDS = 7
+times, runs = alternated(contenders, ROUNDS, calls=5)            # {name: median seconds of one call}
+t32 = times["fp32"]
 say("  fp32 F.linear: {t:.3f} ms, {b} read", "  fp32 F.linear：{t:.3f} 毫秒，读 {b}", t=t32 * 1e3, b=size(big.nbytes))
 for mode, (plain, fast) in layers.items():
     y = plain(x)
     rel = ((fast(x) - y).abs().max() / y.abs().max()).item()
-    tp, tk = per_call(lambda: plain(x), repeat=5), per_call(lambda: fast(x))   # plain: slow, fewer calls
+    tp, tk = times[f"{mode} plain"], times[f"{mode} kernel"]
     say("  {m}: kernel against the plain path: max |difference| {d:.2%} of the largest output (bf16); "
         "plain {tp:.3f} ms, kernel {tk:.3f} ms ({r:.1f}x fp32's speed), {b} read",
         "  {m}：内核与朴素算法相比：最大 |差值| 是最大输出的 {d:.2%}（bf16）；朴素 {tp:.3f} 毫秒，"
         "内核 {tk:.3f} 毫秒（fp32 速度的 {r:.1f} 倍），读 {b}",
         m=mode, d=rel, tp=tp * 1e3, tk=tk * 1e3, r=t32 / tk, b=size(fast.nbytes))
-note(ch.threads)
+load_kernels = timed_how(ROUNDS)
 
 # %% [markdown]
 # ## 6. The whole model: logits, greedy tokens, speed / 整个模型：logit、贪心词元、速度
 # fp32 writes N greedy tokens; the quantized models read the same text (teacher forcing) and we
 # count the positions where their greedy token differs from fp32's, and the largest logit
-# difference. Then each decodes on its own, timed.
+# difference. Then each decodes on its own, timed: the three in turn, in rounds, and the median of
+# each (one after the other, the ratios swung with the machine's other work).
 #
 # fp32 先贪心地写出 N 个词元；量化后的模型读同一段文本（教师强制），数一数有多少个位置上它们的贪心词元
-# 与 fp32 的不同，以及 logit 的最大差值。然后各自独立解码，并计时。
+# 与 fp32 的不同，以及 logit 的最大差值。然后各自独立解码并计时：三者在每一轮里依次运行，跑若干轮，各取中位数
+# （一个接一个地测时，比值会随机器上的其他工作大幅摆动）。
 
 # %%
 section(6, "int8 and int4 against fp32 on this checkpoint", "在这个检查点上比较 int8、int4 与 fp32")
@@ -259,7 +290,15 @@ def decode(m):
     return out, max(stats["new_tokens"] - 1, 1) / max(stats["decode_s"], 1e-9)
 
 
-ref_ids, ref_speed = decode(model)
+DECODE_ROUNDS = 3
+contestants = {"fp32": model, **models}
+speeds, replies = {name: [] for name in contestants}, {}
+for _ in range(DECODE_ROUNDS):                                   # in turn within each round
+    for name, m in contestants.items():
+        replies[name], tokens_per_s = decode(m)                  # greedy: the same ids every round
+        speeds[name].append(tokens_per_s)
+speed = {name: statistics.median(s) for name, s in speeds.items()}   # {name: median decode tokens/s}
+ref_ids, ref_speed = replies["fp32"], speed["fp32"]
 show = not ch.tiny and ch.tokenizer is not None                  # trained weights: the text itself
 text = torch.tensor([ids + ref_ids[:-1]])                        # (1, prompt + N - 1)
 ref_logits = model(text)[0, len(ids) - 1:, :V]                   # (N, vocab): at each reply position
@@ -269,16 +308,15 @@ if show:
 for mode, m in models.items():
     logits = m(text)[0, len(ids) - 1:, :V]
     changed = int((logits.argmax(-1) != ref_logits.argmax(-1)).sum())
-    own, speed = decode(m)
     say("  {m}: largest logit difference {d:.3f} (logits up to {top:.1f}); greedy token differs at {c} of {n}; "
         "decode {s:.1f} tokens/s ({r:.2f}x fp32)",
         "  {m}：logit 最大差值 {d:.3f}（logit 最大到 {top:.1f}）；{n} 个贪心词元中有 {c} 个不同；解码 {s:.1f} 词元/秒"
         "（fp32 的 {r:.2f} 倍）",
         m=mode, d=(logits - ref_logits).abs().max().item(), top=ref_logits.abs().max().item(), c=changed,
-        n=len(ref_ids), s=speed, r=speed / ref_speed)
+        n=len(ref_ids), s=speed[mode], r=speed[mode] / ref_speed)
     if show:
-        say("    {m} writes: {t!r}", "    {m} 写出：{t!r}", m=mode, t=ch.tokenizer.decode(own))
-note(ch.threads)
+        say("    {m} writes: {t!r}", "    {m} 写出：{t!r}", m=mode, t=ch.tokenizer.decode(replies[mode]))
+load_decode = timed_how(DECODE_ROUNDS)
 if ch.tiny:
     say("  (random weights and a 16-wide model: the differences and speeds are this toy's; the full-size\n"
         "  figures are measured by bench/bench_model.py)",

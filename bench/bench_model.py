@@ -43,9 +43,11 @@ weights of the real shapes, fp32 and bf16, through F.linear, torch.mv, torch.mm(
 fp32 copy, and with the weight stored (in, out); CPU seconds per GB read, beside torch.sum's rate.
 
 Quantized decoding (qwen/quant.py, chapter 13): fp32, bf16, int8 and int4 models, each in fresh
-processes, alternated `--repeat` times: prefill and decode tokens/s (best), the peak RSS
-(largest; int8 / int4 are quantized from the stored bf16, which is read meanwhile) and the RSS
-once quantized, with the greedy tokens compared against fp32's.
+processes, alternated `--repeat` times: prefill and decode tokens/s (best) and ms / token against
+its bound (the weights' bytes at the read bandwidth measured in the same run), the peak RSS
+(largest; int8 / int4 as main.py 9 / chat --quant build them: qwen.quant.load_quantized, read
+from the file and quantized a block of rows at a time) and the RSS once quantized, with the
+greedy tokens compared against fp32's, and issue 24's llama.cpp q8_0 / q4_k_m figures beside.
 
 The bf16 prompt pass (qwen/upcast.py): a PROMPT-token prefill through generate_ids of the fp32
 model and of the bf16 model as generate_ids reads it (projections of 8 rows or more in fp32), in
@@ -217,9 +219,9 @@ def _build(path, variant):
     """Our model as `variant`: a compute dtype, or int8 / int4 quantized from the stored bf16."""
     import torch
     from qwen.model import load_model
-    from qwen.quant import MODES, quantize_model
+    from qwen.quant import MODES, load_quantized
     if variant in MODES:
-        return quantize_model(load_model(path, dtype=None, vision=False), variant)
+        return load_quantized(path, variant)                  # as main.py 9 / chat --quant: read a block at a time
     return load_model(path, dtype=getattr(torch, variant), vision=False)
 
 
@@ -611,30 +613,47 @@ def breakdown(path, variants, threads):
     return rows
 
 
+# issue 24's llama.cpp figures (2 threads, a quiet machine; bench/bench_llamacpp.py measures them live):
+# (decode ms / token, peak RSS MB) of the same bits
+LLAMA_ISSUE = {"int8": ("q8_0", 45, 1000), "int4": ("q4_k_m", 37, 900)}
+
+
 def quantized(path, threads, repeat):
-    """fp32, bf16, int8, int4: fresh processes, alternated; best speeds, largest peak RSS."""
+    """fp32, bf16, int8, int4: fresh processes, alternated; best speeds, largest peak RSS; each decode step
+    against its bound (the weights read per token at this machine's measured read bandwidth)."""
+    bw, _ = run_child("bandwidth", path, "float32", threads, env=LEARNER_ENV)
     runs = {v: [] for v in VARIANTS}
     for _ in range(repeat):
         for variant in VARIANTS:
             runs[variant].append(run_child("decode", path, variant, threads, env=LEARNER_ENV))
     print(f"\n== quantized decoding ({threads} threads; prefill {PROMPT} tokens, decode {NEW}; fresh processes, "
-          f"alternated, best of {repeat}; glibc's allocator as a learner runs it) ==")
-    print(f"{'':10}{'weights GB':>11}{'prefill tok/s':>15}{'decode tok/s':>14}{'x fp32':>8}{'GB/s':>7}"
-          f"{'peak RSS MB':>13}{'RSS loaded MB':>15}{'greedy = fp32':>15}")
+          f"alternated, best of {repeat}; glibc's allocator as a learner runs it; load now {os.getloadavg()[0]:.1f}) ==")
+    print(f"{'':10}{'weights GB':>11}{'prefill tok/s':>15}{'decode tok/s':>14}{'ms/token':>10}{'bound ms':>10}"
+          f"{'x bound':>9}{'x fp32':>8}{'peak RSS MB':>13}{'RSS loaded MB':>15}{'greedy = fp32':>15}")
     base = None
     ref = runs["float32"][0][0]["tokens"]
+    goals = []
     for variant, results in runs.items():
         prefill = PROMPT / min(r["prefill_s"] for r, _ in results)
         decode = NEW / min(r["decode_s"] for r, _ in results)
         base = base or decode
         first = results[0][0]
+        bound = first["weight_bytes"] / (bw["gb_s"] * 1e9) * 1e3          # ms a step cannot beat
+        peak = max(rss for _, rss in results)
         same = next((i for i, (a, b) in enumerate(zip(first["tokens"], ref)) if a != b), len(ref))
-        print(f"{variant:10}{first['weight_bytes'] / 1e9:>11.2f}{prefill:>15.1f}{decode:>14.2f}{decode / base:>7.2f}x"
-              f"{first['weight_bytes'] * decode / 1e9:>7.1f}{max(rss for _, rss in results):>13.0f}"
+        print(f"{variant:10}{first['weight_bytes'] / 1e9:>11.2f}{prefill:>15.1f}{decode:>14.2f}{1e3 / decode:>10.1f}"
+              f"{bound:>10.1f}{bound * decode / 1e3:>8.2f}x{decode / base:>7.2f}x{peak:>13.0f}"
               f"{max(r['rss_built'] for r, _ in results):>15.0f}{same:>9} of {len(ref)}")
-    print("(random weights: the greedy agreement says little about quality; GB/s = weights read per token x decode "
-          "tokens/s;\n RSS loaded: once built and quantized, before the prompt; bf16 is mapped from the file, its pages "
-          "resident once read)")
+        if variant in LLAMA_ISSUE:
+            goals.append((variant, decode, peak))
+    print(f"(random weights: the greedy agreement says little about quality; bound = weights read per token / "
+          f"{bw['gb_s']:.1f} GB/s, this machine's read bandwidth measured now;\n RSS loaded: once built and quantized, "
+          "before the prompt; int8 / int4 are read from the file and quantized a block of rows at a time)")
+    for variant, decode, peak in goals:
+        name, ms, rss = LLAMA_ISSUE[variant]
+        print(f"{variant} against issue 24's llama.cpp {name} (2 threads, quiet; not measured here): decode "
+              f"{ms / (1e3 / decode):.2f}x its tokens/s ({1e3 / decode:.1f} ms against {ms}; goal >= 0.9x), peak RSS "
+              f"{peak:.0f} MB against {rss} MB (goal: at most)")
 
 
 # --------------------------------------------------------------------------------------------- parent

@@ -67,13 +67,13 @@ def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None, 
 
     picture = None if image is None else load_chat_image(path, image)
     print(tr("Loading {path} ...", "正在加载 {path} ……", path=path), flush=True)
-    dtype = torch.float32 if quant is None else None               # quantized: from the stored bf16 (fewer bytes)
-    model = load_model(path, dtype=dtype, vision=picture is not None)   # the tower only for a picture
-    if quant is not None:
+    if quant is None:
+        model = load_model(path, dtype=torch.float32, vision=picture is not None)   # the tower only for a picture
+    else:                                                          # read and quantized a block of rows at a time
         from qwen.cli import size
-        from qwen.quant import main_dtype, quantize_model, weight_bytes
-        before, stored = weight_bytes(model), main_dtype(model)
-        quantize_model(model, quant)
+        from qwen.quant import load_quantized, weight_bytes
+        model = load_quantized(path, quant, vision=picture is not None)
+        before, stored = model.stored
         print(tr("Weights quantized to {q} (chapter 13): {a} in {d} -> {b}.", "权重已量化为 {q}（第 13 章）：{d} 的 {a} -> {b}。",
                  q=quant, a=size(before), d=stored, b=size(weight_bytes(model))), flush=True)
     if picture is not None and model.visual is None:               # a vision_config, no model.visual.* tensors

@@ -41,11 +41,20 @@ Two ways to compute with a quantized weight, tested equal (tests/test_quant.py):
     the result comes back fp32: it differs from the fp32 plain path by bf16's rounding of x and of
     the scales (about 0.4% of a value). int8 with more than KERNEL_ROWS rows at once (a prompt)
     takes the plain path: an fp32 matmul beats the kernel there (512 rows: 188 ms against 311).
+
+Two ways to get a quantized model, the same numbers (tested): quantize_model(model, mode) on a
+loaded model (chapter 13, which compares it with its fp32 self), and load_quantized(path, mode),
+which main.py 9 / chat --quant use: each weight to quantize is read from the file a block of
+ROWS_AT_ONCE rows at a time and quantized, so the process never holds the full-precision model
+(full size, int8: peak RSS 979 MiB, 220 of them torch's, against 2,512 MiB loading the bf16 model first).
 """
+from pathlib import Path
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from qwen.files import open_file
 from qwen.lang import QwenError
 
 MODES = ("int8", "int4")
@@ -55,7 +64,7 @@ KEEP_FP32 = ("in_proj_a", "in_proj_b")       # tiny, and they feed an exponent (
 INT8_KERNEL_IN = 8                           # int8: the kernel reads rows 8 weights at a time (torch 2.13, CPU:
                                              # in_features 4, 12, 100, 130 gave numbers ~1e31 or a segfault)
 KERNEL_ROWS = 32                             # int8: up to this many rows (tokens) a call through the kernel
-ROWS_AT_ONCE = 4096                          # quantize_model: weight rows quantized at a time (a few MB of temporaries)
+ROWS_AT_ONCE = 1024                          # weight rows quantized (or dequantized) at a time: a few MB of temporaries
 
 
 # --------------------------------------------------------------------------------------------
@@ -66,7 +75,7 @@ def quantize_int8(w):
     """w (out, in) float -> codes (out, in) int8 in -127..127, scale (out,) fp32: absmax per row."""
     w = w.float()
     scale = w.abs().amax(dim=1) / 127                                     # (out,)
-    scale = torch.where(scale > 0, scale, torch.ones_like(scale))         # an all-zero row: any scale
+    scale = torch.where(scale == 0, torch.ones_like(scale), scale)        # an all-zero row: 1 (any scale gives q = 0)
     q = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)   # (out, in)
     return q, scale
 
@@ -94,7 +103,7 @@ def quantize_int4(w, group=GROUP):
     g = group_size(n_in, group)
     wg = w.float().reshape(out, n_in // g, g)                             # (out, groups, g)
     scale = wg.abs().amax(dim=-1) / 7                                     # (out, groups)
-    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    scale = torch.where(scale == 0, torch.ones_like(scale), scale)        # an all-zero group: 1
     q = torch.round(wg / scale[..., None]).clamp(-7, 7).to(torch.int8)
     return q.reshape(out, n_in), scale
 
@@ -135,18 +144,38 @@ def error(w, w_hat):
 # Layers that compute with quantized weights
 # --------------------------------------------------------------------------------------------
 
-def _by_rows(quantize, w, *args):
+def _by_rows(quantize, w, *args, name=None):
     """quantize(w, *args) a block of rows at a time, joined: each row is quantized on its own, so
     this is the same result, without fp32 temporaries of the whole weight (the 248,320-row table
-    is 1 GB in fp32, and a few temporaries of it would be several)."""
+    is 1 GB in fp32, and a few temporaries of it would be several). w may be a tensor or a
+    StoredRows (a weight still in its file). A NaN or an infinity stops it with one line naming
+    `name` (the weight) and the row: that row's scale, and so every code of it, would mean nothing."""
     q = scale = None
     for i in range(0, w.shape[0], ROWS_AT_ONCE):                            # written in place: no small results
-        q_rows, s_rows = quantize(w[i:i + ROWS_AT_ONCE], *args)             # kept between the freed temporaries
-        if q is None:                                                       # (glibc's heap then grew by GBs)
+        rows = w[i:i + ROWS_AT_ONCE]                                        # kept between the freed temporaries
+        q_rows, s_rows = quantize(rows, *args)                              # (glibc's heap then grew by GBs)
+        _check_finite(rows, s_rows, name, i)
+        if q is None:
             q = torch.empty(w.shape, dtype=q_rows.dtype)
             scale = torch.empty((w.shape[0], *s_rows.shape[1:]), dtype=s_rows.dtype)
         q[i:i + ROWS_AT_ONCE], scale[i:i + ROWS_AT_ONCE] = q_rows, s_rows
     return q, scale
+
+
+def _check_finite(rows, scale, name, first):
+    """One line for a NaN or an infinity in rows (a block starting at row `first` of the weight `name`):
+    read on the scales, which are one per row (or group) and NaN or inf where a weight of theirs is."""
+    bad_rows = ~torch.isfinite(scale.reshape(scale.shape[0], -1)).all(dim=1)   # (rows,)
+    if bad_rows.any():
+        row = int(bad_rows.nonzero()[0, 0])
+        value = rows[row][~torch.isfinite(rows[row])][0].item()
+        row += first
+        raise QwenError("{who_en}: row {row} holds {v}: only finite numbers can be quantized (that row's scale, and "
+                        "so every code of it, would mean nothing). Download the checkpoint again, or find where "
+                        "that value came from.",
+                        "{who_zh}：第 {row} 行含有 {v}：只有有限的数才能量化（否则这一行的缩放因子以及它的每个编码都"
+                        "没有意义）。请重新下载检查点，或者查明这个值从哪里来。",
+                        who_en=name or "this weight", who_zh=name or "这个权重", row=row, v=value)
 
 
 def _flat(x):
@@ -170,8 +199,9 @@ class Int8Linear(nn.Module):
             self.register_buffer("scale_bf16", self.scale.to(torch.bfloat16))   # what the kernel takes
 
     @classmethod
-    def from_weight(cls, w, kernel=True):
-        return cls(*_by_rows(quantize_int8, w), kernel=kernel)
+    def from_weight(cls, w, kernel=True, name=None):
+        """w (out, in): a tensor, or a StoredRows; name: the weight's, for a message."""
+        return cls(*_by_rows(quantize_int8, w, name=name), kernel=kernel)
 
     in_features = property(lambda self: self.q.shape[1])                    # as nn.Linear has them
     out_features = property(lambda self: self.q.shape[0])
@@ -185,9 +215,21 @@ class Int8Linear(nn.Module):
 
     def forward(self, x):
         if not self.kernel or x.numel() > KERNEL_ROWS * x.shape[-1]:
-            return F.linear(x.float(), self.dequantized()).to(x.dtype)      # the plain path
+            return self.plain(x)
         y = torch._weight_int8pack_mm(_flat(x), self.q, self.scale_bf16)     # (rows, out) bf16
         return y.reshape(*x.shape[:-1], -1).to(x.dtype)
+
+    def plain(self, x):
+        """Dequantize, then an fp32 matmul, ROWS_AT_ONCE output rows at a time: the 248,320-row
+        table would be 1 GB in fp32, rebuilt whole at every call. Each block's result goes into
+        its columns of one output made first: kept blocks allocated between the freed temporaries
+        would leave holes the next block's temporaries do not fit (glibc's heap grew by 1 GB)."""
+        x32 = x.float()
+        y = x32.new_empty((*x.shape[:-1], self.out_features))               # (..., out)
+        for i in range(0, self.out_features, ROWS_AT_ONCE):
+            y[..., i:i + ROWS_AT_ONCE] = F.linear(x32, dequantize_int8(self.q[i:i + ROWS_AT_ONCE],
+                                                                       self.scale[i:i + ROWS_AT_ONCE]))
+        return y.to(x.dtype)
 
     def extra_repr(self):
         return f"in={self.q.shape[1]}, out={self.q.shape[0]}, kernel={self.kernel}"
@@ -224,8 +266,8 @@ class Int4Linear(nn.Module):
             self.register_buffer("scale", scale.float().contiguous())        # (out, groups)
 
     @classmethod
-    def from_weight(cls, w, kernel=True, group=GROUP):
-        return cls(*_by_rows(quantize_int4, w, group), kernel=kernel)
+    def from_weight(cls, w, kernel=True, group=GROUP, name=None):
+        return cls(*_by_rows(quantize_int4, w, group, name=name), kernel=kernel)
 
     in_features = property(lambda self: self.shape[1])
     out_features = property(lambda self: self.shape[0])
@@ -254,9 +296,9 @@ class Int8Embedding(nn.Module):
     """The tied embedding table as int8 rows with a scale each: looked up (a row dequantized per
     token) and used as the output layer (Int8Linear on the same buffers: stored once)."""
 
-    def __init__(self, weight, kernel=True):
+    def __init__(self, weight, kernel=True, name="embed_tokens.weight"):
         super().__init__()
-        self.table = Int8Linear.from_weight(weight, kernel=kernel)           # (vocab, hidden) codes
+        self.table = Int8Linear.from_weight(weight, kernel=kernel, name=name)   # (vocab, hidden) codes
 
     def forward(self, ids):
         vocab = self.table.q.shape[0]
@@ -316,13 +358,13 @@ def quantize_model(model, mode, kernel=True):
         raise QwenError("This model is already quantized ({q}): load it again (load_model) to quantize it to {m}.",
                         "这个模型已经量化过了（{q}）：请重新加载（load_model）再量化成 {m}。", q=model.quant, m=mode)
     make = Int8Linear.from_weight if mode == "int8" else Int4Linear.from_weight
-    for _, parent, attr, linear in projections(model):
-        setattr(parent, attr, make(linear.weight.data, kernel=kernel))
+    for name, parent, attr, linear in projections(model):
+        setattr(parent, attr, make(linear.weight.data, kernel=kernel, name=name + ".weight"))
     if model.cfg.tie_word_embeddings:
         model.embed_tokens = Int8Embedding(model.embed_tokens.weight.data, kernel=kernel)
         model.output_layer = model.embed_tokens.table
     else:
-        model.lm_head = Int8Linear.from_weight(model.lm_head.weight.data, kernel=kernel)
+        model.lm_head = Int8Linear.from_weight(model.lm_head.weight.data, kernel=kernel, name="lm_head.weight")
         model.output_layer = model.lm_head
     for p in model.parameters():                                           # the rest: fp32, copied: a tensor
         p.data = p.data.to(torch.float32, copy=True)                       # mapped from the file would keep
@@ -330,6 +372,126 @@ def quantize_model(model, mode, kernel=True):
     model.mtp = None
     model.quant = mode
     return model
+
+
+# --------------------------------------------------------------------------------------------
+# Quantized while loading: the bf16 model never in memory
+# --------------------------------------------------------------------------------------------
+
+class StoredRows:
+    """A 2-D weight still in its checkpoint file, read a block of rows at a time with plain file
+    reads and converted to fp32: what _by_rows quantizes when load_quantized builds a layer. The
+    stored weight is never in memory whole (the table alone is 508 MB in bf16), and no page of
+    the file stays mapped (a mapped page, once read, counts in the process's resident memory for
+    as long as the mapping lives)."""
+
+    def __init__(self, W, name):
+        self.W, self.name, self.info = W, name, W.info(name)
+        self.shape = self.info.shape                                        # (out, in)
+        self._row_bytes = self.info.nbytes // max(self.shape[0], 1)
+
+    def __getitem__(self, rows):
+        from qwen.model import _read_exactly
+        start, stop, _ = rows.indices(self.shape[0])
+        raw = torch.empty(max(stop - start, 0) * self._row_bytes, dtype=torch.uint8)
+        with open_file(self.info.file) as f:
+            self.W._check_unchanged(self.info.file, f.fileno())            # the file opened at load_weights
+            f.seek(self.info.offset + start * self._row_bytes)
+            _read_exactly(f, raw.numpy(), self.info)
+        return raw.view(self.info.torch_dtype).view(-1, *self.shape[1:]).float()   # (rows, in) fp32
+
+
+def _leaving_out(W, keys):
+    """load()'s view of the weights, converted to fp32, with `keys` left out: those come back as
+    meta tensors of their shape (no byte read), for load_quantized to quantize from the file."""
+    from qwen.model import _Converted
+
+    class LeavingOut(_Converted):
+        def __getitem__(self, name):
+            if name in keys:
+                self.read.add(name)
+                return torch.empty(self.W.shape(name), device="meta")
+            return super().__getitem__(name)
+
+    return LeavingOut(W, torch.float32)
+
+
+def _trim():
+    """Hand the heap's free pages back to the system (glibc's malloc_trim; elsewhere nothing), once a
+    layer. Why: after the first few-MB temporary is freed, glibc serves blocks of that size from its
+    heap instead of fresh mappings, so the freed temporaries of each block end up as holes between the
+    codes kept: resident, 0.35 GB of them by the end of the 24 layers (int8, the full size; peak RSS
+    1.33 GB instead of 0.98), unless given back. Once a block instead of once a layer: no lower, and
+    slower (each new temporary's pages are then faulted in afresh)."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        import ctypes
+        import ctypes.util
+        try:
+            _malloc_trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        except (OSError, AttributeError):                                   # not glibc: macOS, musl, Windows
+            _malloc_trim = False
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+_malloc_trim = None
+
+
+@torch.no_grad()
+def load_quantized(path, mode, vision=False, kernel=True):
+    """quantize_model(load_model(path, vision=vision), mode, kernel), without the full-precision model
+    in memory at any time: every weight quantize_model would quantize is read from the file
+    ROWS_AT_ONCE rows at a time and quantized (StoredRows), the rest loaded strictly as load_model
+    does, in fp32. The process then peaks near the quantized model's size (plus torch), not at the
+    stored bf16 model's plus the quantized one's. The same numbers as quantize_model's (tested).
+    model.stored = (bytes, dtype) of the language-model tensors as stored, for "X in bf16 -> Y"."""
+    from qwen.model import VISUAL, Qwen35
+    from qwen.vision import VisionConfig, VisionModel
+    from qwen.weights import Config, load, load_weights
+    check_mode(mode)
+    path = Path(path).expanduser()
+    cfg, W = Config.load(path), load_weights(path)
+    with torch.device("meta"):                                              # shapes only
+        model = Qwen35(cfg, dtype=torch.float32)
+    table = "embed_tokens.weight" if cfg.tie_word_embeddings else "lm_head.weight"
+    todo = {name + ".weight": (parent, attr) for name, parent, attr, _ in projections(model)}
+    source = _leaving_out(W, {*todo, table})
+    make = Int8Linear.from_weight if mode == "int8" else Int4Linear.from_weight
+    parts = [("embed_tokens", model.embed_tokens)] + [(f"layers.{i}", layer) for i, layer in enumerate(model.layers)]
+    parts += [("norm", model.norm)] + ([("lm_head", model.lm_head)] if not cfg.tie_word_embeddings else [])
+    for prefix, module in parts:
+        load(module, source, prefix + ".")                                  # strict; the weights in todo: meta
+        for key in [k for k in todo if k.startswith(prefix + ".")]:         # a layer at a time
+            parent, attr = todo[key]
+            setattr(parent, attr, make(StoredRows(W, key), kernel=kernel, name=key))
+        _trim()
+    if cfg.tie_word_embeddings:
+        model.embed_tokens = Int8Embedding(StoredRows(W, table), kernel=kernel, name=table)
+        model.output_layer = model.embed_tokens.table
+    else:
+        model.lm_head = model.output_layer = Int8Linear.from_weight(StoredRows(W, table), kernel=kernel, name=table)
+    vcfg = VisionConfig.from_config(cfg) if vision and W.names_under(VISUAL) else None
+    if vcfg is not None:                                                    # as load_model: fp32, strictly
+        with torch.device("meta"):
+            model.visual = VisionModel(vcfg, out_hidden=cfg.hidden_size)
+        load(model.visual, source, VISUAL)
+    for p in model.parameters():                                           # a tensor mapped from the file (one
+        p.data = p.data.to(torch.float32, copy=True)                       # already fp32 there) would keep the
+    model.unused = sorted(set(W) - source.read)                            # file's mapping alive: copied
+    for name, t in [*model.named_parameters(), *model.named_buffers()]:
+        if t.is_meta:
+            raise QwenError("{name} was not loaded.", "{name} 没有被加载。", name=name)
+    by_dtype = {}
+    for name in source.read:
+        if not name.startswith(VISUAL):
+            info = W.info(name)
+            by_dtype[info.dtype] = by_dtype.get(info.dtype, 0) + info.nbytes
+    stored = max(by_dtype, key=by_dtype.get)
+    model.stored = (sum(by_dtype.values()), {"BF16": "bf16", "F32": "fp32", "F16": "fp16"}.get(stored, stored))
+    model.requires_grad_(False)
+    model.path, model.quant, model.mtp = path, mode, None
+    return model.eval()
 
 
 def weight_bytes(model):

@@ -5,6 +5,7 @@ import torch
 
 def quantize_int8(w):
     scale = w.abs().amax(dim=1, keepdim=True) / 127              # (out, 1)
+    scale[scale == 0] = 1                                        # rows of zeros
     q = torch.round((w / scale).clamp(-127, 127)).to(torch.int8)
     return q, scale[:, 0]
 

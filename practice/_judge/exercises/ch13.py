@@ -4,7 +4,9 @@ Expected values come from the library (qwen/quant.py quantize_int8 / dequantize_
 tests/test_quant.py checks: every weight within half a step, each row's largest at +-127).
 Inputs: rows of the model's own layer-0 gate_proj (the real Qwen3.5-0.8B when it is on disk, else
 the built-in tiny checkpoint), in fp32, plus small synthetic weights with an outlier, an all-negative
-row and a transposed (non-contiguous) layout, so that each known mistake gives a different answer.
+row, a transposed (non-contiguous) layout and rows of zeros (scale 1, as the library gives them: any
+scale gives q = 0, and max|w| / 127 = 0 would divide by zero), so that each known mistake gives a
+different answer.
 """
 from practice._judge.exercises import Case, Diagnosis, Exercise
 
@@ -34,6 +36,8 @@ def _quantize_mistake(kind):
             scale = w.abs().amax(dim=1) / 255
         else:
             scale = w.abs().amax(dim=1) / 127
+        if kind != "zero_scale":                                 # each mistake alone: rows of zeros as the library
+            scale = torch.where(scale == 0, torch.ones_like(scale), scale)
         x = w / scale[:, None]
         x = torch.trunc(x) if kind == "truncates" else torch.round(x)   # .to(torch.int8) truncates
         return x.clamp(-127, 127).to(torch.int8), scale
@@ -48,20 +52,23 @@ def _weights(ctx, g):
     negative = -(torch.rand(4, 24, generator=g) + 0.1)                      # every weight negative
     negative[1] = torch.randn(24, generator=g)
     wide = (torch.randn(32, 16, generator=g) * 0.05).T                       # (16, 32), transposed: not contiguous
+    zeros = torch.randn(6, 32, generator=g) * 0.02
+    zeros[[1, 4]] = 0                                                       # rows 1 and 4: all zero
     n = real.shape[0]
     return [(real, (f"rows 0-{n - 1} of layers.0.mlp.gate_proj ({ctx.label}), fp32",
                     f"layers.0.mlp.gate_proj 的第 0-{n - 1} 行（{ctx.label}），fp32")),
             (outlier, ("8 x 32 with one outlier in row 2", "8 x 32，第 2 行有一个离群值")),
             (negative, ("4 x 24, rows of negative weights (the largest |w| is negative)",
                         "4 x 24，几行全是负的权重（最大的 |w| 是负数）")),
-            (wide, ("16 x 32, transposed (not contiguous)", "16 x 32，转置过的（不连续）"))]
+            (wide, ("16 x 32, transposed (not contiguous)", "16 x 32，转置过的（不连续）")),
+            (zeros, ("6 x 32, rows 1 and 4 all zero (their scale: 1)", "6 x 32，第 1 行和第 4 行全是 0（它们的缩放因子：1）"))]
 
 
 def cases_260(ctx):
     g = ctx.gen(260)
-    about_q = ("scale = w.abs().amax(dim=1) / 127, one per row; q = round(w / scale[:, None]), clamped to -127..127, "
-               "as int8", "scale = w.abs().amax(dim=1) / 127，每行一个；q = round(w / scale[:, None])，钳位到 -127..127，"
-               "转成 int8")
+    about_q = ("scale = w.abs().amax(dim=1) / 127, one per row (1 for a row of zeros); q = round(w / scale[:, None]), "
+               "clamped to -127..127, as int8", "scale = w.abs().amax(dim=1) / 127，每行一个（全 0 的行取 1）；"
+               "q = round(w / scale[:, None])，钳位到 -127..127，转成 int8")
     cases = []
     for w, name in _weights(ctx, g):
         cases.append(Case("quantize_int8", name, (w,), quantize_expected(w), about=about_q))
@@ -73,7 +80,16 @@ def cases_260(ctx):
     return cases
 
 
-MISTAKES = ("per_tensor_scale", "truncates", "unsigned_range")
+MISTAKES = ("per_tensor_scale", "truncates", "unsigned_range", "zero_scale")
+
+
+def _zero_rows_scale_not_one(case, got):
+    """A row of zeros in the input, and the result's scale there not 1 (0 or NaN: divided by zero)."""
+    torch = _torch()
+    w = case.args[0]
+    zero = (w == 0).all(dim=1)
+    scale = got[1]
+    return bool(zero.any()) and not bool((scale[zero] == 1).all())
 
 DIAGNOSES_260 = [
     Diagnosis("per_tensor_scale", "quantize_int8",
@@ -95,15 +111,26 @@ DIAGNOSES_260 = [
                "看起来缩放因子除以了 255，那是无符号字节（0..255）的跨度：对称的 int8 范围是 -127..127，最大的 |w| "
                "映射到 127，scale = max|w| / 127；除以 255 时，所有超过最大值一半的权重都被钳位"),
               mistake=_quantize_mistake("unsigned_range"), hint=0),
+    Diagnosis("zero_scale", "quantize_int8",
+              ("looks like a row of zeros got the scale 0 (its max |w|): w / 0 is NaN, and NaN cast to int8 is no "
+               "code at all. Give such a row scale 1: torch.where(scale == 0, torch.ones_like(scale), scale) (any "
+               "scale gives q = 0 there; 1 is what qwen/quant.py uses)",
+               "看起来全 0 的行得到的缩放因子是 0（它的 max |w|）：w / 0 是 NaN，NaN 转成 int8 不是任何编码。"
+               "让这样的行缩放因子为 1：torch.where(scale == 0, torch.ones_like(scale), scale)（那里任何缩放因子"
+               "都给出 q = 0；qwen/quant.py 用的是 1）"),
+              test=_zero_rows_scale_not_one, hint=0),
 ]
 
 EXERCISES = [
     Exercise("260", "int8_quantize", ("int8 quantization per row, and back", "每行 int8 量化，以及反量化"), "easy", True,
              ("quantize_int8", "dequantize_int8"),
              [("Per row: scale = w.abs().amax(dim=1) / 127, shape (out,): the largest |w| of each row maps to +-127. "
-               "Not w.abs().max() (one scale for the tensor), not / 255 (that is an unsigned byte's span).",
+               "Not w.abs().max() (one scale for the tensor), not / 255 (that is an unsigned byte's span). A row of "
+               "zeros gets scale 1 (its max is 0, and w / 0 is NaN): torch.where(scale == 0, torch.ones_like(scale), "
+               "scale).",
                "每行：scale = w.abs().amax(dim=1) / 127，形状 (out,)：每行最大的 |w| 映射到 +-127。"
-               "不是 w.abs().max()（整个张量一个），也不是 / 255（那是无符号字节的跨度）。"),
+               "不是 w.abs().max()（整个张量一个），也不是 / 255（那是无符号字节的跨度）。全 0 的行缩放因子取 1"
+               "（它的最大值是 0，w / 0 是 NaN）：torch.where(scale == 0, torch.ones_like(scale), scale)。"),
               ("q = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8): round to the nearest code, "
                "never truncate (.to(torch.int8) alone truncates towards zero).",
                "q = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)：取整到最近的编码，不要截断"
@@ -112,5 +139,5 @@ EXERCISES = [
                "dequantize_int8(q, scale) = q.float() * scale[:, None]：每行乘以自己的缩放因子，fp32。")],
              cases_260, DIAGNOSES_260,
              {"260_per_tensor_scale.py": "per_tensor_scale", "260_truncates.py": "truncates",
-              "260_unsigned_range.py": "unsigned_range"}),
+              "260_unsigned_range.py": "unsigned_range", "260_zero_scale.py": "zero_scale"}),
 ]

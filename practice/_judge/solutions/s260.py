@@ -4,6 +4,7 @@ import torch
 
 def quantize_int8(w):
     scale = w.abs().amax(dim=1) / 127                            # (out,): each row's largest -> 127
+    scale = torch.where(scale == 0, torch.ones_like(scale), scale)   # a row of zeros: 1 (w / 0 would be NaN)
     q = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
     return q, scale
 
