@@ -24,25 +24,22 @@ error, 130 stopped with Ctrl-C. Progress is kept outside the code ($QWEN_PROGRES
 Limits: $QWEN_JUDGE_TIMEOUT seconds per exercise (default 20), $QWEN_JUDGE_MEMORY GB (default 3);
 $QWEN_JUDGE_WRITABLE: folders (separated by os.pathsep) the sandbox may write in besides its own.
 """
-import hashlib
-import json
-import math
 import os
-import shutil
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+from qwen.lang import detect_lang  # noqa: E402  (before the handler: an import inside it fails mid-import)
 
 
 def _stopped_while_starting(signum, frame):
-    """Ctrl-C while torch is being imported (the first seconds): one line, not an import traceback."""
+    """Ctrl-C while torch is being imported (the first seconds): one line, not an import traceback.
+    Installed before any other import, and imports nothing itself: a Ctrl-C that came in the middle of
+    an import made `from qwen.lang import ...` here fail, and the judge ended (130) without its line."""
     try:
-        from qwen.lang import detect_lang
         args = " ".join(sys.argv[1:]) + " "
         zh = "--lang zh " in args or "--lang=zh " in args or ("--lang" not in args and detect_lang() == "zh")
         os.write(2, ("\n已停止。\n" if zh else "\nStopped.\n").encode("utf-8"))
@@ -54,6 +51,11 @@ if __name__ == "__main__":
     import signal
     signal.signal(signal.SIGINT, _stopped_while_starting)      # main() restores KeyboardInterrupt
 
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import shutil  # noqa: E402
+import time  # noqa: E402
 from practice._judge import grading, progress  # noqa: E402
 from practice._judge.files import read_regular  # noqa: E402
 from practice._judge.report import case_line, first_failing, report_lines, summary_line  # noqa: E402

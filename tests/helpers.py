@@ -13,6 +13,7 @@ the config). `tokenizer=True` copies the built-in tiny checkpoint's tokenizer fi
 vocab_size >= 248320). Returns the folder; skips the test when transformers is not installed.
 """
 import re
+import signal
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,14 @@ def write_transformers_checkpoint(folder, layout="text", dtype=torch.float32, ti
         from qwen.tiny import write_tokenizer_files
         write_tokenizer_files(folder)
     return folder
+
+
+def sigint_as_in_a_terminal():
+    """preexec_fn for a child a test sends Ctrl-C (SIGINT): SIGINT as a terminal gives it, not as pytest got it.
+    A shell without job control (`pytest ... &`, nohup, some CI steps) starts pytest with SIGINT ignored;
+    an ignored signal stays ignored through exec, so the child's Python set up no KeyboardInterrupt and
+    the test's Ctrl-C did nothing (test_chat's Ctrl-C test waited 100 s for the reply to stop, and failed)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 CJK = r"[\u4e00-\u9fff]"

@@ -201,12 +201,15 @@ class Reader(threading.Thread):
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
-def test_ctrl_c_stops_the_reply_and_the_chat_goes_on():
+def test_ctrl_c_stops_the_reply_and_the_chat_goes_on(tiny_path):
     """It ended the whole chat. Two long replies, each stopped by SIGINT; the second message is
-    answered after the first was stopped, and /quit ends the chat normally."""
+    answered after the first was stopped, and /quit ends the chat normally. A fresh interpreter (it
+    is about signals); the tiny checkpoint is the session's (tiny_path), never built in the child."""
+    from helpers import sigint_as_in_a_terminal
     p = subprocess.Popen([sys.executable, "main.py", "chat", "--tiny", "--lang", "en", "--max-new-tokens", "100000"],
                          cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         env={**os.environ, "PYTHONIOENCODING": "utf-8", "OMP_NUM_THREADS": "1"})
+                         env={**os.environ, "PYTHONIOENCODING": "utf-8", "OMP_NUM_THREADS": "1"},
+                         preexec_fn=sigint_as_in_a_terminal)
     out, err = Reader(p.stdout), Reader(p.stderr)
     out.start(), err.start()
     try:

@@ -100,3 +100,21 @@ def test_the_fork_server_kills_at_the_timeout_and_starts_afresh_where_it_must(tm
     (tmp_path / "sitecustomize.py").write_text("import builtins; builtins.CUSTOMIZED = True\n", encoding="utf-8")
     r = forkserver.python(["-c", "print(CUSTOMIZED)"], env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert r.stdout == "True\n", r.stderr
+
+
+def test_a_child_for_ctrl_c_gets_sigint_even_where_pytest_was_started_ignoring_it():
+    """`pytest ... &` from a script (no job control) ignores SIGINT, and so did every child: test_chat's
+    Ctrl-C test then failed after 100 s. sigint_as_in_a_terminal gives the child SIGINT's default."""
+    import signal
+    import subprocess
+    from helpers import sigint_as_in_a_terminal
+
+    def ignored(**kw):                                          # bit 1 of SigIgn: SIGINT (2)
+        out = subprocess.run(["/bin/sh", "-c", "grep SigIgn /proc/self/status"], capture_output=True, text=True,
+                             timeout=30, **kw).stdout
+        return bool(int(out.split()[1], 16) & 1 << (signal.SIGINT - 1))
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)    # as such a shell starts pytest
+    try:
+        assert ignored() and not ignored(preexec_fn=sigint_as_in_a_terminal)
+    finally:
+        signal.signal(signal.SIGINT, previous)

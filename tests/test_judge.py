@@ -342,3 +342,24 @@ def test_250_off_by_one_diagnosis_names_the_mistake_not_the_rule():
     en, zh = next(d.says for d in BY_ID["250"].diagnoses if d.name == "off_by_one")
     assert "next token was counted as an accepted draft" in en and "被算成了一个被接受的草稿" in zh
     assert "it counts the drafts kept" not in en
+
+
+LEAN_REPORT = r"""
+import sys, torch
+from practice._judge.compare import Mismatch, check_tensor
+from practice._judge.exercises.ch08_09 import _index
+try:
+    check_tensor(torch.zeros(2, 3), torch.tensor([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
+except Mismatch as m:
+    print(m.detail["first_index"], _index(torch.zeros(2, 3, 5), 4))
+print(sorted(n for n in sys.modules if n.split(".")[0] == "sympy" or "symbolic_shapes" in n))
+"""
+
+
+def test_a_failing_case_does_not_import_torchs_symbolic_shape_machinery(run_script):
+    """The first differing index came from torch.unravel_index, whose argument check imports torch.fx's
+    symbolic shapes and sympy: about 1 s of CPU in every judge process at its first failing case
+    (--verify, a learner's first wrong file). A process forked from one that imported only torch."""
+    r = run_script("-c", LEAN_REPORT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.splitlines() == ["[1, 1] [1, 1]", "[]"], r.stdout

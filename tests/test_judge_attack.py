@@ -253,11 +253,18 @@ def test_ctrl_c_while_the_judge_starts_is_one_line(tmp_path):
     import signal
     import subprocess
     import sys
+    from pathlib import Path
     env = {**os.environ, "QWEN_PROGRESS": str(tmp_path / "p.json"), "QWEN_PRACTICE_DIR": str(tmp_path / "work"),
            "PYTHONIOENCODING": "utf-8"}
     proc = subprocess.Popen([sys.executable, "practice/judge.py", "--lang", "zh"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
-    time.sleep(0.4)                                                   # importing torch takes longer than this
+    end = time.monotonic() + 60               # a fixed 0.4 s was, on a loaded machine, still before the judge's first line
+    maps = Path(f"/proc/{proc.pid}/maps")
+    while maps.exists() and b"libtorch" not in maps.read_bytes() and proc.poll() is None:
+        assert time.monotonic() < end
+        time.sleep(0.005)                     # the judge is importing torch (1-3 s): its first libraries are mapped
+    if not maps.exists():                     # no /proc (macOS)
+        time.sleep(0.4)
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=10)
     assert proc.returncode == 130 and err.decode("utf-8").strip() == "已停止。", err

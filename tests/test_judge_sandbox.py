@@ -38,24 +38,28 @@ def alive(pid):
 
 def test_a_large_import_time_reservation_does_not_count(run_script, tmp_path, tiny_path):
     """A CUDA build of torch maps ~3 GB of address space at import and never touches it; faked here with
-    an 8 GB PROT_NONE mapping made before the judge starts. The limit counts what the solution adds."""
-    site = tmp_path / "site"
+    an 8 GB PROT_NONE mapping made before the judge starts. The limit counts what the solution adds.
+    One judge process (--all) grades both files: a passing one, and one that adds 2 GB (1 GB allowed)."""
+    from practice._judge.exercises import BY_ID
+    site, work = tmp_path / "site", tmp_path / "work"
     site.mkdir()
+    work.mkdir()
+    size = tmp_path / "size"                                        # the judge's address space after the mapping
     (site / "sitecustomize.py").write_text(
-        "import mmap\n_reserved = mmap.mmap(-1, 8 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | "
-        "getattr(mmap, 'MAP_NORESERVE', 0), prot=0)\n", encoding="utf-8")
+        "import mmap, os\n_reserved = mmap.mmap(-1, 8 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | "
+        "getattr(mmap, 'MAP_NORESERVE', 0), prot=0)\n"
+        f"open({str(size)!r}, 'w').write(str(int(open('/proc/self/statm').read().split()[0]) * os.sysconf('SC_PAGE_SIZE')))\n",
+        encoding="utf-8")
+    (work / BY_ID["204"].filename).write_text((SOLUTIONS / "s204.py").read_text(encoding="utf-8"), encoding="utf-8")
+    (work / BY_ID["205"].filename).write_text(
+        "import torch\ndef l2norm(x, eps=1e-6):\n    return torch.ones(2 * 2**30, dtype=torch.uint8)\n", encoding="utf-8")
     env = {"PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]), "QWEN_PROGRESS": str(tmp_path / "p.json"),
-           "QWEN_JUDGE_MEMORY": "1"}
-    probe = run_script("-c", "import os; print(int(open('/proc/self/statm').read().split()[0]) * os.sysconf('SC_PAGE_SIZE'))",
-                       env=env)
-    assert int(probe.stdout) > 8 << 30                              # the reservation is really there
-    r = run_script("practice/judge.py", "204", "--file", SOLUTIONS / "s204.py", "--model", tiny_path, env=env)
-    assert r.returncode == 0 and "passed all" in r.stdout, r.stdout + r.stderr
-    big = tmp_path / "big.py"
-    big.write_text("import torch\ndef l2norm(x, eps=1e-6):\n    return torch.ones(2 * 2**30, dtype=torch.uint8)\n",
-                   encoding="utf-8")
-    r = run_script("practice/judge.py", "205", "--file", big, "--model", tiny_path, env=env)
-    assert r.returncode == 1 and "more memory than the 1 GB allowed" in r.stdout, r.stdout + r.stderr
+           "QWEN_JUDGE_MEMORY": "1", "QWEN_PRACTICE_DIR": str(work)}
+    r = run_script("practice/judge.py", "--all", "--model", tiny_path, env=env)
+    assert int(size.read_text()) > 8 << 30                          # the reservation is really there, in the judge
+    reports = {line.split()[1]: line for line in r.stdout.splitlines() if line[:1] in "✓✗"}
+    assert r.returncode == 1 and "passed all" in reports["204"], r.stdout + r.stderr
+    assert "more memory than the 1 GB allowed" in reports["205"], r.stdout + r.stderr
 
 
 def test_fifty_forked_children_end_with_the_grading(judge, tiny_path, tmp_path, monkeypatch):

@@ -57,7 +57,8 @@ def test_the_scenario_in_a_real_browser(web, judge, capsys, tmp_path):  # noqa: 
             page = browser.new_page(viewport={"width": 1280, "height": 900}, locale="en-US")
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.on("dialog", lambda d: d.accept())                     # Reset asks first
-            page.set_default_timeout(30_000)
+            page.set_default_timeout(30_000)                            # actions; and expect()'s own 5 s default
+            expect.set_options(timeout=30_000)                          # failed at load 10: a grading took longer
 
             # 1. The list.
             page.goto(url)

@@ -179,11 +179,22 @@ def _short(v):
     return r if len(r) <= 80 else r[:77] + "..."
 
 
+def unravel(flat, shape):
+    """A flat index as one index per dimension of `shape` (what torch.unravel_index gives). Not that
+    function: its argument check imports torch.fx's symbolic shapes, and with them sympy, about 1 s of
+    CPU at the first failing case of every judge process."""
+    index = []
+    for size in reversed(tuple(shape)):
+        flat, i = divmod(int(flat), int(size))
+        index.append(i)
+    return index[::-1]
+
+
 def _first(mask):
     flat = mask.flatten().nonzero()
     if not len(flat):
         return []
-    return [int(i) for i in torch.unravel_index(flat[0, 0], mask.shape)] if mask.dim() else []
+    return unravel(flat[0, 0], mask.shape) if mask.dim() else []
 
 
 def _value(t, index):
