@@ -3,7 +3,10 @@
 What is built or run once per session (under xdist: once for all workers, through a file lock in the
 session's folder; reuse these instead of building your own):
 - `tiny_path`: the built-in tiny checkpoint (built by the controller before the workers start).
-- `run_course(*args)`: stdout of `python main.py ARGS`, the whole course in one process.
+- `run_course(*args)`: stdout of `python main.py ARGS`, the whole course in one process (the fixtures
+  `course_en` and `course_zh`: COURSE_EN and COURSE_ZH, shared by every file that reads them);
+  `course_namespaces(*args)`: the plain values (numbers, flags, lists, small tensors, configs) that
+  each chapter of that same run named, {chapter number: {name: value}}.
 - `transformers_checkpoints`: {name: folder} of the checkpoints in TRANSFORMERS_CHECKPOINTS, each
   written by transformers itself (tests/helpers.py), once per session.
 The suite's budget: under two minutes with `-n auto` on a quiet 2-core machine. A test that starts
@@ -92,7 +95,7 @@ def pytest_configure(config):
 # A whole-course run (about 20 s of CPU) is the setup of the first test that reads it, and the other
 # xdist worker waits for it under the file lock: on a loaded machine (load 8 on 2 cores) a run took
 # more than the 120 s that pytest-timeout gives a test. Those tests get COURSE_TIMEOUT, the run 330 s.
-COURSE_FIXTURES = {"course_en", "course_zh", "courses_on_transformers_checkpoints"}
+COURSE_FIXTURES = {"course_en", "course_zh", "courses_on_transformers_checkpoints", "chapter_run"}
 COURSE_TIMEOUT = 360
 
 
@@ -163,20 +166,102 @@ def run_script():
     return run
 
 
+# `python main.py ARGS` as a learner runs it (main.py as __main__, its argv), with runpy.run_path wrapped:
+# as each chapter ends, the plain values it named are pickled (argv[1]) for course_namespaces. Plain:
+# what a claim is made of, never a model, tokenizer, module or function (a large object would cost its
+# pickling), small tensors only.
+COURSE = r"""
+import dataclasses, pickle, runpy, sys, types
+import torch
+
+def plain(value, depth=0):
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes, torch.dtype)):
+        return True
+    if isinstance(value, torch.Tensor):
+        return value.numel() <= 4096
+    if depth > 10:
+        return False
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return len(value) <= 10_000 and all(plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return len(value) <= 10_000 and all(plain(k, depth + 1) and plain(v, depth + 1) for k, v in value.items())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return plain(dataclasses.asdict(value), depth + 1)
+    return False
+
+def keep(ns):
+    out = {}
+    for name, value in ns.items():
+        if not name.startswith("__") and plain(value):
+            try:
+                out[name] = pickle.dumps(value)
+            except Exception:                 # e.g. a dataclass defined in the chapter itself
+                pass
+    return out
+
+run_path, kept = runpy.run_path, {}
+
+def chapter(path, *args, **kwargs):
+    ns = run_path(path, *args, **kwargs)
+    kept[int(path.rsplit("/", 1)[-1][2:4])] = keep(ns)
+    return ns
+
+runpy.run_path = chapter
+file, sys.argv = sys.argv[1], ["main.py", *sys.argv[2:]]
+try:
+    run_path("main.py", run_name="__main__")
+finally:
+    with open(file, "wb") as f:
+        pickle.dump(kept, f)
+"""
+
+
+def _course_files(args):
+    import hashlib
+    import re
+    key = "\0".join(args)
+    name = "course-" + re.sub(r"[^\w.-]+", "_", key)[:60] + "-" + hashlib.sha1(key.encode()).hexdigest()[:8]
+    return _TMP / (name + ".txt"), _TMP / (name + ".pickle")
+
+
 def run_course(*args):
     """stdout of `python main.py ARGS` (the whole course, one process), run once per test session:
     under xdist the first worker that asks runs it and the others read its output."""
     import fcntl
     from forkserver import python
 
-    out = _TMP / ("course" + "_".join(a.strip("-") for a in args) + ".txt")
+    out, kept = _course_files(args)
     with open(str(out) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not out.is_file():
-            r = python(["main.py", *args], cwd=ROOT, timeout=330)
+            r = python(["-c", COURSE, kept, *args], cwd=ROOT, timeout=330)
             assert r.returncode == 0, r.stderr
             out.write_text(r.stdout, encoding="utf-8")
         return out.read_text(encoding="utf-8")
+
+
+COURSE_EN = ("--lang", "en")                     # offline: falls back to the tiny checkpoint, with its banner
+COURSE_ZH = ("--tiny", "--lang", "zh")
+
+@pytest.fixture(scope="session")
+def course_en(tiny_path):
+    """stdout of `python main.py --lang en`: every chapter, on the tiny checkpoint (no model here)."""
+    return run_course(*COURSE_EN)
+
+
+@pytest.fixture(scope="session")
+def course_zh(tiny_path):
+    """stdout of `python main.py --tiny --lang zh`."""
+    return run_course(*COURSE_ZH)
+
+
+def course_namespaces(*args):
+    """{chapter number: {name: value}}: the plain values each chapter of run_course(*args) named
+    (the same run, not one more)."""
+    import pickle
+    run_course(*args)
+    kept = pickle.loads(_course_files(args)[1].read_bytes())
+    return {n: {name: pickle.loads(value) for name, value in ns.items()} for n, ns in kept.items()}
 
 
 # name -> write_transformers_checkpoint's arguments (tests/helpers.py); tensors made when first written

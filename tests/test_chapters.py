@@ -11,7 +11,7 @@ import unicodedata
 import pytest
 import torch
 
-from conftest import ROOT, TRANSFORMERS_CHECKPOINTS, run_course
+from conftest import ROOT, TRANSFORMERS_CHECKPOINTS
 from helpers import chinese_text_problems
 
 BANNER = "BUILT-IN TINY CHECKPOINT"
@@ -25,16 +25,6 @@ def section_of(out, title):
     """The lines of one section: from its title to the next blank line."""
     start = out.index(title)
     return out[start:out.index("\n\n", start)].splitlines()
-
-
-@pytest.fixture(scope="module")
-def course_en(tiny_path):
-    return run_course("--lang", "en")                   # offline: falls back to the tiny checkpoint
-
-
-@pytest.fixture(scope="module")
-def course_zh(tiny_path):
-    return run_course("--tiny", "--lang", "zh")
 
 
 # ---------------------------------------------------------------- the tiny checkpoint, in English
