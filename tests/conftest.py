@@ -99,23 +99,40 @@ COURSE_FIXTURES = {"course_en", "course_zh", "courses_on_transformers_checkpoint
 COURSE_TIMEOUT = 360
 
 
-# xdist hands out the collection in order, at first one test to each worker in turn: the first reader of each
-# whole course goes first, so the two workers build two courses at once. In file order both reached
-# tests/test_chapters.py's course_en together and one waited under the other's lock (~20 s idle), then again
-# for course_zh and for the transformers-written checkpoints.
+# The order of the collection, for xdist (`-n N`, its default "load" scheduling): each worker's first batch is
+# a run of consecutive tests, len(items) // N // 4 of them (one test each in turn when there are fewer than
+# 2 N), and the rest go out in order as workers finish. The first reader of each whole course leads a
+# worker's first batch, so the courses are built at once on different workers (in file order both workers
+# reached course_en together and one waited under the other's lock, ~20 s idle). The other readers go
+# last: dispatched after the courses are built, they never wait under a lock, and their few milliseconds
+# each even out the end of the session.
 FIRST_FIXTURES = ("course_en", "course_zh", "courses_on_transformers_checkpoints")
 
 
+def _first_batch(n_items, workers):
+    """How many consecutive tests xdist's LoadScheduling sends each worker first (1: one each in turn)."""
+    return 1 if n_items < 2 * workers else max(2, n_items // workers // 4)
+
+
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if COURSE_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("timeout") is None:
+    readers = [i for i in items if COURSE_FIXTURES & set(getattr(i, "fixturenames", ()))]
+    for item in readers:
+        if item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(COURSE_TIMEOUT))
     first = []
     for name in FIRST_FIXTURES:
-        item = next((i for i in items if name in getattr(i, "fixturenames", ()) and i not in first), None)
+        item = next((i for i in readers if name in i.fixturenames and i not in first), None)
         if item is not None:
             first.append(item)
-    items[:] = first + [i for i in items if not any(i is f for f in first)]
+    led = {id(i) for i in first}
+    later = {id(i) for i in readers}
+    order = [i for i in items if id(i) not in later] + [i for i in readers if id(i) not in led]
+    workers = max(1, int(getattr(config, "workerinput", {}).get("workercount", 1)))
+    batch = _first_batch(len(items), workers)
+    places = [(j % workers * batch + j // workers if batch > 1 else j, item) for j, item in enumerate(first)]
+    for place, item in sorted(places, key=lambda p: p[0]):          # leader j heads worker j % N's first batch
+        order.insert(min(place, len(order)), item)
+    items[:] = order
 
 
 def pytest_unconfigure(config):
