@@ -258,7 +258,12 @@ def run_course(*args):
 
 
 COURSE_EN = ("--lang", "en")                     # offline: falls back to the tiny checkpoint, with its banner
-COURSE_ZH = ("--tiny", "--lang", "zh")
+# In Chinese, with every chapter's figures (tests/test_chapters.py test_plots reads them: no run of its own)
+# and replies of 8 tokens in chapters 9 and 11: their sentences are the same at any length, and the
+# 64-token default (4 runs of it in chapter 9) is course_en's, the notebooks' and chapter 9's own run's.
+COURSE_ZH_FIGURES = _TMP / "course-zh-figures"
+COURSE_ZH = ("--tiny", "--lang", "zh", "--max-new-tokens", "8", "--plot", "--out", str(COURSE_ZH_FIGURES))
+
 
 @pytest.fixture(scope="session")
 def course_en(tiny_path):
@@ -268,7 +273,7 @@ def course_en(tiny_path):
 
 @pytest.fixture(scope="session")
 def course_zh(tiny_path):
-    """stdout of `python main.py --tiny --lang zh`."""
+    """stdout of `python main.py --tiny --lang zh ...` (COURSE_ZH)."""
     return run_course(*COURSE_ZH)
 
 
