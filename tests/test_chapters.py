@@ -309,13 +309,16 @@ for script in {scripts!r}:
 """
 
 
-def test_chapters_open_and_run_as_notebooks(run_script, tiny_path):
+@pytest.mark.timeout(360)        # every chapter, as a whole-course run: 35 s of CPU took 120 s at load 11
+def test_chapters_open_and_run_as_notebooks(tiny_path):
     """Each chapter read by jupytext as a notebook, its code cells run in order, as Jupyter would;
     the tiny checkpoint and the language chosen by environment variables, not flags. Without
     transformers (its import and ch08's comparison: ~2.5 s of CPU, run by the course fixtures)."""
+    from forkserver import python
     pytest.importorskip("jupytext")
     scripts = [str(s) for s in sorted(ROOT.glob("ch[0-9][0-9]_*.py"))]
-    r = run_script("-c", NOTEBOOKS.format(scripts=scripts), env={"QWEN_TINY": "1", "QWEN_LANG": "zh"})
+    r = python(["-c", NOTEBOOKS.format(scripts=scripts)], cwd=ROOT, timeout=330,
+               env={**os.environ, "PYTHONIOENCODING": "utf-8", "QWEN_TINY": "1", "QWEN_LANG": "zh"})
     assert r.returncode == 0, r.stderr[-2000:]
     assert "Warning" not in r.stderr, r.stderr[-2000:]
     counts = re.findall(r"CELLS (\d+) (\d+)", r.stdout)
