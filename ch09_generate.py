@@ -67,7 +67,7 @@ ch = chapter("Chapter 9: generation with a cache", "第 9 章：带缓存的生�
     "--quant": dict(default=None, metavar="MODE", help=(
         "int8 or int4: the reply from weight-only quantized weights (chapter 13; default: off, fp32)",
         "int8 或 int4：用只量化权重的模型生成回复（第 13 章；默认：关闭，fp32）"))})
-args, path, cfg, tok = ch.args, ch.path, ch.cfg, ch.tokenizer
+args, path, cfg = ch.args, ch.path, ch.cfg
 torch.set_grad_enabled(False)
 if args.max_new_tokens < 1:
     raise QwenError("--max-new-tokens must be at least 1.", "--max-new-tokens 至少为 1。")
@@ -81,6 +81,7 @@ if args.quant is not None:
     if args.device != "cpu" or args.dtype != "float32":
         raise QwenError("--quant runs on the CPU from the fp32 model: leave out --device and --dtype.",
                         "--quant 在 CPU 上、从 fp32 模型量化：请去掉 --device 和 --dtype。")
+tok = ch.tokenizer                     # after the checks: the 248k-entry vocabulary is 1-2 s of CPU to read
 try:                                   # chat_template.jinja, else tokenizer_config.json's chat_template
     template = ChatTemplate.load(path)
 except QwenError:

@@ -668,17 +668,22 @@ def test_ch09_without_a_template_stops_before_reading_the_weights(run_script, ti
 
 NO_GPU = """
 import runpy, sys, torch
+from qwen.tokenizer import Tokenizer
 torch.cuda.is_available = lambda: False                # a CUDA build of torch on a machine without a GPU
 torch.version.cuda = "12.4"
+read = Tokenizer.load.__func__
+Tokenizer.load = classmethod(lambda cls, path: print("TOKENIZER READ") or read(cls, path))
 sys.argv = ["ch09_generate.py", "--tiny", "--device", "cuda"] + sys.argv[1:]
 runpy.run_path("ch09_generate.py", run_name="__main__")
 """
 
 
 def test_ch09_device_without_a_gpu_says_so_in_one_line(run_script):
-    """It said "invalid choice: 'cuda' (choose from 'cpu')", as if cuda were not a device."""
+    """It said "invalid choice: 'cuda' (choose from 'cpu')", as if cuda were not a device. Said before
+    the tokenizer is read (1-2 s of CPU), as the other options are checked."""
     r = run_script("-c", NO_GPU)
     assert r.returncode == 1 and "invalid choice" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert "TOKENIZER READ" not in r.stdout
     assert ("Error: --device cuda: no CUDA GPU was found (this torch is built for CUDA 12.4, but no GPU answers). "
             "Use --device cpu.") in r.stderr
     r = run_script("-c", NO_GPU, "--lang", "zh")
