@@ -67,7 +67,7 @@ ch = chapter("Chapter 9: generation with a cache", "第 9 章：带缓存的生�
     "--quant": dict(default=None, metavar="MODE", help=(
         "int8 or int4: the reply from weight-only quantized weights (chapter 13; default: off, fp32)",
         "int8 或 int4：用只量化权重的模型生成回复（第 13 章；默认：关闭，fp32）"))})
-args, path, cfg, tok = ch.args, ch.path, ch.cfg, ch.tokenizer
+args, path, cfg = ch.args, ch.path, ch.cfg
 torch.set_grad_enabled(False)
 if args.max_new_tokens < 1:
     raise QwenError("--max-new-tokens must be at least 1.", "--max-new-tokens 至少为 1。")
@@ -81,6 +81,7 @@ if args.quant is not None:
     if args.device != "cpu" or args.dtype != "float32":
         raise QwenError("--quant runs on the CPU from the fp32 model: leave out --device and --dtype.",
                         "--quant 在 CPU 上、从 fp32 模型量化：请去掉 --device 和 --dtype。")
+tok = ch.tokenizer                     # after the checks: the 248k-entry vocabulary is 1-2 s of CPU to read
 try:                                   # chat_template.jinja, else tokenizer_config.json's chat_template
     template = ChatTemplate.load(path)
 except QwenError:
@@ -277,11 +278,13 @@ if ready:
 # Everything `generate_ids` does, in a dozen lines: read the prompt once, then pick a token from
 # the last logits (`sample`: the largest at temperature 0, else a seeded draw), append it, feed it
 # back, until a stop token or the limit. The same token ids as `generate_ids` (shown at the top of
-# this chapter), greedy and sampled with the same seed, or the loop is wrong.
+# this chapter), greedy and sampled with the same seed, or the loop is wrong. The greedy ids of
+# `generate_ids` are section 2's reply (`generate` streams them), unless it was sampled or speculative.
 #
 # `generate_ids` 做的一切，十几行就能写完：提示词读一遍，然后从最后的 logits 里选一个词元（`sample`：
 # 温度为 0 时取最大的，否则用带种子的随机抽取），接到后面、再喂回去，直到停止词元或达到上限。它给出的
 # 词元编号必须与 `generate_ids`（本章开头显示的）相同，贪心和同一种子的采样都一样，否则就是循环写错了。
+# `generate_ids` 的贪心编号就是第 2 节的回复（`generate` 把它们流式输出），除非那次回复是采样或推测解码得到的。
 
 # %%
 def decode_loop(model, prompt, max_new_tokens, stop, vocab, seed=None, **sampling):
@@ -303,7 +306,9 @@ if ready:
     section(6, "The decode loop by hand against generate_ids", "手写的解码循环与 generate_ids 对比")
     stops, n = stop_ids(tok), args.max_new_tokens
     by_hand = decode_loop(model, ids, n, stops, tok.vocab_size)
-    library = list(generate_ids(model, ids, max_new_tokens=n, stop=stops, vocab=tok.vocab_size))
+    plain_reply = speculative is None and not reply_sampling          # section 2's reply: generate_ids, greedy
+    library = reply_ids if plain_reply else list(generate_ids(model, ids, max_new_tokens=n, stop=stops,
+                                                              vocab=tok.vocab_size))
     loop_agrees = by_hand == library
     say("  greedy: by hand {n} tokens {first}...; generate_ids {m} tokens; the same ids: {same}",
         "  贪心：手写 {n} 个词元 {first}……；generate_ids {m} 个词元；编号相同：{same}",

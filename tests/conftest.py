@@ -3,7 +3,10 @@
 What is built or run once per session (under xdist: once for all workers, through a file lock in the
 session's folder; reuse these instead of building your own):
 - `tiny_path`: the built-in tiny checkpoint (built by the controller before the workers start).
-- `run_course(*args)`: stdout of `python main.py ARGS`, the whole course in one process.
+- `run_course(*args)`: stdout of `python main.py ARGS`, the whole course in one process (the fixtures
+  `course_en` and `course_zh`: COURSE_EN and COURSE_ZH, shared by every file that reads them);
+  `course_namespaces(*args)`: the plain values (numbers, flags, lists, small tensors, configs) that
+  each chapter of that same run named, {chapter number: {name: value}}.
 - `transformers_checkpoints`: {name: folder} of the checkpoints in TRANSFORMERS_CHECKPOINTS, each
   written by transformers itself (tests/helpers.py), once per session.
 The suite's budget: under two minutes with `-n auto` on a quiet 2-core machine. A test that starts
@@ -92,27 +95,44 @@ def pytest_configure(config):
 # A whole-course run (about 20 s of CPU) is the setup of the first test that reads it, and the other
 # xdist worker waits for it under the file lock: on a loaded machine (load 8 on 2 cores) a run took
 # more than the 120 s that pytest-timeout gives a test. Those tests get COURSE_TIMEOUT, the run 330 s.
-COURSE_FIXTURES = {"course_en", "course_zh", "courses_on_transformers_checkpoints"}
+COURSE_FIXTURES = {"course_en", "course_zh", "courses_on_transformers_checkpoints", "chapter_run"}
 COURSE_TIMEOUT = 360
 
 
-# xdist hands out the collection in order, at first one test to each worker in turn: the first reader of each
-# whole course goes first, so the two workers build two courses at once. In file order both reached
-# tests/test_chapters.py's course_en together and one waited under the other's lock (~20 s idle), then again
-# for course_zh and for the transformers-written checkpoints.
+# The order of the collection, for xdist (`-n N`, its default "load" scheduling): each worker's first batch is
+# a run of consecutive tests, len(items) // N // 4 of them (one test each in turn when there are fewer than
+# 2 N), and the rest go out in order as workers finish. The first reader of each whole course leads a
+# worker's first batch, so the courses are built at once on different workers (in file order both workers
+# reached course_en together and one waited under the other's lock, ~20 s idle). The other readers go
+# last: dispatched after the courses are built, they never wait under a lock, and their few milliseconds
+# each even out the end of the session.
 FIRST_FIXTURES = ("course_en", "course_zh", "courses_on_transformers_checkpoints")
 
 
+def _first_batch(n_items, workers):
+    """How many consecutive tests xdist's LoadScheduling sends each worker first (1: one each in turn)."""
+    return 1 if n_items < 2 * workers else max(2, n_items // workers // 4)
+
+
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if COURSE_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("timeout") is None:
+    readers = [i for i in items if COURSE_FIXTURES & set(getattr(i, "fixturenames", ()))]
+    for item in readers:
+        if item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(COURSE_TIMEOUT))
     first = []
     for name in FIRST_FIXTURES:
-        item = next((i for i in items if name in getattr(i, "fixturenames", ()) and i not in first), None)
+        item = next((i for i in readers if name in i.fixturenames and i not in first), None)
         if item is not None:
             first.append(item)
-    items[:] = first + [i for i in items if not any(i is f for f in first)]
+    led = {id(i) for i in first}
+    later = {id(i) for i in readers}
+    order = [i for i in items if id(i) not in later] + [i for i in readers if id(i) not in led]
+    workers = max(1, int(getattr(config, "workerinput", {}).get("workercount", 1)))
+    batch = _first_batch(len(items), workers)
+    places = [(j % workers * batch + j // workers if batch > 1 else j, item) for j, item in enumerate(first)]
+    for place, item in sorted(places, key=lambda p: p[0]):          # leader j heads worker j % N's first batch
+        order.insert(min(place, len(order)), item)
+    items[:] = order
 
 
 def pytest_unconfigure(config):
@@ -163,20 +183,107 @@ def run_script():
     return run
 
 
+# `python main.py ARGS` as a learner runs it (main.py as __main__, its argv), with runpy.run_path wrapped:
+# as each chapter ends, the plain values it named are pickled (argv[1]) for course_namespaces. Plain:
+# what a claim is made of, never a model, tokenizer, module or function (a large object would cost its
+# pickling), small tensors only.
+COURSE = r"""
+import dataclasses, pickle, runpy, sys, types
+import torch
+
+def plain(value, depth=0):
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes, torch.dtype)):
+        return True
+    if isinstance(value, torch.Tensor):
+        return value.numel() <= 4096
+    if depth > 10:
+        return False
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return len(value) <= 10_000 and all(plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return len(value) <= 10_000 and all(plain(k, depth + 1) and plain(v, depth + 1) for k, v in value.items())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return plain(dataclasses.asdict(value), depth + 1)
+    return False
+
+def keep(ns):
+    out = {}
+    for name, value in ns.items():
+        if not name.startswith("__") and plain(value):
+            try:
+                out[name] = pickle.dumps(value)
+            except Exception:                 # e.g. a dataclass defined in the chapter itself
+                pass
+    return out
+
+run_path, kept = runpy.run_path, {}
+
+def chapter(path, *args, **kwargs):
+    ns = run_path(path, *args, **kwargs)
+    kept[int(path.rsplit("/", 1)[-1][2:4])] = keep(ns)
+    return ns
+
+runpy.run_path = chapter
+file, sys.argv = sys.argv[1], ["main.py", *sys.argv[2:]]
+try:
+    run_path("main.py", run_name="__main__")
+finally:
+    with open(file, "wb") as f:
+        pickle.dump(kept, f)
+"""
+
+
+def _course_files(args):
+    import hashlib
+    import re
+    key = "\0".join(args)
+    name = "course-" + re.sub(r"[^\w.-]+", "_", key)[:60] + "-" + hashlib.sha1(key.encode()).hexdigest()[:8]
+    return _TMP / (name + ".txt"), _TMP / (name + ".pickle")
+
+
 def run_course(*args):
     """stdout of `python main.py ARGS` (the whole course, one process), run once per test session:
     under xdist the first worker that asks runs it and the others read its output."""
     import fcntl
     from forkserver import python
 
-    out = _TMP / ("course" + "_".join(a.strip("-") for a in args) + ".txt")
+    out, kept = _course_files(args)
     with open(str(out) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not out.is_file():
-            r = python(["main.py", *args], cwd=ROOT, timeout=330)
+            r = python(["-c", COURSE, kept, *args], cwd=ROOT, timeout=330)
             assert r.returncode == 0, r.stderr
             out.write_text(r.stdout, encoding="utf-8")
         return out.read_text(encoding="utf-8")
+
+
+COURSE_EN = ("--lang", "en")                     # offline: falls back to the tiny checkpoint, with its banner
+# In Chinese, with every chapter's figures (tests/test_chapters.py test_plots reads them: no run of its own)
+# and replies of 8 tokens in chapters 9 and 11: their sentences are the same at any length, and the
+# 64-token default (4 runs of it in chapter 9) is course_en's, the notebooks' and chapter 9's own run's.
+COURSE_ZH_FIGURES = _TMP / "course-zh-figures"
+COURSE_ZH = ("--tiny", "--lang", "zh", "--max-new-tokens", "8", "--plot", "--out", str(COURSE_ZH_FIGURES))
+
+
+@pytest.fixture(scope="session")
+def course_en(tiny_path):
+    """stdout of `python main.py --lang en`: every chapter, on the tiny checkpoint (no model here)."""
+    return run_course(*COURSE_EN)
+
+
+@pytest.fixture(scope="session")
+def course_zh(tiny_path):
+    """stdout of `python main.py --tiny --lang zh ...` (COURSE_ZH)."""
+    return run_course(*COURSE_ZH)
+
+
+def course_namespaces(*args):
+    """{chapter number: {name: value}}: the plain values each chapter of run_course(*args) named
+    (the same run, not one more)."""
+    import pickle
+    run_course(*args)
+    kept = pickle.loads(_course_files(args)[1].read_bytes())
+    return {n: {name: pickle.loads(value) for name, value in ns.items()} for n, ns in kept.items()}
 
 
 # name -> write_transformers_checkpoint's arguments (tests/helpers.py); tensors made when first written

@@ -1,48 +1,32 @@
 """The claims of chapters 4-12, read from the variables each chapter computes (not grepped from its text).
 
-A chapter computes a number, names it, then prints it (one line = one claim). Here each chapter
-runs once per session, in this process, on the tiny checkpoint (`chapter_run`), and the tests read
-its namespace: the claim is checked on the number itself, whatever language or format prints it.
+A chapter computes a number, names it, then prints it (one line = one claim). Here the numbers come
+from the whole-course run that tests/test_chapters.py reads (`python main.py --lang en`, on the tiny
+checkpoint, with every chapter's defaults): conftest's course_namespaces keeps the plain values each
+chapter named, and the claim is checked on the number itself, whatever language or format prints it.
 Every chapter also says where the code it teaches is (`taught`, from qwen/cli.py show_code), and
 that place must be the code's own def or class line.
 """
-import contextlib
-import io
 import math
-import runpy
 import sys
 
 import pytest
-import torch
 
-from conftest import ROOT
-
-# the cheapest run that still makes every claim: fewer reply tokens, no transformers import
-OPTIONS = {8: ["--no-reference"], 9: ["--max-new-tokens", "6"], 11: ["--max-new-tokens", "4"],
-           12: ["--max-new-tokens", "8"]}
+from conftest import COURSE_EN, ROOT, course_namespaces
 
 
 @pytest.fixture(scope="session")
-def chapter_run(tiny_path):
-    """chapter_run(n) -> (namespace, stdout) of chapter n run once per session with --tiny, in-process
-    (each a fraction of a second after the imports, where a subprocess costs 3 s of start-up)."""
-    done = {}
+def chapter_run(course_en):
+    """chapter_run(n) -> (namespace, stdout) of chapter n in the session's whole-course run: its
+    named values (conftest.course_namespaces) and its part of the output. The chapters ran once for
+    the course's tests; running them again here cost about 10 s of CPU (more where xdist's two
+    workers each ran some)."""
+    out, spaces = course_en, course_namespaces(*COURSE_EN)
 
     def run(n):
-        if n not in done:
-            script = next(ROOT.glob(f"ch{n:02d}_*.py"))
-            argv, grad, threads = sys.argv, torch.is_grad_enabled(), torch.get_num_threads()
-            sys.argv = [str(script), "--tiny", "--lang", "en"] + OPTIONS.get(n, [])
-            out = io.StringIO()
-            try:
-                with contextlib.redirect_stdout(out):
-                    ns = runpy.run_path(str(script), run_name="__main__")
-            finally:
-                sys.argv = argv
-                torch.set_grad_enabled(grad)                       # chapters 8 and 9 turn gradients off
-                torch.set_num_threads(threads)
-            done[n] = ns, out.getvalue()
-        return done[n]
+        start = out.index("# " + next(ROOT.glob(f"ch{n:02d}_*.py")).name)
+        end = out.find("\n# ch", start + 1)
+        return spaces[n], out[start:end if end > 0 else None]
     return run
 
 

@@ -207,12 +207,10 @@ def test_ch09_quantized_says_why_cached_decoding_differs(tiny_path):
 
 # ---------------------------------------------------------------- chapter 13 (the whole-course runs of test_chapters)
 
-def test_ch13(tiny_path):
+def test_ch13(course_en):
     """On the tiny checkpoint: the error statistics hold and are checked; the quality numbers are said to mean little."""
     import re
-    from conftest import run_course
-    course = run_course("--lang", "en")
-    out = course[course.index("# ch13_quantize.py"):]
+    out = course_en[course_en.index("# ch13_quantize.py"):]
     from conftest import ROOT
     places = re.search(r"the code this chapter teaches: (.*) \(--code prints it\)", out).group(1).split(", ")
     assert [p.split()[0] for p in places] == ["quantize_int8", "dequantize_int8", "quantize_int4", "pack_int4"]
@@ -242,11 +240,9 @@ def test_ch13(tiny_path):
     assert "Exercise for this chapter: 260" in out and "Done: chapter(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 " in out
 
 
-def test_ch13_in_chinese(tiny_path):
+def test_ch13_in_chinese(course_zh):
     import re
-    from conftest import run_course
-    course = run_course("--tiny", "--lang", "zh")
-    out = course[course.index("# ch13_quantize.py"):]
+    out = course_zh[course_zh.index("# ch13_quantize.py"):]
     for text in ("第 13 章：手写量化", "处处不超过半步：是", "先取整再钳位与先钳位再取整相比", "解包后相同：是", "本章练习：260"):
         assert text in out, text
     assert re.search(r"\n {8,}投影 +输出层 +fp32 其余 +合计\n", out)                    # the header's cells apart

@@ -6,18 +6,8 @@ import re
 
 import pytest
 
-from conftest import ROOT, run_course
+from conftest import ROOT
 from helpers import GLOSSARY_IN_ENGLISH, _without_code, chinese_text_problems
-
-
-@pytest.fixture(scope="module")
-def course_en(tiny_path):
-    return run_course("--lang", "en")
-
-
-@pytest.fixture(scope="module")
-def course_zh(tiny_path):
-    return run_course("--tiny", "--lang", "zh")
 
 
 def _chapter(out, script):

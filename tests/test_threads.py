@@ -5,7 +5,7 @@ import sys
 import pytest
 import torch
 
-from conftest import ROOT, run_course
+from conftest import ROOT
 from qwen.lang import QwenError, set_lang
 from qwen.threads import Choice, busy_cores, choose, note, use
 
@@ -106,11 +106,6 @@ def test_no_chapter_leaks_its_thread_setting_into_the_next(tmp_path):
                        cwd=ROOT, capture_output=True, text=True, encoding="utf-8", timeout=100)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "# ch07_sets_one.py" in r.stdout and "PROBE threads 3" in r.stdout, r.stdout[-500:]
-
-
-@pytest.fixture(scope="module")
-def course_en(tiny_path):
-    return run_course("--lang", "en")                   # the same run as tests/test_chapters.py's
 
 
 def test_chapters_say_how_many_threads_their_timings_used(course_en):
