@@ -363,6 +363,31 @@ def test_exercise_260_reference_agrees_with_the_library_on_a_row_of_zeros(tiny_p
     assert "全 0 的行 max |w| = 0，而 w / 0 是 NaN：让它的缩放因子为 1" in statement
 
 
+EPSILON_260 = """import torch
+def quantize_int8(w):
+    scale = w.abs().amax(dim=1).clamp_min(1e-12) / 127
+    return torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8), scale
+def dequantize_int8(q, scale):
+    return q.float() * scale[:, None]
+"""
+
+
+def test_exercise_260_names_an_epsilon_scale_for_what_it_is(judge, tmp_path):
+    """An epsilon against dividing by zero (amax.clamp_min(1e-12) / 127: codes right, scale 8e-15 on a row
+    of zeros) was told "got the scale 0 ... w / 0 is NaN": neither was so. Now its own diagnosis; the
+    scale 0 keeps zero_scale's."""
+    from practice._judge.exercises import BY_ID
+    from qwen.tiny import tiny_model_path
+    named = {}
+    for name, body in (("eps", EPSILON_260), ("zero", EPSILON_260.replace(".clamp_min(1e-12)", "").replace(
+            "return torch.round(w / scale[:, None])", "return torch.nan_to_num(torch.round(w / scale[:, None]))"))):
+        (tmp_path / f"{name}.py").write_text(body, encoding="utf-8")
+        result = judge.grade(BY_ID["260"], tmp_path / f"{name}.py", tiny_model_path())
+        assert result["status"] == "fail", name
+        named[name] = [c["diagnosis"]["name"] for c in result["cases"] if c.get("diagnosis")]
+    assert named == {"eps": ["epsilon_scale"], "zero": ["zero_scale"]}
+
+
 @pytest.fixture(scope="module")
 def ch13_run(tiny_path):
     """Chapter 13 run once with --tiny, in this process (as tests/test_chapter_claims.py runs chapters):
