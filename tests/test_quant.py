@@ -329,6 +329,24 @@ def test_a_nan_or_inf_weight_is_one_line_naming_the_tensor(tiny_path, bad):
         quant.Int4Linear.from_weight(w)
 
 
+def test_a_nan_weight_in_the_file_is_one_line_naming_the_file_and_the_key(tmp_path):
+    """load_quantized (main.py 9 / chat --quant) said only 'layers.0.mlp.down_proj.weight: row 3 holds nan':
+    which file of the checkpoint, not said. Now the file too, in both languages."""
+    from qwen.lang import set_lang
+    from qwen.tiny import tiny_config, tiny_tensors, write_checkpoint
+    tensors = tiny_tensors()
+    key = "model.language_model.layers.0.mlp.down_proj.weight"
+    tensors[key] = tensors[key].clone()
+    tensors[key][3, 5] = float("nan")
+    folder = write_checkpoint(tmp_path / "ck", tensors, tiny_config())
+    file = folder / "model.safetensors-00001-of-00001.safetensors"
+    with pytest.raises(QwenError) as e:
+        quant.load_quantized(folder, "int8")
+    assert e.value.en.startswith(f"{file}: layers.0.mlp.down_proj.weight: row 3 holds nan: only finite"), e.value.en
+    assert e.value.zh.startswith(f"{file}：layers.0.mlp.down_proj.weight：第 3 行含有 nan") and "\n" not in e.value.zh
+    set_lang("en")
+
+
 def test_the_plain_int8_path_dequantizes_a_block_of_rows_at_a_time(monkeypatch):
     """The uncached pass of a quantized model (chapter 9's check) rebuilt the whole 248,320-row table in
     fp32 (1 GB) at once; now ROWS_AT_ONCE rows at a time, the same numbers."""
