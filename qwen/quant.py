@@ -149,12 +149,14 @@ def _by_rows(quantize, w, *args, name=None):
     this is the same result, without fp32 temporaries of the whole weight (the 248,320-row table
     is 1 GB in fp32, and a few temporaries of it would be several). w may be a tensor or a
     StoredRows (a weight still in its file). A NaN or an infinity stops it with one line naming
-    `name` (the weight) and the row: that row's scale, and so every code of it, would mean nothing."""
+    `name` (the weight), its file (a StoredRows') and the row: that row's scale, and so every code
+    of it, would mean nothing."""
+    file = getattr(getattr(w, "info", None), "file", None)                  # a StoredRows: the checkpoint file
     q = scale = None
     for i in range(0, w.shape[0], ROWS_AT_ONCE):                            # written in place: no small results
         rows = w[i:i + ROWS_AT_ONCE]                                        # kept between the freed temporaries
         q_rows, s_rows = quantize(rows, *args)                              # (glibc's heap then grew by GBs)
-        _check_finite(rows, s_rows, name, i)
+        _check_finite(rows, s_rows, name, i, file)
         if q is None:
             q = torch.empty(w.shape, dtype=q_rows.dtype)
             scale = torch.empty((w.shape[0], *s_rows.shape[1:]), dtype=s_rows.dtype)
@@ -162,9 +164,10 @@ def _by_rows(quantize, w, *args, name=None):
     return q, scale
 
 
-def _check_finite(rows, scale, name, first):
-    """One line for a NaN or an infinity in rows (a block starting at row `first` of the weight `name`):
-    read on the scales, which are one per row (or group) and NaN or inf where a weight of theirs is."""
+def _check_finite(rows, scale, name, first, file=None):
+    """One line for a NaN or an infinity in rows (a block starting at row `first` of the weight `name`,
+    read from `file` if given): read on the scales, which are one per row (or group) and NaN or inf
+    where a weight of theirs is."""
     bad_rows = ~torch.isfinite(scale.reshape(scale.shape[0], -1)).all(dim=1)   # (rows,)
     if bad_rows.any():
         row = int(bad_rows.nonzero()[0, 0])
@@ -175,7 +178,8 @@ def _check_finite(rows, scale, name, first):
                         "that value came from.",
                         "{who_zh}：第 {row} 行含有 {v}：只有有限的数才能量化（否则这一行的缩放因子以及它的每个编码都"
                         "没有意义）。请重新下载检查点，或者查明这个值从哪里来。",
-                        who_en=name or "this weight", who_zh=name or "这个权重", row=row, v=value)
+                        who_en=f"{file}: {name}" if file else name or "this weight",
+                        who_zh=f"{file}：{name}" if file else name or "这个权重", row=row, v=value)
 
 
 def _flat(x):

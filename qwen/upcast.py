@@ -60,9 +60,16 @@ class PromptPass(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is F.linear and len(args) >= 2 and pays(args[0], args[1], self.min_rows):
+        if func is F.linear and len(args) >= 2 and pays(args[0], args[1], self.min_rows) and \
+                _same_dtype_bias(args[2] if len(args) > 2 else kwargs.get("bias"), args[1]):
             return linear(*args, **kwargs)
         return func(*args, **kwargs)
+
+
+def _same_dtype_bias(bias, weight):
+    """No bias, or one of the weight's dtype: a bias of another dtype is an error in bf16's own F.linear,
+    and `linear` (everything in fp32) would let it through, so that call runs as it is and raises."""
+    return bias is None or getattr(bias, "dtype", None) == weight.dtype
 
 
 def native_bf16(cpuinfo):

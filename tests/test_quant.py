@@ -325,6 +325,24 @@ def test_a_nan_or_inf_weight_is_one_line_naming_the_tensor(tiny_path, bad):
         quant.Int4Linear.from_weight(w)
 
 
+def test_a_nan_weight_in_the_file_is_one_line_naming_the_file_and_the_key(tmp_path):
+    """load_quantized (main.py 9 / chat --quant) said only 'layers.0.mlp.down_proj.weight: row 3 holds nan':
+    which file of the checkpoint, not said. Now the file too, in both languages."""
+    from qwen.lang import set_lang
+    from qwen.tiny import tiny_config, tiny_tensors, write_checkpoint
+    tensors = tiny_tensors()
+    key = "model.language_model.layers.0.mlp.down_proj.weight"
+    tensors[key] = tensors[key].clone()
+    tensors[key][3, 5] = float("nan")
+    folder = write_checkpoint(tmp_path / "ck", tensors, tiny_config())
+    file = folder / "model.safetensors-00001-of-00001.safetensors"
+    with pytest.raises(QwenError) as e:
+        quant.load_quantized(folder, "int8")
+    assert e.value.en.startswith(f"{file}: layers.0.mlp.down_proj.weight: row 3 holds nan: only finite"), e.value.en
+    assert e.value.zh.startswith(f"{file}：layers.0.mlp.down_proj.weight：第 3 行含有 nan") and "\n" not in e.value.zh
+    set_lang("en")
+
+
 def test_the_plain_int8_path_dequantizes_a_block_of_rows_at_a_time(monkeypatch):
     """The uncached pass of a quantized model (chapter 9's check) rebuilt the whole 248,320-row table in
     fp32 (1 GB) at once; now ROWS_AT_ONCE rows at a time, the same numbers."""
@@ -357,6 +375,31 @@ def test_exercise_260_reference_agrees_with_the_library_on_a_row_of_zeros(tiny_p
     statement = (judge / "starters" / "260_int8_quantize.py").read_text(encoding="utf-8")
     assert "A row of zeros has max |w| = 0, and w / 0 is NaN: give it scale 1" in statement
     assert "全 0 的行 max |w| = 0，而 w / 0 是 NaN：让它的缩放因子为 1" in statement
+
+
+EPSILON_260 = """import torch
+def quantize_int8(w):
+    scale = w.abs().amax(dim=1).clamp_min(1e-12) / 127
+    return torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8), scale
+def dequantize_int8(q, scale):
+    return q.float() * scale[:, None]
+"""
+
+
+def test_exercise_260_names_an_epsilon_scale_for_what_it_is(judge, tmp_path):
+    """An epsilon against dividing by zero (amax.clamp_min(1e-12) / 127: codes right, scale 8e-15 on a row
+    of zeros) was told "got the scale 0 ... w / 0 is NaN": neither was so. Now its own diagnosis; the
+    scale 0 keeps zero_scale's."""
+    from practice._judge.exercises import BY_ID
+    from qwen.tiny import tiny_model_path
+    named = {}
+    for name, body in (("eps", EPSILON_260), ("zero", EPSILON_260.replace(".clamp_min(1e-12)", "").replace(
+            "return torch.round(w / scale[:, None])", "return torch.nan_to_num(torch.round(w / scale[:, None]))"))):
+        (tmp_path / f"{name}.py").write_text(body, encoding="utf-8")
+        result = judge.grade(BY_ID["260"], tmp_path / f"{name}.py", tiny_model_path())
+        assert result["status"] == "fail", name
+        named[name] = [c["diagnosis"]["name"] for c in result["cases"] if c.get("diagnosis")]
+    assert named == {"eps": ["epsilon_scale"], "zero": ["zero_scale"]}
 
 
 @pytest.fixture(scope="module")

@@ -111,3 +111,19 @@ def test_no_prompt_pass_for_fp32_or_a_cpu_with_bf16(tiny_path, bf16_tiny, monkey
     assert isinstance(upcast.prompt_pass(load_model(tiny_path, vision=False)), contextlib.nullcontext)
     monkeypatch.setattr(upcast, "emulated_bf16", lambda: False)          # AVX-512 BF16 / AMX: bf16's own matmul
     assert isinstance(upcast.prompt_pass(bf16_tiny), contextlib.nullcontext)
+
+
+def test_the_prompt_pass_raises_where_bf16s_own_matmul_raises():
+    """A bf16 weight with an fp32 bias is an error in F.linear; inside the prompt pass it ran (everything
+    made fp32 first), so code that works there could fail outside it. Now the same error in both."""
+    linear = _bf16_linear(64, 256)
+    x = torch.randn(1, 20, 256).to(torch.bfloat16)
+    bias = torch.zeros(64)                                               # fp32
+    with pytest.raises(RuntimeError) as plain:
+        F.linear(x, linear.weight, bias)
+    with upcast.PromptPass(8), pytest.raises(RuntimeError) as inside:
+        F.linear(x, linear.weight, bias)
+    assert str(inside.value) == str(plain.value)
+    with upcast.PromptPass(8):                                           # a bf16 bias: the fp32 path, as before
+        got = F.linear(x, linear.weight, bias.to(torch.bfloat16))
+    assert torch.equal(got, (x.float() @ linear.weight.float().T).to(torch.bfloat16))

@@ -80,16 +80,28 @@ def cases_260(ctx):
     return cases
 
 
-MISTAKES = ("per_tensor_scale", "truncates", "unsigned_range", "zero_scale")
+MISTAKES = ("per_tensor_scale", "truncates", "unsigned_range", "zero_scale", "epsilon_scale")
 
 
-def _zero_rows_scale_not_one(case, got):
-    """A row of zeros in the input, and the result's scale there not 1 (0 or NaN: divided by zero)."""
+def _zero_rows_scales(case, got):
+    """The result's scales on the input's rows of zeros (fp32; none where the input has no such row)."""
     torch = _torch()
-    w = case.args[0]
-    zero = (w == 0).all(dim=1)
-    scale = got[1]
-    return bool(zero.any()) and not bool((scale[zero] == 1).all())
+    zero = (case.args[0] == 0).all(dim=1)
+    return got[1][zero].float() if bool(zero.any()) else torch.ones(0)
+
+
+def _zero_rows_scale_zero(case, got):
+    """A row of zeros whose scale came back 0 or NaN: max |w| / 127 with nothing done about it."""
+    scale = _zero_rows_scales(case, got)
+    return bool(((scale == 0) | scale.isnan()).any())
+
+
+def _zero_rows_scale_epsilon(case, got):
+    """Rows of zeros whose scales are finite and not 0, yet not 1: an epsilon against dividing by zero
+    (amax.clamp_min(1e-12) / 127, amax + 1e-8). zero_scale's words (0, NaN codes) would be wrong there."""
+    scale = _zero_rows_scales(case, got)
+    return scale.numel() > 0 and bool((scale.isfinite() & (scale != 0)).all()) and not bool((scale == 1).all())
+
 
 DIAGNOSES_260 = [
     Diagnosis("per_tensor_scale", "quantize_int8",
@@ -118,7 +130,17 @@ DIAGNOSES_260 = [
                "看起来全 0 的行得到的缩放因子是 0（它的 max |w|）：w / 0 是 NaN，NaN 转成 int8 不是任何编码。"
                "让这样的行缩放因子为 1：torch.where(scale == 0, torch.ones_like(scale), scale)（那里任何缩放因子"
                "都给出 q = 0；qwen/quant.py 用的是 1）"),
-              test=_zero_rows_scale_not_one, hint=0),
+              test=_zero_rows_scale_zero, hint=0),
+    Diagnosis("epsilon_scale", "quantize_int8",
+              ("looks like a row of zeros got a small scale instead of 1 (an epsilon against dividing by zero, e.g. "
+               "w.abs().amax(dim=1).clamp_min(1e-12) / 127): its codes are right (q = 0 at any scale), but the "
+               "scale this exercise, like qwen/quant.py, keeps for such a row is 1: "
+               "torch.where(scale == 0, torch.ones_like(scale), scale)",
+               "看起来全 0 的行得到的是一个很小的缩放因子而不是 1（为避免除以 0 而用的 epsilon，例如 "
+               "w.abs().amax(dim=1).clamp_min(1e-12) / 127）：它的编码是对的（任何缩放因子都给出 q = 0），"
+               "但本练习和 qwen/quant.py 一样，给这样的行的缩放因子是 1："
+               "torch.where(scale == 0, torch.ones_like(scale), scale)"),
+              test=_zero_rows_scale_epsilon, hint=0),
 ]
 
 EXERCISES = [
@@ -139,5 +161,6 @@ EXERCISES = [
                "dequantize_int8(q, scale) = q.float() * scale[:, None]：每行乘以自己的缩放因子，fp32。")],
              cases_260, DIAGNOSES_260,
              {"260_per_tensor_scale.py": "per_tensor_scale", "260_truncates.py": "truncates",
-              "260_unsigned_range.py": "unsigned_range", "260_zero_scale.py": "zero_scale"}),
+              "260_unsigned_range.py": "unsigned_range", "260_zero_scale.py": "zero_scale",
+              "260_epsilon_scale.py": "epsilon_scale"}),
 ]

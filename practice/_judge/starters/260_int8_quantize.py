@@ -16,7 +16,7 @@ Checked: q exactly (int8) and scale in fp32 (atol=1e-05, rtol=1e-05), on 5 weigh
 checkpoint's layers.0.mlp.gate_proj; an outlier; negative rows; a transposed one; rows of zeros); w'
 (atol=1e-05, rtol=1e-05) on 2. Known mistakes are named: one scale for the whole tensor, truncating
 instead of rounding, dividing by 255 (an unsigned byte's span) for a signed range, and the scale 0
-of a row of zeros.
+(or an epsilon's) of a row of zeros.
 
 练习 260 · 每行 int8 量化，以及反量化（简单；需要 PyTorch）
 
@@ -35,7 +35,7 @@ dequantize_int8(q, scale) -> w'：(out, in) fp32，每个编码乘以它那一�
 检查方式：q 必须完全相同（int8），scale 在 fp32 下比较（atol=1e-05、rtol=1e-05），共 5 个权重（检查点的
 layers.0.mlp.gate_proj 的若干行；一个离群值；全负的行；一个转置过的；全 0 的行）；w' 在 2 个用例上比较
 （atol=1e-05、rtol=1e-05）。已知错误会被指出：整个张量一个缩放因子、截断而不是取整、对有符号的范围除以 255
-（无符号字节的跨度），以及全 0 的行的缩放因子为 0。
+（无符号字节的跨度），以及全 0 的行的缩放因子为 0（或一个 epsilon）。
 
 Check: python practice/judge.py 260
 """
