@@ -185,7 +185,7 @@ print(row("fp32", size(proj32), size(table * 4), size(fp32_bytes - proj32 - tabl
 for mode, m in models.items():
     p, o, rest = parts(m)
     print(row(mode, size(p), size(o), size(rest), size(p + o + rest)) +
-          tr("  ({r:.1f}x fewer bytes read per token)", "  （每个词元要读的字节少 {r:.1f} 倍）", r=fp32_bytes / (p + o + rest)))
+          tr("  ({r:.1f}x fewer bytes read per token)", "  （每个词元要读的字节是 fp32 的 1/{r:.1f}）", r=fp32_bytes / (p + o + rest)))
 table_int4, table_int8 = models["int4"].output_layer, models["int8"].output_layer
 if isinstance(table_int4, quant.Int8Linear) and isinstance(table_int8, quant.Int8Linear):   # said only if so
     say("  the output layer (the tied table) is int8 in both models, {a} and {b}: only the projections go to 4 bits",
