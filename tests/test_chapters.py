@@ -355,6 +355,7 @@ def test_main_with_a_chapter_and_help_shows_the_chapters_own_options(run_script)
     r = run_script("main.py", "9", "--help")
     assert r.returncode == 0 and r.stdout.startswith("usage: ch09_generate.py"), r.stdout[:300] + r.stderr[-500:]
     assert "--dtype {float32,bfloat16}" in r.stdout and "--prompt PROMPT" in r.stdout and "--think" in r.stdout
+    assert "half the memory" in " ".join(r.stdout.split())                     # what --dtype bfloat16 does
     r = run_script("main.py", "--lang", "zh", "13", "-h")
     assert r.returncode == 0 and r.stdout.startswith("用法：ch13_quantize.py") and "与 fp32 比较的贪心词元数" in r.stdout
     r = run_script("main.py", "--help")
