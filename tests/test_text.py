@@ -262,3 +262,13 @@ def test_exercise_statements_quote_chinese_with_full_width_marks():
            for m in re.finditer(r'"[^"\n]*"', ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or "")
            if re.search(r"[\u4e00-\u9fff]", m[0])]                          # "dtype", "shape": code, kept
     assert not bad, bad
+
+
+def test_ch13_says_what_share_of_the_saving_a_scale_per_32_weights_takes():
+    """Chapter 13 said an fp32 scale per 32 weights (1 bit a weight) 'gives back half of what going from 8
+    to 4 bits saved' (把……省下的一半又还了回去): 8 - 4 = 4 bits saved, and 1 bit is a quarter of them."""
+    text = _source("ch13_quantize.py")
+    added, saved = 32 / 32, 8 - 4                                   # fp32 scale bits per weight; bits saved
+    assert added / saved == 0.25
+    assert "gives back half of what" not in text and "省下的一半又还了回去" not in text
+    assert "per 32 weights 1\n# bit, a quarter of the 4 bits" in text and "是从 8 位降到 4 位省下的 4 位的四分之一" in text
