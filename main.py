@@ -195,6 +195,10 @@ def main(argv=None):
         if code:
             raise SystemExit(code)               # the judge's exit code (2: a usage error)
         return 0
+    if args.rest and args.what in ("chat", "download"):                  # not a chapter's option put first
+        p.error(tr("unrecognized arguments: {a} ({w} takes main.py's own options: python main.py --help)",
+                   "无法识别的参数：{a}（{w} 只接受 main.py 自己的选项：python main.py --help）",
+                   a=" ".join(args.rest), w=args.what))
     if args.rest and not (args.what.isdigit() and int(args.what) in found):
         p.error(tr("unrecognized arguments: {a} (a chapter's own options go after its number, "
                    "e.g. python main.py 9 --prompt \"...\")",

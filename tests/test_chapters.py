@@ -362,6 +362,17 @@ def test_main_with_a_chapter_and_help_shows_the_chapters_own_options(run_script)
     assert r.returncode == 0 and "python main.py 9 --help" in r.stdout and "--dtype" not in r.stdout
 
 
+def test_main_chat_with_an_option_it_lacks_says_so(capsys):
+    """`python main.py chat --dtype bfloat16` said 'a chapter's own options go after its number': the option
+    was after 'chat', which has no --dtype. Now: chat takes main.py's own options."""
+    import main
+    with pytest.raises(SystemExit) as e:
+        main.main(["chat", "--tiny", "--dtype", "bfloat16"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "unrecognized arguments: --dtype bfloat16 (chat takes main.py's own options" in err
+    assert "after its number" not in err
+
+
 def test_chapter_api_reads_the_environment(tiny_path, monkeypatch, capsys):
     """Notebook users choose with QWEN_TINY / QWEN_LANG / QWEN_MODEL instead of flags."""
     import qwen.cli as cli
