@@ -7,7 +7,7 @@ import re
 import pytest
 
 from conftest import ROOT, run_course
-from helpers import FEWER_TIMES, GLOSSARY_IN_ENGLISH, _without_code, chinese_text_problems
+from helpers import GLOSSARY_IN_ENGLISH, _without_code, chinese_text_problems
 
 
 @pytest.fixture(scope="module")
@@ -153,6 +153,7 @@ def test_no_chinese_string_uses_an_english_word_for_a_glossary_term():
 def test_no_chinese_string_says_n_times_fewer():
     """Chapter 13 printed '每个词元要读的字节少 2.9 倍' for "2.9x fewer bytes": 少 N 倍 is word for word and reads
     as a negative amount; a fraction is 是 X 的 1/N (as chapter 7 says 是前者的 1/11.3). Every Chinese literal."""
+    from helpers import FEWER_TIMES
     bad = [(str(f), zh[:80]) for f, _, zh in _pairs() if re.search(FEWER_TIMES, zh)]
     assert not bad, bad
 
