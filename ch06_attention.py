@@ -304,7 +304,7 @@ if ch.args.plot:
 #
 # 每个词元在每个头上生成查询、键和值。词元的输出是它自己和之前各词元的值的加权平均，权重是
 # softmax(q . k / sqrt(d))。Qwen3.5 对每个头的 q 和 k 做归一化，按位置旋转（RoPE），让 4 个查询头
-# 共享一个键值头（GQA：缓存小 4 倍），并在 o_proj 之前把每个头的结果乘以词元自己算出的门。
+# 共享一个键值头（GQA：缓存是原来的 1/4），并在 o_proj 之前把每个头的结果乘以词元自己算出的门。
 #
 # ## Summary / 小结
 # - `Attention(cfg)(x, cos, sin, cache=None)`: (batch, seq, hidden) -> (batch, seq, hidden), causal.

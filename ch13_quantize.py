@@ -115,13 +115,13 @@ say("  codes 0..255 with scale max|w| / 255, read as symmetric: RMS error {x:.0f
 # 4 bits are 16 codes; we use -7..7 (symmetric, 0 exact). One scale for a row of 1024 weights
 # with 15 levels is coarse, so each row is cut into groups with a scale each. The group size
 # trades error for bytes: an fp32 scale per 128 weights adds 0.25 bits a weight, per 32 weights 1
-# bit, which gives back half of what going from 8 to 4 bits saved. We use 128 (gpt-fast's default;
+# bit, a quarter of the 4 bits that going from 8 to 4 bits saved. We use 128 (gpt-fast's default;
 # llama.cpp's q4_0 uses 32 with a 16-bit scale). A row too short for 128 (the tiny checkpoint's
 # 16) uses the largest power of two that divides it.
 #
 # 4 位只有 16 个编码；我们用 -7..7（对称，0 是精确的）。1024 个权重的一行只用一个缩放因子、15 个等级，
 # 太粗了，所以把每行切成若干组，每组一个缩放因子。组的大小在误差和字节之间取舍：每 128 个权重一个 fp32
-# 缩放因子，每个权重多 0.25 位；每 32 个多 1 位，把从 8 位降到 4 位省下的一半又还了回去。我们用 128
+# 缩放因子，每个权重多 0.25 位；每 32 个多 1 位，是从 8 位降到 4 位省下的 4 位的四分之一。我们用 128
 # （gpt-fast 的默认值；llama.cpp 的 q4_0 用 32，缩放因子 16 位）。行短于 128 时（小检查点的 16），
 # 用能整除它的最大的 2 的幂。
 
@@ -185,7 +185,7 @@ print(row("fp32", size(proj32), size(table * 4), size(fp32_bytes - proj32 - tabl
 for mode, m in models.items():
     p, o, rest = parts(m)
     print(row(mode, size(p), size(o), size(rest), size(p + o + rest)) +
-          tr("  ({r:.1f}x fewer bytes read per token)", "  （每个词元要读的字节少 {r:.1f} 倍）", r=fp32_bytes / (p + o + rest)))
+          tr("  ({r:.1f}x fewer bytes read per token)", "  （每个词元要读的字节是 fp32 的 1/{r:.1f}）", r=fp32_bytes / (p + o + rest)))
 table_int4, table_int8 = models["int4"].output_layer, models["int8"].output_layer
 if isinstance(table_int4, quant.Int8Linear) and isinstance(table_int8, quant.Int8Linear):   # said only if so
     say("  the output layer (the tied table) is int8 in both models, {a} and {b}: only the projections go to 4 bits",

@@ -2,7 +2,7 @@
 
     python main.py               every chapter in order, on the real Qwen3.5-0.8B if it can be
                                  found or downloaded, else on the built-in tiny checkpoint
-    python main.py 3             chapter 3 only
+    python main.py 3             chapter 3 only (python main.py 3 --help: its own options)
     python main.py download      fetch the model (1.77 GB) into the Hugging Face cache
     python main.py chat          talk with the model (/help lists its commands, /quit leaves)
     python main.py chat --image PATH   ... about a picture (it goes with your first message)
@@ -116,6 +116,18 @@ def run_chapters(args, numbers):
                    if is_tiny(cfg) else ""))
 
 
+def _chapter_help(p, argv):
+    """`main.py N --help`: chapter N's own help (its options are the ones main.py hands on), in place of
+    main.py's, which lists none of them. Returns if there is no help to give or no chapter named."""
+    if not {"-h", "--help"} & set(argv):
+        return
+    known, _ = p.parse_known_args([a for a in argv if a not in ("-h", "--help")])
+    found = chapters()
+    if known.what.isdigit() and int(known.what) in found:
+        sys.argv = [str(found[int(known.what)]), "--help", *(["--lang", known.lang] if known.lang else [])]
+        run_chapter(found[int(known.what)])      # argparse prints the help and exits
+
+
 def main(argv=None):
     p = parser("Transformer by Hand: rebuild Qwen3.5 one part at a time, on its real weights.",
                "手搓 Transformer：在真实权重上，一个部件一个部件地重建 Qwen3.5。")
@@ -158,6 +170,8 @@ def main(argv=None):
     p.add_argument("--out", metavar="DIR", default=None,
                    help=tr("folder for the figures (default: $QWEN_FIGURES, else out/figures)",
                            "图片保存的文件夹（默认：$QWEN_FIGURES，否则 out/figures）"))
+    p.epilog = tr("A chapter's own options: python main.py 9 --help", "章节自己的选项：python main.py 9 --help")
+    _chapter_help(p, sys.argv[1:] if argv is None else list(argv))
     args = setup(p, argv, rest=True)
     if args.max_new_tokens is not None and args.max_new_tokens < 1:   # 0 read as "the default" (512 in chat),
         raise QwenError("--max-new-tokens must be at least 1.",          # and chat replied nothing to -3
@@ -181,6 +195,10 @@ def main(argv=None):
         if code:
             raise SystemExit(code)               # the judge's exit code (2: a usage error)
         return 0
+    if args.rest and args.what in ("chat", "download"):                  # not a chapter's option put first
+        p.error(tr("unrecognized arguments: {a} ({w} takes main.py's own options: python main.py --help)",
+                   "无法识别的参数：{a}（{w} 只接受 main.py 自己的选项：python main.py --help）",
+                   a=" ".join(args.rest), w=args.what))
     if args.rest and not (args.what.isdigit() and int(args.what) in found):
         p.error(tr("unrecognized arguments: {a} (a chapter's own options go after its number, "
                    "e.g. python main.py 9 --prompt \"...\")",

@@ -360,7 +360,7 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
     if keep_at is not None and 0 < keep_at < ids.shape[1]:
         images = [(None, None)] * 2 if grid_thw is None else split_images(model.cfg, ids[0].tolist(), keep_at,
                                                                           pixel_values, grid_thw)
-    with prompt_pass(model):                                                   # bf16 on a CPU: faster, same numbers
+    with prompt_pass(model):                                                   # bf16 on a CPU: faster, to bf16's rounding
         if len(images) == 2:                                                   # None: keep_at cuts an image
             model(ids[:, :keep_at], cache=cache, last=True, **_image_args(*images[0]))
             kept.append(cache.copy())

@@ -11,8 +11,9 @@ fp32's time, through this pass 1.05x. Below MIN_ROWS rows the conversion costs m
 decoding (one row) keeps bf16's own matrix-vector product.
 
 How it is wired in: `prompt_pass(model)` is the context generation reads a prompt in
-(qwen/generate.py generate_ids, so generate, Chat, `main.py chat` and chapter 9; qwen/mtp.py's
-speculative prefill). Inside it, a torch function mode (`PromptPass`) sees every F.linear call
+(qwen/generate.py generate_ids, so generate, Chat and chapter 9; qwen/mtp.py's speculative
+prefill). It acts only on a bf16 model (`load_model(path, dtype=torch.bfloat16)`, `main.py 9 --dtype
+bfloat16`); `main.py chat` loads fp32, where it does nothing. Inside it, a torch function mode (`PromptPass`) sees every F.linear call
 and sends those of a bf16 weight with at least `MIN_ROWS` rows to `linear` below; every other
 call runs as it is. The model is not changed: no module is replaced or wrapped, so what a
 learner prints or reads (model.py, the chapters' nn.Linear) is the plain model, and calling the

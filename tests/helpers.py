@@ -70,11 +70,13 @@ def sigint_as_in_a_terminal():
 
 CJK = r"[\u4e00-\u9fff]"
 GLOSSARY_IN_ENGLISH = r"(?<![-_])\b(temperature|hidden)(?= [\d{为是])"    # 温度, 隐藏维度 as words, not --options
+FEWER_TIMES = r"(?<![至最不])[少小低]了? ?(\d[\d.,]*|\{[^}]*\}) ?倍"      # 少 2.9 倍: "2.9x fewer" word for word
 CHINESE_TEXT_RULES = {             # TERMINOLOGY.md, "Rules for the Chinese text": what each kind looks like
     "', ' between items (use 、 or ，)": r"(?<=\S), (?=\S)",
     "a space between two Chinese words": CJK + " " + CJK,
     "是/否 after '=' or a formula": r"= [是否]|== [^，；：]*：[是否]",
     "an English word": r"\b(head|heads|nats|vs|ms)\b|(?<!logit )\blens\b|" + GLOSSARY_IN_ENGLISH,
+    "N 倍 for a fraction (是 X 的 1/N)": FEWER_TIMES,
 }
 
 

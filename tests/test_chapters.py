@@ -345,6 +345,31 @@ def test_help_is_in_the_chosen_language(run_script):
     assert r.returncode == 2 and "main.py: error: argument --model: expected one argument" in r.stderr
 
 
+def test_main_with_a_chapter_and_help_shows_the_chapters_own_options(run_script):
+    """`python main.py 9 --help` printed main.py's help only: chapter 9's --dtype, --prompt and --think,
+    which `python main.py 9 --dtype bfloat16` takes, were nowhere to be seen. Now the chapter's help, in the
+    chosen language; main.py's own help says where a chapter's options are."""
+    r = run_script("main.py", "9", "--help")
+    assert r.returncode == 0 and r.stdout.startswith("usage: ch09_generate.py"), r.stdout[:300] + r.stderr[-500:]
+    assert "--dtype {float32,bfloat16}" in r.stdout and "--prompt PROMPT" in r.stdout and "--think" in r.stdout
+    assert "half the memory" in " ".join(r.stdout.split())                     # what --dtype bfloat16 does
+    r = run_script("main.py", "--lang", "zh", "13", "-h")
+    assert r.returncode == 0 and r.stdout.startswith("用法：ch13_quantize.py") and "与 fp32 比较的贪心词元数" in r.stdout
+    r = run_script("main.py", "--help")
+    assert r.returncode == 0 and "python main.py 9 --help" in r.stdout and "--dtype" not in r.stdout
+
+
+def test_main_chat_with_an_option_it_lacks_says_so(capsys):
+    """`python main.py chat --dtype bfloat16` said 'a chapter's own options go after its number': the option
+    was after 'chat', which has no --dtype. Now: chat takes main.py's own options."""
+    import main
+    with pytest.raises(SystemExit) as e:
+        main.main(["chat", "--tiny", "--dtype", "bfloat16"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "unrecognized arguments: --dtype bfloat16 (chat takes main.py's own options" in err
+    assert "after its number" not in err
+
+
 def test_chapter_api_reads_the_environment(tiny_path, monkeypatch, capsys):
     """Notebook users choose with QWEN_TINY / QWEN_LANG / QWEN_MODEL instead of flags."""
     import qwen.cli as cli

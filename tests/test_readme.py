@@ -48,3 +48,22 @@ def test_readme_lists_every_benchmark():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     for script in sorted((ROOT / "bench").glob("bench_*.py")):
         assert f"python bench/{script.name}" in text, script.name
+
+
+def test_readme_names_each_chapters_own_options():
+    """A learner finds a chapter's options in its row of the README's table: chapter 9's --dtype (the
+    only way to bf16), --quant, --speculative and --temperature, chapter 8's --no-reference and
+    chapter 12's --max-new-tokens were missing. Read from each script's `chapter(..., options={...})`."""
+    import ast
+    import re
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    rows = {int(m[1]): m[0] for m in re.finditer(r"^\| (\d+) \| `ch\d\d_\w+\.py` \|.*$", text, re.M)}
+    missing = {}
+    for script in sorted(ROOT.glob("ch[0-9][0-9]_*.py")):
+        for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "chapter":
+                options = [kw.value for kw in node.keywords if kw.arg == "options"]
+                names = [k.value for o in options for k in o.keys] if options else []
+                row = rows[int(script.name[2:4])]
+                missing.update({script.name: [n for n in names if f"`{n}" not in row]} if names else {})
+    assert rows and not {k: v for k, v in missing.items() if v}, missing

@@ -116,13 +116,16 @@ BEFORE = [  # lines the Chinese output printed before, each with the kind of pro
     ("推测解码：MTP 头每步起草 3 个词元，由模型验证；回复照常采样（temperature 0.7：接受 / 拒绝规则保持这个分布不变）。",
      "an English word"),
     ("  （小检查点的大小：hidden 为 16，而 248,320 行的输出层占了每一步的大部分；这些比值说明不了", "an English word"),
+    ("  int8         39.8 KB        5.5 MB        7.8 KB        5.5 MB  （每个词元要读的字节少 2.9 倍）",
+     "N 倍 for a fraction (是 X 的 1/N)"),
 ]
 AFTER = ["    头 0：#3 '都是'（0.49）", "  核对：logit lens 在最后一层之后读出的就是这些 logits：最大差 = 0.0e+00",
          "  ln(248,044) = 12.42 奈特：平坦分布的熵", "  RMS(h) = 0.5      最高概率 6.4e-06  熵 12.42 奈特",
          "  E 的 512 行：max |RMS^2 - (sigma^2 + mu^2)| = 4.7e-10；平均 |mu| / RMS = 0.199",
          "  tie_word_embeddings = True", "  decode(encode(文字)) 还原出原文：是", "  手算 == MLP 模块，逐位相同：是",
          "  (m, n) = (3, 0)、(10, 7)：-4.79751、-4.79751", "        输入：[3, 16] float32、[16] bfloat16、float",
-         "    之后   类型    末词元均方根    平均均方根", "1. 由对话模板写出的提示词", "  分组                 张量数"]
+         "    之后   类型    末词元均方根    平均均方根", "1. 由对话模板写出的提示词", "  分组                 张量数",
+         "  int8         39.8 KB        5.5 MB        7.8 KB        5.5 MB  （每个词元要读的字节是 fp32 的 1/2.9）"]
 
 
 @pytest.mark.parametrize("line, kind", BEFORE)
@@ -134,6 +137,14 @@ def test_no_chinese_string_uses_an_english_word_for_a_glossary_term():
     """The chat said '回复照常采样（temperature 0.7：…）' and chapter 12 'hidden 为 16': 温度 and 隐藏维度
     (TERMINOLOGY.md). Every Chinese literal of the course, none with either word as a word."""
     bad = [(str(f), zh[:80]) for f, _, zh in _pairs() if re.search(GLOSSARY_IN_ENGLISH, _without_code(zh))]
+    assert not bad, bad
+
+
+def test_no_chinese_string_says_n_times_fewer():
+    """Chapter 13 printed '每个词元要读的字节少 2.9 倍' for "2.9x fewer bytes": 少 N 倍 is word for word and reads
+    as a negative amount; a fraction is 是 X 的 1/N (as chapter 7 says 是前者的 1/11.3). Every Chinese literal."""
+    from helpers import FEWER_TIMES
+    bad = [(str(f), zh[:80]) for f, _, zh in _pairs() if re.search(FEWER_TIMES, zh)]
     assert not bad, bad
 
 
@@ -242,3 +253,13 @@ def test_exercise_statements_quote_chinese_with_full_width_marks():
            for m in re.finditer(r'"[^"\n]*"', ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or "")
            if re.search(r"[\u4e00-\u9fff]", m[0])]                          # "dtype", "shape": code, kept
     assert not bad, bad
+
+
+def test_ch13_says_what_share_of_the_saving_a_scale_per_32_weights_takes():
+    """Chapter 13 said an fp32 scale per 32 weights (1 bit a weight) 'gives back half of what going from 8
+    to 4 bits saved' (把……省下的一半又还了回去): 8 - 4 = 4 bits saved, and 1 bit is a quarter of them."""
+    text = _source("ch13_quantize.py")
+    added, saved = 32 / 32, 8 - 4                                   # fp32 scale bits per weight; bits saved
+    assert added / saved == 0.25
+    assert "gives back half of what" not in text and "省下的一半又还了回去" not in text
+    assert "per 32 weights 1\n# bit, a quarter of the 4 bits" in text and "是从 8 位降到 4 位省下的 4 位的四分之一" in text
