@@ -169,6 +169,14 @@ def converter_argv(converter, folder, outfile, outtype):
     return [sys.executable, str(converter), str(folder), "--outfile", str(outfile), "--outtype", outtype, "--no-mtp"]
 
 
+def gguf_plan(needed, have):
+    """(outtypes to convert, variants to quantize) for the llama.cpp variants needed, given those already on
+    disk: q8_0 / q4_k_m are quantized from the bf16 file, which is converted for them if it is not there."""
+    quantize = [v for v in QUANTIZED if v in needed and v not in have]
+    sources = {v for v in needed if v in CONVERTED} | ({"bf16"} if quantize else set())
+    return [v for v in CONVERTED if v in sources and v not in have], quantize
+
+
 def summarize(runs):
     """One contender's rounds [(result, peak RSS MB)] -> medians (prefill s, decode ms), largest RSS, each round's decode."""
     decodes = [statistics.median(r["steps_ms"]) for r, _ in runs]
@@ -347,8 +355,7 @@ def gguf_files(checkpoint, workdir, sdist, threads, needed, env):
     Each file is written under a temp name and renamed when complete, so a broken run leaves none half-written."""
     workdir.mkdir(parents=True, exist_ok=True)
     files = {v: workdir / f"qwen3.5-0.8b-{v}.gguf" for v in CONVERTED + tuple(QUANTIZED)}
-    sources = {v for v in needed if v in CONVERTED} | ({"bf16"} if any(v in QUANTIZED for v in needed) else set())
-    todo = [v for v in CONVERTED if v in sources and not files[v].is_file()]
+    todo, quantize = gguf_plan(needed, {v for v, f in files.items() if f.is_file()})
     if todo:
         converter = find_converter(sdist_path(sdist, workdir), workdir)
         print(f"converter: {converter}", flush=True)
@@ -363,14 +370,14 @@ def gguf_files(checkpoint, workdir, sdist, threads, needed, env):
                 part.rename(files[v])
                 print(f"converted to {v}: {files[v].stat().st_size / 1e9:.2f} GB in {time.perf_counter() - start:.0f} s",
                       flush=True)
-    for v, ftype in QUANTIZED.items():
-        if v in needed and not files[v].is_file():
-            part = files[v].with_name(files[v].name + ".part")
-            start = time.perf_counter()
-            run_child(["quantize", "--path", files["bf16"], "--variant", ftype, "--gguf", part, "--threads", threads], env)
-            part.rename(files[v])
-            print(f"quantized to {v}: {files[v].stat().st_size / 1e9:.2f} GB in {time.perf_counter() - start:.0f} s",
-                  flush=True)
+    for v in quantize:
+        part = files[v].with_name(files[v].name + ".part")
+        start = time.perf_counter()
+        run_child(["quantize", "--path", files["bf16"], "--variant", QUANTIZED[v], "--gguf", part, "--threads", threads],
+                  env)
+        part.rename(files[v])
+        print(f"quantized to {v}: {files[v].stat().st_size / 1e9:.2f} GB in {time.perf_counter() - start:.0f} s",
+              flush=True)
     return files
 
 

@@ -165,3 +165,11 @@ def test_learner_env_has_no_pinned_allocator():
     learner, pinned = bench.child_env(2, pinned=False), bench.child_env(3, pinned=True)
     assert not any(k.startswith("MALLOC_") for k in learner) and learner["OMP_NUM_THREADS"] == "2"
     assert pinned["MALLOC_MMAP_THRESHOLD_"] == "1048576" and pinned["OMP_NUM_THREADS"] == "3"
+
+
+def test_gguf_plan_converts_only_what_is_missing():
+    assert bench.gguf_plan(["f32", "bf16", "q8_0", "q4_k_m"], set()) == (["f32", "bf16"], ["q8_0", "q4_k_m"])
+    assert bench.gguf_plan(["q8_0"], set()) == (["bf16"], ["q8_0"])                # quantized from the bf16 file
+    assert bench.gguf_plan(["q8_0"], {"bf16"}) == ([], ["q8_0"])
+    assert bench.gguf_plan(["f32", "q4_k_m"], {"f32", "q4_k_m"}) == ([], [])     # a second run converts nothing
+    assert bench.gguf_plan([], set()) == ([], [])
