@@ -22,7 +22,7 @@ llama.cpp: Llama.generate with temp 0). Measured: prefill = prompt to the first 
 decode = the median of the NEW one-token steps (ms), and the process's peak RSS (the kernel's
 ru_maxrss: all of it, load and warm-up included). Same threads for all (torch.set_num_threads,
 llama.cpp's n_threads / n_threads_batch, OMP_NUM_THREADS). The contenders are alternated in
-`--rounds` rounds (same-precision rows next to each other in time), and the table shows the
+`--rounds` rounds (each goal's pair next to each other in time, transformers last), and the table shows the
 median over rounds (RSS: the largest), with each round's decode beside it: this machine is
 shared, and one number alone means little; the load is printed before and after.
 
@@ -61,18 +61,19 @@ WARM = 16                                             # warm-up prompt length (2
 ID_LIMIT = 248000                                     # prompt ids below this: ordinary tokens, no specials
 LEARNER_ENV = {k: v for k, v in ENV.items() if not k.startswith("MALLOC_")}   # glibc's defaults
 
-# key: (table row, side, variant); in the order they run in a round, each goal's pair next to each other
+# key: (table row, side, variant); in the order they run in a round: each goal's pair next to each other,
+# then transformers (a reference, in no goal: under load its bf16 decode is by far the slowest)
 CONTENDERS = {
     "ours-fp32": ("ours fp32", "ours", "float32"),
-    "hf-fp32": ("transformers fp32", "hf", "float32"),
     "llama-f32": ("llama.cpp f32", "llama", "f32"),
     "ours-bf16": ("ours bf16", "ours", "bfloat16"),
-    "hf-bf16": ("transformers bf16", "hf", "bfloat16"),
     "llama-bf16": ("llama.cpp bf16", "llama", "bf16"),
     "ours-int8": ("ours int8", "ours", "int8"),
     "llama-q8_0": ("llama.cpp q8_0", "llama", "q8_0"),
     "ours-int4": ("ours int4", "ours", "int4"),
     "llama-q4_k_m": ("llama.cpp q4_k_m", "llama", "q4_k_m"),
+    "hf-fp32": ("transformers fp32", "hf", "float32"),
+    "hf-bf16": ("transformers bf16", "hf", "bfloat16"),
 }
 TABLE_ORDER = ("ours-fp32", "hf-fp32", "llama-f32", "ours-bf16", "hf-bf16", "llama-bf16",
                "ours-int8", "llama-q8_0", "ours-int4", "llama-q4_k_m")
@@ -297,8 +298,9 @@ def child_llama(gguf, ids, new, threads):
 
     run(prompt_ids(WARM, seed=9), 2)
     prefill, steps, tokens = run(ids, new + 1)
+    system = llama_cpp.llama_print_system_info().decode(errors="replace").strip()
     return dict(load_s=load, prefill_s=prefill, steps_ms=steps, tokens=tokens,
-                system=llama_cpp.llama_print_system_info().decode(errors="replace").strip())
+                system=f"llama-cpp-python {llama_cpp.__version__}; {system}")
 
 
 def child_quantize(src, dst, ftype_name, threads):
@@ -329,9 +331,15 @@ def run_child(args, env):
         out = Path(tmp) / "result.json"
         argv = [sys.executable, __file__, "--child", *map(str, args), "--out", str(out)]
         p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        err = p.stderr.read().decode(errors="replace")      # read before waiting: a full pipe would block it
-        _, status, usage = os.wait4(p.pid, 0)
-        p.stderr.close()
+        try:
+            err = p.stderr.read().decode(errors="replace")  # read before waiting: a full pipe would block it
+            _, status, usage = os.wait4(p.pid, 0)
+        except BaseException:                               # Ctrl-C: the child goes too
+            p.kill()
+            p.wait()
+            raise
+        finally:
+            p.stderr.close()
         if status != 0:
             raise SystemExit(f"{' '.join(map(str, args))} failed:\n{err[-3000:]}")
         return json.loads(out.read_text(encoding="utf-8")), usage.ru_maxrss / 1024
@@ -432,29 +440,34 @@ def compare(path, workdir, args, keys, env, prompt, new, rounds):
     with tempfile.TemporaryDirectory() as tmp:
         ids_file = Path(tmp) / "ids.json"
         ids_file.write_text(json.dumps(prompt_ids(prompt)), encoding="utf-8")
-        print(f"\nllama-cpp-python {version('llama-cpp-python')}, torch {version('torch')}, transformers "
+        print(f"\ntorch {version('torch')}, transformers "
               f"{version('transformers')}; {args.threads} threads; prompt {prompt} tokens (random ids, the same for all), "
               f"decode {new}; {rounds} round(s), each contender in a fresh process, alternated", flush=True)
         print("allocator: " + ("pinned (MALLOC_MMAP_THRESHOLD_=1048576, MALLOC_TRIM_THRESHOLD_=268435456)" if args.pinned
                                else "glibc's defaults, as a learner runs it (no MALLOC_* settings)"), flush=True)
         print(load_line("before"), flush=True)
         runs, system = {k: [] for k in keys}, None
-        for r in range(rounds):
-            for k in keys:
-                _, side, variant = CONTENDERS[k]
-                target = files[variant] if side == "llama" else path
-                result = run_child([side, "--path", target, "--variant", variant, "--ids", ids_file, "--new", new,
-                                    "--threads", args.threads], env)
-                runs[k].append(result)
-                system = system or result[0].get("system")
-                print(f"  round {r + 1} {CONTENDERS[k][0]:<18} prefill {result[0]['prefill_s']:6.2f} s, decode "
-                      f"{statistics.median(result[0]['steps_ms']):7.1f} ms / token, peak RSS {result[1]:6.0f} MB",
-                      flush=True)
+        try:
+            for r in range(rounds):
+                for k in keys:
+                    _, side, variant = CONTENDERS[k]
+                    target = files[variant] if side == "llama" else path
+                    result = run_child([side, "--path", target, "--variant", variant, "--ids", ids_file, "--new", new,
+                                        "--threads", args.threads], env)
+                    runs[k].append(result)
+                    system = system or result[0].get("system")
+                    print(f"  round {r + 1} {CONTENDERS[k][0]:<18} prefill {result[0]['prefill_s']:6.2f} s, decode "
+                          f"{statistics.median(result[0]['steps_ms']):7.1f} ms / token, peak RSS {result[1]:6.0f} MB",
+                          flush=True)
+        except KeyboardInterrupt:                           # Ctrl-C: the table of what was measured so far
+            print(f"\ninterrupted: {sum(map(len, runs.values()))} of {rounds * len(keys)} runs done", flush=True)
+            runs = {k: v for k, v in runs.items() if v}
     print(load_line("after"))
     if system:
         print(f"llama.cpp's build: {system}")
     rows = {k: summarize(v) for k, v in runs.items()}
-    print(f"\nmedians over {rounds} round(s) (peak RSS: the largest); the weights are random, so these are speeds "
+    done = sorted({len(v) for v in runs.values()})
+    print(f"\nmedians over {'-'.join(map(str, done))} round(s) (peak RSS: the largest); the weights are random, so these are speeds "
           "and sizes only\n")
     print("\n".join(table_lines(rows, prompt, new)))
     print()
