@@ -173,3 +173,25 @@ def test_gguf_plan_converts_only_what_is_missing():
     assert bench.gguf_plan(["q8_0"], {"bf16"}) == ([], ["q8_0"])
     assert bench.gguf_plan(["f32", "q4_k_m"], {"f32", "q4_k_m"}) == ([], [])     # a second run converts nothing
     assert bench.gguf_plan([], set()) == ([], [])
+
+
+def test_rounds_alternate_and_ctrl_c_prints_what_was_measured(monkeypatch, capsys, tmp_path):
+    """compare() with the children replaced: contenders alternate within each round, and a Ctrl-C during the
+    third run still prints the table and the goals of the two runs done."""
+    calls = []
+
+    def fake_child(args, env):
+        calls.append((args[0], args[args.index("--variant") + 1]))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return dict(prefill_s=4.0, steps_ms=[100.0, 110.0, 120.0]), 1000.0
+
+    monkeypatch.setattr(bench, "run_child", fake_child)
+    monkeypatch.setattr(bench, "gguf_files", lambda *a: {v: tmp_path / f"{v}.gguf" for v in ("f32", "bf16", "q8_0", "q4_k_m")})
+    args = type("Args", (), dict(sdist=None, threads=2, pinned=False))()
+    keys = bench.selected("ours-fp32,llama-f32")
+    assert bench.compare(tmp_path, tmp_path, args, keys, {}, 16, 4, 2) == 0            # 110 / 110: met
+    assert calls == [("ours", "float32"), ("llama", "f32"), ("ours", "float32")]      # round 2 began with ours
+    out = capsys.readouterr().out
+    assert "interrupted: 2 of 4 runs done" in out and "| llama.cpp f32 | 4.00 | 110.0 |" in out
+    assert "fp32 decode: ours fp32 9.09 tokens/s / llama.cpp f32 9.09 tokens/s = 1.00 (goal >= 0.9): met" in out
