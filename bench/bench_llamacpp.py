@@ -254,26 +254,11 @@ def child_ours(path, variant, ids, new):
 def child_hf(path, variant, ids, new):
     import torch
     import transformers
-    from transformers.generation.streamers import BaseStreamer
-
-    class Stamps(BaseStreamer):
-        def __init__(self):
-            self.times = []
-
-        def put(self, value):
-            self.times.append(time.perf_counter())
-
-        def end(self):
-            pass
+    from bench_model import hf_stamped
 
     def run(prompt, n):
-        stamps = Stamps()
-        begin = time.perf_counter()
-        with torch.inference_mode():
-            out = model.generate(torch.tensor([prompt]), max_new_tokens=n, min_new_tokens=n, streamer=stamps,
-                                 do_sample=False, eos_token_id=None, pad_token_id=0)
-        times = stamps.times[1:]                              # put() #0 is the prompt itself
-        return times[0] - begin, [(b - a) * 1000 for a, b in zip(times, times[1:])], out[0, len(prompt):].tolist()
+        begin, times, tokens = hf_stamped(model, torch.tensor([prompt]), n)
+        return times[0] - begin, [(b - a) * 1000 for a, b in zip(times, times[1:])], tokens
 
     transformers.logging.set_verbosity_error()
     start = time.perf_counter()

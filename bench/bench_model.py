@@ -98,8 +98,9 @@ def child_ours(path, dtype_name, out):
                                    logits=model.cfg.vocab_size * 4)))
 
 
-def _hf_generate(model, ids, n):
-    """transformers' greedy generation of n tokens: (seconds to the first new token, seconds for the rest, tokens)."""
+def hf_stamped(model, ids, n):
+    """transformers' greedy generation of n tokens, timed by a streamer: (the start time, the time each new
+    token arrived, the new tokens). ids (1, prompt)."""
     import torch
     from transformers.generation.streamers import BaseStreamer
 
@@ -118,8 +119,13 @@ def _hf_generate(model, ids, n):
     with torch.inference_mode():
         new = model.generate(ids, max_new_tokens=n, min_new_tokens=n, streamer=clock, do_sample=False,
                              eos_token_id=None, pad_token_id=0)
-    times = clock.times[1:]                                   # put() #0 is the prompt itself
-    return times[0] - begin, times[-1] - times[0], new[0, ids.shape[1]:].tolist()
+    return begin, clock.times[1:], new[0, ids.shape[1]:].tolist()    # put() #0 is the prompt itself
+
+
+def _hf_generate(model, ids, n):
+    """transformers' greedy generation of n tokens: (seconds to the first new token, seconds for the rest, tokens)."""
+    begin, times, tokens = hf_stamped(model, ids, n)
+    return times[0] - begin, times[-1] - times[0], tokens
 
 
 def child_hf(path, dtype_name, out):
@@ -225,6 +231,17 @@ def _build(path, variant):
     return load_model(path, dtype=getattr(torch, variant), vision=False)
 
 
+def _warm_decode(model):
+    """A cache after a 32-token prompt and two decode steps, and the token to step with next."""
+    import torch
+    cache = model.new_cache()
+    model(_ids(32, 4), cache=cache, last=True)
+    token = torch.tensor([[100]])
+    for _ in range(2):
+        model(token, cache=cache, last=True)                      # warm-up
+    return cache, token
+
+
 def _rss_now_mb():
     """This process's resident memory now (VmRSS), after the allocator has given back what it can."""
     import ctypes
@@ -315,11 +332,7 @@ def child_breakdown(path, variant, out):
     model = _build(path, variant)
     steps = 16
     with torch.inference_mode():
-        cache = model.new_cache()
-        model(_ids(32, 4), cache=cache, last=True)
-        token = torch.tensor([[100]])
-        for _ in range(2):
-            model(token, cache=cache, last=True)                  # warm-up
+        cache, token = _warm_decode(model)
         plain = []
         for _ in range(steps):
             start = time.perf_counter()
@@ -407,11 +420,7 @@ def child_ablate(path, variant, out, rounds):
     parts = _stand_ins(model)
     runs = {name: [] for name in ["whole step", *parts]}
     with torch.inference_mode():
-        cache = model.new_cache()
-        model(_ids(32, 4), cache=cache, last=True)
-        token = torch.tensor([[100]])
-        for _ in range(2):
-            model(token, cache=cache, last=True)                  # warm-up
+        cache, token = _warm_decode(model)
         for _ in range(rounds):
             for name in runs:
                 with parts[name]() if name in parts else contextlib.nullcontext():
