@@ -28,6 +28,7 @@ from qwen.mine import put_in
 from qwen.model import load_model
 from qwen.mtp import check_speculative
 from qwen.threads import note
+from qwen.upcast import prompt_pass
 
 
 def check_device(device):
@@ -294,7 +295,8 @@ def decode_loop(model, prompt, max_new_tokens, stop, vocab, seed=None, **samplin
     """The decode loop by hand: prefill once, then pick, append, feed back."""
     generator = None if seed is None else torch.Generator().manual_seed(seed)
     cache = model.new_cache()
-    logits = model(torch.tensor([prompt]), cache=cache, last=True)[0, -1]      # prefill: the whole prompt
+    with prompt_pass(model):                     # as generate_ids: a bf16 prompt's projections in fp32 (qwen/upcast.py)
+        logits = model(torch.tensor([prompt]), cache=cache, last=True)[0, -1]  # prefill: the whole prompt
     reply = []
     while len(reply) < max_new_tokens:
         token = sample(logits[:vocab], generator=generator, **sampling)        # pick
