@@ -68,6 +68,18 @@ def sigint_as_in_a_terminal():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def edit_after_grading(monkeypatch, judge, text, path=None):
+    """Make practice.judge.grade write `text` into `path` (default: the file it graded) once it has graded,
+    as an editor saving during a grading would: what was graded is then no longer what is on disk."""
+    graded = judge.grade
+
+    def grade_then_edit(ex, file, model, **kw):
+        result = graded(ex, file, model, **kw)
+        (path or file).write_text(text, encoding="utf-8")
+        return result
+    monkeypatch.setattr(judge, "grade", grade_then_edit)
+
+
 CJK = r"[\u4e00-\u9fff]"
 GLOSSARY_IN_ENGLISH = r"(?<![-_])\b(temperature|hidden)(?= [\d{为是])"    # 温度, 隐藏维度 as words, not --options
 FEWER_TIMES = r"(?<![至最不])[少小低]了? ?(\d[\d.,]*|\{[^}]*\}) ?倍"      # 少 2.9 倍: "2.9x fewer" word for word

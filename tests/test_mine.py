@@ -134,13 +134,8 @@ def test_a_file_changed_after_its_grading_is_not_loaded(setting, tiny_path, mode
     import practice.judge as judge
     folder = _practice_dir(tmp_path / "work", {"208": BY_ID["208"].solution})
     setting(folder)
-    graded = judge.grade
-
-    def grade_then_edit(ex, file, model_path, **kw):
-        result = graded(ex, file, model_path, **kw)
-        file.write_text("def swiglu_mlp(x, gate_weight, up_weight, down_weight):\n    return x * 0\n", encoding="utf-8")
-        return result
-    monkeypatch.setattr(judge, "grade", grade_then_edit)
+    from helpers import edit_after_grading
+    edit_after_grading(monkeypatch, judge, "def swiglu_mlp(x, gate_weight, up_weight, down_weight):\n    return x * 0\n")
     with torch.no_grad():
         assert mine.put_in(model, PROMPT, tiny_path) is None
     out = capsys.readouterr().out

@@ -179,13 +179,8 @@ def test_a_file_saved_while_it_is_graded_shows_as_edited_since(web, judge, monke
     the grading, so the list called the new text the graded one (no "(edited)")."""
     ask(web, "GET", "/api/exercise/204")
     path = learner(judge, "204")
-    real = judge.grade
-
-    def saved_meanwhile(ex, file, model, **kw):
-        result = real(ex, file, model, **kw)
-        path.write_text("# saved while the grading ran\n", encoding="utf-8")
-        return result
-    monkeypatch.setattr(judge, "grade", saved_meanwhile)
+    from helpers import edit_after_grading
+    edit_after_grading(monkeypatch, judge, "# saved while the grading ran\n", path)
     if where == "page":
         status, report = ask(web, "POST", "/api/exercise/204/run")
         assert status == 200 and report["status"] == "todo", report["status"]
