@@ -39,8 +39,9 @@ costs where it runs, with the caches and the allocator as the step leaves them, 
 holds on a loaded machine (with 1 thread, CPU seconds barely move with the load; wall seconds double).
 
 1-row products (`--skip-kernels`): the projections of 12 layers and the output layer, random
-weights of the real shapes, fp32 and bf16, through F.linear, torch.mv, torch.mm(w, x^T), (bf16) an
-fp32 copy, and with the weight stored (in, out); CPU seconds per GB read, beside torch.sum's rate.
+weights of the real shapes, fp32 and bf16, through F.linear, torch.mv, torch.mm(w, x^T), (fp32)
+oneDNN's inner product as decoding runs it (qwen/products.py), (bf16) an fp32 copy, and with the
+weight stored (in, out); wall and CPU seconds, GB read per wall second, beside torch.sum's rate.
 
 Quantized decoding (qwen/quant.py, chapter 13): fp32, bf16, int8 and int4 models, each in fresh
 processes, alternated `--repeat` times: prefill and decode tokens/s (best) and ms / token against
@@ -447,7 +448,9 @@ def ablation(path, variants, threads, rounds):
 
 
 def child_kernels(path, dtype_name, out, rounds):
-    """1-row matrix products as a decode step makes them, each way torch offers, CPU seconds per GB read.
+    """1-row matrix products as a decode step makes them, each way torch offers: seconds (wall and
+    CPU) and GB read per wall second (with 2 threads a product on one thread and one on both can
+    cost the same CPU seconds; the wall clock tells them apart).
 
     The weights are random, of the real shapes: the projections of 12 layers (1 GB in fp32) and the
     output layer (1 GB), each in two storage layouts with the same values: (out, in) as loaded, and
@@ -455,6 +458,7 @@ def child_kernels(path, dtype_name, out, rounds):
     `rounds` times, the best of each, beside torch.sum's read rate over 1 GiB."""
     import torch
     import torch.nn.functional as F
+    from qwen import products
     from qwen.weights import Config
     cfg = Config.load(path)
     dtype = getattr(torch, dtype_name)
@@ -471,6 +475,8 @@ def child_kernels(path, dtype_name, out, rounds):
     sets = {"projections": shapes, "output layer": [(cfg.vocab_size, hidden)]}
     ways = {"F.linear": lambda x, w: F.linear(x, w), "torch.mv": lambda x, w: torch.mv(w, x.view(-1)),
             "torch.mm(w, x^T)": lambda x, w: torch.mm(w, x.view(-1, 1))}
+    if dtype == torch.float32 and products.onednn_available():
+        ways["oneDNN (qwen/products.py, decoding)"] = products.one_row_linear
     if dtype == torch.bfloat16:
         ways["fp32 copy, then F.linear"] = lambda x, w: F.linear(x.float(), w.float())
     result = {}
@@ -481,43 +487,51 @@ def child_kernels(path, dtype_name, out, rounds):
             runs = {name: [] for name in ways}
             for r in range(rounds):
                 for name, fn in ways.items():
-                    start = time.process_time()
+                    start = _clock()
                     for w in loaded:
                         fn(xs[w.shape[1]], w)
-                    runs[name].append(time.process_time() - start)
+                    runs[name].append(_clock(start))
             stored = [w.t().contiguous().t() for w in loaded]            # (in, out) storage, the same values
             del loaded
             runs["F.linear, weight stored (in, out)"] = []
             for r in range(rounds):
-                start = time.process_time()
+                start = _clock()
                 for w in stored:
                     F.linear(xs[w.shape[1]], w)
-                runs["F.linear, weight stored (in, out)"].append(time.process_time() - start)
+                runs["F.linear, weight stored (in, out)"].append(_clock(start))
             nbytes = sum(w.nbytes for w in stored)
             del stored
-            result[part] = {name: dict(cpu=min(v), gb_s=nbytes / min(v) / 1e9) for name, v in runs.items()}
+            result[part] = {name: dict(wall=min(v)[0], cpu=min(v)[1], gb_s=nbytes / min(v)[0] / 1e9)
+                            for name, v in runs.items()}
             result[part]["GB"] = nbytes / 1e9
         x = torch.ones(1 << 28)
         x.sum()
         sums = []
         for _ in range(rounds):
-            start = time.process_time()
+            start = _clock()
             x.sum()
-            sums.append(time.process_time() - start)
-        result["sum_gb_s"] = x.nbytes / min(sums) / 1e9
+            sums.append(_clock(start))
+        result["sum_gb_s"] = x.nbytes / min(sums)[0] / 1e9
     out.write_text(json.dumps(result))
 
 
+def _clock(start=None):
+    """(wall, CPU) seconds now, or since `start` (an earlier _clock())."""
+    now = (time.perf_counter(), time.process_time())
+    return now if start is None else (now[0] - start[0], now[1] - start[1])
+
+
 def kernels(path, dtypes, threads, rounds):
-    print(f"\n== 1-row products, each way torch offers ({threads} thread(s); CPU seconds, best of {rounds} "
+    print(f"\n== 1-row products, each way torch offers ({threads} thread(s); wall and CPU seconds, best of {rounds} "
           f"alternated; random weights of the real shapes; load {os.getloadavg()[0]:.1f}) ==")
     for dtype in dtypes:
         r, _ = run_child("kernels", path, dtype, threads, rounds, env=LEARNER_ENV)
-        print(f"{dtype}: torch.sum reads {r.pop('sum_gb_s'):.1f} GB per CPU second")
+        print(f"{dtype}: torch.sum reads {r.pop('sum_gb_s'):.1f} GB/s")
         for part, ways in r.items():
             gb = ways.pop("GB")
             for name, v in ways.items():
-                print(f"  {part:<14}{name:<36}{v['cpu'] * 1e3:>8.1f} ms for {gb:.2f} GB = {v['gb_s']:>5.1f} GB/s")
+                print(f"  {part:<14}{name:<37}{v['wall'] * 1e3:>7.1f} ms ({v['cpu'] * 1e3:>6.1f} CPU ms) for "
+                      f"{gb:.2f} GB = {v['gb_s']:>5.1f} GB/s")
 
 
 def child_decode(path, variant, out):

@@ -30,6 +30,7 @@ The course's plumbing (needed to run the chapters, not part of the model):
     chat.py       `python main.py chat`
     threads.py    how many CPU threads torch uses
     upcast.py     a faster bf16 prompt pass on CPUs without bf16 matmul
+    products.py   faster fp32 products of one and a few rows, for generation
     practice.py   judge glue: check() from a notebook in any folder
     mine.py       judge glue: --mine, the learner's solved parts in the model
 """

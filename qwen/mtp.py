@@ -68,6 +68,7 @@ from qwen.generate import Cache, distribution, sample
 from qwen.lang import QwenError
 from qwen.model import DecoderLayer
 from qwen.norm import RMSNorm
+from qwen.products import fast_products, few_rows_linear  # noqa: F401  (few_rows_linear: the verify's product)
 from qwen.upcast import prompt_pass
 from qwen.weights import FLOAT_DTYPES, load
 
@@ -372,51 +373,17 @@ def _read_prompt(model, ids, cache, keep_at, kept):
 def _verify(model, block, cache, fast=True):
     """The main model reads the block (p and the drafts) in one forward pass, every linear-attention
     layer keeping its trail: (logits (len, vocab), hidden states after the final norm (1, len, hidden),
-    the trails). fast: fp32 matrix products as `few_rows_linear` (the same numbers, to rounding)."""
+    the trails). fast: fp32 matrix products as qwen/products.py fast_products (the same numbers, to rounding)."""
     trails = [Trail() if layer.kind != "full_attention" else None for layer in model.layers]
     for lc, trail in zip(cache.layers, trails):
         lc.trail = trail
     try:
-        with few_rows(model) if fast else contextlib.nullcontext():
+        with fast_products(model) if fast else contextlib.nullcontext():
             logits, hidden = _forward(model, torch.tensor([block]), cache)
     finally:
         for lc in cache.layers:
             lc.trail = None
     return logits[0], hidden, trails                                  # (len, vocab), (1, len, hidden)
-
-
-# --------------------------------------------------------------------------------------------
-# The verify pass's matrix products, for a few rows
-# --------------------------------------------------------------------------------------------
-
-def few_rows_linear(x, weight):
-    """x @ weight.T, what F.linear(x, weight) computes, as (weight @ x^T)^T: the same numbers up to
-    rounding. x (..., in), weight (out, in) -> (..., out).
-
-    Why: a verify pass multiplies k + 1 rows by every weight. A decode step's one row is a
-    matrix-vector product, which reads the weight once at memory speed; F.linear on 2 to 16 rows
-    calls a general matrix product with the weight transposed, which the CPU BLAS here (MKL on an
-    AMD EPYC) computes several times slower per row. Put the weight first and it reads it as it is
-    stored: bench/bench_speculative.py prints both side by side."""
-    rows = x.reshape(-1, x.shape[-1])                                          # (rows, in)
-    return torch.mm(weight, rows.t()).t().reshape(*x.shape[:-1], weight.shape[0])   # (out, rows) -> (..., out)
-
-
-@contextlib.contextmanager
-def few_rows(model):
-    """While verifying: the model's fp32 nn.Linear layers and its output layer multiply with
-    few_rows_linear (bf16 and other layers as they are: there it gained nothing). Put back after."""
-    linears = [m for m in model.modules() if type(m) is nn.Linear and m.bias is None and m.weight.dtype == torch.float32]
-    for m in linears:
-        m.forward = lambda x, w=m.weight: few_rows_linear(x, w)
-    if model.output_weight.dtype == torch.float32:
-        model.logits = lambda h: few_rows_linear(h, model.output_weight)
-    try:
-        yield
-    finally:
-        for m in linears:
-            del m.forward
-        model.__dict__.pop("logits", None)
 
 
 @torch.inference_mode()
@@ -475,13 +442,14 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
             return int(torch.multinomial(q[-1], 1, generator=generator))
 
         if n > 0:
-            g = head_read(model, todo, todo_hidden, head_cache, head_at)[:, -1:]   # (1, 1, hidden)
-            head_at += len(todo)
-            read = head_cache[0].k.shape[2]
-            guesses.append(guess(g))
-            for j in range(1, n):                                  # the head's own output feeds it
-                g = head_read(model, guesses[-1:], g, head_cache, head_at + j - 1, step=j)
+            with fast_products(model):                             # few rows: qwen/products.py
+                g = head_read(model, todo, todo_hidden, head_cache, head_at)[:, -1:]   # (1, 1, hidden)
+                head_at += len(todo)
+                read = head_cache[0].k.shape[2]
                 guesses.append(guess(g))
+                for j in range(1, n):                              # the head's own output feeds it
+                    g = head_read(model, guesses[-1:], g, head_cache, head_at + j - 1, step=j)
+                    guesses.append(guess(g))
             for lc in head_cache.layers:                           # its guesses came from its own
                 cut_attention(lc, read)                            # hidden states: cut back
             if drafts is not None and not sampling:
