@@ -10,11 +10,13 @@ a trained model.
 For each compute dtype (fp32, bf16), in its own fresh process, after a PROMPT-token prompt,
 each item timed alternately with the others, `--rounds` times, the best counts:
 
-  decode        one plain decode step (1 token, logits of the last position);
+  decode        one plain decode step (1 token, logits of the last position), as generate_ids
+                runs it (qwen/products.py: one row through oneDNN), and once with F.linear;
   verify k+1    one verification pass of k + 1 tokens (logits of every position, the Gated
                 DeltaNet layers keeping every token's state), k = 1..4: goal <= 1.3 x decode at k = 3;
-                with fp32 products as qwen/mtp.py few_rows_linear, and once (k = 3) with F.linear;
-  draft         one head step (fc, its decoder layer, mtp.norm, the 248,320-row output layer);
+                with fp32 products as qwen/products.py few_rows_linear, and once (k = 3) with F.linear;
+  draft         one head step (fc, its decoder layer, mtp.norm, the 248,320-row output layer), as
+                speculative_ids runs it (qwen/products.py);
   draft (cut)   the same, guessing among the CUT most frequent tokens of the course's prose only
                 (DraftVocabulary): goal <= 0.25 x decode. The main model still picks every token.
 
@@ -26,6 +28,7 @@ output equals plain greedy, token for token, in fp32 (in bf16 it prints how many
                                       [--prompt 64] [--new 64] [--cut 32768]
 """
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -59,6 +62,7 @@ def child(path, dtype_name, args):
     from qwen.generate import generate_ids
     from qwen.model import load_model
     from qwen.mtp import DraftVocabulary, _verify, coverage, frequent_tokens, head_guess, head_read, speculative_ids
+    from qwen.products import fast_products
     from qwen.tokenizer import Tokenizer
 
     model = load_model(path, dtype=getattr(torch, dtype_name))
@@ -81,8 +85,11 @@ def child(path, dtype_name, args):
         g = head_read(model, ids[1:] + [p], hidden, head, 0)[:, -1:]
         block = [p] + [int(t) for t in torch.randint(0, 248000, (4,), generator=torch.Generator().manual_seed(2))]
 
-        def decode():
-            model(torch.tensor([[p]]), cache=base.copy(), last=True)
+        def decode(fast=True):
+            def run():
+                with fast_products(model) if fast else contextlib.nullcontext():
+                    model(torch.tensor([[p]]), cache=base.copy(), last=True)
+            return run
 
         def verify(k, fast=True):
             return lambda: _verify(model, block[:k + 1], base.copy(), fast=fast)
@@ -90,11 +97,12 @@ def child(path, dtype_name, args):
         def draft(c):
             def run():
                 h = head.copy()
-                g2 = head_read(model, [p], g, h, args.prompt)
-                head_guess(model, g2, vocab, c)
+                with fast_products(model):
+                    g2 = head_read(model, [p], g, h, args.prompt)
+                    head_guess(model, g2, vocab, c)
             return run
 
-        items = {"decode": decode, **{f"verify {k + 1}": verify(k) for k in (1, 2, 3, 4)},
+        items = {"decode": decode(), "decode, F.linear": decode(fast=False), **{f"verify {k + 1}": verify(k) for k in (1, 2, 3, 4)},
                  "verify 4, F.linear": verify(3, fast=False),
                  "draft": draft(None), "draft (cut)": draft(cut)}
         progress("steps: warm-up")
@@ -153,12 +161,13 @@ def report(r):
     s = r["step_s"]
     d = s["decode"]
     print(f"\n== {r['dtype']}, {r['threads']} threads ==")
-    print(f"  one decode step                                 {d * 1e3:8.1f} ms")
+    print(f"  one decode step                                 {d * 1e3:8.1f} ms   (qwen/products.py; "
+          f"with F.linear: {s['decode, F.linear'] * 1e3:.1f} ms)")
     for k in (1, 2, 3, 4):
         print(f"  verify {k + 1} tokens (k = {k}) / decode step           {s[f'verify {k + 1}'] / d:8.2f}"
               + ("   (goal <= 1.3)" if k == 3 else ""))
     print(f"  verify 4 tokens with F.linear (the plain path) / decode step {s['verify 4, F.linear'] / d:5.2f}"
-          f"   (the lines above: few_rows_linear, qwen/mtp.py)")
+          f"   (the lines above: few_rows_linear, qwen/products.py)")
     print(f"  draft step, whole vocabulary / decode step      {s['draft'] / d:8.2f}")
     print(f"  draft step, {r['cut']:,} most frequent tokens / decode  {s['draft (cut)'] / d:8.2f}   (goal <= 0.25)")
     print(f"  the cut covers {r['coverage']:.1%} of {r['held_out_tokens']:,} tokens of held-out course prose "

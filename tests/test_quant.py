@@ -182,14 +182,39 @@ def test_ch09_quantized_says_why_cached_decoding_differs(tiny_path):
     """`9 --quant int8` printed 'cached decoding = reading everything again: ... 2.6e-02' (fp32: 1e-06)
     with nothing said: one token goes through the kernel (bf16 inputs), the whole text the plain path.
     In this process (as tests/test_chapter_claims.py runs chapters): a subprocess costs seconds more."""
+    import re
+    out = _ch09_quantized("int8")
+    assert re.search(r"\n  weights quantized to int8 \(chapter 13\): [\d.]+ MB in bf16 -> [\d.]+ MB\n", out)
+    m = re.search(r"cached decoding = reading everything again: max \|difference\| of the last logits = (\S+)\n"
+                  r"  \(quantized: a step of one token runs torch's int8 kernel with bf16 inputs, reading all (\d+) "
+                  r"tokens at\n  once the plain fp32 path", out)
+    assert m and float(m[1]) > 1e-4 and int(m[2]) == 33                # 30 prompt tokens + 3 of the 4 replied
+    assert int(m[2]) > quant.KERNEL_ROWS                                # at most KERNEL_ROWS: the kernel both ways
+
+
+def test_ch09_int4_says_which_layers_run_the_4bit_kernel(tiny_path):
+    """int4 has no plain path above KERNEL_ROWS: the layers that fit torch's 4-bit kernel run it for any
+    number of rows, the others dequantize to fp32. Chapter 9 counts them from the model it built."""
+    import re
+    out = _ch09_quantized("int4")
+    m = re.search(r"  \(quantized: (\d+) of (\d+) 4-bit layers run torch's 4-bit kernel, for one token and for "
+                  r"all 33 at once\n", out)
+    model = quant.load_quantized(tiny_path, "int4")
+    kernels = [x.kernel for x in model.modules() if isinstance(x, quant.Int4Linear)]
+    assert m and (int(m[1]), int(m[2])) == (sum(kernels), len(kernels)) and 0 < sum(kernels) < len(kernels)
+    assert "int8 kernel" not in out
+
+
+def _ch09_quantized(mode):
+    """Chapter 9 on the tiny checkpoint with --quant mode, in this process (as tests/test_chapter_claims.py
+    runs chapters: a subprocess costs seconds more): what it printed."""
     import contextlib
     import io
-    import re
     import runpy
     import sys
     from conftest import ROOT
     argv, grad, threads, out = sys.argv, torch.is_grad_enabled(), torch.get_num_threads(), io.StringIO()
-    sys.argv = [str(ROOT / "ch09_generate.py"), "--tiny", "--lang", "en", "--quant", "int8", "--max-new-tokens", "4"]
+    sys.argv = [str(ROOT / "ch09_generate.py"), "--tiny", "--lang", "en", "--quant", mode, "--max-new-tokens", "4"]
     try:
         with contextlib.redirect_stdout(out):
             runpy.run_path(sys.argv[0], run_name="__main__")
@@ -197,12 +222,7 @@ def test_ch09_quantized_says_why_cached_decoding_differs(tiny_path):
         sys.argv = argv
         torch.set_grad_enabled(grad)                                   # chapter 9 turns gradients off
         torch.set_num_threads(threads)
-    assert re.search(r"\n  weights quantized to int8 \(chapter 13\): [\d.]+ MB in bf16 -> [\d.]+ MB\n", out.getvalue())
-    m = re.search(r"cached decoding = reading everything again: max \|difference\| of the last logits = (\S+)\n"
-                  r"  \(quantized: a step of one token runs torch's int8 kernel with bf16 inputs, reading all (\d+) "
-                  r"tokens at\n  once the plain fp32 path", out.getvalue())
-    assert m and float(m[1]) > 1e-4 and int(m[2]) == 33                # 30 prompt tokens + 3 of the 4 replied
-    assert int(m[2]) > quant.KERNEL_ROWS                                # at most KERNEL_ROWS: the kernel both ways
+    return out.getvalue()
 
 
 # ---------------------------------------------------------------- chapter 13 (the whole-course runs of test_chapters)
