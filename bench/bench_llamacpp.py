@@ -426,7 +426,7 @@ def compare(path, workdir, args, keys, env, prompt, new, rounds):
         ids_file = Path(tmp) / "ids.json"
         ids_file.write_text(json.dumps(prompt_ids(prompt)), encoding="utf-8")
         print(f"\ntorch {version('torch')}, transformers "
-              f"{version('transformers')}; {args.threads} threads; prompt {prompt} tokens (random ids, the same for all), "
+              f"{version('transformers')}; {args.threads} thread{'' if args.threads == 1 else 's'}; prompt {prompt} tokens (random ids, the same for all), "
               f"decode {new}; {rounds} round(s), each contender in a fresh process, alternated", flush=True)
         print("allocator: " + ("pinned (MALLOC_MMAP_THRESHOLD_=1048576, MALLOC_TRIM_THRESHOLD_=268435456)" if args.pinned
                                else "glibc's defaults, as a learner runs it (no MALLOC_* settings)"), flush=True)

@@ -443,7 +443,8 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
 
         if n > 0:
             with fast_products(model):                             # few rows: qwen/products.py
-                g = head_read(model, todo, todo_hidden, head_cache, head_at)[:, -1:]   # (1, 1, hidden)
+                with prompt_pass(model):                           # the first read is the whole prompt
+                    g = head_read(model, todo, todo_hidden, head_cache, head_at)[:, -1:]   # (1, 1, hidden)
                 head_at += len(todo)
                 read = head_cache[0].k.shape[2]
                 guesses.append(guess(g))

@@ -127,3 +127,20 @@ def test_the_prompt_pass_raises_where_bf16s_own_matmul_raises():
     with upcast.PromptPass(8):                                           # a bf16 bias: the fp32 path, as before
         got = F.linear(x, linear.weight, bias.to(torch.bfloat16))
     assert torch.equal(got, (x.float() @ linear.weight.float().T).to(torch.bfloat16))
+
+
+def test_the_mtp_head_reads_a_bf16_prompt_in_fp32_too(bf16_tiny, monkeypatch):
+    """Speculative decoding reads the prompt twice: the model (inside the prompt pass since it was wired
+    in), then the head, on its first draft (len(prompt) rows through fc and its decoder layer). The
+    head's read ran bf16's own matmuls: now it goes through the pass as the model's does."""
+    from qwen.mtp import speculative_ids
+    monkeypatch.setattr(upcast, "emulated_bf16", lambda: True)
+    model = bf16_tiny
+    head = [m.weight.data_ptr() for m in model.mtp.modules() if isinstance(m, torch.nn.Linear)]
+    calls = []
+    real = upcast.linear
+    monkeypatch.setattr(upcast, "linear", lambda x, w, b=None: calls.append((w.data_ptr(), x.shape[-2])) or real(x, w, b))
+    prompt = list(range(100, 100 + upcast.MIN_ROWS + 3))
+    list(speculative_ids(model, prompt, 2, max_new_tokens=3))
+    read = [rows for ptr, rows in calls if ptr in head]
+    assert len(read) == len(head) and set(read) == {len(prompt)}         # each head projection once, the whole prompt
