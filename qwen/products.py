@@ -11,7 +11,7 @@ AMD EPYC with AVX2) reaches neither:
   * 2 to 16 rows: a general matrix product with the weight transposed, 3-4x slower per call
     than one row.
 
-So generation runs its calls inside `fast_products(model)`, which sends the model's large fp32
+So generation runs its calls inside `FastProducts(model)`, which sends the model's large fp32
 nn.Linear layers and its output layer to `linear` below, by the number of rows:
 
   * one row: oneDNN's inner product (torch.ops.mkldnn._linear_pointwise, in torch's x86 builds,
@@ -32,7 +32,6 @@ inside the context the chosen layers get an instance `forward` (and the model an
 plain nn.Linear. bf16 weights keep their own path (qwen/upcast.py reads a bf16 prompt); other
 devices and CPUs without oneDNN keep F.linear for one row.
 """
-import contextlib
 import functools
 import platform
 
@@ -89,24 +88,33 @@ def takes(weight):
             and weight.numel() >= MIN_VALUES)
 
 
-@contextlib.contextmanager
-def fast_products(model):
-    """While active: the model's large fp32 nn.Linear layers (no bias) and its output layer multiply
-    with `linear`; put back after, also when the body raises."""
-    layers = [m for m in model.modules() if type(m) is nn.Linear and m.bias is None and takes(m.weight)] \
-        if isinstance(model, nn.Module) else []                       # (tests drive generation with stand-ins)
-    for m in layers:
-        m.forward = functools.partial(_layer, m)
-    output = getattr(model, "output_layer", "none") is None and takes(getattr(model, "output_weight", torch.empty(0)))
-    if output:
-        model.logits = functools.partial(_logits, model)
-    try:
-        yield
-    finally:
-        for m in layers:
+class FastProducts:
+    """While active (`with FastProducts(model):`): the model's large fp32 nn.Linear layers (no bias)
+    and its output layer multiply with `linear`; put back on the way out, also when the body raises.
+    The layers are found once, when it is made: a decode loop makes one and enters it at every step
+    (entering sets an instance attribute per layer, microseconds; finding them walks the whole model)."""
+
+    def __init__(self, model):
+        self.model = model
+        layers = [m for m in model.modules() if type(m) is nn.Linear and m.bias is None and takes(m.weight)] \
+            if isinstance(model, nn.Module) else []                   # (tests drive generation with stand-ins)
+        self.forwards = [(m, functools.partial(_layer, m)) for m in layers]
+        self.output = getattr(model, "output_layer", "none") is None and \
+            takes(getattr(model, "output_weight", torch.empty(0)))
+
+    def __enter__(self):
+        for m, forward in self.forwards:
+            object.__setattr__(m, "forward", forward)                 # (nn.Module's own setattr: slower)
+        if self.output:
+            object.__setattr__(self.model, "logits", functools.partial(_logits, self.model))
+        return self
+
+    def __exit__(self, *exc):
+        for m, _ in self.forwards:
             m.__dict__.pop("forward", None)
-        if output:
-            model.__dict__.pop("logits", None)
+        if self.output:
+            self.model.__dict__.pop("logits", None)
+        return False
 
 
 def _layer(module, x):
