@@ -29,7 +29,7 @@ How it is wired in: qwen/generate.py's generate_ids (so generate, Chat and chapt
 qwen/mtp.py (the head's drafts, the verify pass) read through it. The model is not changed:
 inside the context the chosen layers get an instance `forward` (and the model an instance
 `logits`), removed on the way out, so what a learner prints or calls outside generation is the
-plain nn.Linear. bf16 weights keep their own path (qwen/upcast.py reads a bf16 prompt); other
+plain nn.Linear; one that already has its own (--mine's parts, qwen/mine.py) keeps it. bf16 weights keep their own path (qwen/upcast.py reads a bf16 prompt); other
 devices and CPUs without oneDNN keep F.linear for one row.
 """
 import contextlib
@@ -92,21 +92,35 @@ def takes(weight):
 @contextlib.contextmanager
 def fast_products(model):
     """While active: the model's large fp32 nn.Linear layers (no bias) and its output layer multiply
-    with `linear`; put back after, also when the body raises."""
-    layers = [m for m in model.modules() if type(m) is nn.Linear and m.bias is None and takes(m.weight)] \
-        if isinstance(model, nn.Module) else []                       # (tests drive generation with stand-ins)
-    for m in layers:
-        m.forward = functools.partial(_layer, m)
-    output = getattr(model, "output_layer", "none") is None and takes(getattr(model, "output_weight", torch.empty(0)))
-    if output:
-        model.logits = functools.partial(_logits, model)
+    with `linear`; put back after, also when the body (or the patching itself: Ctrl-C) raises.
+
+    A layer that already has a `forward` on the instance, and a model with its own `logits` (a
+    learner's part, qwen/mine.py; an enclosing fast_products) keep theirs: they run, and they are
+    still there after (only what this context set is removed)."""
+    set_here = []                                                     # [(object, attribute, what was set)]
     try:
+        layers = [m for m in model.modules() if type(m) is nn.Linear and m.bias is None and not _own(m, "forward")
+                  and takes(m.weight)] if isinstance(model, nn.Module) else []   # (tests drive generation with stand-ins)
+        for m in layers:
+            _put(set_here, m, "forward", functools.partial(_layer, m))
+        if not _own(model, "logits") and getattr(model, "output_layer", "none") is None \
+                and takes(getattr(model, "output_weight", torch.empty(0))):
+            _put(set_here, model, "logits", functools.partial(_logits, model))
         yield
     finally:
-        for m in layers:
-            m.__dict__.pop("forward", None)
-        if output:
-            model.__dict__.pop("logits", None)
+        for obj, attr, fn in reversed(set_here):
+            if vars(obj).get(attr) is fn:                             # still ours: remove it
+                del obj.__dict__[attr]
+
+
+def _own(obj, attr):
+    """Whether obj already has `attr` on the instance (or no instance dict to put one in)."""
+    return attr in getattr(obj, "__dict__", {attr: None})
+
+
+def _put(set_here, obj, attr, fn):
+    set_here.append((obj, attr, fn))                                  # first noted, then set: an interrupt
+    setattr(obj, attr, fn)                                            # between the two leaves nothing behind
 
 
 def _layer(module, x):

@@ -114,3 +114,63 @@ def test_generation_reads_through_it_and_gives_the_plain_tokens(tiny_path, monke
     assert list(generate_ids(model, prompt, max_new_tokens=12)) == plain
     assert 1 in rows and len(prompt) in rows                             # decode steps and the prompt
     assert all("forward" not in m.__dict__ for m in model.modules())
+
+
+def test_a_learners_output_layer_runs_in_generation_and_stays(tiny_path):
+    """--mine's 203 (qwen/mine.py) puts the learner's tied_logits on the model instance: generation
+    must run it (not bypass it with its own), and leave it there for Mine.remove to take out."""
+    from qwen import mine
+    model, calls = load_model(tiny_path, vision=False), []
+    found = mine.Solutions({"203": {"embed": lambda ids, w: F.embedding(ids, w),
+                                    "tied_logits": lambda h, w: calls.append(h.shape) or F.linear(h, w)}}, [], "")
+    yours = mine.Mine(model, found)
+    assert products.takes(model.output_weight)                          # the tiny output layer is taken too
+    assert len(list(generate_ids(model, [5, 17, 99], max_new_tokens=4))) == 4
+    assert len(calls) == 4 and "logits" in vars(model)                   # the prompt and 3 decode steps
+    yours.remove()
+    assert "logits" not in vars(model)
+
+
+def test_a_forward_already_on_a_layer_runs_and_stays():
+    """A layer whose forward was replaced on the instance (a learner's, an adapter's) keeps it."""
+    model, seen = _Stand(), []
+    theirs = lambda x: seen.append(1) or F.linear(x, model.big.weight) * 2   # noqa: E731
+    model.big.forward = theirs
+    x = torch.randn(1, 1, 1024)
+    with products.fast_products(model):
+        assert torch.allclose(model.big(x), 2 * F.linear(x, model.big.weight))
+    assert seen == [1] and model.big.forward is theirs
+
+
+def test_a_nested_context_leaves_the_outer_ones_layers_in_place(monkeypatch):
+    model, seen = _Stand(), []
+    real = products.linear
+    monkeypatch.setattr(products, "linear", lambda x, w: seen.append(tuple(w.shape)) or real(x, w))
+    x = torch.randn(1, 1, 1024)
+    with products.fast_products(model):
+        with products.fast_products(model):
+            pass
+        model.big(x), model.logits(x)
+        assert seen == [(1024, 1024), (2048, 1024)]                      # the outer one's, still on
+    assert "forward" not in model.big.__dict__ and "logits" not in model.__dict__
+
+
+class _Interrupted(nn.Module):
+    """Ctrl-C while fast_products is still putting its layers in (reading the output weight)."""
+
+    def __init__(self):
+        super().__init__()
+        self.big = nn.Linear(1024, 1024, bias=False)
+        self.output_layer = None
+
+    @property
+    def output_weight(self):
+        raise KeyboardInterrupt
+
+
+def test_an_interrupt_while_the_layers_go_in_leaves_none_behind():
+    model = _Interrupted()
+    with pytest.raises(KeyboardInterrupt):
+        with products.fast_products(model):
+            pass
+    assert not any("forward" in m.__dict__ for m in model.modules())
