@@ -74,19 +74,31 @@ def onednn_available():
 
 
 def linear(x, weight):
-    """F.linear(x, weight) (no bias) for a large fp32 CPU weight, by the path for its number of rows."""
+    """F.linear(x, weight) (no bias) for a large fp32 CPU weight, by the path for its number of rows.
+    A call these paths do not serve runs F.linear as it is (`serves`): the same numbers, the same errors."""
     rows = x.numel() // max(1, x.shape[-1])
+    if not 1 <= rows <= FEW_ROWS or not serves(x, weight):
+        return F.linear(x, weight)
     if rows == 1:
         return one_row_linear(x, weight) if onednn_available() else F.linear(x, weight)
-    if 1 < rows <= FEW_ROWS:
-        return few_rows_linear(x, weight)
-    return F.linear(x, weight)
+    return few_rows_linear(x, weight)
 
 
 def takes(weight):
     """Whether `linear` serves this weight: fp32, on the CPU, 2-D, at least MIN_VALUES values."""
     return (weight.dtype == torch.float32 and weight.device.type == "cpu" and weight.dim() == 2
             and weight.numel() >= MIN_VALUES)
+
+
+def serves(x, weight):
+    """Whether this call is one `linear`'s paths compute as F.linear does, checked at each call (a weight
+    can be swapped inside the context): the weight `takes`, x matches it (dtype, device, width; else
+    F.linear's own error, not oneDNN's "could not create a primitive descriptor"), and no gradient is
+    wanted (oneDNN's inner product has no backward: its result would silently get none). Written with
+    the cheapest tests torch has (about 4 us a call on a loaded machine, against 7 with `takes`)."""
+    return (x.dtype is torch.float32 and weight.dtype is torch.float32 and x.is_cpu and weight.is_cpu
+            and weight.dim() == 2 and x.shape[-1] == weight.shape[1] and weight.numel() >= MIN_VALUES
+            and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)))
 
 
 @contextlib.contextmanager

@@ -174,3 +174,27 @@ def test_an_interrupt_while_the_layers_go_in_leaves_none_behind():
         with products.fast_products(model):
             pass
     assert not any("forward" in m.__dict__ for m in model.modules())
+
+
+def test_a_call_of_the_wrong_width_or_dtype_raises_f_linears_error():
+    """Inside generation a learner's part may hand a layer the wrong input: the error must be
+    F.linear's (the shapes, the dtypes), not oneDNN's "could not create a primitive descriptor"."""
+    w = torch.randn(1024, 1024)
+    for x in (torch.randn(1, 1, 1000), torch.randn(1, 1, 1024).bfloat16(), torch.randn(1, 3, 1000)):
+        with pytest.raises(RuntimeError) as want:
+            F.linear(x, w)
+        with pytest.raises(RuntimeError) as got:
+            products.linear(x, w)
+        assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+def test_gradients_flow_as_through_f_linear(rows):
+    """oneDNN's inner product has no backward: with autograd on, a call that needs a gradient runs F.linear
+    (without this, one row silently gave x no gradient at all)."""
+    w, x = _pair(1024, 1024, rows, seed=3)
+    x.requires_grad_(True)
+    products.linear(x, w).sum().backward()
+    got, x.grad = x.grad, None
+    F.linear(x, w).sum().backward()
+    assert got is not None and torch.allclose(got, x.grad, atol=1e-4, rtol=1e-5)
