@@ -28,7 +28,7 @@ from qwen.mine import put_in
 from qwen.model import load_model
 from qwen.mtp import check_speculative
 from qwen.threads import note
-from qwen.products import fast_products
+from qwen.products import FastProducts
 from qwen.upcast import prompt_pass
 
 
@@ -304,7 +304,8 @@ def decode_loop(model, prompt, max_new_tokens, stop, vocab, seed=None, **samplin
     """The decode loop by hand: prefill once, then pick, append, feed back."""
     generator = None if seed is None else torch.Generator().manual_seed(seed)
     cache = model.new_cache()
-    with prompt_pass(model), fast_products(model):   # the products generate_ids uses (qwen/upcast.py, qwen/products.py)
+    fast = FastProducts(model)                   # the products generate_ids uses (qwen/upcast.py, qwen/products.py)
+    with prompt_pass(model), fast:
         logits = model(torch.tensor([prompt]), cache=cache, last=True)[0, -1]  # prefill: the whole prompt
     reply = []
     while len(reply) < max_new_tokens:
@@ -312,7 +313,7 @@ def decode_loop(model, prompt, max_new_tokens, stop, vocab, seed=None, **samplin
         reply.append(token)                                                    # append
         if token in stop:
             break
-        with fast_products(model):               # one row on every core, as generate_ids (qwen/products.py)
+        with fast:                               # one row on every core, as generate_ids
             logits = model(torch.tensor([[token]]), cache=cache, last=True)[0, -1]  # feed back: one token
     return reply
 

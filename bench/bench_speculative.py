@@ -62,7 +62,7 @@ def child(path, dtype_name, args):
     from qwen.generate import generate_ids
     from qwen.model import load_model
     from qwen.mtp import DraftVocabulary, _verify, coverage, frequent_tokens, head_guess, head_read, speculative_ids
-    from qwen.products import fast_products
+    from qwen.products import FastProducts
     from qwen.tokenizer import Tokenizer
 
     model = load_model(path, dtype=getattr(torch, dtype_name))
@@ -87,7 +87,7 @@ def child(path, dtype_name, args):
 
         def decode(fast=True):
             def run():
-                with fast_products(model) if fast else contextlib.nullcontext():
+                with FastProducts(model) if fast else contextlib.nullcontext():
                     model(torch.tensor([[p]]), cache=base.copy(), last=True)
             return run
 
@@ -97,7 +97,7 @@ def child(path, dtype_name, args):
         def draft(c):
             def run():
                 h = head.copy()
-                with fast_products(model):
+                with FastProducts(model):
                     g2 = head_read(model, [p], g, h, args.prompt)
                     head_guess(model, g2, vocab, c)
             return run

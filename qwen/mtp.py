@@ -68,7 +68,7 @@ from qwen.generate import Cache, distribution, sample
 from qwen.lang import QwenError
 from qwen.model import DecoderLayer
 from qwen.norm import RMSNorm
-from qwen.products import fast_products, few_rows_linear  # noqa: F401  (few_rows_linear: the verify's product)
+from qwen.products import FastProducts, few_rows_linear  # noqa: F401  (few_rows_linear: the verify's product)
 from qwen.upcast import prompt_pass
 from qwen.weights import FLOAT_DTYPES, load
 
@@ -373,12 +373,12 @@ def _read_prompt(model, ids, cache, keep_at, kept):
 def _verify(model, block, cache, fast=True):
     """The main model reads the block (p and the drafts) in one forward pass, every linear-attention
     layer keeping its trail: (logits (len, vocab), hidden states after the final norm (1, len, hidden),
-    the trails). fast: fp32 matrix products as qwen/products.py fast_products (the same numbers, to rounding)."""
+    the trails). fast: fp32 matrix products as qwen/products.py FastProducts (the same numbers, to rounding)."""
     trails = [Trail() if layer.kind != "full_attention" else None for layer in model.layers]
     for lc, trail in zip(cache.layers, trails):
         lc.trail = trail
     try:
-        with fast_products(model) if fast else contextlib.nullcontext():
+        with FastProducts(model) if fast else contextlib.nullcontext():
             logits, hidden = _forward(model, torch.tensor([block]), cache)
     finally:
         for lc in cache.layers:
@@ -430,6 +430,7 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
         return
     todo, todo_hidden = ids[0, 1:].tolist() + [p], hidden          # pairs the head has not read yet
     head_cache = cache.mtp = model.mtp.new_cache()                 # the head's own, kept with the model's
+    fast = FastProducts(model)                                     # the drafts' products (qwen/products.py)
     while True:
         n = min(k, max_new_tokens - len(out) - 1)                  # drafts past the last token are waste
         t0 = time.perf_counter()
@@ -442,7 +443,7 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
             return int(torch.multinomial(q[-1], 1, generator=generator))
 
         if n > 0:
-            with fast_products(model):                             # few rows: qwen/products.py
+            with fast:
                 with prompt_pass(model):                           # the first read is the whole prompt
                     g = head_read(model, todo, todo_hidden, head_cache, head_at)[:, -1:]   # (1, 1, hidden)
                 head_at += len(todo)

@@ -11,7 +11,7 @@ AMD EPYC with AVX2) reaches neither:
   * 2 to 16 rows: a general matrix product with the weight transposed, 3-4x slower per call
     than one row.
 
-So generation runs its calls inside `fast_products(model)`, which sends the model's large fp32
+So generation runs its calls inside `FastProducts(model)`, which sends the model's large fp32
 nn.Linear layers and its output layer to `linear` below, by the number of rows:
 
   * one row: oneDNN's inner product (torch.ops.mkldnn._linear_pointwise, in torch's x86 builds,
@@ -29,10 +29,10 @@ How it is wired in: qwen/generate.py's generate_ids (so generate, Chat and chapt
 qwen/mtp.py (the head's drafts, the verify pass) read through it. The model is not changed:
 inside the context the chosen layers get an instance `forward` (and the model an instance
 `logits`), removed on the way out, so what a learner prints or calls outside generation is the
-plain nn.Linear; one that already has its own (--mine's parts, qwen/mine.py) keeps it. bf16 weights keep their own path (qwen/upcast.py reads a bf16 prompt); other
-devices and CPUs without oneDNN keep F.linear for one row.
+plain nn.Linear; one that already has its own (--mine's parts, qwen/mine.py) keeps it. bf16
+weights keep their own path (qwen/upcast.py reads a bf16 prompt); other devices and CPUs without
+oneDNN keep F.linear for one row.
 """
-import contextlib
 import functools
 import platform
 
@@ -91,8 +91,8 @@ def takes(weight):
 
 
 def serves(x, weight):
-    """Whether this call is one `linear`'s paths compute as F.linear does, checked at each call (a weight
-    can be swapped inside the context): the weight `takes`, x matches it (dtype, device, width; else
+    """Whether this call is one `linear`'s paths compute as F.linear does, checked at each call (the layers
+    are found once per run: a weight may be swapped between steps): the weight `takes`, x matches it (dtype, device, width; else
     F.linear's own error, not oneDNN's "could not create a primitive descriptor"), and no gradient is
     wanted (oneDNN's inner product has no backward: its result would silently get none). Written with
     the cheapest tests torch has (about 4 us a call on a loaded machine, against 7 with `takes`)."""
@@ -101,38 +101,45 @@ def serves(x, weight):
             and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)))
 
 
-@contextlib.contextmanager
-def fast_products(model):
-    """While active: the model's large fp32 nn.Linear layers (no bias) and its output layer multiply
-    with `linear`; put back after, also when the body (or the patching itself: Ctrl-C) raises.
+class FastProducts:
+    """While active (`with FastProducts(model):`): the model's large fp32 nn.Linear layers (no bias)
+    and its output layer multiply with `linear`; put back on the way out, also when the body (or the
+    entering itself: Ctrl-C) raises. The layers are found once, when it is made: a decode loop makes
+    one and enters it at every step (entering sets an instance attribute per layer, microseconds;
+    finding them walks the whole model).
 
     A layer that already has a `forward` on the instance, and a model with its own `logits` (a
-    learner's part, qwen/mine.py; an enclosing fast_products) keep theirs: they run, and they are
-    still there after (only what this context set is removed)."""
-    set_here = []                                                     # [(object, attribute, what was set)]
-    try:
-        layers = [m for m in model.modules() if type(m) is nn.Linear and m.bias is None and not _own(m, "forward")
-                  and takes(m.weight)] if isinstance(model, nn.Module) else []   # (tests drive generation with stand-ins)
-        for m in layers:
-            _put(set_here, m, "forward", functools.partial(_layer, m))
-        if not _own(model, "logits") and getattr(model, "output_layer", "none") is None \
-                and takes(getattr(model, "output_weight", torch.empty(0))):
-            _put(set_here, model, "logits", functools.partial(_logits, model))
-        yield
-    finally:
-        for obj, attr, fn in reversed(set_here):
-            if vars(obj).get(attr) is fn:                             # still ours: remove it
-                del obj.__dict__[attr]
+    learner's part, qwen/mine.py; another FastProducts active on the same model) keep theirs: they
+    run, and they are still there after (the way out removes only what this one set)."""
 
+    def __init__(self, model):
+        self.model = model
+        layers = [m for m in model.modules() if type(m) is nn.Linear and m.bias is None and takes(m.weight)] \
+            if isinstance(model, nn.Module) else []                   # (tests drive generation with stand-ins)
+        self.forwards = [(m, functools.partial(_layer, m)) for m in layers]
+        output = getattr(model, "output_layer", "none") is None and \
+            takes(getattr(model, "output_weight", torch.empty(0)))
+        self.logits = functools.partial(_logits, model) if output else None
 
-def _own(obj, attr):
-    """Whether obj already has `attr` on the instance (or no instance dict to put one in)."""
-    return attr in getattr(obj, "__dict__", {attr: None})
+    def __enter__(self):
+        try:
+            for m, forward in self.forwards:
+                if "forward" not in m.__dict__:                       # else theirs runs (class docstring)
+                    object.__setattr__(m, "forward", forward)         # (nn.Module's own setattr: slower)
+            if self.logits is not None and "logits" not in self.model.__dict__:
+                object.__setattr__(self.model, "logits", self.logits)
+        except BaseException:                                         # (Ctrl-C half way: none left behind)
+            self.__exit__()
+            raise
+        return self
 
-
-def _put(set_here, obj, attr, fn):
-    set_here.append((obj, attr, fn))                                  # first noted, then set: an interrupt
-    setattr(obj, attr, fn)                                            # between the two leaves nothing behind
+    def __exit__(self, *exc):
+        for m, forward in self.forwards:
+            if m.__dict__.get("forward") is forward:                  # ours: remove it
+                del m.__dict__["forward"]
+        if self.logits is not None and self.model.__dict__.get("logits") is self.logits:
+            del self.model.__dict__["logits"]
+        return False
 
 
 def _layer(module, x):

@@ -1,5 +1,5 @@
 """qwen/products.py: generation's few-row products compute what F.linear does (to fp32 rounding),
-are used only inside fast_products, only for large fp32 CPU weights, and leave the model as it was."""
+are used only inside FastProducts, only for large fp32 CPU weights, and leave the model as it was."""
 import pytest
 import torch
 import torch.nn as nn
@@ -48,7 +48,7 @@ def test_without_onednn_one_row_is_f_linear(monkeypatch):
 
 
 class _Stand(nn.Module):
-    """Layers of every kind fast_products must tell apart, and an output layer."""
+    """Layers of every kind FastProducts must tell apart, and an output layer."""
 
     def __init__(self):
         super().__init__()
@@ -63,13 +63,13 @@ class _Stand(nn.Module):
         return F.linear(h, self.output_weight).float()
 
 
-def test_fast_products_takes_only_large_fp32_layers_and_puts_them_back(monkeypatch):
+def test_fast_products_take_only_large_fp32_layers_and_puts_them_back(monkeypatch):
     model, seen = _Stand(), []
     real = products.linear
     monkeypatch.setattr(products, "linear", lambda x, w: seen.append(tuple(w.shape)) or real(x, w))
     x = torch.randn(1, 1, 1024)
     plain = {n: m(x if m.weight.dtype == torch.float32 else x.bfloat16()) for n, m in model.named_children()}
-    with products.fast_products(model):
+    with products.FastProducts(model):
         fast = {n: m(x if m.weight.dtype == torch.float32 else x.bfloat16()) for n, m in model.named_children()}
         model.logits(x[0, 0])
     assert seen == [(1024, 1024), (2048, 1024)]                          # big, then the output layer; no other
@@ -84,7 +84,7 @@ def test_fast_products_takes_only_large_fp32_layers_and_puts_them_back(monkeypat
 def test_layers_are_put_back_when_the_body_raises():
     model = _Stand()
     with pytest.raises(KeyboardInterrupt):
-        with products.fast_products(model):
+        with products.FastProducts(model):
             assert "forward" in model.big.__dict__
             raise KeyboardInterrupt
     assert "forward" not in model.big.__dict__ and "logits" not in model.__dict__
@@ -93,7 +93,7 @@ def test_layers_are_put_back_when_the_body_raises():
 def test_a_quantized_output_layer_is_left_alone():
     model = _Stand()
     model.output_layer = nn.Identity()                                   # qwen/quant.py sets one
-    with products.fast_products(model):
+    with products.FastProducts(model):
         assert "logits" not in model.__dict__
 
 
@@ -114,6 +114,17 @@ def test_generation_reads_through_it_and_gives_the_plain_tokens(tiny_path, monke
     assert list(generate_ids(model, prompt, max_new_tokens=12)) == plain
     assert 1 in rows and len(prompt) in rows                             # decode steps and the prompt
     assert all("forward" not in m.__dict__ for m in model.modules())
+
+
+def test_a_decode_loop_finds_the_layers_once(tiny_path, monkeypatch):
+    """Finding the layers walks the whole model (about 1 ms on the tiny checkpoint, as long as a tiny decode
+    step): generate_ids makes one FastProducts and enters it at every step."""
+    from qwen.generate import generate_ids
+    model, made = load_model(tiny_path), []
+    real = products.FastProducts.__init__
+    monkeypatch.setattr(products.FastProducts, "__init__", lambda self, m: made.append(1) or real(self, m))
+    assert len(list(generate_ids(model, [5, 17, 99], max_new_tokens=10))) == 10
+    assert len(made) == 1
 
 
 def test_a_learners_output_layer_runs_in_generation_and_stays(tiny_path):
@@ -137,43 +148,59 @@ def test_a_forward_already_on_a_layer_runs_and_stays():
     theirs = lambda x: seen.append(1) or F.linear(x, model.big.weight) * 2   # noqa: E731
     model.big.forward = theirs
     x = torch.randn(1, 1, 1024)
-    with products.fast_products(model):
+    with products.FastProducts(model):
         assert torch.allclose(model.big(x), 2 * F.linear(x, model.big.weight))
     assert seen == [1] and model.big.forward is theirs
 
 
 def test_a_nested_context_leaves_the_outer_ones_layers_in_place(monkeypatch):
+    """Two on one model (a generate_ids inside another's step, two threads): the inner one sees the
+    outer one's layers in place, leaves them, and removes nothing of theirs."""
     model, seen = _Stand(), []
     real = products.linear
     monkeypatch.setattr(products, "linear", lambda x, w: seen.append(tuple(w.shape)) or real(x, w))
     x = torch.randn(1, 1, 1024)
-    with products.fast_products(model):
-        with products.fast_products(model):
+    with products.FastProducts(model):
+        with products.FastProducts(model):
             pass
         model.big(x), model.logits(x)
         assert seen == [(1024, 1024), (2048, 1024)]                      # the outer one's, still on
     assert "forward" not in model.big.__dict__ and "logits" not in model.__dict__
 
 
-class _Interrupted(nn.Module):
-    """Ctrl-C while fast_products is still putting its layers in (reading the output weight)."""
+class _Interrupting(list):
+    """The layers to put in, with Ctrl-C arriving after the first one is in (the first time through)."""
+    hit = False
 
-    def __init__(self):
-        super().__init__()
-        self.big = nn.Linear(1024, 1024, bias=False)
-        self.output_layer = None
-
-    @property
-    def output_weight(self):
-        raise KeyboardInterrupt
+    def __iter__(self):
+        for i, item in enumerate(list.__iter__(self)):
+            if i == 1 and not self.hit:
+                self.hit = True
+                raise KeyboardInterrupt
+            yield item
 
 
 def test_an_interrupt_while_the_layers_go_in_leaves_none_behind():
-    model = _Interrupted()
+    model = _Stand()
+    model.second = nn.Linear(1024, 1024, bias=False)
+    fast = products.FastProducts(model)
+    fast.forwards = _Interrupting(fast.forwards)
+    assert len(fast.forwards) == 2
     with pytest.raises(KeyboardInterrupt):
-        with products.fast_products(model):
+        with fast:
             pass
-    assert not any("forward" in m.__dict__ for m in model.modules())
+    assert fast.forwards.hit and not any("forward" in m.__dict__ for m in model.modules())
+
+
+def test_a_weight_swapped_between_steps_runs_f_linear():
+    """The layers are found once per run: a weight made bf16 after that (a learner between two
+    tokens of a reply) must run as bf16's F.linear does, not reach oneDNN's fp32 product."""
+    model = _Stand()
+    fast = products.FastProducts(model)
+    model.big.weight.data = model.big.weight.data.bfloat16()
+    x = torch.randn(1, 1, 1024).bfloat16()
+    with fast:
+        assert torch.equal(model.big(x), F.linear(x, model.big.weight))
 
 
 def test_a_call_of_the_wrong_width_or_dtype_raises_f_linears_error():
