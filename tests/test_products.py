@@ -225,3 +225,21 @@ def test_gradients_flow_as_through_f_linear(rows):
     got, x.grad = x.grad, None
     F.linear(x, w).sum().backward()
     assert got is not None and torch.allclose(got, x.grad, atol=1e-4, rtol=1e-5)
+
+
+def test_speculative_decoding_reads_the_prompt_as_plain_generation_and_finds_the_layers_once(tiny_path, monkeypatch):
+    """speculative_ids' prefill must make the calls generate_ids' does (its first token is plain
+    generation's: qwen/mtp.py _read_prompt), so the prompt's rows go through `linear` in both; and the
+    drafts and every verify pass share one FastProducts (making one walks the whole model)."""
+    model, made, rows = load_model(tiny_path, vision=False), [], []
+    prompt = [5, 17, 99, 250, 31, 7]
+    monkeypatch.setattr(products, "MIN_VALUES", 1)
+    real, init = products.linear, products.FastProducts.__init__
+    monkeypatch.setattr(products, "linear", lambda x, w: rows.append((id(w), x.numel() // x.shape[-1])) or real(x, w))
+    monkeypatch.setattr(products.FastProducts, "__init__", lambda self, m: made.append(1) or init(self, m))
+    plain = list(generate_ids(model, prompt, max_new_tokens=8))
+    first = id(model.layers[0].mlp.gate_proj.weight)
+    assert (first, len(prompt)) in rows
+    rows.clear(), made.clear()
+    assert list(generate_ids(model, prompt, max_new_tokens=8, speculative=2)) == plain
+    assert (first, len(prompt)) in rows and len(made) == 1
