@@ -91,11 +91,12 @@ def takes(weight):
 
 
 def serves(x, weight):
-    """Whether this call is one `linear`'s paths compute as F.linear does, checked at each call (the layers
-    are found once per run: a weight may be swapped between steps): the weight `takes`, x matches it (dtype, device, width; else
-    F.linear's own error, not oneDNN's "could not create a primitive descriptor"), and no gradient is
-    wanted (oneDNN's inner product has no backward: its result would silently get none). Written with
-    the cheapest tests torch has (about 4 us a call on a loaded machine, against 7 with `takes`)."""
+    """Whether this call is one `linear`'s paths compute as F.linear does, checked at each call (the
+    layers are found once per run, and a weight may be swapped between steps): the weight `takes`, x
+    matches it (dtype, device, width; else F.linear's own error, not oneDNN's "could not create a
+    primitive descriptor"), and no gradient is wanted (oneDNN's inner product has no backward: its
+    result would silently get none). The cheapest tests torch has: 1.7 us a call at load 2.7, about
+    0.24 ms of a full-size decode step's 139 products (with `takes` inside: twice that)."""
     return (x.dtype is torch.float32 and weight.dtype is torch.float32 and x.is_cpu and weight.is_cpu
             and weight.dim() == 2 and x.shape[-1] == weight.shape[1] and weight.numel() >= MIN_VALUES
             and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)))
