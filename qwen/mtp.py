@@ -373,12 +373,13 @@ def _read_prompt(model, ids, cache, keep_at, kept):
 def _verify(model, block, cache, fast=True):
     """The main model reads the block (p and the drafts) in one forward pass, every linear-attention
     layer keeping its trail: (logits (len, vocab), hidden states after the final norm (1, len, hidden),
-    the trails). fast: fp32 matrix products as qwen/products.py FastProducts (the same numbers, to rounding)."""
+    the trails). fast: fp32 matrix products as qwen/products.py FastProducts (the same numbers, to rounding);
+    a FastProducts of this model (a decode loop's, made once: making one walks the whole model) is used as it is."""
     trails = [Trail() if layer.kind != "full_attention" else None for layer in model.layers]
     for lc, trail in zip(cache.layers, trails):
         lc.trail = trail
     try:
-        with FastProducts(model) if fast else contextlib.nullcontext():
+        with (fast if isinstance(fast, FastProducts) else FastProducts(model)) if fast else contextlib.nullcontext():
             logits, hidden = _forward(model, torch.tensor([block]), cache)
     finally:
         for lc in cache.layers:
@@ -415,7 +416,8 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
                  rounds=0, drafted=0, accepted=0, draft_s=0.0, verify_s=0.0)
     start = time.perf_counter()
     head_at = cache.length                                         # the position of the first prompt token
-    with prompt_pass(model):                                       # as generate_ids reads it (qwen/upcast.py)
+    fast = FastProducts(model)                                     # the products generate_ids uses (qwen/products.py)
+    with prompt_pass(model), fast:                                 # as generate_ids reads it (qwen/upcast.py)
         logits, hidden = _read_prompt(model, ids, cache, keep_at, kept)
     size = logits.shape[-1] if vocab is None else vocab           # the ids a token may be
     stats["prefill_s"] = time.perf_counter() - start
@@ -430,7 +432,6 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
         return
     todo, todo_hidden = ids[0, 1:].tolist() + [p], hidden          # pairs the head has not read yet
     head_cache = cache.mtp = model.mtp.new_cache()                 # the head's own, kept with the model's
-    fast = FastProducts(model)                                     # the drafts' products (qwen/products.py)
     while True:
         n = min(k, max_new_tokens - len(out) - 1)                  # drafts past the last token are waste
         t0 = time.perf_counter()
@@ -458,7 +459,7 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
                 guesses = [int(t) for t in drafts(list(out), list(guesses))][:n]
         t1 = time.perf_counter()
         block = [p] + guesses                                      # (n + 1,) read in one pass
-        logits, H, trails = _verify(model, block, cache)
+        logits, H, trails = _verify(model, block, cache, fast)
         if sampling:                                               # the model's distributions after each
             P = torch.stack([probabilities(row, size, **warpers) for row in logits])   # (n + 1, size)
             a, nxt = accept_sampled(guesses, torch.stack(q) if q else P[:0], P, generator)

@@ -29,8 +29,9 @@ How it is wired in: qwen/generate.py's generate_ids (so generate, Chat and chapt
 qwen/mtp.py (the head's drafts, the verify pass) read through it. The model is not changed:
 inside the context the chosen layers get an instance `forward` (and the model an instance
 `logits`), removed on the way out, so what a learner prints or calls outside generation is the
-plain nn.Linear. bf16 weights keep their own path (qwen/upcast.py reads a bf16 prompt); other
-devices and CPUs without oneDNN keep F.linear for one row.
+plain nn.Linear; one that already has its own (--mine's parts, qwen/mine.py) keeps it. bf16
+weights keep their own path (qwen/upcast.py reads a bf16 prompt); other devices and CPUs without
+oneDNN keep F.linear for one row.
 """
 import functools
 import platform
@@ -73,13 +74,14 @@ def onednn_available():
 
 
 def linear(x, weight):
-    """F.linear(x, weight) (no bias) for a large fp32 CPU weight, by the path for its number of rows."""
+    """F.linear(x, weight) (no bias) for a large fp32 CPU weight, by the path for its number of rows.
+    A call these paths do not serve runs F.linear as it is (`serves`): the same numbers, the same errors."""
     rows = x.numel() // max(1, x.shape[-1])
+    if not 1 <= rows <= FEW_ROWS or not serves(x, weight):
+        return F.linear(x, weight)
     if rows == 1:
         return one_row_linear(x, weight) if onednn_available() else F.linear(x, weight)
-    if 1 < rows <= FEW_ROWS:
-        return few_rows_linear(x, weight)
-    return F.linear(x, weight)
+    return few_rows_linear(x, weight)
 
 
 def takes(weight):
@@ -88,32 +90,56 @@ def takes(weight):
             and weight.numel() >= MIN_VALUES)
 
 
+def serves(x, weight):
+    """Whether this call is one `linear`'s paths compute as F.linear does, checked at each call (the
+    layers are found once per run, and a weight may be swapped between steps): the weight `takes`, x
+    matches it (dtype, device, width; else F.linear's own error, not oneDNN's "could not create a
+    primitive descriptor"), and no gradient is wanted (oneDNN's inner product has no backward: its
+    result would silently get none). The cheapest tests torch has: 1.7 us a call at load 2.7, about
+    0.24 ms of a full-size decode step's 139 products (with `takes` inside: twice that)."""
+    return (x.dtype is torch.float32 and weight.dtype is torch.float32 and x.is_cpu and weight.is_cpu
+            and weight.dim() == 2 and x.shape[-1] == weight.shape[1] and weight.numel() >= MIN_VALUES
+            and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)))
+
+
 class FastProducts:
     """While active (`with FastProducts(model):`): the model's large fp32 nn.Linear layers (no bias)
-    and its output layer multiply with `linear`; put back on the way out, also when the body raises.
-    The layers are found once, when it is made: a decode loop makes one and enters it at every step
-    (entering sets an instance attribute per layer, microseconds; finding them walks the whole model)."""
+    and its output layer multiply with `linear`; put back on the way out, also when the body (or the
+    entering itself: Ctrl-C) raises. The layers are found once, when it is made: a decode loop makes
+    one and enters it at every step (entering sets an instance attribute per layer, microseconds;
+    finding them walks the whole model).
+
+    A layer that already has a `forward` on the instance, and a model with its own `logits` (a
+    learner's part, qwen/mine.py; another FastProducts active on the same model) keep theirs: they
+    run, and they are still there after (the way out removes only what this one set)."""
 
     def __init__(self, model):
         self.model = model
         layers = [m for m in model.modules() if type(m) is nn.Linear and m.bias is None and takes(m.weight)] \
             if isinstance(model, nn.Module) else []                   # (tests drive generation with stand-ins)
         self.forwards = [(m, functools.partial(_layer, m)) for m in layers]
-        self.output = getattr(model, "output_layer", "none") is None and \
+        output = getattr(model, "output_layer", "none") is None and \
             takes(getattr(model, "output_weight", torch.empty(0)))
+        self.logits = functools.partial(_logits, model) if output else None
 
     def __enter__(self):
-        for m, forward in self.forwards:
-            object.__setattr__(m, "forward", forward)                 # (nn.Module's own setattr: slower)
-        if self.output:
-            object.__setattr__(self.model, "logits", functools.partial(_logits, self.model))
+        try:
+            for m, forward in self.forwards:
+                if "forward" not in m.__dict__:                       # else theirs runs (class docstring)
+                    object.__setattr__(m, "forward", forward)         # (nn.Module's own setattr: slower)
+            if self.logits is not None and "logits" not in self.model.__dict__:
+                object.__setattr__(self.model, "logits", self.logits)
+        except BaseException:                                         # (Ctrl-C half way: none left behind)
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc):
-        for m, _ in self.forwards:
-            m.__dict__.pop("forward", None)
-        if self.output:
-            self.model.__dict__.pop("logits", None)
+        for m, forward in self.forwards:
+            if m.__dict__.get("forward") is forward:                  # ours: remove it
+                del m.__dict__["forward"]
+        if self.logits is not None and self.model.__dict__.get("logits") is self.logits:
+            del self.model.__dict__["logits"]
         return False
 
 

@@ -125,3 +125,121 @@ def test_a_decode_loop_finds_the_layers_once(tiny_path, monkeypatch):
     monkeypatch.setattr(products.FastProducts, "__init__", lambda self, m: made.append(1) or real(self, m))
     assert len(list(generate_ids(model, [5, 17, 99], max_new_tokens=10))) == 10
     assert len(made) == 1
+
+
+def test_a_learners_output_layer_runs_in_generation_and_stays(tiny_path):
+    """--mine's 203 (qwen/mine.py) puts the learner's tied_logits on the model instance: generation
+    must run it (not bypass it with its own), and leave it there for Mine.remove to take out."""
+    from qwen import mine
+    model, calls = load_model(tiny_path, vision=False), []
+    found = mine.Solutions({"203": {"embed": lambda ids, w: F.embedding(ids, w),
+                                    "tied_logits": lambda h, w: calls.append(h.shape) or F.linear(h, w)}}, [], "")
+    yours = mine.Mine(model, found)
+    assert products.takes(model.output_weight)                          # the tiny output layer is taken too
+    assert len(list(generate_ids(model, [5, 17, 99], max_new_tokens=4))) == 4
+    assert len(calls) == 4 and "logits" in vars(model)                   # the prompt and 3 decode steps
+    yours.remove()
+    assert "logits" not in vars(model)
+
+
+def test_a_forward_already_on_a_layer_runs_and_stays():
+    """A layer whose forward was replaced on the instance (a learner's, an adapter's) keeps it."""
+    model, seen = _Stand(), []
+    theirs = lambda x: seen.append(1) or F.linear(x, model.big.weight) * 2   # noqa: E731
+    model.big.forward = theirs
+    x = torch.randn(1, 1, 1024)
+    with products.FastProducts(model):
+        assert torch.allclose(model.big(x), 2 * F.linear(x, model.big.weight))
+    assert seen == [1] and model.big.forward is theirs
+
+
+def test_a_nested_context_leaves_the_outer_ones_layers_in_place(monkeypatch):
+    """Two on one model (a generate_ids inside another's step, two threads): the inner one sees the
+    outer one's layers in place, leaves them, and removes nothing of theirs."""
+    model, seen = _Stand(), []
+    real = products.linear
+    monkeypatch.setattr(products, "linear", lambda x, w: seen.append(tuple(w.shape)) or real(x, w))
+    x = torch.randn(1, 1, 1024)
+    with products.FastProducts(model):
+        with products.FastProducts(model):
+            pass
+        model.big(x), model.logits(x)
+        assert seen == [(1024, 1024), (2048, 1024)]                      # the outer one's, still on
+    assert "forward" not in model.big.__dict__ and "logits" not in model.__dict__
+
+
+class _Interrupting(list):
+    """The layers to put in, with Ctrl-C arriving after the first one is in (the first time through)."""
+    hit = False
+
+    def __iter__(self):
+        for i, item in enumerate(list.__iter__(self)):
+            if i == 1 and not self.hit:
+                self.hit = True
+                raise KeyboardInterrupt
+            yield item
+
+
+def test_an_interrupt_while_the_layers_go_in_leaves_none_behind():
+    model = _Stand()
+    model.second = nn.Linear(1024, 1024, bias=False)
+    fast = products.FastProducts(model)
+    fast.forwards = _Interrupting(fast.forwards)
+    assert len(fast.forwards) == 2
+    with pytest.raises(KeyboardInterrupt):
+        with fast:
+            pass
+    assert fast.forwards.hit and not any("forward" in m.__dict__ for m in model.modules())
+
+
+def test_a_weight_swapped_between_steps_runs_f_linear():
+    """The layers are found once per run: a weight made bf16 after that (a learner between two
+    tokens of a reply) must run as bf16's F.linear does, not reach oneDNN's fp32 product."""
+    model = _Stand()
+    fast = products.FastProducts(model)
+    model.big.weight.data = model.big.weight.data.bfloat16()
+    x = torch.randn(1, 1, 1024).bfloat16()
+    with fast:
+        assert torch.equal(model.big(x), F.linear(x, model.big.weight))
+
+
+def test_a_call_of_the_wrong_width_or_dtype_raises_f_linears_error():
+    """Inside generation a learner's part may hand a layer the wrong input: the error must be
+    F.linear's (the shapes, the dtypes), not oneDNN's "could not create a primitive descriptor"."""
+    w = torch.randn(1024, 1024)
+    for x in (torch.randn(1, 1, 1000), torch.randn(1, 1, 1024).bfloat16(), torch.randn(1, 3, 1000)):
+        with pytest.raises(RuntimeError) as want:
+            F.linear(x, w)
+        with pytest.raises(RuntimeError) as got:
+            products.linear(x, w)
+        assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+def test_gradients_flow_as_through_f_linear(rows):
+    """oneDNN's inner product has no backward: with autograd on, a call that needs a gradient runs F.linear
+    (without this, one row silently gave x no gradient at all)."""
+    w, x = _pair(1024, 1024, rows, seed=3)
+    x.requires_grad_(True)
+    products.linear(x, w).sum().backward()
+    got, x.grad = x.grad, None
+    F.linear(x, w).sum().backward()
+    assert got is not None and torch.allclose(got, x.grad, atol=1e-4, rtol=1e-5)
+
+
+def test_speculative_decoding_reads_the_prompt_as_plain_generation_and_finds_the_layers_once(tiny_path, monkeypatch):
+    """speculative_ids' prefill must make the calls generate_ids' does (its first token is plain
+    generation's: qwen/mtp.py _read_prompt), so the prompt's rows go through `linear` in both; and the
+    drafts and every verify pass share one FastProducts (making one walks the whole model)."""
+    model, made, rows = load_model(tiny_path, vision=False), [], []
+    prompt = [5, 17, 99, 250, 31, 7]
+    monkeypatch.setattr(products, "MIN_VALUES", 1)
+    real, init = products.linear, products.FastProducts.__init__
+    monkeypatch.setattr(products, "linear", lambda x, w: rows.append((id(w), x.numel() // x.shape[-1])) or real(x, w))
+    monkeypatch.setattr(products.FastProducts, "__init__", lambda self, m: made.append(1) or init(self, m))
+    plain = list(generate_ids(model, prompt, max_new_tokens=8))
+    first = id(model.layers[0].mlp.gate_proj.weight)
+    assert (first, len(prompt)) in rows
+    rows.clear(), made.clear()
+    assert list(generate_ids(model, prompt, max_new_tokens=8, speculative=2)) == plain
+    assert (first, len(prompt)) in rows and len(made) == 1
