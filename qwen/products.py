@@ -17,8 +17,8 @@ nn.Linear layers and its output layer to `linear` below, by the number of rows:
   * one row: oneDNN's inner product (torch.ops.mkldnn._linear_pointwise, in torch's x86 builds,
     the kernel torch.compile uses), which splits the weight's rows over the threads: 17.0 GB/s;
   * 2 to FEW_ROWS rows: (weight @ x^T)^T, which reads the weight as it is stored;
-  * anything else, and weights under MIN_VALUES values (oneDNN's set-up costs more than the
-    product): F.linear, as it is.
+  * anything else, weights under MIN_VALUES values (oneDNN's set-up costs more than the
+    product), and one row that autograd records (oneDNN's product has no backward): F.linear, as it is.
 
 bench/bench_model.py measures each side by side ("1-row products", "where one decode step goes").
 The numbers are the same products summed in another order: they agree with F.linear to fp32
@@ -77,10 +77,17 @@ def linear(x, weight):
     """F.linear(x, weight) (no bias) for a large fp32 CPU weight, by the path for its number of rows."""
     rows = x.numel() // max(1, x.shape[-1])
     if rows == 1:
-        return one_row_linear(x, weight) if onednn_available() else F.linear(x, weight)
+        return one_row_linear(x, weight) if onednn_available() and not recorded(x, weight) else F.linear(x, weight)
     if 1 < rows <= FEW_ROWS:
         return few_rows_linear(x, weight)
     return F.linear(x, weight)
+
+
+def recorded(*tensors):
+    """Whether autograd records this product. oneDNN's inner product has no backward: torch would only
+    warn, and the weight's gradient would be missing. Generation runs without autograd (inference_mode);
+    a learner's own code with gradients keeps F.linear for one row."""
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
 def takes(weight):

@@ -114,3 +114,19 @@ def test_generation_reads_through_it_and_gives_the_plain_tokens(tiny_path, monke
     assert list(generate_ids(model, prompt, max_new_tokens=12)) == plain
     assert 1 in rows and len(prompt) in rows                             # decode steps and the prompt
     assert all("forward" not in m.__dict__ for m in model.modules())
+
+
+def test_a_product_autograd_records_keeps_its_gradient():
+    """With gradients on (a learner's own code, not generation's inference_mode), a one-row product
+    inside fast_products still has its backward: oneDNN's inner product has none (torch only warns,
+    and the weight's gradient was missing), so such a call runs F.linear."""
+    layer = nn.Linear(1024, 1024, bias=False)
+    x = torch.randn(1, 1, 1024, generator=torch.Generator().manual_seed(4), requires_grad=True)
+    with torch.enable_grad():
+        F.linear(x, layer.weight).square().sum().backward()
+        want_w, want_x = layer.weight.grad.clone(), x.grad.clone()
+        layer.weight.grad = x.grad = None
+        with products.fast_products(layer):
+            layer(x).square().sum().backward()
+    assert layer.weight.grad is not None and torch.allclose(layer.weight.grad, want_w, atol=1e-5, rtol=1e-5)
+    assert torch.allclose(x.grad, want_x, atol=1e-5, rtol=1e-5)
