@@ -1007,3 +1007,18 @@ def test_ch10_ch11_size_limit_is_the_checkpoints_block(run_script, tmp_path):
     errors = [line for line in r.stdout.splitlines() if line.startswith("ERROR")]
     assert errors == [f"ERROR ch10_vision.py {thin} is 40 x 7 pixels; each side must be at least 8 pixels "
                       "(one 8 x 8 block of patches). Use a larger picture."], errors
+
+
+def test_ch09_says_what_the_hand_loops_contexts_do():
+    """Section 6's loop "in a dozen lines" runs inside prompt_pass and fast_products (as generate_ids):
+    a learner reading the notebook must be told, in both languages, that they are speed only and why
+    they are there, not left to guess whether the loop needs them to be right."""
+    text = (ROOT / "ch09_generate.py").read_text(encoding="utf-8")
+    loop = next(n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.FunctionDef) and n.name == "decode_loop")
+    contexts = {item.context_expr.func.id for n in ast.walk(loop) if isinstance(n, ast.With) for item in n.items}
+    assert contexts == {"prompt_pass", "fast_products"}
+    cell = text.split("## 6. The loop itself")[1].split("# %%")[0]
+    english, chinese = cell.split("`generate_ids` 做的一切")
+    for name in contexts:
+        assert f"`{name}`" in english and f"`{name}`" in chinese, name
+    assert "for speed only" in english and "只为速度" in chinese
