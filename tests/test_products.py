@@ -157,3 +157,20 @@ def test_speculative_drafts_and_verify_read_through_it(tiny_path, monkeypatch):
     assert list(generate_ids(model, prompt, max_new_tokens=10, speculative=3)) == plain
     assert (True, 4) in calls                                            # verify: p and 3 drafts
     assert (False, 1) in calls                                           # a draft step: the head's layer, its guess
+
+
+def test_the_bench_the_docstring_cites_says_it_measures_them():
+    """The module docstring sends the reader to bench/bench_model.py's "1-row products" and "where one
+    decode step goes": its --help names both (it named neither; --skip-kernels had no help at all)."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+    cited = products.__doc__.split("bench/bench_model.py measures each side by side")[1].split(").")[0]
+    sections = re.findall(r'"([^"]+)"', cited)
+    assert sections == ["1-row products", "where one decode step goes"]
+    bench = Path(products.__file__).resolve().parents[1] / "bench" / "bench_model.py"
+    done = subprocess.run([sys.executable, str(bench), "--help"], capture_output=True, text=True, timeout=60)
+    text = " ".join(done.stdout.split())                                 # argparse wraps the help lines
+    assert done.returncode == 0 and all(s in text for s in sections), text
+    assert "--child" not in text                                        # the bench's own plumbing is not listed
