@@ -101,8 +101,7 @@ class fast_products:
 
     The layers are chosen when it is made: generate_ids and speculative_ids make one per reply and
     enter it at every step, instead of walking the model's modules once per token (the full-size text
-    model's 359 modules: 1.6 CPU ms a step, 1 thread, load 2.4, bench/bench_products.py; entering one
-    made once costs only its patches)."""
+    model's 359 modules: 1.6-2.3 CPU ms a step, 1 thread, load 2.6; entering one made once: 0.03 ms)."""
 
     def __init__(self, model):
         layers = [m for m in model.modules() if type(m) is nn.Linear and m.bias is None and takes(m.weight)] \
