@@ -361,8 +361,7 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
     if keep_at is not None and 0 < keep_at < ids.shape[1]:
         images = [(None, None)] * 2 if grid_thw is None else split_images(model.cfg, ids[0].tolist(), keep_at,
                                                                           pixel_values, grid_thw)
-    fast = fast_products(model)                                                # its layers chosen once, entered per call
-    with prompt_pass(model), fast:                                             # bf16: qwen/upcast.py; few rows: qwen/products.py
+    with prompt_pass(model), fast_products(model):                             # bf16: qwen/upcast.py; few rows: qwen/products.py
         if len(images) == 2:                                                   # None: keep_at cuts an image
             model(ids[:, :keep_at], cache=cache, last=True, **_image_args(*images[0]))
             kept.append(cache.copy())
@@ -379,7 +378,7 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
         if token in stop:
             return
         if n + 1 < max_new_tokens:
-            with fast:                                                         # one row on every thread torch uses (qwen/products.py)
+            with fast_products(model):                                         # one row on every thread torch uses (qwen/products.py)
                 logits = model(torch.tensor([[token]]), cache=cache, last=True)[0, -1, :vocab]
             stats["decode_s"] = time.perf_counter() - start
 

@@ -373,13 +373,12 @@ def _read_prompt(model, ids, cache, keep_at, kept):
 def _verify(model, block, cache, fast=True):
     """The main model reads the block (p and the drafts) in one forward pass, every linear-attention
     layer keeping its trail: (logits (len, vocab), hidden states after the final norm (1, len, hidden),
-    the trails). fast: fp32 matrix products as qwen/products.py fast_products (the same numbers, to rounding);
-    a fast_products already made for the model may be given (speculative_ids makes one per reply)."""
+    the trails). fast: fp32 matrix products as qwen/products.py fast_products (the same numbers, to rounding)."""
     trails = [Trail() if layer.kind != "full_attention" else None for layer in model.layers]
     for lc, trail in zip(cache.layers, trails):
         lc.trail = trail
     try:
-        with fast if isinstance(fast, fast_products) else fast_products(model) if fast else contextlib.nullcontext():
+        with fast_products(model) if fast else contextlib.nullcontext():
             logits, hidden = _forward(model, torch.tensor([block]), cache)
     finally:
         for lc in cache.layers:
@@ -416,8 +415,7 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
                  rounds=0, drafted=0, accepted=0, draft_s=0.0, verify_s=0.0)
     start = time.perf_counter()
     head_at = cache.length                                         # the position of the first prompt token
-    upcast = prompt_pass(model)                                    # chosen once, entered per read
-    with upcast:                                                   # as generate_ids reads it (qwen/upcast.py)
+    with prompt_pass(model):                                       # as generate_ids reads it (qwen/upcast.py)
         logits, hidden = _read_prompt(model, ids, cache, keep_at, kept)
     size = logits.shape[-1] if vocab is None else vocab           # the ids a token may be
     stats["prefill_s"] = time.perf_counter() - start
@@ -432,7 +430,6 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
         return
     todo, todo_hidden = ids[0, 1:].tolist() + [p], hidden          # pairs the head has not read yet
     head_cache = cache.mtp = model.mtp.new_cache()                 # the head's own, kept with the model's
-    fast = fast_products(model)                                    # its layers chosen once, entered per call
     while True:
         n = min(k, max_new_tokens - len(out) - 1)                  # drafts past the last token are waste
         t0 = time.perf_counter()
@@ -445,8 +442,8 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
             return int(torch.multinomial(q[-1], 1, generator=generator))
 
         if n > 0:
-            with fast:                                             # few rows: qwen/products.py
-                with upcast:                                       # the first read is the whole prompt
+            with fast_products(model):                             # few rows: qwen/products.py
+                with prompt_pass(model):                           # the first read is the whole prompt
                     g = head_read(model, todo, todo_hidden, head_cache, head_at)[:, -1:]   # (1, 1, hidden)
                 head_at += len(todo)
                 read = head_cache[0].k.shape[2]
@@ -460,7 +457,7 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
                 guesses = [int(t) for t in drafts(list(out), list(guesses))][:n]
         t1 = time.perf_counter()
         block = [p] + guesses                                      # (n + 1,) read in one pass
-        logits, H, trails = _verify(model, block, cache, fast)
+        logits, H, trails = _verify(model, block, cache)
         if sampling:                                               # the model's distributions after each
             P = torch.stack([probabilities(row, size, **warpers) for row in logits])   # (n + 1, size)
             a, nxt = accept_sampled(guesses, torch.stack(q) if q else P[:0], P, generator)

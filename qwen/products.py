@@ -32,6 +32,7 @@ inside the context the chosen layers get an instance `forward` (and the model an
 plain nn.Linear. bf16 weights keep their own path (qwen/upcast.py reads a bf16 prompt); other
 devices and CPUs without oneDNN keep F.linear for one row.
 """
+import contextlib
 import functools
 import platform
 
@@ -95,31 +96,24 @@ def takes(weight):
             and weight.numel() >= MIN_VALUES)
 
 
-class fast_products:
-    """While active (`with fast_products(model):`): the model's large fp32 nn.Linear layers (no bias)
-    and its output layer multiply with `linear`; put back after, also when the body raises.
-
-    The layers are chosen when it is made: generate_ids and speculative_ids make one per reply and
-    enter it at every step, instead of walking the model's modules once per token (the full-size text
-    model's 359 modules: 1.6-2.3 CPU ms a step, 1 thread, load 2.6; entering one made once: 0.03 ms)."""
-
-    def __init__(self, model):
-        layers = [m for m in model.modules() if type(m) is nn.Linear and m.bias is None and takes(m.weight)] \
-            if isinstance(model, nn.Module) else []                   # (tests drive generation with stand-ins)
-        self.output = getattr(model, "output_layer", "none") is None and \
-            takes(getattr(model, "output_weight", torch.empty(0)))
-        self.patches = [(m.__dict__, "forward", functools.partial(_layer, m)) for m in layers] + \
-            ([(model.__dict__, "logits", functools.partial(_logits, model))] if self.output else [])
-
-    def __enter__(self):
-        for attributes, name, function in self.patches:               # an instance attribute: m.forward = ...
-            attributes[name] = function
-        return self
-
-    def __exit__(self, *exc):
-        for attributes, name, _ in self.patches:
-            attributes.pop(name, None)
-        return False
+@contextlib.contextmanager
+def fast_products(model):
+    """While active: the model's large fp32 nn.Linear layers (no bias) and its output layer multiply
+    with `linear`; put back after, also when the body raises."""
+    layers = [m for m in model.modules() if type(m) is nn.Linear and m.bias is None and takes(m.weight)] \
+        if isinstance(model, nn.Module) else []                       # (tests drive generation with stand-ins)
+    for m in layers:
+        m.forward = functools.partial(_layer, m)
+    output = getattr(model, "output_layer", "none") is None and takes(getattr(model, "output_weight", torch.empty(0)))
+    if output:
+        model.logits = functools.partial(_logits, model)
+    try:
+        yield
+    finally:
+        for m in layers:
+            m.__dict__.pop("forward", None)
+        if output:
+            model.__dict__.pop("logits", None)
 
 
 def _layer(module, x):

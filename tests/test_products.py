@@ -174,30 +174,3 @@ def test_the_bench_the_docstring_cites_says_it_measures_them():
     text = " ".join(done.stdout.split())                                 # argparse wraps the help lines
     assert done.returncode == 0 and all(s in text for s in sections), text
     assert "--child" not in text                                        # the bench's own plumbing is not listed
-
-
-def test_a_reply_walks_the_model_a_fixed_number_of_times(tiny_path, monkeypatch):
-    """fast_products chooses its layers when it is made: generate_ids and speculative_ids make one per
-    reply and enter it at every step, so the model's modules are walked as often for 12 tokens as for 3
-    (walked at every step, the full-size text model's 359 modules cost 1.6-2.3 CPU ms of each)."""
-    model = load_model(tiny_path)
-    walks, real = [], type(model).modules
-    monkeypatch.setattr(type(model), "modules", lambda self: walks.append(1) or real(self))
-
-    def count(**kwargs):
-        walks.clear()
-        for n in (3, 12):
-            list(generate_ids(model, [5, 17, 99], max_new_tokens=n, **kwargs))
-            walks.append(None)
-        first = walks.index(None)
-        return first, len(walks) - 2 - first
-
-    short, long = count()
-    assert short == long
-    short, long = count(speculative=3)
-    assert short == long
-    fast = products.fast_products(model)                                 # made once, entered many times
-    for _ in range(2):
-        with fast:
-            assert fast.output and "logits" in model.__dict__
-        assert "logits" not in model.__dict__
