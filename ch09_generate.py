@@ -322,7 +322,7 @@ def decode_loop(model, prompt, max_new_tokens, stop, vocab, seed=None, **samplin
         reply.append(token)                                                    # append
         if token in stop:
             break
-        with fast_products(model):               # one row on every thread torch uses, as generate_ids (qwen/products.py)
+        with fast_products(model):               # one row on every core, as generate_ids (qwen/products.py)
             logits = model(torch.tensor([[token]]), cache=cache, last=True)[0, -1]  # feed back: one token
     return reply
 

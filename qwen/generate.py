@@ -378,7 +378,7 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
         if token in stop:
             return
         if n + 1 < max_new_tokens:
-            with fast_products(model):                                         # one row on every thread torch uses (qwen/products.py)
+            with fast_products(model):                                         # one row on every core (qwen/products.py)
                 logits = model(torch.tensor([[token]]), cache=cache, last=True)[0, -1, :vocab]
             stats["decode_s"] = time.perf_counter() - start
 
