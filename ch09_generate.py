@@ -293,11 +293,21 @@ if ready:
 # back, until a stop token or the limit. The same token ids as `generate_ids` (shown at the top of
 # this chapter), greedy and sampled with the same seed, or the loop is wrong. The greedy ids of
 # `generate_ids` are section 2's reply (`generate` streams them), unless it was sampled or speculative.
+# The two `with` lines are for speed only: they change no product, only the order of its sums.
+# `prompt_pass` computes a bf16 model's prompt projections in fp32 and rounds once (qwen/upcast.py;
+# an fp32 model is left as it is); the context from qwen/products.py multiplies one or a few rows by
+# the large fp32 weights on every thread torch uses. Without them the loop gives the same numbers to
+# rounding, more slowly; they are here because `generate_ids` uses them and the ids are compared
+# exactly (a near-tie between two logits could flip on a rounding).
 #
 # `generate_ids` 做的一切，十几行就能写完：提示词读一遍，然后从最后的 logits 里选一个词元（`sample`：
 # 温度为 0 时取最大的，否则用带种子的随机抽取），接到后面、再喂回去，直到停止词元或达到上限。它给出的
 # 词元编号必须与 `generate_ids`（本章开头显示的）相同，贪心和同一种子的采样都一样，否则就是循环写错了。
 # `generate_ids` 的贪心编号就是第 2 节的回复（`generate` 把它们流式输出），除非那次回复是采样或推测解码得到的。
+# 两处 `with` 只为速度：它们不改变任何乘积，只改变求和的顺序。`prompt_pass` 把 bf16 模型提示词的投影用 fp32
+# 计算、只舍入一次（qwen/upcast.py；fp32 模型不受影响）；来自 qwen/products.py 的上下文把一行或几行与大的
+# fp32 权重相乘的计算分给 torch 用的所有线程。去掉它们，循环得到的数只差舍入误差，只是更慢；保留它们，是因为
+# `generate_ids` 用了它们，而这里要逐个比较编号（两个几乎相等的 logit 可能因为一次舍入而换位）。
 
 # %%
 def decode_loop(model, prompt, max_new_tokens, stop, vocab, seed=None, **sampling):

@@ -744,21 +744,31 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--keep", help="write (or reuse) the full-size checkpoint here")
     p.add_argument("--threads", type=int, default=0, help="torch threads for both sides (default: torch's)")
-    p.add_argument("--dtypes", default="float32,bfloat16")
+    p.add_argument("--dtypes", default="float32,bfloat16", help="compute dtypes compared with transformers")
     p.add_argument("--repeat", type=int, default=2, help="fresh processes per side for load and RSS, alternated")
     p.add_argument("--rounds", type=int, default=3, help="alternated prefill + decode runs per side, in one process")
-    p.add_argument("--skip-context", action="store_true")
-    p.add_argument("--skip-fidelity", action="store_true")
+    p.add_argument("--skip-context", action="store_true",
+                   help="leave out our fp32 decode time per token at 256, 1024 and 4096 tokens of context")
+    p.add_argument("--skip-fidelity", action="store_true",
+                   help="leave out fp32 logits and 32 greedy tokens against transformers")
     p.add_argument("--skip-compare", action="store_true", help="leave out the comparison with transformers")
-    p.add_argument("--skip-breakdown", action="store_true")
-    p.add_argument("--skip-quant", action="store_true")
-    p.add_argument("--skip-prompt", action="store_true")
-    p.add_argument("--skip-ablation", action="store_true")
-    p.add_argument("--skip-kernels", action="store_true")
-    p.add_argument("--ablation-rounds", type=int, default=9, help="alternated rounds of the decode-step ablation")
+    p.add_argument("--skip-breakdown", action="store_true",
+                   help="leave out where one decode step goes, part by part, and the bandwidth it reaches")
+    p.add_argument("--skip-quant", action="store_true",
+                   help="leave out quantized decoding: fp32, bf16, int8 and int4 models (qwen/quant.py)")
+    p.add_argument("--skip-prompt", action="store_true",
+                   help="leave out the bf16 prompt pass (qwen/upcast.py) against fp32's")
+    p.add_argument("--skip-ablation", action="store_true",
+                   help="leave out where one decode step goes, by ablation (CPU seconds)")
+    p.add_argument("--skip-kernels", action="store_true",
+                   help="leave out the 1-row products, each way torch offers: F.linear, torch.mv, torch.mm(w, x^T), "
+                        "oneDNN as decoding runs it (qwen/products.py); fp32 and bf16")
+    p.add_argument("--ablation-rounds", type=int, default=9,
+                   help="alternated rounds of the decode-step ablation and of the 1-row products")
     p.add_argument("--breakdown", default="float32,int8", help="variants whose decode step is broken down: "
                                                           "float32, bfloat16, int8, int4")
-    p.add_argument("--child"), p.add_argument("--path"), p.add_argument("--dtype"), p.add_argument("--out")
+    for internal in ("--child", "--path", "--dtype", "--out"):               # how the bench starts its children
+        p.add_argument(internal, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         import torch

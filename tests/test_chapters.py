@@ -1007,3 +1007,22 @@ def test_ch10_ch11_size_limit_is_the_checkpoints_block(run_script, tmp_path):
     errors = [line for line in r.stdout.splitlines() if line.startswith("ERROR")]
     assert errors == [f"ERROR ch10_vision.py {thin} is 40 x 7 pixels; each side must be at least 8 pixels "
                       "(one 8 x 8 block of patches). Use a larger picture."], errors
+
+
+def test_ch09_says_what_the_hand_loops_contexts_do():
+    """Section 6's loop "in a dozen lines" runs inside qwen/upcast.py's and qwen/products.py's contexts
+    (as generate_ids): a learner reading the notebook must be told, in both languages, that they are
+    speed only and why they are there, not left to guess whether the loop needs them to be right."""
+    text = (ROOT / "ch09_generate.py").read_text(encoding="utf-8")
+    tree = ast.parse(text)
+    speed = {a.asname or a.name: node.module for node in tree.body if isinstance(node, ast.ImportFrom)
+             and node.module in ("qwen.upcast", "qwen.products") for a in node.names}
+    loop = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "decode_loop")
+    used = {speed[n.func.id] for n in ast.walk(loop) if isinstance(n, ast.Call) and getattr(n.func, "id", None) in speed}
+    assert used == {"qwen.upcast", "qwen.products"}
+    cell = text.split("## 6. The loop itself")[1].split("# %%")[0]
+    english, chinese = cell.split("`generate_ids` 做的一切")
+    for module in used:
+        path = module.replace(".", "/") + ".py"
+        assert path in english and path in chinese, path
+    assert "for speed only" in english and "只为速度" in chinese

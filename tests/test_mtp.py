@@ -382,11 +382,16 @@ def test_teacher_forced_acceptance_counts_the_heads_agreements_along_a_text(hf_m
         teacher_forced_acceptance(hf_model, [1, 2])
 
 
-def test_the_fast_verify_pass_computes_what_the_plain_one_does(hf_model):
+def test_the_fast_verify_pass_computes_what_the_plain_one_does(hf_model, monkeypatch):
     """few_rows_linear is F.linear with the product turned around (the bench's faster verify path):
     the same numbers to fp32 rounding, the same greedy tokens, the same trails; the model's layers are
-    put back after (a plain forward afterwards uses F.linear again)."""
+    put back after (a plain forward afterwards uses F.linear again). This checkpoint's layers are all
+    under products.MIN_VALUES: the floor is lowered, or fast and plain would be the same products."""
+    from qwen import products
     from qwen.mtp import _verify, few_rows_linear
+    monkeypatch.setattr(products, "MIN_VALUES", 1)
+    rows, real = [], products.linear
+    monkeypatch.setattr(products, "linear", lambda x, w: rows.append(x.numel() // x.shape[-1]) or real(x, w))
     g = torch.Generator().manual_seed(3)
     w, x = torch.randn(40, 16, generator=g), torch.randn(1, 5, 16, generator=g)
     assert torch.allclose(few_rows_linear(x, w), torch.nn.functional.linear(x, w), atol=1e-5, rtol=1e-5)
@@ -395,7 +400,10 @@ def test_the_fast_verify_pass_computes_what_the_plain_one_does(hf_model):
     hf_model(torch.tensor([HF_PROMPT]), cache=base)
     block = [3, 17, 99, 250]
     fast, fast_h, fast_trails = _verify(hf_model, block, base.copy(), fast=True)
+    assert rows and set(rows) == {len(block)}                            # every product: the block's 4 rows
+    rows.clear()
     plain, plain_h, plain_trails = _verify(hf_model, block, base.copy(), fast=False)
+    assert rows == []                                                    # F.linear only
     assert torch.allclose(fast, plain, atol=1e-4, rtol=1e-4) and torch.equal(fast.argmax(-1), plain.argmax(-1))
     assert torch.allclose(fast_h, plain_h, atol=1e-5, rtol=1e-4)
     for a, b in zip(fast_trails, plain_trails):
