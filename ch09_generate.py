@@ -323,7 +323,7 @@ def decode_loop(model, prompt, max_new_tokens, stop, vocab, seed=None, **samplin
         reply.append(token)                                                    # append
         if token in stop:
             break
-        with fast:                               # one row on every core, as generate_ids
+        with fast:                               # one row on all of torch's threads, as generate_ids
             logits = model(torch.tensor([[token]]), cache=cache, last=True)[0, -1]  # feed back: one token
     return reply
 

@@ -476,7 +476,7 @@ def child_kernels(path, dtype_name, out, rounds):
     ways = {"F.linear": lambda x, w: F.linear(x, w), "torch.mv": lambda x, w: torch.mv(w, x.view(-1)),
             "torch.mm(w, x^T)": lambda x, w: torch.mm(w, x.view(-1, 1))}
     if dtype == torch.float32 and products.onednn_available():
-        ways["oneDNN (qwen/products.py, decoding)"] = products.one_row_linear
+        ways["products.linear (decoding: oneDNN)"] = products.linear     # small weights: F.linear, as decoding
     if dtype == torch.bfloat16:
         ways["fp32 copy, then F.linear"] = lambda x, w: F.linear(x.float(), w.float())
     result = {}

@@ -379,7 +379,7 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
         if token in stop:
             return
         if n + 1 < max_new_tokens:
-            with fast:                                                         # one row on every core
+            with fast:                                                         # one row on all of torch's threads
                 logits = model(torch.tensor([[token]]), cache=cache, last=True)[0, -1, :vocab]
             stats["decode_s"] = time.perf_counter() - start
 

@@ -68,7 +68,7 @@ from qwen.generate import Cache, distribution, sample
 from qwen.lang import QwenError
 from qwen.model import DecoderLayer
 from qwen.norm import RMSNorm
-from qwen.products import FastProducts, few_rows_linear  # noqa: F401  (few_rows_linear: the verify's product)
+from qwen.products import FastProducts, few_rows_linear, linear  # noqa: F401  (few_rows_linear: the verify's product)
 from qwen.upcast import prompt_pass
 from qwen.weights import FLOAT_DTYPES, load
 
@@ -183,7 +183,7 @@ def head_guess(model, g, vocab=None, cut=None):
     """The head's guess from its hidden state g (1, 1, hidden): the most likely token id, among the
     first `vocab` ids, or among the ids of a DraftVocabulary `cut`."""
     if cut is not None:
-        return int(cut.ids[F.linear(g[0, -1], cut.weight).float().argmax()])
+        return int(cut.ids[linear(g[0, -1], cut.weight).float().argmax()])
     return int(model.logits(g[0, -1])[:vocab].argmax())
 
 
@@ -194,7 +194,7 @@ def head_scores(model, g, size, cut=None):
         return model.logits(g[0, -1])[:size]
     scores = torch.full((size,), float("-inf"))
     inside = cut.ids < size
-    scores[cut.ids[inside]] = F.linear(g[0, -1], cut.weight).float()[inside]
+    scores[cut.ids[inside]] = linear(g[0, -1], cut.weight).float()[inside]
     return scores
 
 
@@ -417,7 +417,8 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
     start = time.perf_counter()
     head_at = cache.length                                         # the position of the first prompt token
     fast = FastProducts(model)                                     # the products generate_ids uses (qwen/products.py)
-    with prompt_pass(model), fast:                                 # as generate_ids reads it (qwen/upcast.py)
+    long_rows = prompt_pass(model)                                 # made once too: it looks at every module
+    with long_rows, fast:                                          # as generate_ids reads it (qwen/upcast.py)
         logits, hidden = _read_prompt(model, ids, cache, keep_at, kept)
     size = logits.shape[-1] if vocab is None else vocab           # the ids a token may be
     stats["prefill_s"] = time.perf_counter() - start
@@ -445,7 +446,7 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
 
         if n > 0:
             with fast:
-                with prompt_pass(model):                           # the first read is the whole prompt
+                with long_rows:                                    # the first read is the whole prompt
                     g = head_read(model, todo, todo_hidden, head_cache, head_at)[:, -1:]   # (1, 1, hidden)
                 head_at += len(todo)
                 read = head_cache[0].k.shape[2]
