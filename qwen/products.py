@@ -7,15 +7,20 @@ the time to read the weights: 3.0 GB per decoded token in fp32, about 0.18 s at 
 AMD EPYC with AVX2) reaches neither:
 
   * one row: MKL's matrix-vector product runs on one thread whatever torch.set_num_threads says
-    (a 3584 x 1024 fp32 weight read from memory: 10.9 GB/s with 1 thread and with 2);
-  * 2 to 16 rows: a general matrix product with the weight transposed, 3-4x slower per call
-    than one row.
+    (bench/bench_model.py's "1-row products" with --threads 2: the projections of 12 layers read at
+    8.6 GB/s, the output layer at 9.8; a single 3584 x 1024 weight streamed from memory reads at
+    10.6-10.9 GB/s with 1 thread and with 2);
+  * 2 to 16 rows: a general matrix product with the weight transposed (bench/bench_speculative.py:
+    a verify pass of 4 tokens through F.linear took 4.2 decode steps, through the path below 1.7;
+    2 threads, load about 2).
 
 So generation runs its calls inside `FastProducts(model)`, which sends the model's large fp32
 nn.Linear layers and its output layer to `linear` below, by the number of rows:
 
-  * one row: oneDNN's inner product (torch.ops.mkldnn._linear_pointwise, in torch's x86 builds,
-    the kernel torch.compile uses), which splits the weight's rows over the threads: 17.0 GB/s;
+  * one row, on 2 threads or more: oneDNN's inner product (torch.ops.mkldnn._linear_pointwise, in
+    torch's x86 builds, the kernel torch.compile uses), which splits the weight's rows over the
+    threads: 14.2 GB/s for the projections and 17.3 for the output layer, against 8.6 and 9.8 (on
+    one thread the two are alike, 10.9 against 10.6 GB/s for the single weight, so F.linear is kept);
   * 2 to FEW_ROWS rows: (weight @ x^T)^T, which reads the weight as it is stored;
   * anything else, and weights under MIN_VALUES values (oneDNN's set-up costs more than the
     product): F.linear, as it is.
@@ -41,7 +46,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 FEW_ROWS = 16                                  # up to this many rows: (weight @ x^T)^T
-MIN_VALUES = 1 << 20                           # smaller weights keep F.linear (the 16 x 1024 gates: 3x slower in oneDNN)
+MIN_VALUES = 1 << 20                           # smaller weights keep F.linear: a decode step's 36 gates
+                                               # (16 x 1024) took 4.1 ms in oneDNN, 1.2 in F.linear
 
 
 def few_rows_linear(x, weight):
@@ -79,8 +85,8 @@ def linear(x, weight):
     rows = x.numel() // max(1, x.shape[-1])
     if not 1 <= rows <= FEW_ROWS or not serves(x, weight):
         return F.linear(x, weight)
-    if rows == 1:
-        return one_row_linear(x, weight) if onednn_available() else F.linear(x, weight)
+    if rows == 1:                                # one thread: MKL's product is as fast (10.6 against 10.9 GB/s)
+        return one_row_linear(x, weight) if torch.get_num_threads() > 1 and onednn_available() else F.linear(x, weight)
     return few_rows_linear(x, weight)
 
 

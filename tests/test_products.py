@@ -15,10 +15,23 @@ def _pair(out_f, in_f, rows, seed=0):
     return torch.randn(out_f, in_f, generator=g), torch.randn(1, rows, in_f, generator=g)
 
 
+@pytest.fixture
+def two_threads():
+    """oneDNN serves one row only on 2 threads or more (on one, MKL's own product is as fast)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("rows", [1, 2, 5, 16, 17, 40])
-def test_each_path_computes_what_f_linear_does(rows):
+def test_each_path_computes_what_f_linear_does(rows, two_threads, monkeypatch):
     w, x = _pair(1024, 1024, rows)
+    available, used = products.onednn_available(), []                   # (its probe, before counting)
+    real = products.one_row_linear
+    monkeypatch.setattr(products, "one_row_linear", lambda *a: used.append(1) or real(*a))
     got, want = products.linear(x, w), F.linear(x, w)
+    assert used == ([1] if rows == 1 and available else [])
     assert got.shape == want.shape == (1, rows, 1024) and got.dtype == torch.float32
     assert torch.allclose(got, want, atol=1e-4, rtol=1e-5)              # sums of 1024 products of size ~1
 
@@ -40,11 +53,22 @@ def test_onednn_is_found_here():
     assert products.onednn_available()
 
 
-def test_without_onednn_one_row_is_f_linear(monkeypatch):
+def test_without_onednn_one_row_is_f_linear(monkeypatch, two_threads):
     monkeypatch.setattr(products, "onednn_available", lambda: False)
     monkeypatch.setattr(products, "one_row_linear", lambda *a: pytest.fail("oneDNN used"))
     w, x = _pair(1024, 1024, 1)
     assert torch.equal(products.linear(x, w), F.linear(x, w))
+
+
+def test_on_one_thread_one_row_is_f_linear(monkeypatch):
+    before = torch.get_num_threads()
+    monkeypatch.setattr(products, "one_row_linear", lambda *a: pytest.fail("oneDNN used"))
+    w, x = _pair(1024, 1024, 1)
+    try:
+        torch.set_num_threads(1)
+        assert torch.equal(products.linear(x, w), F.linear(x, w))
+    finally:
+        torch.set_num_threads(before)
 
 
 class _Stand(nn.Module):
@@ -97,9 +121,10 @@ def test_a_quantized_output_layer_is_left_alone():
         assert "logits" not in model.__dict__
 
 
-def test_generation_reads_through_it_and_gives_the_plain_tokens(tiny_path, monkeypatch):
+def test_generation_reads_through_it_and_gives_the_plain_tokens(tiny_path, monkeypatch, two_threads):
     """With the size floor lowered, the tiny checkpoint's layers go through every path (1 row while
-    decoding, a few in a short prompt): the same greedy tokens as the model called plainly."""
+    decoding, oneDNN on 2 threads; a few in a short prompt): the same greedy tokens as the model called
+    plainly."""
     model = load_model(tiny_path)
     prompt = [5, 17, 99, 250, 31]
     cache, plain = model.new_cache(), []
@@ -111,8 +136,12 @@ def test_generation_reads_through_it_and_gives_the_plain_tokens(tiny_path, monke
     real = products.linear
     monkeypatch.setattr(products, "MIN_VALUES", 1)
     monkeypatch.setattr(products, "linear", lambda x, w: rows.append(x.numel() // x.shape[-1]) or real(x, w))
+    products.onednn_available()                                          # (its probe, before counting)
+    onednn, one_row = [], products.one_row_linear
+    monkeypatch.setattr(products, "one_row_linear", lambda *a: onednn.append(1) or one_row(*a))
     assert list(generate_ids(model, prompt, max_new_tokens=12)) == plain
     assert 1 in rows and len(prompt) in rows                             # decode steps and the prompt
+    assert onednn or not products.onednn_available()
     assert all("forward" not in m.__dict__ for m in model.modules())
 
 
