@@ -85,11 +85,18 @@ _connect = socket.socket.connect
 socket.socket.connect = _no_network
 
 
+_building = []                                   # the controller's thread that builds the tiny checkpoint
+
+
 def pytest_configure(config):
-    """Under xdist, build the tiny checkpoint once in the controller, before the workers start."""
+    """Under xdist, the controller builds the tiny checkpoint once, in a thread, while the workers start and
+    collect (~15 s of CPU each); a worker that needs it first waits for it (qwen.tiny's lock). Built before
+    the workers started, it was ~10 s (torch's import, the real tokenizer's merges) with one core busy."""
     if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):
+        import threading
         from qwen.tiny import tiny_model_path
-        tiny_model_path()
+        _building.append(threading.Thread(target=tiny_model_path, name="tiny checkpoint"))
+        _building[0].start()
 
 
 # A whole-course run (about 20 s of CPU) is the setup of the first test that reads it, and the other
@@ -140,6 +147,8 @@ def pytest_unconfigure(config):
     Each test process ends its fork server (tests/forkserver.py) and waits for it."""
     import forkserver
     forkserver.end_server()
+    for thread in _building:                        # an error there is the workers' too: they build it again
+        thread.join()
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         shutil.rmtree(_TMP, ignore_errors=True)
 
