@@ -112,8 +112,9 @@ COURSE_TIMEOUT = 360
 # worker's first batch, so the courses are built at once on different workers (in file order both workers
 # reached course_en together and one waited under the other's lock, ~20 s idle). The other readers go
 # last: dispatched after the courses are built, they never wait under a lock, and their few milliseconds
-# each even out the end of the session.
-FIRST_FIXTURES = ("course_en", "course_zh", "courses_on_transformers_checkpoints")
+# each even out the end of the session. (course_en's process runs the courses on the transformers-written
+# checkpoints too: run_courses_on_checkpoints.)
+FIRST_FIXTURES = ("course_en", "course_zh")
 
 
 def _first_batch(n_items, workers):
@@ -195,9 +196,10 @@ def run_script():
 # `python main.py ARGS` as a learner runs it (main.py as __main__, its argv), with runpy.run_path wrapped:
 # as each chapter ends, the plain values it named are pickled (argv[1]) for course_namespaces. Plain:
 # what a claim is made of, never a model, tokenizer, module or function (a large object would cost its
-# pickling), small tensors only.
+# pickling), small tensors only. Then, in the same process, the courses of argv[2] (a JSON list of
+# [name, folder, results file], often empty): see run_courses_on_checkpoints.
 COURSE = r"""
-import dataclasses, pickle, runpy, sys, types
+import contextlib, dataclasses, io, json, pickle, runpy, sys, traceback, types
 import torch
 
 def plain(value, depth=0):
@@ -233,12 +235,36 @@ def chapter(path, *args, **kwargs):
     return ns
 
 runpy.run_path = chapter
-file, sys.argv = sys.argv[1], ["main.py", *sys.argv[2:]]
+file, then, sys.argv = sys.argv[1], json.loads(sys.argv[2]), ["main.py", *sys.argv[3:]]
 try:
     run_path("main.py", run_name="__main__")
 finally:
     with open(file, "wb") as f:
         pickle.dump(kept, f)
+runpy.run_path = run_path
+
+if then:
+    import main
+    run_chapter = main.run_chapter
+
+    def chapter_options(script):
+        if script.name.startswith("ch13_"):
+            sys.argv += ["--tokens", "4"]
+        return run_chapter(script)
+
+    main.run_chapter = chapter_options
+for name, folder, results in then:                       # one after the other
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main.main(["--model", folder, "--max-new-tokens", "4"]) or 0
+        except SystemExit as e:
+            code = e.code
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    with open(results, "w", encoding="utf-8") as f:
+        json.dump({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}, f)
 """
 
 
@@ -252,18 +278,50 @@ def _course_files(args):
 
 def run_course(*args):
     """stdout of `python main.py ARGS` (the whole course, one process), run once per test session:
-    under xdist the first worker that asks runs it and the others read its output."""
+    under xdist the first worker that asks runs it and the others read its output. COURSE_EN's process
+    then runs the courses on the transformers-written checkpoints too (run_courses_on_checkpoints)."""
     import fcntl
+    import json
     from forkserver import python
 
     out, kept = _course_files(args)
     with open(str(out) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not out.is_file():
-            r = python(["-c", COURSE, kept, *args], cwd=ROOT, timeout=330)
+            then = _courses_after(args)
+            r = python(["-c", COURSE, kept, json.dumps(then), *args], cwd=ROOT, timeout=330)
             assert r.returncode == 0, r.stderr
             out.write_text(r.stdout, encoding="utf-8")
         return out.read_text(encoding="utf-8")
+
+
+# The whole course (main.py --model FOLDER --max-new-tokens 4) on each of TRANSFORMERS_CHECKPOINTS, one
+# after the other, in COURSE_EN's process once that course has run (its output is as in a process of its
+# own: it runs first). In a process of their own they imported torch's dynamo and transformers (chapter 8's
+# comparison) a second time, with both courses on one worker anyway (pytest_collection_modifyitems):
+# measured in the commit. Every chapter reads the checkpoint as on any other; the reply's length is no part
+# of the format (chapter 9 on text-bf16-tied: 6.8 -> 1 s of CPU at load 9), nor is chapter 13's count of
+# greedy tokens compared (--tokens 4, not its 32 on a checkpoint other than the built-in tiny one: 3 rounds
+# x 3 models x 32 decode steps, the 248,320-row output layer in each on text-bf16-tied, were 11.3 of the
+# three courses' ~21 s of CPU, load 1.5).
+def _checkpoint_course_file(name):
+    return _TMP / f"course-on-{name}.json"
+
+
+def _courses_after(args):
+    """[[name, folder, results file]] of the courses COURSE ARGS's process runs after its own."""
+    import importlib.util
+    if args != COURSE_EN or importlib.util.find_spec("transformers") is None:
+        return []
+    return [[name, str(folder), str(_checkpoint_course_file(name))] for name, folder in write_transformers_checkpoints().items()]
+
+
+def run_courses_on_checkpoints():
+    """{name: {"code", "stdout", "stderr"}} of the course on each of TRANSFORMERS_CHECKPOINTS."""
+    import json
+    run_course(*COURSE_EN)
+    return {name: json.loads(_checkpoint_course_file(name).read_text(encoding="utf-8"))
+            for name in TRANSFORMERS_CHECKPOINTS}
 
 
 COURSE_EN = ("--lang", "en")                     # offline: falls back to the tiny checkpoint, with its banner
@@ -305,6 +363,11 @@ TRANSFORMERS_CHECKPOINTS = {
 
 @pytest.fixture(scope="session")
 def transformers_checkpoints():
+    """{name: folder} for TRANSFORMERS_CHECKPOINTS (write_transformers_checkpoints)."""
+    return write_transformers_checkpoints()
+
+
+def write_transformers_checkpoints():
     """{name: folder} for TRANSFORMERS_CHECKPOINTS, written by transformers once per session (skips
     without transformers). extra=True adds tensors the course does not know: a rotary inv_freq
     buffer some exports keep, and a layer beyond the config with its norm. The bf16 tied one has

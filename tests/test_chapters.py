@@ -142,60 +142,16 @@ def test_tables_align_by_display_width(course_zh):
 
 # ---------------------------------------------------------------- other checkpoints
 
-# main.py --model FOLDER --max-new-tokens 4 on each: every chapter reads the checkpoint as on any other;
-# the reply's length is no part of the format (chapter 9 on text-bf16-tied: 6.8 -> 1 s of CPU at load 9).
-# Likewise chapter 13 compares 4 greedy tokens (--tokens 4), not its 32 on a checkpoint other than the
-# built-in tiny one: 3 rounds x 3 models x 32 decode steps, the 248,320-row output layer in each on
-# text-bf16-tied, were 11.3 of the three courses' ~21 s of CPU (load 1.5).
-EVERY_COURSE = r"""
-import contextlib, io, json, sys, traceback
-import main
-run_chapter = main.run_chapter
-
-def chapter_options(script):
-    if script.name.startswith("ch13_"):
-        sys.argv += ["--tokens", "4"]
-    return run_chapter(script)
-
-main.run_chapter = chapter_options
-results = {}
-for name, folder in zip(sys.argv[1::2], sys.argv[2::2]):        # one after the other
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main.main(["--model", folder, "--max-new-tokens", "4"]) or 0
-        except SystemExit as e:
-            code = e.code
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-    results[name] = {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
-print("RESULTS " + json.dumps(results))
-"""
-
-
 @pytest.fixture(scope="module")
 def courses_on_transformers_checkpoints(transformers_checkpoints):
     """The whole course (main.py --model FOLDER --max-new-tokens 4) on each of conftest's
-    transformers-written checkpoints, all in one process (one import of torch and transformers, not
-    three), once per session: under xdist the first worker that asks runs it, the others read its results."""
-    import fcntl
-    import json
-    from conftest import _TMP as TMP
-    from forkserver import python
-
-    done = TMP / "transformers-courses.json"
-    with open(str(done) + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.is_file():
-            argv = [str(a) for name, folder in transformers_checkpoints.items() for a in (name, folder)]
-            r = python(["-c", EVERY_COURSE, *argv], cwd=ROOT, env={**os.environ, "PYTHONIOENCODING": "utf-8"}, timeout=330)
-            assert r.returncode == 0 and "RESULTS " in r.stdout, r.stderr[-3000:]
-            done.write_text(r.stdout.split("RESULTS ", 1)[1], encoding="utf-8")
-        return json.loads(done.read_text(encoding="utf-8"))
+    transformers-written checkpoints, run in course_en's process after that course, once per session
+    (conftest.run_courses_on_checkpoints)."""
+    from conftest import run_courses_on_checkpoints
+    return run_courses_on_checkpoints()
 
 
-@pytest.mark.timeout(360)                    # the first one runs all three courses: three tests' 120 s each
+@pytest.mark.timeout(360)                    # the first one runs course_en and all three courses
 @pytest.mark.parametrize("name", TRANSFORMERS_CHECKPOINTS)
 def test_every_chapter_runs_on_checkpoints_written_by_transformers(courses_on_transformers_checkpoints, name):
     layout, big = TRANSFORMERS_CHECKPOINTS[name]["layout"], TRANSFORMERS_CHECKPOINTS[name]["tied"]
