@@ -361,33 +361,6 @@ def test_chapter_api_reads_the_environment(tiny_path, monkeypatch, capsys):
     assert cli.chapter("c", "c", argv=[]).tiny
 
 
-def test_chapters_in_one_process_read_the_tokenizer_once(tiny_path, tmp_path, monkeypatch, capsys):
-    """main.py runs chapters 2, 8 and 9 in one process, and each read the 248k-entry tokenizer again
-    (about 2 s each). The same folder with the same files gives the same tokenizer; a file that
-    changed is read again."""
-    import os
-    import shutil
-    import qwen.cli as cli
-    from qwen.tokenizer import Tokenizer
-
-    loads = []
-    real = Tokenizer.load.__func__
-    monkeypatch.setattr(Tokenizer, "load", classmethod(lambda cls, p: loads.append(p) or real(cls, p)))
-    monkeypatch.setattr(cli, "_banner_shown", True)
-    folder = tmp_path / "ckpt"
-    shutil.copytree(tiny_path, folder)
-    first = cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer
-    second = cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer
-    assert first is second and len(loads) == 1
-    st = (folder / "tokenizer.json").stat()
-    os.utime(folder / "tokenizer.json", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))   # the file changed
-    third = cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer
-    assert third is not first and len(loads) == 2 and third.encode("Hello") == first.encode("Hello")
-    for name in ("tokenizer.json", "vocab.json", "merges.txt"):
-        (folder / name).unlink(missing_ok=True)
-    assert cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer is None and len(loads) == 2
-
-
 JUPYTER_FIRST_CELL = r"""
 import sys, types, warnings
 warnings.simplefilter("default")
@@ -703,24 +676,36 @@ def test_loading_the_tower_does_not_import_torch_dynamo(run_script, tiny_path):
 
 
 def test_chapters_in_one_process_read_the_tokenizer_once(tiny_path, tmp_path, monkeypatch):
-    """A whole-course run loaded Qwen3.5's tokenizer (2 s) in each of six chapters; now once per
-    process and folder, and again only when its files change."""
+    """main.py runs chapters 2, 8, 9, 12 and 13 in one process, and each read the 248k-entry tokenizer again
+    (about 2 s each). The same folder with the same files gives the same tokenizer; a file that changed
+    is read again; without tokenizer files there is none. (The cache is checked on a tokenizer.json of
+    the same format with 256 byte tokens and 3 merges: two reads of the real one were ~3 s of CPU.)"""
+    import json
     import os
     import shutil
     import qwen.cli as cli
+    from qwen.tiny import tokenizer_json
     from qwen.tokenizer import Tokenizer
+
     loads = []
-    original = Tokenizer.load.__func__
-    monkeypatch.setattr(Tokenizer, "load", classmethod(lambda cls, path: loads.append(path) or original(cls, path)))
+    real = Tokenizer.load.__func__
+    monkeypatch.setattr(Tokenizer, "load", classmethod(lambda cls, p: loads.append(p) or real(cls, p)))
     monkeypatch.setattr(cli, "_tokenizers", {})
+    monkeypatch.setattr(cli, "_banner_shown", True)
     folder = tmp_path / "ckpt"
     shutil.copytree(tiny_path, folder)
+    ranks = {**{bytes([b]): b for b in range(256)}, b"He": 256, b"ll": 257, b"llo": 258}
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer_json(ranks)), encoding="utf-8")
     first = cli.chapter("a", "a", argv=["--model", str(folder)]).tokenizer
     second = cli.chapter("b", "b", argv=["--model", str(folder)]).tokenizer
-    assert first is second and len(loads) == 1
-    stat = os.stat(folder / "tokenizer.json")
-    os.utime(folder / "tokenizer.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))   # the file changed
-    assert cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer is not first and len(loads) == 2
+    assert first is second and len(loads) == 1 and len(first.vocab) == 259
+    st = (folder / "tokenizer.json").stat()
+    os.utime(folder / "tokenizer.json", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))   # the file changed
+    third = cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer
+    assert third is not first and len(loads) == 2 and third.encode("Hello") == first.encode("Hello") == [256, 258]
+    for name in ("tokenizer.json", "vocab.json", "merges.txt"):
+        (folder / name).unlink(missing_ok=True)
+    assert cli.chapter("d", "d", argv=["--model", str(folder)]).tokenizer is None and len(loads) == 2
 
 
 def test_ch10(course_en):
