@@ -112,7 +112,8 @@ COURSE_TIMEOUT = 360
 # worker's first batch, so the courses are built at once on different workers (in file order both workers
 # reached course_en together and one waited under the other's lock, ~20 s idle). The other readers go
 # last: dispatched after the courses are built, they never wait under a lock, and their few milliseconds
-# each even out the end of the session. (course_en's process runs the courses on the transformers-written
+# each even out the end of the session. Among them those that also run a script (run_script: chapter 9
+# again, 5-10 s) go first: the last of them, dispatched as the list ran out, left the other worker idle. (course_en's process runs the courses on the transformers-written
 # checkpoints too: run_courses_on_checkpoints.)
 FIRST_FIXTURES = ("course_en", "course_zh")
 
@@ -134,7 +135,8 @@ def pytest_collection_modifyitems(config, items):
             first.append(item)
     led = {id(i) for i in first}
     later = {id(i) for i in readers}
-    order = [i for i in items if id(i) not in later] + [i for i in readers if id(i) not in led]
+    rest = sorted((i for i in readers if id(i) not in led), key=lambda i: "run_script" not in i.fixturenames)
+    order = [i for i in items if id(i) not in later] + rest
     workers = max(1, int(getattr(config, "workerinput", {}).get("workercount", 1)))
     batch = _first_batch(len(items), workers)
     places = [(j % workers * batch + j // workers if batch > 1 else j, item) for j, item in enumerate(first)]
