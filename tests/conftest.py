@@ -2,13 +2,14 @@
 
 What is built or run once per session (under xdist: once for all workers, through a file lock in the
 session's folder; reuse these instead of building your own):
-- `tiny_path`: the built-in tiny checkpoint (built by the controller before the workers start).
+- `tiny_path`: the built-in tiny checkpoint (built by the controller while the workers start; they wait for it).
 - `run_course(*args)`: stdout of `python main.py ARGS`, the whole course in one process (the fixtures
   `course_en` and `course_zh`: COURSE_EN and COURSE_ZH, shared by every file that reads them);
   `course_namespaces(*args)`: the plain values (numbers, flags, lists, small tensors, configs) that
   each chapter of that same run named, {chapter number: {name: value}}.
 - `transformers_checkpoints`: {name: folder} of the checkpoints in TRANSFORMERS_CHECKPOINTS, each
-  written by transformers itself (tests/helpers.py), once per session.
+  written by transformers itself (tests/helpers.py), once per session; `run_courses_on_checkpoints()`:
+  the whole course on each, run in COURSE_EN's process after that course.
 The suite's budget: under two minutes with `-n auto` on a quiet 2-core machine. A test that starts
 Python (import torch alone is 1.2-3 s of CPU) or runs chapters costs the most: share a run
 between the tests that read it, and run in-process where a subprocess adds nothing. Where a test
