@@ -113,9 +113,10 @@ COURSE_TIMEOUT = 360
 # worker's first batch, so the courses are built at once on different workers (in file order both workers
 # reached course_en together and one waited under the other's lock, ~20 s idle). The other readers go
 # last: dispatched after the courses are built, they never wait under a lock, and their few milliseconds
-# each even out the end of the session. Among them those that also run a script (run_script: chapter 9
-# again, 5-10 s) go first: the last of them, dispatched as the list ran out, left the other worker idle. (course_en's process runs the courses on the transformers-written
-# checkpoints too: run_courses_on_checkpoints.)
+# each even out the end of the session. Those that also run a script (run_script: chapter 9 again, 5-10 s)
+# go two thirds through the others instead, when the courses are built: at the end of the list they sat
+# in one worker's last batch behind the browser test while the other worker, done, waited 25 s (00:05 run).
+# (course_en's process runs the courses on the transformers-written checkpoints too: run_courses_on_checkpoints.)
 FIRST_FIXTURES = ("course_en", "course_zh")
 
 
@@ -136,8 +137,11 @@ def pytest_collection_modifyitems(config, items):
             first.append(item)
     led = {id(i) for i in first}
     later = {id(i) for i in readers}
-    rest = sorted((i for i in readers if id(i) not in led), key=lambda i: "run_script" not in i.fixturenames)
-    order = [i for i in items if id(i) not in later] + rest
+    others = [i for i in items if id(i) not in later]
+    scripts = [i for i in readers if id(i) not in led and "run_script" in i.fixturenames]
+    rest = [i for i in readers if id(i) not in led and "run_script" not in i.fixturenames]
+    cut = len(others) * 2 // 3
+    order = others[:cut] + scripts + others[cut:] + rest
     workers = max(1, int(getattr(config, "workerinput", {}).get("workercount", 1)))
     batch = _first_batch(len(items), workers)
     places = [(j % workers * batch + j // workers if batch > 1 else j, item) for j, item in enumerate(first)]
