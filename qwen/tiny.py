@@ -14,6 +14,7 @@ the results visibly. Every script that uses it says so: its numbers are not Qwen
 tests check it against the real checkpoint's 320 language-model tensors.
 """
 import base64
+import contextlib
 import importlib.util
 import json
 import os
@@ -344,12 +345,30 @@ def tokenizer_json(ranks):
 def tokenizer_json_path():
     """The real vocabulary as tokenizer.json, built once (a few seconds) and kept in the cache."""
     file = cache_root() / f"qwen3.5-tokenizer-v{TINY_VERSION}.json"
-    if not file.is_file():
-        file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = file.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(tokenizer_json(qwen_ranks()), ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, file)
+    if file.is_file():
+        return file
+    file.parent.mkdir(parents=True, exist_ok=True)
+    with _one_builder(file):
+        if not file.is_file():                              # else another process built it while this one waited
+            tmp = file.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(tokenizer_json(qwen_ranks()), ensure_ascii=False), encoding="utf-8")
+            os.replace(tmp, file)
     return file
+
+
+@contextlib.contextmanager
+def _one_builder(target):
+    """Held while `target` is built, so that two processes (two notebooks, the test suite's workers) asking
+    for it at once build it once: the second waits for the first, then finds it made (an exclusive lock on
+    TARGET.lock; where fcntl is missing, as on Windows, each builds its own copy, atomically, as before)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(str(target) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def cache_root():
@@ -363,9 +382,21 @@ def cache_root():
 def tiny_model_path():
     """The tiny checkpoint's folder, written on first use (atomically: a crash leaves no half folder)."""
     folder = cache_root() / f"qwen3.5-tiny-v{TINY_VERSION}"
-    if (folder / "config.json").is_file() and (folder / INDEX_NAME).is_file():
+    if _made(folder):
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
+    with _one_builder(folder):
+        if not _made(folder):                               # else another process built it while this one waited
+            _build_tiny(folder)
+    return folder
+
+
+def _made(folder):
+    return (folder / "config.json").is_file() and (folder / INDEX_NAME).is_file()
+
+
+def _build_tiny(folder):
+    """Write the tiny checkpoint into a temporary folder beside `folder`, then rename it into place."""
     if folder.exists():                                     # left half-made by hand: start again
         shutil.rmtree(folder)
     tmp = Path(tempfile.mkdtemp(prefix=".tiny-", dir=folder.parent))

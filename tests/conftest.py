@@ -2,13 +2,14 @@
 
 What is built or run once per session (under xdist: once for all workers, through a file lock in the
 session's folder; reuse these instead of building your own):
-- `tiny_path`: the built-in tiny checkpoint (built by the controller before the workers start).
+- `tiny_path`: the built-in tiny checkpoint (built by the controller while the workers start; they wait for it).
 - `run_course(*args)`: stdout of `python main.py ARGS`, the whole course in one process (the fixtures
   `course_en` and `course_zh`: COURSE_EN and COURSE_ZH, shared by every file that reads them);
   `course_namespaces(*args)`: the plain values (numbers, flags, lists, small tensors, configs) that
   each chapter of that same run named, {chapter number: {name: value}}.
 - `transformers_checkpoints`: {name: folder} of the checkpoints in TRANSFORMERS_CHECKPOINTS, each
-  written by transformers itself (tests/helpers.py), once per session.
+  written by transformers itself (tests/helpers.py), once per session; `run_courses_on_checkpoints()`:
+  the whole course on each, run in COURSE_EN's process after that course.
 The suite's budget: under two minutes with `-n auto` on a quiet 2-core machine. A test that starts
 Python (import torch alone is 1.2-3 s of CPU) or runs chapters costs the most: share a run
 between the tests that read it, and run in-process where a subprocess adds nothing. Where a test
@@ -85,11 +86,18 @@ _connect = socket.socket.connect
 socket.socket.connect = _no_network
 
 
+_building = []                                   # the controller's thread that builds the tiny checkpoint
+
+
 def pytest_configure(config):
-    """Under xdist, build the tiny checkpoint once in the controller, before the workers start."""
+    """Under xdist, the controller builds the tiny checkpoint once, in a thread, while the workers start and
+    collect (~15 s of CPU each); a worker that needs it first waits for it (qwen.tiny's lock). Built before
+    the workers started, it was ~10 s (torch's import, the real tokenizer's merges) with one core busy."""
     if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):
+        import threading
         from qwen.tiny import tiny_model_path
-        tiny_model_path()
+        _building.append(threading.Thread(target=tiny_model_path, name="tiny checkpoint"))
+        _building[0].start()
 
 
 # A whole-course run (about 20 s of CPU) is the setup of the first test that reads it, and the other
@@ -105,8 +113,11 @@ COURSE_TIMEOUT = 360
 # worker's first batch, so the courses are built at once on different workers (in file order both workers
 # reached course_en together and one waited under the other's lock, ~20 s idle). The other readers go
 # last: dispatched after the courses are built, they never wait under a lock, and their few milliseconds
-# each even out the end of the session.
-FIRST_FIXTURES = ("course_en", "course_zh", "courses_on_transformers_checkpoints")
+# each even out the end of the session. Those that also run a script (run_script: chapter 9 again, 5-10 s)
+# go two thirds through the others instead, when the courses are built: at the end of the list they sat
+# in one worker's last batch behind the browser test while the other worker, done, waited 25 s (00:05 run).
+# (course_en's process runs the courses on the transformers-written checkpoints too: run_courses_on_checkpoints.)
+FIRST_FIXTURES = ("course_en", "course_zh")
 
 
 def _first_batch(n_items, workers):
@@ -126,7 +137,11 @@ def pytest_collection_modifyitems(config, items):
             first.append(item)
     led = {id(i) for i in first}
     later = {id(i) for i in readers}
-    order = [i for i in items if id(i) not in later] + [i for i in readers if id(i) not in led]
+    others = [i for i in items if id(i) not in later]
+    scripts = [i for i in readers if id(i) not in led and "run_script" in i.fixturenames]
+    rest = [i for i in readers if id(i) not in led and "run_script" not in i.fixturenames]
+    cut = len(others) * 2 // 3
+    order = others[:cut] + scripts + others[cut:] + rest
     workers = max(1, int(getattr(config, "workerinput", {}).get("workercount", 1)))
     batch = _first_batch(len(items), workers)
     places = [(j % workers * batch + j // workers if batch > 1 else j, item) for j, item in enumerate(first)]
@@ -140,6 +155,8 @@ def pytest_unconfigure(config):
     Each test process ends its fork server (tests/forkserver.py) and waits for it."""
     import forkserver
     forkserver.end_server()
+    for thread in _building:                        # an error there is the workers' too: they build it again
+        thread.join()
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         shutil.rmtree(_TMP, ignore_errors=True)
 
@@ -186,9 +203,10 @@ def run_script():
 # `python main.py ARGS` as a learner runs it (main.py as __main__, its argv), with runpy.run_path wrapped:
 # as each chapter ends, the plain values it named are pickled (argv[1]) for course_namespaces. Plain:
 # what a claim is made of, never a model, tokenizer, module or function (a large object would cost its
-# pickling), small tensors only.
+# pickling), small tensors only. Then, in the same process, the courses of argv[2] (a JSON list of
+# [name, folder, results file], often empty): see run_courses_on_checkpoints.
 COURSE = r"""
-import dataclasses, pickle, runpy, sys, types
+import contextlib, dataclasses, io, json, pickle, runpy, sys, traceback, types
 import torch
 
 def plain(value, depth=0):
@@ -224,12 +242,36 @@ def chapter(path, *args, **kwargs):
     return ns
 
 runpy.run_path = chapter
-file, sys.argv = sys.argv[1], ["main.py", *sys.argv[2:]]
+file, then, sys.argv = sys.argv[1], json.loads(sys.argv[2]), ["main.py", *sys.argv[3:]]
 try:
     run_path("main.py", run_name="__main__")
 finally:
     with open(file, "wb") as f:
         pickle.dump(kept, f)
+runpy.run_path = run_path
+
+if then:
+    import main
+    run_chapter = main.run_chapter
+
+    def chapter_options(script):
+        if script.name.startswith("ch13_"):
+            sys.argv += ["--tokens", "4"]
+        return run_chapter(script)
+
+    main.run_chapter = chapter_options
+for name, folder, results in then:                       # one after the other
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main.main(["--model", folder, "--max-new-tokens", "4"]) or 0
+        except SystemExit as e:
+            code = e.code
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    with open(results, "w", encoding="utf-8") as f:
+        json.dump({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}, f)
 """
 
 
@@ -243,18 +285,55 @@ def _course_files(args):
 
 def run_course(*args):
     """stdout of `python main.py ARGS` (the whole course, one process), run once per test session:
-    under xdist the first worker that asks runs it and the others read its output."""
+    under xdist the first worker that asks runs it and the others read its output. COURSE_EN's process
+    then runs the courses on the transformers-written checkpoints too (run_courses_on_checkpoints)."""
     import fcntl
+    import json
     from forkserver import python
 
     out, kept = _course_files(args)
     with open(str(out) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not out.is_file():
-            r = python(["-c", COURSE, kept, *args], cwd=ROOT, timeout=330)
+            then = _courses_after(args)
+            r = python(["-c", COURSE, kept, json.dumps(then), *args], cwd=ROOT, timeout=330)
             assert r.returncode == 0, r.stderr
             out.write_text(r.stdout, encoding="utf-8")
         return out.read_text(encoding="utf-8")
+
+
+# The whole course (main.py --model FOLDER --max-new-tokens 4) on each of TRANSFORMERS_CHECKPOINTS, one
+# after the other, in COURSE_EN's process once that course has run (its output is as in a process of its
+# own: it runs first). In a process of their own they imported torch's dynamo and transformers (chapter 8's
+# comparison) a second time, with both courses on one worker anyway (pytest_collection_modifyitems):
+# measured in the commit. Every chapter reads the checkpoint as on any other; the reply's length is no part
+# of the format (chapter 9 on text-bf16-tied: 6.8 -> 1 s of CPU at load 9), nor is chapter 13's count of
+# greedy tokens compared (--tokens 4, not its 32 on a checkpoint other than the built-in tiny one: 3 rounds
+# x 3 models x 32 decode steps, the 248,320-row output layer in each on text-bf16-tied, were 11.3 of the
+# three courses' ~21 s of CPU, load 1.5).
+def _checkpoint_course_file(name):
+    return _TMP / f"course-on-{name}.json"
+
+
+def _courses_after(args):
+    """[[name, folder, results file]] of the courses COURSE ARGS's process runs after its own."""
+    import importlib.util
+    if args != COURSE_EN or importlib.util.find_spec("transformers") is None:
+        return []
+    try:
+        folders = write_transformers_checkpoints()
+    except Exception:                            # course_en runs alone; the fixture transformers_checkpoints
+        return []                                # raises the same error in the tests that read them
+    return [[name, str(folder), str(_checkpoint_course_file(name))] for name, folder in folders.items()]
+
+
+def run_courses_on_checkpoints():
+    """{name: {"code", "stdout", "stderr"}} of the course on each of TRANSFORMERS_CHECKPOINTS."""
+    import json
+    run_course(*COURSE_EN)
+    files = {name: _checkpoint_course_file(name) for name in TRANSFORMERS_CHECKPOINTS}
+    assert all(f.is_file() for f in files.values()), "course_en's process ran no course on these checkpoints"
+    return {name: json.loads(f.read_text(encoding="utf-8")) for name, f in files.items()}
 
 
 COURSE_EN = ("--lang", "en")                     # offline: falls back to the tiny checkpoint, with its banner
@@ -296,6 +375,11 @@ TRANSFORMERS_CHECKPOINTS = {
 
 @pytest.fixture(scope="session")
 def transformers_checkpoints():
+    """{name: folder} for TRANSFORMERS_CHECKPOINTS (write_transformers_checkpoints)."""
+    return write_transformers_checkpoints()
+
+
+def write_transformers_checkpoints():
     """{name: folder} for TRANSFORMERS_CHECKPOINTS, written by transformers once per session (skips
     without transformers). extra=True adds tensors the course does not know: a rotary inv_freq
     buffer some exports keep, and a layer beyond the config with its norm. The bf16 tied one has

@@ -142,49 +142,16 @@ def test_tables_align_by_display_width(course_zh):
 
 # ---------------------------------------------------------------- other checkpoints
 
-# main.py --model FOLDER --max-new-tokens 4 on each: every chapter reads the checkpoint as on any other;
-# the reply's length is no part of the format (chapter 9 on text-bf16-tied: 6.8 -> 1 s of CPU at load 9).
-EVERY_COURSE = r"""
-import contextlib, io, json, sys, traceback
-import main
-results = {}
-for name, folder in zip(sys.argv[1::2], sys.argv[2::2]):        # one after the other
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main.main(["--model", folder, "--max-new-tokens", "4"]) or 0
-        except SystemExit as e:
-            code = e.code
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-    results[name] = {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
-print("RESULTS " + json.dumps(results))
-"""
-
-
 @pytest.fixture(scope="module")
 def courses_on_transformers_checkpoints(transformers_checkpoints):
     """The whole course (main.py --model FOLDER --max-new-tokens 4) on each of conftest's
-    transformers-written checkpoints, all in one process (one import of torch and transformers, not
-    three), once per session: under xdist the first worker that asks runs it, the others read its results."""
-    import fcntl
-    import json
-    from conftest import _TMP as TMP
-    from forkserver import python
-
-    done = TMP / "transformers-courses.json"
-    with open(str(done) + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.is_file():
-            argv = [str(a) for name, folder in transformers_checkpoints.items() for a in (name, folder)]
-            r = python(["-c", EVERY_COURSE, *argv], cwd=ROOT, env={**os.environ, "PYTHONIOENCODING": "utf-8"}, timeout=330)
-            assert r.returncode == 0 and "RESULTS " in r.stdout, r.stderr[-3000:]
-            done.write_text(r.stdout.split("RESULTS ", 1)[1], encoding="utf-8")
-        return json.loads(done.read_text(encoding="utf-8"))
+    transformers-written checkpoints, run in course_en's process after that course, once per session
+    (conftest.run_courses_on_checkpoints)."""
+    from conftest import run_courses_on_checkpoints
+    return run_courses_on_checkpoints()
 
 
-@pytest.mark.timeout(360)                    # the first one runs all three courses: three tests' 120 s each
+@pytest.mark.timeout(360)                    # the first one runs course_en and all three courses
 @pytest.mark.parametrize("name", TRANSFORMERS_CHECKPOINTS)
 def test_every_chapter_runs_on_checkpoints_written_by_transformers(courses_on_transformers_checkpoints, name):
     layout, big = TRANSFORMERS_CHECKPOINTS[name]["layout"], TRANSFORMERS_CHECKPOINTS[name]["tied"]
@@ -209,6 +176,7 @@ def test_every_chapter_runs_on_checkpoints_written_by_transformers(courses_on_tr
     assert "(no MTP head in this checkpoint, no mtp.* tensors: speculative decoding is unavailable; this chapter " \
            "stops here)\n" in r["stdout"]
     assert "1. The head by hand" not in r["stdout"]
+    assert "  fp32: 4 tokens, decode " in r["stdout"]                  # chapter 13 with --tokens 4
     assert "Done: chapter(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 " in r["stdout"]
 
 
@@ -391,33 +359,6 @@ def test_chapter_api_reads_the_environment(tiny_path, monkeypatch, capsys):
     monkeypatch.delenv("QWEN_TINY")
     monkeypatch.setenv("QWEN_MODEL", str(tiny_path))
     assert cli.chapter("c", "c", argv=[]).tiny
-
-
-def test_chapters_in_one_process_read_the_tokenizer_once(tiny_path, tmp_path, monkeypatch, capsys):
-    """main.py runs chapters 2, 8 and 9 in one process, and each read the 248k-entry tokenizer again
-    (about 2 s each). The same folder with the same files gives the same tokenizer; a file that
-    changed is read again."""
-    import os
-    import shutil
-    import qwen.cli as cli
-    from qwen.tokenizer import Tokenizer
-
-    loads = []
-    real = Tokenizer.load.__func__
-    monkeypatch.setattr(Tokenizer, "load", classmethod(lambda cls, p: loads.append(p) or real(cls, p)))
-    monkeypatch.setattr(cli, "_banner_shown", True)
-    folder = tmp_path / "ckpt"
-    shutil.copytree(tiny_path, folder)
-    first = cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer
-    second = cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer
-    assert first is second and len(loads) == 1
-    st = (folder / "tokenizer.json").stat()
-    os.utime(folder / "tokenizer.json", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))   # the file changed
-    third = cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer
-    assert third is not first and len(loads) == 2 and third.encode("Hello") == first.encode("Hello")
-    for name in ("tokenizer.json", "vocab.json", "merges.txt"):
-        (folder / name).unlink(missing_ok=True)
-    assert cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer is None and len(loads) == 2
 
 
 JUPYTER_FIRST_CELL = r"""
@@ -735,24 +676,36 @@ def test_loading_the_tower_does_not_import_torch_dynamo(run_script, tiny_path):
 
 
 def test_chapters_in_one_process_read_the_tokenizer_once(tiny_path, tmp_path, monkeypatch):
-    """A whole-course run loaded Qwen3.5's tokenizer (2 s) in each of six chapters; now once per
-    process and folder, and again only when its files change."""
+    """main.py runs chapters 2, 8, 9, 12 and 13 in one process, and each read the 248k-entry tokenizer again
+    (about 2 s each). The same folder with the same files gives the same tokenizer; a file that changed
+    is read again; without tokenizer files there is none. (The cache is checked on a tokenizer.json of
+    the same format with 256 byte tokens and 3 merges: two reads of the real one were ~3 s of CPU.)"""
+    import json
     import os
     import shutil
     import qwen.cli as cli
+    from qwen.tiny import tokenizer_json
     from qwen.tokenizer import Tokenizer
+
     loads = []
-    original = Tokenizer.load.__func__
-    monkeypatch.setattr(Tokenizer, "load", classmethod(lambda cls, path: loads.append(path) or original(cls, path)))
+    real = Tokenizer.load.__func__
+    monkeypatch.setattr(Tokenizer, "load", classmethod(lambda cls, p: loads.append(p) or real(cls, p)))
     monkeypatch.setattr(cli, "_tokenizers", {})
+    monkeypatch.setattr(cli, "_banner_shown", True)
     folder = tmp_path / "ckpt"
     shutil.copytree(tiny_path, folder)
+    ranks = {**{bytes([b]): b for b in range(256)}, b"He": 256, b"ll": 257, b"llo": 258}
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer_json(ranks)), encoding="utf-8")
     first = cli.chapter("a", "a", argv=["--model", str(folder)]).tokenizer
     second = cli.chapter("b", "b", argv=["--model", str(folder)]).tokenizer
-    assert first is second and len(loads) == 1
-    stat = os.stat(folder / "tokenizer.json")
-    os.utime(folder / "tokenizer.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))   # the file changed
-    assert cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer is not first and len(loads) == 2
+    assert first is second and len(loads) == 1 and len(first.vocab) == 259
+    st = (folder / "tokenizer.json").stat()
+    os.utime(folder / "tokenizer.json", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))   # the file changed
+    third = cli.chapter("c", "c", argv=["--model", str(folder)]).tokenizer
+    assert third is not first and len(loads) == 2 and third.encode("Hello") == first.encode("Hello") == [256, 258]
+    for name in ("tokenizer.json", "vocab.json", "merges.txt"):
+        (folder / name).unlink(missing_ok=True)
+    assert cli.chapter("d", "d", argv=["--model", str(folder)]).tokenizer is None and len(loads) == 2
 
 
 def test_ch10(course_en):

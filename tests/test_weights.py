@@ -49,6 +49,64 @@ def test_tiny_checkpoint_is_deterministic(tmp_path):
         assert (a / name).read_bytes() == (b / name).read_bytes()
 
 
+def _at_once(fn, n=2):
+    """fn() in n threads started together; their results. Threads stand in for processes here: the lock is
+    fcntl.flock on a file opened by each caller, and two opens exclude each other as two processes do."""
+    import threading
+    got, start = [], threading.Barrier(n)
+
+    def call():
+        start.wait()
+        got.append(fn())
+    threads = [threading.Thread(target=call) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return got
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the lock is fcntl's (elsewhere each caller builds its own copy)")
+def test_two_callers_at_once_build_the_tiny_checkpoint_once(tmp_path, monkeypatch):
+    """The test suite's controller builds it while the workers start, which then wait for it instead of
+    building it again (the real tokenizer's merges: ~10 s of CPU); two notebooks opened at once, likewise."""
+    import time
+    from qwen import tiny
+    monkeypatch.setenv("QWEN_CACHE", str(tmp_path / "cache"))
+    built = []
+
+    def slow_write_tiny(folder):                      # write_tiny's slow part is the tokenizer; its files here
+        built.append(folder)
+        time.sleep(0.3)
+        for name in ("config.json", INDEX_NAME):
+            (Path(folder) / name).write_text("{}", encoding="utf-8")
+        return folder
+
+    monkeypatch.setattr(tiny, "write_tiny", slow_write_tiny)
+    got = _at_once(tiny.tiny_model_path)
+    assert len(built) == 1 and len(got) == 2 and got[0] == got[1] and (got[0] / INDEX_NAME).is_file()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the lock is fcntl's (elsewhere each caller builds its own copy)")
+def test_two_callers_at_once_build_the_tokenizer_json_once(tmp_path, monkeypatch):
+    """tokenizer_json_path is asked for by the tiny checkpoint and by the checkpoints transformers writes
+    (tests/helpers.py), possibly at the same time: the merges are derived once."""
+    import time
+    from qwen import tiny
+    monkeypatch.setenv("QWEN_CACHE", str(tmp_path / "cache"))
+    read = []
+
+    def slow_ranks():
+        read.append(1)
+        time.sleep(0.3)
+        return {bytes([b]): b for b in range(256)}
+
+    monkeypatch.setattr(tiny, "qwen_ranks", slow_ranks)
+    got = _at_once(tiny.tokenizer_json_path)
+    assert len(read) == 1 and len(got) == 2 and got[0] == got[1]
+    assert len(json.loads(got[0].read_text(encoding="utf-8"))["model"]["vocab"]) == 256
+
+
 def test_tiny_norms_make_a_missing_one_plus_or_a_swap_visible():
     t = tiny_tensors()
     inp = t["model.language_model.layers.0.input_layernorm.weight"].float()
