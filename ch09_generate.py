@@ -221,14 +221,14 @@ if ready:
     cache_gap = (last_cached - recomputed).abs().max().item()
     say("  cached decoding = reading everything again: max |difference| of the last logits = {d:.1e}",
         "  带缓存的解码 = 全部重新读一遍：最后一步 logits 的最大差 = {d:.1e}", d=cache_gap)
-    from qwen.quant import KERNEL_ROWS
+    from qwen.quant import KERNEL_ROWS, Int4Linear
     if args.quant == "int8" and len(read) > KERNEL_ROWS:                 # the gap is the kernel's bf16, not the cache
         say("  (quantized: a step of one token runs torch's int8 kernel with bf16 inputs, reading all {n} tokens at\n"
             "  once the plain fp32 path (qwen/quant.py, KERNEL_ROWS): the two agree to bf16's rounding, not fp32's)",
             "  （量化模型：一次一个词元时走 torch 的 int8 内核，输入是 bf16；一次读入全部 {n} 个词元时走朴素的 fp32\n"
             "  算法（qwen/quant.py，KERNEL_ROWS）：两者只在 bf16 的舍入范围内一致，而不是 fp32 的）", n=len(read))
     elif args.quant == "int4":                                           # the 4-bit kernel, whatever the rows
-        int4 = [m.kernel for m in model.modules() if type(m).__name__ == "Int4Linear"]
+        int4 = [m.kernel for m in model.modules() if isinstance(m, Int4Linear)]
         say("  (quantized: {k} of {m} 4-bit layers run torch's 4-bit kernel, for one token and for all {n} at once\n"
             "  alike; it takes bf16 inputs and returns bf16 (qwen/quant.py Int4Linear; the others fit none of its\n"
             "  shapes and dequantize to fp32): the two agree to bf16's rounding, not fp32's)",
