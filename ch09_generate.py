@@ -151,11 +151,11 @@ if ready:
 # %%
 if ready:
     section(2, "A greedy reply, printed as it is generated", "贪心回复，边生成边打印")
-    stats, reply_ids = {}, []
+    stats, reply_ids, reply_cache = {}, [], model.new_cache()           # section 3 looks into the cache
     print("  ", end="", flush=True)
     reply = []
     for piece in generate(model, tok, ids, max_new_tokens=args.max_new_tokens, stats=stats, ids_out=reply_ids,
-                          speculative=speculative, **reply_sampling):
+                          cache=reply_cache, speculative=speculative, **reply_sampling):
         reply.append(piece)
         print(piece.replace("\n", "\n  "), end="", flush=True)
     print()
@@ -190,11 +190,11 @@ if ready:
 # %%
 if ready:
     section(3, "The cache after this reply", "这次回复之后的缓存")
-    cache = model.new_cache()
-    read = ids + reply_ids[:-1]                                        # the last token was sampled, never read
-    last_cached = model(torch.tensor([read[:len(ids)]]), cache=cache, last=True)
-    for t in read[len(ids):]:
-        last_cached = model(torch.tensor([[t]]), cache=cache, last=True)
+    cache = reply_cache                                                # the prompt and the reply but its last token
+    held_before = cache.length                                         # (that one was picked, never read)
+    with torch.inference_mode():                                       # as generate_ids, which made the cache
+        last_cached = model(torch.tensor([reply_ids[-1:]]), cache=cache, last=True)   # one more step: the last token
+    read = ids + reply_ids                                             # what the cache holds now
     full_layers, linear_layers = cfg.full_attention_layers, cfg.linear_attention_layers
     kv = sum(cache[i].nbytes for i in full_layers)
     fixed = sum(cache[i].nbytes for i in linear_layers)
@@ -219,8 +219,11 @@ if ready:
             d=dtype)
     recomputed = model(torch.tensor([read]))[:, -1:]
     cache_gap = (last_cached - recomputed).abs().max().item()
-    say("  cached decoding = reading everything again: max |difference| of the last logits = {d:.1e}",
-        "  带缓存的解码 = 全部重新读一遍：最后一步 logits 的最大差 = {d:.1e}", d=cache_gap)
+    say("  cached decoding = reading everything again: max |difference| of the last logits = {d:.1e}\n"
+        "  (one more step from the reply's cache, which held {h} tokens, against all {n} read at once)",
+        "  带缓存的解码 = 全部重新读一遍：最后一步 logits 的最大差 = {d:.1e}\n"
+        "  （从回复留下的缓存（{h} 个词元）再走一步，与一次读入全部 {n} 个词元相比）",
+        d=cache_gap, h=held_before, n=len(read))
     from qwen.quant import KERNEL_ROWS, Int4Linear
     if args.quant == "int8" and len(read) > KERNEL_ROWS:                 # the gap is the kernel's bf16, not the cache
         say("  (quantized: a step of one token runs torch's int8 kernel with bf16 inputs, reading all {n} tokens at\n"
@@ -249,7 +252,9 @@ if ready:
 if ready:
     section(4, "Sampled against greedy", "采样与贪心的对比")
     settings = dict(temperature=0.7, top_k=20, top_p=0.8, max_new_tokens=min(args.max_new_tokens, 16))
-    sampled = [("".join(generate(model, tok, ids, seed=seed, **settings))) for seed in (0, 0, 1)]
+    drawn_ids = [[], [], []]                                          # section 6 checks its loop against seed 0's
+    sampled = ["".join(generate(model, tok, ids, seed=seed, ids_out=out, **settings))
+               for seed, out in zip((0, 0, 1), drawn_ids)]
     greedy = "".join(reply)
     for seed, text in zip((0, 0, 1), sampled):
         say("  seed {s}: {t!r}", "  种子 {s}：{t!r}", s=seed, t=text)
@@ -292,7 +297,8 @@ if ready:
 # the last logits (`sample`: the largest at temperature 0, else a seeded draw), append it, feed it
 # back, until a stop token or the limit. The same token ids as `generate_ids` (shown at the top of
 # this chapter), greedy and sampled with the same seed, or the loop is wrong. The greedy ids of
-# `generate_ids` are section 2's reply (`generate` streams them), unless it was sampled or speculative.
+# `generate_ids` are section 2's reply (`generate` streams them), unless it was sampled or speculative;
+# the sampled ones are section 4's first draw (seed 0, its settings and length).
 # The two `with` lines are for speed only: they change no product, only the order of its sums.
 # `prompt_pass` computes a bf16 model's prompt projections in fp32 and rounds once (qwen/upcast.py;
 # an fp32 model is left as it is); the context from qwen/products.py multiplies one or a few rows by
@@ -303,7 +309,8 @@ if ready:
 # `generate_ids` 做的一切，十几行就能写完：提示词读一遍，然后从最后的 logits 里选一个词元（`sample`：
 # 温度为 0 时取最大的，否则用带种子的随机抽取），接到后面、再喂回去，直到停止词元或达到上限。它给出的
 # 词元编号必须与 `generate_ids`（本章开头显示的）相同，贪心和同一种子的采样都一样，否则就是循环写错了。
-# `generate_ids` 的贪心编号就是第 2 节的回复（`generate` 把它们流式输出），除非那次回复是采样或推测解码得到的。
+# `generate_ids` 的贪心编号就是第 2 节的回复（`generate` 把它们流式输出），除非那次回复是采样或推测解码得到的；
+# 采样的编号就是第 4 节的第一次抽取（种子 0，同样的设置和长度）。
 # 两处 `with` 只为速度：它们不改变任何乘积，只改变求和的顺序。`prompt_pass` 把 bf16 模型提示词的投影用 fp32
 # 计算、只舍入一次（qwen/upcast.py；fp32 模型不受影响）；来自 qwen/products.py 的上下文把一行或几行与大的
 # fp32 权重相乘的计算分给 torch 用的所有线程。去掉它们，循环得到的数只差舍入误差，只是更慢；保留它们，是因为
@@ -339,13 +346,14 @@ if ready:
     say("  greedy: by hand {n} tokens {first}...; generate_ids {m} tokens; the same ids: {same}",
         "  贪心：手写 {n} 个词元 {first}……；generate_ids {m} 个词元；编号相同：{same}",
         n=len(by_hand), first=by_hand[:4], m=len(library), same=loop_agrees)
-    drawn = dict(temperature=0.7, top_k=20, top_p=0.8, seed=0)                 # section 4's settings
-    sampled_by_hand = decode_loop(model, ids, n, stops, tok.vocab_size, **drawn)
-    sampled_library = list(generate_ids(model, ids, max_new_tokens=n, stop=stops, vocab=tok.vocab_size, **drawn))
+    drawn = dict(temperature=0.7, top_k=20, top_p=0.8, seed=0)                 # section 4's settings and seed
+    sampled_library = drawn_ids[0]                                             # section 4's first draw: generate_ids
+    sampled_by_hand = decode_loop(model, ids, settings["max_new_tokens"], stops, tok.vocab_size, **drawn)
     sampled_agrees = sampled_by_hand == sampled_library
-    say("  sampled (temperature 0.7, top-k 20, top-p 0.8, seed 0): by hand {first}...; the same ids as generate_ids: {same}",
-        "  采样（温度 0.7、top-k 20、top-p 0.8、种子 0）：手写 {first}……；与 generate_ids 的编号相同：{same}",
-        first=sampled_by_hand[:4], same=sampled_agrees)
+    say("  sampled (temperature 0.7, top-k 20, top-p 0.8, seed 0): by hand {n} tokens {first}...; the same ids as "
+        "section 4's draw: {same}",
+        "  采样（温度 0.7、top-k 20、top-p 0.8、种子 0）：手写 {n} 个词元 {first}……；与第 4 节抽出的编号相同：{same}",
+        n=len(sampled_by_hand), first=sampled_by_hand[:4], same=sampled_agrees)
 
 # %% [markdown]
 # ## How to explain it / 怎么讲给别人听

@@ -120,13 +120,13 @@ class Tokenizer:
                  source="tokenizer"):
         _check_vocab(vocab, merges, special, source)
         self.vocab = vocab                                        # byte-level symbols -> id
-        self.ranks = {pair: rank for rank, pair in enumerate(merges)}   # (left, right) -> rank
+        self.ranks = dict(zip(merges, range(len(merges))))       # (left, right) -> rank
         self.special = special                                    # "<|im_start|>" -> 248045
         self.pattern = _compile(pattern, source)
         self.nfc = nfc
         self.ignore_merges = ignore_merges                        # a whole piece in the vocab is one token
         self.source = source
-        self.id_to_symbols = {i: s for s, i in vocab.items()}
+        self.id_to_symbols = dict(zip(vocab.values(), vocab.keys()))
         self.id_to_special = {i: s for s, i in special.items()}
         self.vocab_size = max([*vocab.values(), *special.values()]) + 1
         names = sorted(special, key=len, reverse=True)           # longest first: <|a|b|> before <|a|>
@@ -192,8 +192,8 @@ class Tokenizer:
         added = data.get("added_tokens", [])
         if not isinstance(merges, list):
             raise _bad_file(file, MERGES_EN, MERGES_ZH)
-        merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) if isinstance(m, list) else ()
-                  for m in merges]
+        merges = list(map(tuple, merges)) if set(map(type, merges)) <= {list} else [   # [left, right] (newer files)
+            tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) if isinstance(m, list) else () for m in merges]
         if not isinstance(added, list) or not all(isinstance(a, dict) and _is_name(a.get("content"))
                                                   and _is_id(a.get("id")) for a in added):
             raise _bad_file(file, "added_tokens: a list of {\"content\": text, \"id\": number}",
@@ -563,8 +563,11 @@ def _check_vocab(vocab, merges, special, source):
         raise _bad_file(source, "at most {top:,} special tokens (it has {n:,}; Qwen3.5 has 33)".format(
                         top=MAX_SPECIAL_TOKENS, n=len(special)),
                         "最多 {top:,} 个特殊词元（它有 {n:,} 个；Qwen3.5 有 33 个）".format(top=MAX_SPECIAL_TOKENS, n=len(special)))
-    owner = {}
-    tokens = [*vocab.items(), *((to_symbols(text), i) for text, i in special.items())]
+    owner = dict(zip(vocab.values(), vocab.keys()))      # id -> symbols: the loop below, at C speed where it passes
+    if len(owner) == len(vocab) and max(owner, default=0) <= MAX_TOKEN_ID:
+        tokens = [(to_symbols(text), i) for text, i in special.items()]      # only these can still clash
+    else:                                                                     # find the first problem, in order
+        owner, tokens = {}, [*vocab.items(), *((to_symbols(text), i) for text, i in special.items())]
     for symbols, i in tokens:                       # a special token may also be in the vocabulary, as itself
         if i > MAX_TOKEN_ID:
             raise _bad_file(source, "ids from 0 to {top:,} (as config.json's vocab_size; {s!r} has {i:,})".format(

@@ -98,6 +98,11 @@ def test_ch09_generate_claims(chapter_run):
     assert ns["sampled_agrees"] and ns["sampled_by_hand"] == ns["sampled_library"]   # and with a seeded draw
     assert ns["sampled_by_hand"] != ns["by_hand"]                     # the draw is not the greedy reply
     assert ns["repeatable"]
+    # section 6's sampled loop is checked against section 4's first draw (no second library run), its length
+    assert ns["sampled_library"] == ns["drawn_ids"][0] == ns["drawn_ids"][1] != ns["drawn_ids"][2]
+    assert len(ns["sampled_by_hand"]) == ns["settings"]["max_new_tokens"] == 16
+    # section 3 looks into section 2's cache (no replay): it held the prompt and the reply but its last token
+    assert ns["held_before"] == len(ns["ids"]) + len(ns["reply_ids"]) - 1 and ns["read"] == ns["ids"] + ns["reply_ids"]
 
 
 def test_ch10_ch11_vision_claims(chapter_run):
