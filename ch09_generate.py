@@ -190,10 +190,10 @@ if ready:
 # %%
 if ready:
     section(3, "The cache after this reply", "这次回复之后的缓存")
-    cache = reply_cache                                                # the prompt and the reply but its last token
-    held_before = cache.length                                         # (that one was picked, never read)
     with torch.inference_mode():                                       # as generate_ids, which made the cache
-        last_cached = model(torch.tensor([reply_ids[-1:]]), cache=cache, last=True)   # one more step: the last token
+        cache = reply_cache.copy()                                     # the prompt and the reply but its last token
+        held_before = cache.length                                     # (that one was picked, never read); a copy:
+        last_cached = model(torch.tensor([reply_ids[-1:]]), cache=cache, last=True)   # this cell runs again the same
     read = ids + reply_ids                                             # what the cache holds now
     full_layers, linear_layers = cfg.full_attention_layers, cfg.linear_attention_layers
     kv = sum(cache[i].nbytes for i in full_layers)
