@@ -159,12 +159,18 @@ if ready:
         reply.append(piece)
         print(piece.replace("\n", "\n  "), end="", flush=True)
     print()
-    say("  prompt {p} tokens: prefill {a:.1f} tokens/s; reply {n} tokens: decode {b:.1f} tokens/s ({why})",
-        "  提示词 {p} 个词元：预填充 {a:.1f} 词元/秒；回复 {n} 个词元：解码 {b:.1f} 词元/秒（{why}）",
-        p=stats["prompt_tokens"], a=stats["prompt_tokens"] / stats["prefill_s"], n=stats["new_tokens"],
-        b=max(stats["new_tokens"] - 1, 1) / max(stats["decode_s"], 1e-9),
-        why=tr("stopped at the end token", "遇到结束词元而停止") if stats["stopped"]
-        else tr("stopped at --max-new-tokens", "达到 --max-new-tokens 而停止"))
+    why = (tr("stopped at the end token", "遇到结束词元而停止") if stats["stopped"]
+           else tr("stopped at --max-new-tokens", "达到 --max-new-tokens 而停止"))
+    if stats["new_tokens"] > 1:                                        # a decode step per token after the first
+        say("  prompt {p} tokens: prefill {a:.1f} tokens/s; reply {n} tokens: decode {b:.1f} tokens/s ({why})",
+            "  提示词 {p} 个词元：预填充 {a:.1f} 词元/秒；回复 {n} 个词元：解码 {b:.1f} 词元/秒（{why}）",
+            p=stats["prompt_tokens"], a=stats["prompt_tokens"] / stats["prefill_s"], n=stats["new_tokens"],
+            b=(stats["new_tokens"] - 1) / max(stats["decode_s"], 1e-9), why=why)
+    else:                                                              # its one token came from the prefill's logits
+        say("  prompt {p} tokens: prefill {a:.1f} tokens/s; reply 1 token, picked from the prefill's logits: "
+            "no decode step to time ({why})",
+            "  提示词 {p} 个词元：预填充 {a:.1f} 词元/秒；回复 1 个词元，从预填充的 logits 里选出：没有可计时的解码步骤（{why}）",
+            p=stats["prompt_tokens"], a=stats["prompt_tokens"] / stats["prefill_s"], why=why)
     if reply_sampling:
         say("  (sampled at --temperature {t}, top-k 20, top-p 0.8, seed 0: not the greedy reply)",
             "  （以 --temperature {t}、top-k 20、top-p 0.8、种子 0 采样：不是贪心回复）", t=args.temperature)
@@ -255,10 +261,19 @@ if ready:
     drawn_ids = [[], [], []]                                          # section 6 checks its loop against seed 0's
     sampled = ["".join(generate(model, tok, ids, seed=seed, ids_out=out, **settings))
                for seed, out in zip((0, 0, 1), drawn_ids)]
-    greedy = "".join(reply)
+    greedy = "".join(reply)                                           # section 2's text, as streamed
+    stops = stop_ids(tok)
+    plain_reply = speculative is None and not reply_sampling          # section 2's reply: generate_ids, greedy
+    greedy_ids = reply_ids if plain_reply else list(generate_ids(model, ids, max_new_tokens=args.max_new_tokens,
+                                                                 stop=stops, vocab=tok.vocab_size))
     for seed, text in zip((0, 0, 1), sampled):
         say("  seed {s}: {t!r}", "  种子 {s}：{t!r}", s=seed, t=text)
-    repeatable, seeds_differ, greedy_differs = sampled[0] == sampled[1], sampled[0] != sampled[2], not greedy.startswith(sampled[0])
+    repeatable, seeds_differ = sampled[0] == sampled[1], sampled[0] != sampled[2]
+    greedy_differs = drawn_ids[0] != greedy_ids[:len(drawn_ids[0])]   # the greedy reply's first tokens, by id
+    if not plain_reply:
+        say("  (section 2's reply was {how}: the greedy reply compared here is generate_ids' own, plain decoding)",
+            "  （第 2 节的回复是{how}得到的：这里比较的贪心回复是 generate_ids 自己用普通解码生成的）",
+            how=tr("sampled", "采样") if reply_sampling else tr("speculative", "推测解码"))
     say("  same seed, same text: {a}; seed 0 vs seed 1 differ: {b}; seed 0 vs greedy differ: {c}",
         "  相同种子，相同文本：{a}；种子 0 与种子 1 不同：{b}；种子 0 与贪心不同：{c}",
         a=repeatable, b=seeds_differ, c=greedy_differs)
@@ -297,8 +312,9 @@ if ready:
 # the last logits (`sample`: the largest at temperature 0, else a seeded draw), append it, feed it
 # back, until a stop token or the limit. The same token ids as `generate_ids` (shown at the top of
 # this chapter), greedy and sampled with the same seed, or the loop is wrong. The greedy ids of
-# `generate_ids` are section 2's reply (`generate` streams them), unless it was sampled or speculative;
-# the sampled ones are section 4's first draw (seed 0, its settings and length).
+# `generate_ids` are section 2's reply (`generate` streams them), unless it was sampled or speculative
+# (then section 4 asks `generate_ids` for them, to compare its draws with); the sampled ones are
+# section 4's first draw (seed 0, its settings and length).
 # The two `with` lines are for speed only: they change no product, only the order of its sums.
 # `prompt_pass` computes a bf16 model's prompt projections in fp32 and rounds once (qwen/upcast.py;
 # an fp32 model is left as it is); the context from qwen/products.py multiplies one or a few rows by
@@ -309,8 +325,8 @@ if ready:
 # `generate_ids` 做的一切，十几行就能写完：提示词读一遍，然后从最后的 logits 里选一个词元（`sample`：
 # 温度为 0 时取最大的，否则用带种子的随机抽取），接到后面、再喂回去，直到停止词元或达到上限。它给出的
 # 词元编号必须与 `generate_ids`（本章开头显示的）相同，贪心和同一种子的采样都一样，否则就是循环写错了。
-# `generate_ids` 的贪心编号就是第 2 节的回复（`generate` 把它们流式输出），除非那次回复是采样或推测解码得到的；
-# 采样的编号就是第 4 节的第一次抽取（种子 0，同样的设置和长度）。
+# `generate_ids` 的贪心编号就是第 2 节的回复（`generate` 把它们流式输出），除非那次回复是采样或推测解码得到的
+# （那时第 4 节向 `generate_ids` 要来贪心编号，与它的抽取比较）；采样的编号就是第 4 节的第一次抽取（种子 0，同样的设置和长度）。
 # 两处 `with` 只为速度：它们不改变任何乘积，只改变求和的顺序。`prompt_pass` 把 bf16 模型提示词的投影用 fp32
 # 计算、只舍入一次（qwen/upcast.py；fp32 模型不受影响）；来自 qwen/products.py 的上下文把一行或几行与大的
 # fp32 权重相乘的计算分给 torch 用的所有线程。去掉它们，循环得到的数只差舍入误差，只是更慢；保留它们，是因为
@@ -337,11 +353,9 @@ def decode_loop(model, prompt, max_new_tokens, stop, vocab, seed=None, **samplin
 
 if ready:
     section(6, "The decode loop by hand against generate_ids", "手写的解码循环与 generate_ids 对比")
-    stops, n = stop_ids(tok), args.max_new_tokens
+    n = args.max_new_tokens
     by_hand = decode_loop(model, ids, n, stops, tok.vocab_size)
-    plain_reply = speculative is None and not reply_sampling          # section 2's reply: generate_ids, greedy
-    library = reply_ids if plain_reply else list(generate_ids(model, ids, max_new_tokens=n, stop=stops,
-                                                              vocab=tok.vocab_size))
+    library = greedy_ids                                              # section 4's: section 2's reply when greedy
     loop_agrees = by_hand == library
     say("  greedy: by hand {n} tokens {first}...; generate_ids {m} tokens; the same ids: {same}",
         "  贪心：手写 {n} 个词元 {first}……；generate_ids {m} 个词元；编号相同：{same}",

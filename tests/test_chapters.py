@@ -228,6 +228,26 @@ def test_ch09_sends_an_empty_prompt_as_given(run_script):
     assert "'<|im_start|>user\\n<|im_end|>" in r.stdout and "Say hello" not in r.stdout
 
 
+def test_ch09_one_token_reply_claims_no_decode_speed(run_script):
+    """A reply of one token has no decode step (its token comes from the prefill's logits): ch09 printed
+    "decode 1062.4 tokens/s", one token over the microseconds of one sample call, a speed never measured."""
+    r = run_script("ch09_generate.py", "--tiny", "--max-new-tokens", "1")
+    assert r.returncode == 0, r.stderr
+    assert "reply 1 token, picked from the prefill's logits: no decode step to time" in r.stdout
+    assert "tokens: decode" not in r.stdout
+
+
+def test_ch09_sampled_reply_is_not_section_4s_greedy(run_script):
+    """With --temperature section 2's reply is seed 0's draw, and section 4 compared seed 0 with it as
+    "greedy": "seed 0 vs greedy differ: False", wrong (the greedy reply is another). Now section 4 asks
+    generate_ids for the greedy ids, and section 6 checks its hand loop against those."""
+    r = run_script("ch09_generate.py", "--tiny", "--temperature", "0.7", "--max-new-tokens", "2")
+    assert r.returncode == 0, r.stderr
+    assert "seed 0 vs greedy differ: True" in r.stdout
+    assert "(section 2's reply was sampled: the greedy reply compared here is generate_ids' own" in r.stdout
+    assert re.search(r"greedy: by hand 2 tokens .*; generate_ids 2 tokens; the same ids: True", r.stdout)
+
+
 def test_bad_model_path_in_chinese_names_its_origin(run_script):
     r = run_script("main.py", "1", "--model", "/no/such/folder", "--lang", "zh")
     assert r.returncode == 1 and "（来自 --model）" in r.stderr and "argument" not in r.stderr
