@@ -103,7 +103,8 @@ def remember(cache, k, v):
     The buffers are written on only while cache.k and cache.v are still the views handed out last
     (`room.k`, `room.v`): a k or v set by hand (a slice to rewind, a batch kept, None to start again) or a
     copy of the cache that another copy has continued gets new buffers, so no tensor handed out
-    before ever changes.
+    before ever changes. So do buffers made under torch.inference_mode (generate_ids) when the
+    cache is continued outside it (a cell after chapter 9's reply): torch forbids writing into them there.
     """
     past = 0 if cache.k is None else cache.k.shape[2]
     for kept, new in ((cache.k, k), (cache.v, v)):
@@ -121,6 +122,8 @@ def remember(cache, k, v):
     total = past + k.shape[2]
     room = getattr(cache, "room", None)
     ours = room is not None and cache.k is room.k and cache.v is room.v
+    if ours and room.k_buffer.is_inference() and not torch.is_inference_mode_enabled():
+        ours = False                                             # generate_ids' buffers, continued by hand
     if not ours or room.k_buffer.shape[2] < total:
         size = (total // ROOM + 1) * ROOM
         room = Room(*(t.new_empty(t.shape[0], t.shape[1], size, t.shape[3]) for t in (k, v)))

@@ -220,6 +220,26 @@ def test_remember_never_writes_into_a_tensor_handed_out_before():
     assert torch.equal(kept, k0)
 
 
+def test_remember_continues_outside_inference_mode_a_cache_made_inside_it():
+    """generate_ids runs under torch.inference_mode, so its cache's buffers are inference tensors;
+    continuing that cache by hand (chapter 9's reply_cache, a cell after it) raised torch's "Inplace
+    update to inference tensor outside InferenceMode is not allowed". Now it gets buffers of its own."""
+    from qwen.attention import remember
+    gen = torch.Generator().manual_seed(3)
+    kv = lambda T: (torch.randn(1, 2, T, 4, generator=gen), torch.randn(1, 2, T, 4, generator=gen))
+    cache = types.SimpleNamespace(k=None, v=None)
+    with torch.inference_mode():
+        k0, v0 = kv(5)
+        remember(cache, k0, v0)
+    k1, v1 = kv(1)
+    with torch.no_grad():
+        got_k, got_v = remember(cache, k1, v1)
+        k2, v2 = kv(1)
+        got_k, got_v = remember(cache, k2, v2)                   # and on, in its own (normal) buffers
+    assert torch.equal(got_k, torch.cat([k0, k1, k2], 2)) and torch.equal(got_v, torch.cat([v0, v1, v2], 2))
+    assert not cache.room.k_buffer.is_inference()
+
+
 @pytest.mark.parametrize("past", [0, 5])
 def test_core_equals_sdpa_and_reads_kv_head_h_over_group(past):
     T, S = 12, 12 + past
