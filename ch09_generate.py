@@ -188,18 +188,22 @@ if ready:
 # ## 3. What the cache holds / 缓存里有什么
 # Full attention must keep every past key and value; Gated DeltaNet keeps a fixed-size state.
 # Qwen3.5 puts full attention in only 6 of 24 layers, so its cache grows 4x slower than a model
-# with full attention everywhere.
+# with full attention everywhere. We look into section 2's cache: it holds the prompt and the
+# reply but its last token (that one was picked, never read). One more step reads it, and its
+# logits must be those of reading all the tokens at once, without a cache.
 #
 # 全注意力必须保留每个过去词元的键和值；Gated DeltaNet 只保留大小固定的状态。Qwen3.5 只在
-# 24 层中的 6 层用全注意力，所以它的缓存增长速度是每层都用全注意力的模型的四分之一。
+# 24 层中的 6 层用全注意力，所以它的缓存增长速度是每层都用全注意力的模型的四分之一。我们看的是第 2 节
+# 留下的缓存：它装着提示词和除最后一个词元以外的回复（最后那个是选出来的，还没读过）。再走一步读入它，
+# 得到的 logits 必须与不用缓存、一次读入全部词元的结果相同。
 
 # %%
 if ready:
     section(3, "The cache after this reply", "这次回复之后的缓存")
     with torch.inference_mode():                                       # as generate_ids, which made the cache
-        cache = reply_cache.copy()                                     # the prompt and the reply but its last token
-        held_before = cache.length                                     # (that one was picked, never read); a copy:
-        last_cached = model(torch.tensor([reply_ids[-1:]]), cache=cache, last=True)   # this cell runs again the same
+        cache = reply_cache.copy()                                     # a copy: this cell can run again, the same
+        held_before = cache.length                                     # the prompt and the reply but its last token
+        last_cached = model(torch.tensor([reply_ids[-1:]]), cache=cache, last=True)   # one more step: that token
     read = ids + reply_ids                                             # what the cache holds now
     full_layers, linear_layers = cfg.full_attention_layers, cfg.linear_attention_layers
     kv = sum(cache[i].nbytes for i in full_layers)
