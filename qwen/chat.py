@@ -171,13 +171,15 @@ def speed_line(chat, stats):
     """Reading the prompt (prefill) and writing the reply (decode) timed apart, as in ch09: one rate
     over both would mostly measure the prompt's length. And how much of the prompt a kept cache had read."""
     from qwen.cli import size
-    return tr("  [{n} tokens; reused {r} of {m} prompt tokens, read {p} in {ps:.2f} s, then {d:.1f} tokens/s; "
+    n = stats["new_tokens"]                                   # the first comes from the prefill: n - 1 decode steps
+    then = (tr("then {d:.1f} tokens/s", "然后 {d:.1f} 词元/秒", d=(n - 1) / max(stats["decode_s"], 1e-9)) if n > 1
+            else tr("no decode step", "没有解码步骤"))
+    return tr("  [{n} tokens; reused {r} of {m} prompt tokens, read {p} in {ps:.2f} s, {then}; "
               "cache {t} tokens, {b}]",
-              "  [{n} 个词元；提示词的 {m} 个词元中复用了 {r} 个，用 {ps:.2f} 秒读入 {p} 个，然后 {d:.1f} 词元/秒；"
+              "  [{n} 个词元；提示词的 {m} 个词元中复用了 {r} 个，用 {ps:.2f} 秒读入 {p} 个，{then}；"
               "缓存 {t} 个词元，{b}]",
-              n=stats["new_tokens"], r=chat.reused, m=chat.prompt_tokens, p=stats["prompt_tokens"],
-              ps=stats["prefill_s"], d=max(stats["new_tokens"] - 1, 1) / max(stats["decode_s"], 1e-9),
-              t=chat.cache.length, b=size(chat.cache.nbytes)) + (
+              n=n, r=chat.reused, m=chat.prompt_tokens, p=stats["prompt_tokens"], ps=stats["prefill_s"],
+              then=then, t=chat.cache.length, b=size(chat.cache.nbytes)) + (
         tr("  [speculative: {a} of {d} drafts accepted, {r:.2f} tokens per verify pass]",
            "  [推测解码：{d} 个草稿中接受 {a} 个，每次验证 {r:.2f} 个词元]", a=stats["accepted"], d=stats["drafted"],
            r=max(stats["new_tokens"] - 1, 0) / max(stats["rounds"], 1)) if stats.get("rounds") is not None else "")

@@ -152,6 +152,17 @@ def test_commands_are_not_sent_to_the_model(tiny_path, capsys):
                                             # test in this worker (test_deltanet's backward) then failed
 
 
+
+def test_a_one_token_reply_claims_no_decode_speed(tiny_path, capsys):
+    """A reply of one token had no decode step (its token comes from the prefill's logits), yet the
+    speed line said "then 337.7 tokens/s": one token over the microseconds of one sample call."""
+    from qwen.chat import chat_loop
+    lines = iter(["hello", "/quit"])
+    chat_loop(tiny_path, max_new_tokens=1, read=lambda prompt: next(lines))
+    err = capsys.readouterr().err
+    assert re.search(r"\[1 tokens; reused 0 of \d+ prompt tokens, read \d+ in [\d.]+ s, no decode step; cache", err), err
+    assert "tokens/s" not in err
+
 @pytest.mark.parametrize("with_image", [False, True])
 def test_the_vision_tower_is_read_only_for_a_chat_with_a_picture(tiny_path, tmp_path, monkeypatch, with_image):
     """A text chat leaves the tower unread (0.8B's: 100 M parameters, 400 MB in fp32); --image reads it."""
