@@ -150,7 +150,10 @@ if ready:
 
 # %%
 if ready:
-    section(2, "A greedy reply, printed as it is generated", "贪心回复，边生成边打印")
+    if reply_sampling:                                                 # --temperature: not greedy
+        section(2, "A sampled reply, printed as it is generated", "采样回复，边生成边打印")
+    else:
+        section(2, "A greedy reply, printed as it is generated", "贪心回复，边生成边打印")
     stats, reply_ids, reply_cache = {}, [], model.new_cache()           # section 3 looks into the cache
     print("  ", end="", flush=True)
     reply = []

@@ -240,10 +240,12 @@ def test_ch09_one_token_reply_claims_no_decode_speed(run_script):
 def test_ch09_sampled_reply_is_not_section_4s_greedy(run_script):
     """With --temperature section 2's reply is seed 0's draw, and section 4 compared seed 0 with it as
     "greedy": "seed 0 vs greedy differ: False", wrong (the greedy reply is another). Now section 4 asks
-    generate_ids for the greedy ids, and section 6 checks its hand loop against those."""
+    generate_ids for the greedy ids, and section 6 checks its hand loop against those. Section 2's title
+    said "A greedy reply" above the sampled one; now "A sampled reply"."""
     r = run_script("ch09_generate.py", "--tiny", "--temperature", "0.7", "--max-new-tokens", "2")
     assert r.returncode == 0, r.stderr
     assert "seed 0 vs greedy differ: True" in r.stdout
+    assert "2. A sampled reply, printed as it is generated" in r.stdout and "A greedy reply" not in r.stdout
     assert "(section 2's reply was sampled: the greedy reply compared here is generate_ids' own" in r.stdout
     assert re.search(r"greedy: by hand 2 tokens .*; generate_ids 2 tokens; the same ids: True", r.stdout)
 
