@@ -152,13 +152,15 @@ if ready:
 if ready:
     section(2, "A greedy reply, printed as it is generated", "贪心回复，边生成边打印")
     stats, reply_ids, reply_cache = {}, [], model.new_cache()           # section 3 looks into the cache
-    print("  ", end="", flush=True)
+    reply_whole = False                                                 # until the reply has ended (a notebook's
+    print("  ", end="", flush=True)                                     # interrupt can stop it inside a layer)
     reply = []
     for piece in generate(model, tok, ids, max_new_tokens=args.max_new_tokens, stats=stats, ids_out=reply_ids,
                           cache=reply_cache, speculative=speculative, **reply_sampling):
         reply.append(piece)
         print(piece.replace("\n", "\n  "), end="", flush=True)
     print()
+    reply_whole = True
     say("  prompt {p} tokens: prefill {a:.1f} tokens/s; reply {n} tokens: decode {b:.1f} tokens/s ({why})",
         "  提示词 {p} 个词元：预填充 {a:.1f} 词元/秒；回复 {n} 个词元：解码 {b:.1f} 词元/秒（{why}）",
         p=stats["prompt_tokens"], a=stats["prompt_tokens"] / stats["prefill_s"], n=stats["new_tokens"],
@@ -190,11 +192,15 @@ if ready:
 # %%
 if ready:
     section(3, "The cache after this reply", "这次回复之后的缓存")
+    read = ids + reply_ids                                             # what the cache holds after one more step
     with torch.inference_mode():                                       # as generate_ids, which made the cache
-        cache = reply_cache.copy()                                     # the prompt and the reply but its last token
-        held_before = cache.length                                     # (that one was picked, never read); a copy:
-        last_cached = model(torch.tensor([reply_ids[-1:]]), cache=cache, last=True)   # this cell runs again the same
-    read = ids + reply_ids                                             # what the cache holds now
+        if reply_whole:                                                # the prompt and the reply but its last token
+            cache = reply_cache.copy()                                 # (that one was picked, never read); a copy:
+        else:                                                          # this cell runs again the same
+            cache = model.new_cache()                                  # section 2 was stopped, maybe inside a layer:
+            model(torch.tensor([read[:-1]]), cache=cache, last=True)   # its cache may be half-written, read again
+        held_before = cache.length
+        last_cached = model(torch.tensor([read[-1:]]), cache=cache, last=True)   # one more step: the last token
     full_layers, linear_layers = cfg.full_attention_layers, cfg.linear_attention_layers
     kv = sum(cache[i].nbytes for i in full_layers)
     fixed = sum(cache[i].nbytes for i in linear_layers)
@@ -220,10 +226,14 @@ if ready:
     recomputed = model(torch.tensor([read]))[:, -1:]
     cache_gap = (last_cached - recomputed).abs().max().item()
     say("  cached decoding = reading everything again: max |difference| of the last logits = {d:.1e}\n"
-        "  (one more step from the reply's cache, which held {h} tokens, against all {n} read at once)",
+        "  (one more step from {whose}, which held {h} tokens, against all {n} read at once)",
         "  带缓存的解码 = 全部重新读一遍：最后一步 logits 的最大差 = {d:.1e}\n"
-        "  （从回复留下的缓存（{h} 个词元）再走一步，与一次读入全部 {n} 个词元相比）",
-        d=cache_gap, h=held_before, n=len(read))
+        "  （从{whose_zh}（{h} 个词元）再走一步，与一次读入全部 {n} 个词元相比）",
+        d=cache_gap, h=held_before, n=len(read),
+        whose="the reply's cache" if reply_whole else "a new cache (section 2 was stopped before its end: its cache "
+        "may be\n  half-written, so the prompt and the reply so far were read again)",
+        whose_zh="回复留下的缓存" if reply_whole else "一个新的缓存（第 2 节在结束前被中断：它的缓存可能只写了一半，"
+        "所以把提示词和\n  已有的回复重新读了一遍）")
     from qwen.quant import KERNEL_ROWS, Int4Linear
     if args.quant == "int8" and len(read) > KERNEL_ROWS:                 # the gap is the kernel's bf16, not the cache
         say("  (quantized: a step of one token runs torch's int8 kernel with bf16 inputs, reading all {n} tokens at\n"
@@ -297,7 +307,8 @@ if ready:
 # the last logits (`sample`: the largest at temperature 0, else a seeded draw), append it, feed it
 # back, until a stop token or the limit. The same token ids as `generate_ids` (shown at the top of
 # this chapter), greedy and sampled with the same seed, or the loop is wrong. The greedy ids of
-# `generate_ids` are section 2's reply (`generate` streams them), unless it was sampled or speculative;
+# `generate_ids` are section 2's reply (`generate` streams them), unless it was sampled, speculative or
+# stopped before its end;
 # the sampled ones are section 4's first draw (seed 0, its settings and length).
 # The two `with` lines are for speed only: they change no product, only the order of its sums.
 # `prompt_pass` computes a bf16 model's prompt projections in fp32 and rounds once (qwen/upcast.py;
@@ -309,7 +320,8 @@ if ready:
 # `generate_ids` 做的一切，十几行就能写完：提示词读一遍，然后从最后的 logits 里选一个词元（`sample`：
 # 温度为 0 时取最大的，否则用带种子的随机抽取），接到后面、再喂回去，直到停止词元或达到上限。它给出的
 # 词元编号必须与 `generate_ids`（本章开头显示的）相同，贪心和同一种子的采样都一样，否则就是循环写错了。
-# `generate_ids` 的贪心编号就是第 2 节的回复（`generate` 把它们流式输出），除非那次回复是采样或推测解码得到的；
+# `generate_ids` 的贪心编号就是第 2 节的回复（`generate` 把它们流式输出），除非那次回复是采样或推测解码得到的，
+# 或在结束前被中断；
 # 采样的编号就是第 4 节的第一次抽取（种子 0，同样的设置和长度）。
 # 两处 `with` 只为速度：它们不改变任何乘积，只改变求和的顺序。`prompt_pass` 把 bf16 模型提示词的投影用 fp32
 # 计算、只舍入一次（qwen/upcast.py；fp32 模型不受影响）；来自 qwen/products.py 的上下文把一行或几行与大的
@@ -339,7 +351,7 @@ if ready:
     section(6, "The decode loop by hand against generate_ids", "手写的解码循环与 generate_ids 对比")
     stops, n = stop_ids(tok), args.max_new_tokens
     by_hand = decode_loop(model, ids, n, stops, tok.vocab_size)
-    plain_reply = speculative is None and not reply_sampling          # section 2's reply: generate_ids, greedy
+    plain_reply = speculative is None and not reply_sampling and reply_whole   # section 2's: greedy, whole
     library = reply_ids if plain_reply else list(generate_ids(model, ids, max_new_tokens=n, stop=stops,
                                                               vocab=tok.vocab_size))
     loop_agrees = by_hand == library
