@@ -227,7 +227,7 @@ class Tokenizer:
             config = read_json(folder / "tokenizer_config.json")
             added = config.get("added_tokens_decoder", {}) if isinstance(config, dict) else None
             if not isinstance(added, dict) or not all(
-                    k.isdigit() and isinstance(v, dict) and _is_name(v.get("content")) for k, v in added.items()):
+                    _is_id_key(k) and isinstance(v, dict) and _is_name(v.get("content")) for k, v in added.items()):
                 raise _bad_file(folder / "tokenizer_config.json", "added_tokens_decoder: {\"id\": {\"content\": text}}",
                                 "added_tokens_decoder：{\"编号\": {\"content\": 文字}}")
             special = {t["content"]: int(i) for i, t in added.items()}
@@ -537,7 +537,14 @@ def _token_ids(ids, caller="decode()"):
 
 
 def _is_name(x):
-    return isinstance(x, str) and x != ""
+    """A special token's text: not empty, and UTF-8 (JSON's \\ud800 is a lone surrogate, with no bytes)."""
+    return isinstance(x, str) and x != "" and _SURROGATE.search(x) is None
+
+
+def _is_id_key(k):
+    """tokenizer_config.json's "248044": decimal digits that int() reads ('²' is a digit it does not), of
+    a sensible length (int() refuses over 4,300 digits; Qwen3.5's ids have 6)."""
+    return k.isdecimal() and len(k) <= 20
 
 
 def _is_id(x):
