@@ -229,11 +229,12 @@ if ready:
         "  (one more step from {whose}, which held {h} tokens, against all {n} read at once)",
         "  带缓存的解码 = 全部重新读一遍：最后一步 logits 的最大差 = {d:.1e}\n"
         "  （从{whose_zh}（{h} 个词元）再走一步，与一次读入全部 {n} 个词元相比）",
-        d=cache_gap, h=held_before, n=len(read),
-        whose="the reply's cache" if reply_whole else "a new cache (section 2 was stopped before its end: its cache "
-        "may be\n  half-written, so the prompt and the reply so far were read again)",
-        whose_zh="回复留下的缓存" if reply_whole else "一个新的缓存（第 2 节在结束前被中断：它的缓存可能只写了一半，"
-        "所以把提示词和\n  已有的回复重新读了一遍）")
+        d=cache_gap, h=held_before, n=len(read), whose="the reply's cache" if reply_whole else "a new cache",
+        whose_zh="回复留下的缓存" if reply_whole else "一个新的缓存")
+    if not reply_whole:
+        say("  (section 2 was stopped before its end: its cache may be half-written, so the prompt and the reply\n"
+            "  so far were read again into a new one)",
+            "  （第 2 节在结束前被中断：它的缓存可能只写了一半，所以把提示词和已有的回复重新读进了一个新的缓存）")
     from qwen.quant import KERNEL_ROWS, Int4Linear
     if args.quant == "int8" and len(read) > KERNEL_ROWS:                 # the gap is the kernel's bf16, not the cache
         say("  (quantized: a step of one token runs torch's int8 kernel with bf16 inputs, reading all {n} tokens at\n"
