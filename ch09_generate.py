@@ -195,10 +195,10 @@ if ready:
     read = ids + reply_ids                                             # what the cache holds after one more step
     with torch.inference_mode():                                       # as generate_ids, which made the cache
         if reply_whole:                                                # the prompt and the reply but its last token
-            cache = reply_cache.copy()                                 # (that one was picked, never read); a copy:
-        else:                                                          # this cell runs again the same
-            cache = model.new_cache()                                  # section 2 was stopped, maybe inside a layer:
-            model(torch.tensor([read[:-1]]), cache=cache, last=True)   # its cache may be half-written, read again
+            cache = reply_cache.copy()                                 # (picked, never read); a copy: the cell reruns alike
+        else:                                                          # section 2 was stopped, maybe inside a layer:
+            cache = model.new_cache()                                  # its cache may be half-written, so read again
+            model(torch.tensor([read[:-1]]), cache=cache, last=True)
         held_before = cache.length
         last_cached = model(torch.tensor([read[-1:]]), cache=cache, last=True)   # one more step: the last token
     full_layers, linear_layers = cfg.full_attention_layers, cfg.linear_attention_layers

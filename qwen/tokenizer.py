@@ -439,8 +439,8 @@ class Tokenizer:
             return to_bytes(self.id_to_symbols[i])
         except KeyError:                       # checked here, not at load: 80 ms over 248k tokens
             raise QwenError("{src}: the token {i} is {s!r}, which is not written in the byte-level alphabet "
-                            "(256 characters, one per byte value), so it has no bytes. The file is damaged or not Qwen3.5's; "
-                            "download it again.",
+                            "(256 characters, one per byte value), so it has no bytes. The file is damaged or "
+                            "not Qwen3.5's; download it again.",
                             "{src}：词元 {i} 是 {s!r}，它不是用字节级字母表（256 个字符，每个字节值一个）写的，"
                             "所以没有字节。文件损坏或不是 Qwen3.5 的；请重新下载。",
                             src=self.source, i=i, s=self.id_to_symbols[i][:40]) from None
