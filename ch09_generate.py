@@ -155,13 +155,15 @@ if ready:
     else:
         section(2, "A greedy reply, printed as it is generated", "贪心回复，边生成边打印")
     stats, reply_ids, reply_cache = {}, [], model.new_cache()           # section 3 looks into the cache
-    print("  ", end="", flush=True)
+    reply_whole = False                                                 # until the reply has ended (a notebook's
+    print("  ", end="", flush=True)                                     # interrupt can stop it inside a layer)
     reply = []
     for piece in generate(model, tok, ids, max_new_tokens=args.max_new_tokens, stats=stats, ids_out=reply_ids,
                           cache=reply_cache, speculative=speculative, **reply_sampling):
         reply.append(piece)
         print(piece.replace("\n", "\n  "), end="", flush=True)
     print()
+    reply_whole = True
     why = (tr("stopped at the end token", "遇到结束词元而停止") if stats["stopped"]
            else tr("stopped at --max-new-tokens", "达到 --max-new-tokens 而停止"))
     if stats["new_tokens"] > 1:                                        # a decode step per token after the first
@@ -203,11 +205,15 @@ if ready:
 # %%
 if ready:
     section(3, "The cache after this reply", "这次回复之后的缓存")
+    read = ids + reply_ids                                             # what the cache holds after one more step
     with torch.inference_mode():                                       # as generate_ids, which made the cache
-        cache = reply_cache.copy()                                     # a copy: this cell can run again, the same
-        held_before = cache.length                                     # the prompt and the reply but its last token
-        last_cached = model(torch.tensor([reply_ids[-1:]]), cache=cache, last=True)   # one more step: that token
-    read = ids + reply_ids                                             # what the cache holds now
+        if reply_whole:                                                # the prompt and the reply but its last token
+            cache = reply_cache.copy()                                 # (picked, never read); a copy: the cell reruns alike
+        else:                                                          # section 2 was stopped, maybe inside a layer:
+            cache = model.new_cache()                                  # its cache may be half-written, so read again
+            model(torch.tensor([read[:-1]]), cache=cache, last=True)
+        held_before = cache.length
+        last_cached = model(torch.tensor([read[-1:]]), cache=cache, last=True)   # one more step: the last token
     full_layers, linear_layers = cfg.full_attention_layers, cfg.linear_attention_layers
     kv = sum(cache[i].nbytes for i in full_layers)
     fixed = sum(cache[i].nbytes for i in linear_layers)
@@ -233,10 +239,15 @@ if ready:
     recomputed = model(torch.tensor([read]))[:, -1:]
     cache_gap = (last_cached - recomputed).abs().max().item()
     say("  cached decoding = reading everything again: max |difference| of the last logits = {d:.1e}\n"
-        "  (one more step from the reply's cache, which held {h} tokens, against all {n} read at once)",
+        "  (one more step from {whose}, which held {h} tokens, against all {n} read at once)",
         "  带缓存的解码 = 全部重新读一遍：最后一步 logits 的最大差 = {d:.1e}\n"
-        "  （从回复留下的缓存（{h} 个词元）再走一步，与一次读入全部 {n} 个词元相比）",
-        d=cache_gap, h=held_before, n=len(read))
+        "  （从{whose}（{h} 个词元）再走一步，与一次读入全部 {n} 个词元相比）",
+        d=cache_gap, h=held_before, n=len(read),
+        whose=tr("the reply's cache", "回复留下的缓存") if reply_whole else tr("a new cache", "一个新的缓存"))
+    if not reply_whole:
+        say("  (section 2 was stopped before its end: its cache may be half-written, so the prompt and the reply\n"
+            "  so far were read again into a new one)",
+            "  （第 2 节在结束前被中断：它的缓存可能只写了一半，所以把提示词和已有的回复重新读进了一个新的缓存）")
     from qwen.quant import KERNEL_ROWS, Int4Linear
     if args.quant == "int8" and len(read) > KERNEL_ROWS:                 # the gap is the kernel's bf16, not the cache
         say("  (quantized: a step of one token runs torch's int8 kernel with bf16 inputs, reading all {n} tokens at\n"
@@ -270,7 +281,7 @@ if ready:
                for seed, out in zip((0, 0, 1), drawn_ids)]
     greedy = "".join(reply)                                           # section 2's text, as streamed
     stops = stop_ids(tok)
-    plain_reply = speculative is None and not reply_sampling          # section 2's reply: generate_ids, greedy
+    plain_reply = speculative is None and not reply_sampling and reply_whole   # section 2's: greedy, to its end
     greedy_ids = reply_ids if plain_reply else list(generate_ids(model, ids, max_new_tokens=args.max_new_tokens,
                                                                  stop=stops, vocab=tok.vocab_size))
     for seed, text in zip((0, 0, 1), sampled):
@@ -279,8 +290,9 @@ if ready:
     greedy_differs = drawn_ids[0] != greedy_ids[:len(drawn_ids[0])]   # the greedy reply's first tokens, by id
     if not plain_reply:
         say("  (section 2's reply was {how}: the greedy reply compared here is generate_ids' own, plain decoding)",
-            "  （第 2 节的回复是{how}得到的：这里比较的贪心回复是 generate_ids 自己用普通解码生成的）",
-            how=tr("sampled", "采样") if reply_sampling else tr("speculative", "推测解码"))
+            "  （第 2 节的回复是{how}：这里比较的贪心回复是 generate_ids 自己用普通解码生成的）",
+            how=tr("sampled", "采样得到的") if reply_sampling else tr("speculative", "推测解码得到的")
+            if speculative is not None else tr("stopped before its end", "在结束前被中断的"))
     say("  same seed, same text: {a}; seed 0 vs seed 1 differ: {b}; seed 0 vs greedy differ: {c}",
         "  相同种子，相同文本：{a}；种子 0 与种子 1 不同：{b}；种子 0 与贪心不同：{c}",
         a=repeatable, b=seeds_differ, c=greedy_differs)
@@ -319,9 +331,9 @@ if ready:
 # the last logits (`sample`: the largest at temperature 0, else a seeded draw), append it, feed it
 # back, until a stop token or the limit. The same token ids as `generate_ids` (shown at the top of
 # this chapter), greedy and sampled with the same seed, or the loop is wrong. The greedy ids of
-# `generate_ids` are section 2's reply (`generate` streams them), unless it was sampled or speculative
-# (then section 4 asks `generate_ids` for them, to compare its draws with); the sampled ones are
-# section 4's first draw (seed 0, its settings and length).
+# `generate_ids` are section 2's reply (`generate` streams them), unless it was sampled, speculative or
+# stopped before its end (then section 4 asks `generate_ids` for them, to compare its draws with); the
+# sampled ones are section 4's first draw (seed 0, its settings and length).
 # The two `with` lines are for speed only: they change no product, only the order of its sums.
 # `prompt_pass` computes a bf16 model's prompt projections in fp32 and rounds once (qwen/upcast.py;
 # an fp32 model is left as it is); the context from qwen/products.py multiplies one or a few rows by
@@ -332,8 +344,9 @@ if ready:
 # `generate_ids` 做的一切，十几行就能写完：提示词读一遍，然后从最后的 logits 里选一个词元（`sample`：
 # 温度为 0 时取最大的，否则用带种子的随机抽取），接到后面、再喂回去，直到停止词元或达到上限。它给出的
 # 词元编号必须与 `generate_ids`（本章开头显示的）相同，贪心和同一种子的采样都一样，否则就是循环写错了。
-# `generate_ids` 的贪心编号就是第 2 节的回复（`generate` 把它们流式输出），除非那次回复是采样或推测解码得到的
-# （那时第 4 节向 `generate_ids` 要来贪心编号，与它的抽取比较）；采样的编号就是第 4 节的第一次抽取（种子 0，同样的设置和长度）。
+# `generate_ids` 的贪心编号就是第 2 节的回复（`generate` 把它们流式输出），除非那次回复是采样或推测解码得到的，
+# 或在结束前被中断（那时第 4 节向 `generate_ids` 要来贪心编号，与它的抽取比较）；采样的编号就是第 4 节的第一次
+# 抽取（种子 0，同样的设置和长度）。
 # 两处 `with` 只为速度：它们不改变任何乘积，只改变求和的顺序。`prompt_pass` 把 bf16 模型提示词的投影用 fp32
 # 计算、只舍入一次（qwen/upcast.py；fp32 模型不受影响）；来自 qwen/products.py 的上下文把一行或几行与大的
 # fp32 权重相乘的计算分给 torch 用的所有线程。去掉它们，循环得到的数只差舍入误差，只是更慢；保留它们，是因为

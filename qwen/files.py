@@ -16,6 +16,7 @@ import errno
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 
 from qwen.lang import QwenError
@@ -68,6 +69,8 @@ def parse_json(raw, file):
         return json.loads(raw.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         why = str(e).splitlines()[0]
+    except ValueError:                                     # Python's int limit: a number of over 4,300 digits
+        why = "a number with more than {n:,} digits".format(n=sys.get_int_max_str_digits())
     except RecursionError:                                 # [[[[...]]]]: json recurses per level
         why = "nested too deeply"
     raise QwenError("{file} is not valid JSON ({why}). Download it again.",

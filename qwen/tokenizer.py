@@ -227,7 +227,7 @@ class Tokenizer:
             config = read_json(folder / "tokenizer_config.json")
             added = config.get("added_tokens_decoder", {}) if isinstance(config, dict) else None
             if not isinstance(added, dict) or not all(
-                    k.isdigit() and isinstance(v, dict) and _is_name(v.get("content")) for k, v in added.items()):
+                    _is_id_key(k) and isinstance(v, dict) and _is_name(v.get("content")) for k, v in added.items()):
                 raise _bad_file(folder / "tokenizer_config.json", "added_tokens_decoder: {\"id\": {\"content\": text}}",
                                 "added_tokens_decoder：{\"编号\": {\"content\": 文字}}")
             special = {t["content"]: int(i) for i, t in added.items()}
@@ -435,7 +435,15 @@ class Tokenizer:
             return self.id_to_special[i].encode("utf-8")
         if i not in self.id_to_symbols:
             raise self._bad_id(i)
-        return to_bytes(self.id_to_symbols[i])
+        try:
+            return to_bytes(self.id_to_symbols[i])
+        except KeyError:                       # checked here, not at load: 80 ms over 248k tokens
+            raise QwenError("{src}: the token {i} is {s!r}, which is not written in the byte-level alphabet "
+                            "(256 characters, one per byte value), so it has no bytes. The file is damaged or "
+                            "not Qwen3.5's; download it again.",
+                            "{src}：词元 {i} 是 {s!r}，它不是用字节级字母表（256 个字符，每个字节值一个）写的，"
+                            "所以没有字节。文件损坏或不是 Qwen3.5 的；请重新下载。",
+                            src=self.source, i=i, s=self.id_to_symbols[i][:40]) from None
 
     def decode(self, ids):
         """Token ids -> text. Bytes that do not form whole UTF-8 characters become U+FFFD."""
@@ -537,7 +545,14 @@ def _token_ids(ids, caller="decode()"):
 
 
 def _is_name(x):
-    return isinstance(x, str) and x != ""
+    """A special token's text: not empty, and UTF-8 (JSON's \\ud800 is a lone surrogate, with no bytes)."""
+    return isinstance(x, str) and x != "" and _SURROGATE.search(x) is None
+
+
+def _is_id_key(k):
+    """tokenizer_config.json's "248044": decimal digits that int() reads ('²' is a digit it does not), of
+    a sensible length (int() refuses over 4,300 digits; Qwen3.5's ids have 6)."""
+    return k.isdecimal() and len(k) <= 20
 
 
 def _is_id(x):

@@ -105,6 +105,57 @@ def test_ch09_generate_claims(chapter_run):
     assert ns["held_before"] == len(ns["ids"]) + len(ns["reply_ids"]) - 1 and ns["read"] == ns["ids"] + ns["reply_ids"]
 
 
+
+def test_ch09_in_a_notebook_after_an_interrupted_reply(tiny_path):
+    """Section 3 continues section 2's cache by one step. Interrupted in a notebook (a KeyboardInterrupt
+    arrives inside a layer), that cache is half-written while its length still says whole: continuing it
+    printed "cached decoding = reading everything again: max |difference| = 5.0e-01", and section 6 found
+    its loop "wrong" against the cut reply. Now both notice and read again; run whole, section 3 looks
+    into the reply's own cache, and its cell runs again the same."""
+    import contextlib
+    import io
+    import re
+    import torch
+    text = (ROOT / "ch09_generate.py").read_text(encoding="utf-8")
+    cells = [c for c in re.split(r"^# %%.*$", text, flags=re.M) if c.strip() and not c.lstrip().startswith("#")]
+    ns, out = {"__name__": "__main__"}, io.StringIO()
+    argv, grad, threads = sys.argv, torch.is_grad_enabled(), torch.get_num_threads()
+    sys.argv = ["ch09_generate.py", "--tiny", "--lang", "en", "--max-new-tokens", "6"]
+
+    def run(marker):
+        [cell] = [c for c in cells if marker in c]
+        exec(compile(cell, "cell", "exec"), ns)
+
+    def stop(module, args, calls=[]):                                 # the 4th call: the reply's 3rd step
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+    try:
+        with contextlib.redirect_stdout(out):
+            for cell in cells:                                          # as Jupyter runs them, in order
+                if "section(2," not in cell:
+                    exec(compile(cell, "cell", "exec"), ns)
+                    continue
+                hook = ns["model"].layers[-1].register_forward_pre_hook(stop)
+                with pytest.raises(KeyboardInterrupt):
+                    exec(compile(cell, "cell", "exec"), ns)
+                hook.remove()
+            assert len(ns["reply_ids"]) == 3 and ns["cache_gap"] < 1e-4, ns["cache_gap"]   # was 0.5
+            assert ns["loop_agrees"] and ns["library"] != ns["reply_ids"]          # not the cut reply
+            assert not ns["reply_whole"] and "one more step from a new cache, which held 32 tokens" in out.getvalue()
+            assert "(section 2 was stopped before its end: its cache may be half-written" in out.getvalue()
+            run("section(2,")
+            gaps = []
+            for _ in range(2):                                           # the cell again: the same
+                run("section(3,")
+                gaps.append((ns["held_before"], ns["cache_gap"]))
+            assert ns["reply_whole"] and gaps[0] == gaps[1] and gaps[0][0] == len(ns["ids"]) + 5
+            assert gaps[0][1] < 1e-4 and out.getvalue().count("one more step from the reply's cache") == 2
+    finally:
+        sys.argv = argv
+        torch.set_grad_enabled(grad)                                   # chapter 9 turns gradients off
+        torch.set_num_threads(threads)
+
 def test_ch10_ch11_vision_claims(chapter_run):
     ns, _ = chapter_run(10)
     assert ns["conv_gap"] < 1e-4 and ns["library_gap"] < 1e-4

@@ -266,6 +266,20 @@ CASES = {  # id: (break the folder, what to call on it (path relative to it), wo
     "merges_txt_fifo": (lambda d: (vocab_and_merges(d), fifo(d / "merges.txt")), "tokenizer", "", "not a regular file"),
     "tokenizer_config_wrong_types": (lambda d: (vocab_and_merges(d), (d / "tokenizer_config.json").write_text(
         '{"added_tokens_decoder": {"x": 3}}')), "tokenizer", "", "added_tokens_decoder"),
+    # a number of over 4,300 digits: Python's json raised a plain ValueError (a traceback), on every JSON file
+    "tokenizer_id_of_5000_digits": (lambda d: tokenizer_json(d, json.dumps(bpe_json()).replace(
+        '"a": 97', '"a": ' + "9" * 5000)), "tokenizer", "", "not valid JSON (a number with more than 4,300 digits)"),
+    "config_of_5000_digits": (lambda d: (d / "config.json").write_text((d / "config.json").read_text().replace(
+        '"rms_norm_eps": 1e-06', '"rms_norm_eps": ' + "1" * 5000)), "config", "", "a number with more than 4,300"),
+    # special tokens whose text or id the code could not use: UnicodeEncodeError or ValueError tracebacks
+    "tokenizer_special_lone_surrogate": (lambda d: tokenizer_json(d, {**bpe_json(), "added_tokens": [
+        {"id": 300, "content": "<x\ud800>"}]}), "tokenizer", "", "added_tokens: a list of"),
+    "tokenizer_config_lone_surrogate": (lambda d: (vocab_and_merges(d), (d / "tokenizer_config.json").write_text(
+        json.dumps({"added_tokens_decoder": {"300": {"content": "\ud800"}}}))), "tokenizer", "", "added_tokens_decoder"),
+    "tokenizer_config_id_superscript": (lambda d: (vocab_and_merges(d), (d / "tokenizer_config.json").write_text(
+        json.dumps({"added_tokens_decoder": {"3\u00b2": {"content": "<x>"}}}))), "tokenizer", "", "added_tokens_decoder"),
+    "tokenizer_config_id_of_5000_digits": (lambda d: (vocab_and_merges(d), (d / "tokenizer_config.json").write_text(
+        json.dumps({"added_tokens_decoder": {"9" * 5000: {"content": "<x>"}}}))), "tokenizer", "", "added_tokens_decoder"),
     # the safetensors header
     "header_length_3_GB": (sparse_header_length, "weights", "", "header claims 3,000,000,000 bytes, over the"),
     "offsets_float": (lambda d: rewrite_header(d, entry("data_offsets", [0.0, 32.0])), "weights", "", "malformed"),

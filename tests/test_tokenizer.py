@@ -330,3 +330,22 @@ def test_the_same_folder_is_read_once_until_a_file_changes(tmp_path, monkeypatch
     (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 100}), encoding="utf-8")
     with pytest.raises(QwenError, match=r"config\.json: the field"):          # config.json added: read again
         Tokenizer.load(tmp_path)
+
+
+def test_a_token_outside_the_byte_alphabet_is_one_line_when_decoded():
+    """A vocabulary token with a character no byte maps to ('€', typed into the file) has no bytes:
+    decode, token_bytes and readable raised KeyError: '€'. Checked when decoded, not at load (80 ms on
+    the real vocabulary), with one line naming the file and the token."""
+    from qwen.lang import tr
+    vocab = {c: b for b, c in BYTE_TO_CHAR.items()}
+    vocab["€x"] = 256
+    tok = Tokenizer(vocab, [], {"<|im_end|>": 257}, source="some/tokenizer.json")
+    for call in (tok.decode, lambda ids: tok.token_bytes(ids[0]), lambda ids: tok.readable(ids[0])):
+        with pytest.raises(QwenError) as e:
+            call([256])
+        assert str(e.value) == tr(
+            "some/tokenizer.json: the token 256 is '€x', which is not written in the byte-level alphabet (256 "
+            "characters, one per byte value), so it has no bytes. The file is damaged or not Qwen3.5's; download "
+            "it again.", "some/tokenizer.json：词元 256 是 '€x'，它不是用字节级字母表（256 个字符，每个字节值一个）写的，"
+            "所以没有字节。文件损坏或不是 Qwen3.5 的；请重新下载。")
+    assert tok.decode([97, 257]) == "a<|im_end|>" and tok.id_to_piece(256) == "€x"
