@@ -275,7 +275,8 @@ if ready:
 # %%
 if ready:
     section(4, "Sampled against greedy", "采样与贪心的对比")
-    settings = dict(temperature=0.7, top_k=20, top_p=0.8, max_new_tokens=min(args.max_new_tokens, 16))
+    sampling = dict(temperature=0.7, top_k=20, top_p=0.8)            # Qwen's suggestion; section 6 uses it too
+    settings = dict(sampling, max_new_tokens=min(args.max_new_tokens, 16))
     drawn_ids = [[], [], []]                                          # section 6 checks its loop against seed 0's
     sampled = ["".join(generate(model, tok, ids, seed=seed, ids_out=out, **settings))
                for seed, out in zip((0, 0, 1), drawn_ids)]
@@ -380,9 +381,8 @@ if ready:
     say("  greedy: by hand {n} tokens {first}...; generate_ids {m} tokens; the same ids: {same}",
         "  贪心：手写 {n} 个词元 {first}……；generate_ids {m} 个词元；编号相同：{same}",
         n=len(by_hand), first=by_hand[:4], m=len(library), same=loop_agrees)
-    drawn = dict(temperature=0.7, top_k=20, top_p=0.8, seed=0)                 # section 4's settings and seed
     sampled_library = drawn_ids[0]                                             # section 4's first draw: generate_ids
-    sampled_by_hand = decode_loop(model, ids, settings["max_new_tokens"], stops, tok.vocab_size, **drawn)
+    sampled_by_hand = decode_loop(model, ids, settings["max_new_tokens"], stops, tok.vocab_size, seed=0, **sampling)
     sampled_agrees = sampled_by_hand == sampled_library
     say("  sampled (temperature 0.7, top-k 20, top-p 0.8, seed 0): by hand {n} tokens {first}...; the same ids as "
         "section 4's draw: {same}",
