@@ -118,7 +118,7 @@ class Tokenizer:
 
     def __init__(self, vocab, merges, special, pattern=QWEN35_PATTERN, nfc=True, ignore_merges=False,
                  source="tokenizer"):
-        _check_vocab(vocab, merges, special, source)
+        by_id = _check_vocab(vocab, merges, special, source)     # id -> symbols, made while checking
         self.vocab = vocab                                        # byte-level symbols -> id
         self.ranks = dict(zip(merges, range(len(merges))))       # (left, right) -> rank
         self.special = special                                    # "<|im_start|>" -> 248045
@@ -126,7 +126,7 @@ class Tokenizer:
         self.nfc = nfc
         self.ignore_merges = ignore_merges                        # a whole piece in the vocab is one token
         self.source = source
-        self.id_to_symbols = dict(zip(vocab.values(), vocab.keys()))
+        self.id_to_symbols = by_id
         self.id_to_special = {i: s for s, i in special.items()}
         self.vocab_size = max([*vocab.values(), *special.values()]) + 1
         names = sorted(special, key=len, reverse=True)           # longest first: <|a|b|> before <|a|>
@@ -570,7 +570,7 @@ MAX_TOKEN_ID = Config.RANGES["vocab_size"] - 1
 def _check_vocab(vocab, merges, special, source):
     """The vocabulary maps symbols to whole-number ids and holds all 256 byte symbols (else some
     text has no tokens); each id belongs to one token only (else decoding it gives the other one);
-    each merge is two symbols whose join is in the vocabulary."""
+    each merge is two symbols whose join is in the vocabulary. Returns {id: symbols} of the vocabulary."""
     if not isinstance(vocab, dict) or set(map(type, vocab.values())) - {int} or min(vocab.values(), default=-1) < 0:
         raise _bad_file(source, "a vocabulary: an object of byte-level symbol -> id (a whole number)",
                         "一个词表：字节级符号 -> 编号（整数）的对象")
@@ -578,18 +578,19 @@ def _check_vocab(vocab, merges, special, source):
         raise _bad_file(source, "at most {top:,} special tokens (it has {n:,}; Qwen3.5 has 33)".format(
                         top=MAX_SPECIAL_TOKENS, n=len(special)),
                         "最多 {top:,} 个特殊词元（它有 {n:,} 个；Qwen3.5 有 33 个）".format(top=MAX_SPECIAL_TOKENS, n=len(special)))
-    owner = dict(zip(vocab.values(), vocab.keys()))      # id -> symbols: the loop below, at C speed where it passes
-    if len(owner) == len(vocab) and max(owner, default=0) <= MAX_TOKEN_ID:
-        tokens = [(to_symbols(text), i) for text, i in special.items()]      # only these can still clash
-    else:                                                                     # find the first problem, in order
-        owner, tokens = {}, [*vocab.items(), *((to_symbols(text), i) for text, i in special.items())]
+    by_id = dict(zip(vocab.values(), vocab.keys()))      # id -> symbols, at C speed (the tokenizer's id_to_symbols)
+    fine = len(by_id) == len(vocab) and max(by_id, default=0) <= MAX_TOKEN_ID    # unique ids, none too large
+    tokens = [(to_symbols(text), i) for text, i in special.items()]             # then only these can still clash
+    if not fine:                                                                 # find the first problem, in order
+        tokens = [*vocab.items(), *tokens]
+    owner = {}                                      # id -> the first token seen with it
     for symbols, i in tokens:                       # a special token may also be in the vocabulary, as itself
         if i > MAX_TOKEN_ID:
             raise _bad_file(source, "ids from 0 to {top:,} (as config.json's vocab_size; {s!r} has {i:,})".format(
                             top=MAX_TOKEN_ID, s=symbols[:40], i=i),
                             "0 到 {top:,} 的编号（同 config.json 的 vocab_size；{s!r} 的编号是 {i:,}）".format(
                             top=MAX_TOKEN_ID, s=symbols[:40], i=i))
-        if owner.setdefault(i, symbols) != symbols:
+        if owner.setdefault(i, by_id.get(i, symbols) if fine else symbols) != symbols:
             raise QwenError("{src}: the id {i} belongs to two tokens, {a!r} and {b!r}; each token needs its "
                             "own id. The file is damaged or not Qwen3.5's; download it again.",
                             "{src}：编号 {i} 同时属于两个词元 {a!r} 和 {b!r}；每个词元需要自己的编号。"
@@ -607,6 +608,7 @@ def _check_vocab(vocab, merges, special, source):
         raise _bad_file(source, "a byte-level vocabulary holding all 256 byte symbols ({n} are missing, e.g. {c!r})"
                         .format(n=len(missing), c=missing[0]),
                         "包含全部 256 个字节符号的字节级词表（缺 {n} 个，例如 {c!r}）".format(n=len(missing), c=missing[0]))
+    return by_id
 
 
 def _bad_file(file, wanted_en, wanted_zh):
