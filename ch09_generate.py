@@ -166,16 +166,14 @@ if ready:
     reply_whole = True
     why = (tr("stopped at the end token", "遇到结束词元而停止") if stats["stopped"]
            else tr("stopped at --max-new-tokens", "达到 --max-new-tokens 而停止"))
-    if stats["new_tokens"] > 1:                                        # a decode step per token after the first
-        say("  prompt {p} tokens: prefill {a:.1f} tokens/s; reply {n} tokens: decode {b:.1f} tokens/s ({why})",
-            "  提示词 {p} 个词元：预填充 {a:.1f} 词元/秒；回复 {n} 个词元：解码 {b:.1f} 词元/秒（{why}）",
-            p=stats["prompt_tokens"], a=stats["prompt_tokens"] / stats["prefill_s"], n=stats["new_tokens"],
-            b=(stats["new_tokens"] - 1) / max(stats["decode_s"], 1e-9), why=why)
-    else:                                                              # its one token came from the prefill's logits
-        say("  prompt {p} tokens: prefill {a:.1f} tokens/s; reply 1 token, picked from the prefill's logits: "
-            "no decode step to time ({why})",
-            "  提示词 {p} 个词元：预填充 {a:.1f} 词元/秒；回复 1 个词元，从预填充的 logits 里选出：没有可计时的解码步骤（{why}）",
-            p=stats["prompt_tokens"], a=stats["prompt_tokens"] / stats["prefill_s"], why=why)
+    n_new = stats["new_tokens"]                                        # a decode step per token after the first
+    decoded = (tr("reply {n} tokens: decode {b:.1f} tokens/s", "回复 {n} 个词元：解码 {b:.1f} 词元/秒",
+                  n=n_new, b=(n_new - 1) / max(stats["decode_s"], 1e-9)) if n_new > 1
+               else tr("reply 1 token, picked from the prefill's logits: no decode step to time",
+                       "回复 1 个词元，从预填充的 logits 里选出：没有可计时的解码步骤"))
+    say("  prompt {p} tokens: prefill {a:.1f} tokens/s; {decoded} ({why})",
+        "  提示词 {p} 个词元：预填充 {a:.1f} 词元/秒；{decoded}（{why}）",
+        p=stats["prompt_tokens"], a=stats["prompt_tokens"] / stats["prefill_s"], decoded=decoded, why=why)
     if reply_sampling:
         say("  (sampled at --temperature {t}, top-k 20, top-p 0.8, seed 0: not the greedy reply)",
             "  （以 --temperature {t}、top-k 20、top-p 0.8、种子 0 采样：不是贪心回复）", t=args.temperature)
