@@ -40,6 +40,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import ENV, ROOT, full_checkpoint  # noqa: E402
 
 ACCEPTANCE = (0.65, 0.8)            # third-party reports for this head, not measured here
+# The allocator pinned above every temporary, as bench_deltanet.py pins it: at common.py's 1 MB mmap
+# threshold each Gated DeltaNet state (16 x 128 x 128 fp32, 1 MB) a step makes is a fresh mmap, and its
+# page faults made a decode step 227 ms against about 110 as a learner's process runs it (2 threads, Dec 2).
+SPEED_ENV = {**ENV, "MALLOC_MMAP_THRESHOLD_": str(64 << 20)}
 PROSE = ["README.md", "ch01_weights.py", "ch02_embedding.py", "ch03_norm.py", "ch04_rope.py", "ch05_mlp.py"]
 HELD_OUT = ["ch06_attention.py", "ch07_deltanet.py", "ch08_model.py", "ch09_generate.py"]
 
@@ -225,7 +229,7 @@ def main():
     for dtype in args.dtypes.split(","):
         argv = [sys.executable, __file__, "--child", dtype, "--path", str(path), "--rounds", str(args.rounds),
                 "--prompt", str(args.prompt), "--new", str(args.new), "--cut", str(args.cut)]
-        p = subprocess.run(argv, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, text=True)   # progress: stderr
+        p = subprocess.run(argv, cwd=ROOT, env=SPEED_ENV, stdout=subprocess.PIPE, text=True)   # progress: stderr
         lines = [line for line in p.stdout.splitlines() if line.startswith("RESULT ")]
         if p.returncode or not lines:
             raise SystemExit(f"{dtype} failed:\n{p.stdout}")
