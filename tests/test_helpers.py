@@ -121,3 +121,27 @@ def test_a_child_for_ctrl_c_gets_sigint_even_where_pytest_was_started_ignoring_i
         assert ignored() and not ignored(preexec_fn=sigint_as_in_a_terminal)
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_the_course_leaders_and_the_early_tests_head_the_workers_first_batches():
+    """conftest's order for xdist: course_en's and course_zh's first readers lead worker 0's and worker 1's
+    first batches, the EARLY tests follow course_zh's leader, the other course readers come last."""
+    from types import SimpleNamespace
+
+    import conftest
+
+    def item(nodeid, *fixtures):
+        return SimpleNamespace(nodeid=nodeid, fixturenames=list(fixtures), get_closest_marker=lambda name: None,
+                               add_marker=lambda marker: None)
+
+    plain = [item(f"tests/test_a.py::test_{i}") for i in range(40)]
+    browser = item(conftest.EARLY[0], "web")
+    en, en2 = item("tests/test_b.py::test_en", "course_en"), item("tests/test_b.py::test_en2", "course_en")
+    zh = item("tests/test_c.py::test_zh", "course_zh")
+    items = plain[:20] + [en, zh] + plain[20:] + [en2, browser]
+    config = SimpleNamespace(workerinput={"workercount": 2})
+    conftest.pytest_collection_modifyitems(config, items)
+    batch = conftest._first_batch(len(items), 2)                     # 5: 44 tests, 2 workers
+    assert len(items) == 44 and batch == 5
+    assert items[0] is en and items[batch] is zh and items[batch + 1] is browser
+    assert items[-1] is en2 and sorted(i.nodeid for i in items) == sorted(i.nodeid for i in plain + [en, en2, zh, browser])
