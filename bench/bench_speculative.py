@@ -141,14 +141,15 @@ def child(path, dtype_name, args):
     # (checked below); in bf16 a verify pass of 4 rows rounds otherwise than a 1-row step, a near-tie can
     # flip, and from there the plain run's tokens are no drafts the model agrees with. So replay the
     # speculative run's own output until it no longer changes (bf16 on random weights: 2 runs, Dec 2).
-    reference, settled = plain, 0
+    reference, settled, fixed = plain, 0, False
     for settled in range(1, 5):
         got = list(speculative_ids(model, ids, 3, max_new_tokens=args.new, vocab=vocab, cut=cut,
                                    drafts=replaying(reference)))
-        if got == reference:
+        fixed = got == reference
+        if fixed:
             break
         reference = got
-    out.update(replay_settled=settled, replay_fixed=got == reference)
+    out.update(replay_settled=settled, replay_fixed=fixed)
     replay = replaying(reference)
     runs = {"plain": [], "speculative k=3, cut, replayed drafts": []}
     for _ in range(max(1, args.rounds // 2)):

@@ -48,11 +48,9 @@ def delta_rule_recurrent(q, k, v, g, beta, state=None, states=None):
     makes S grow, which the rule is not meant for (the chunked form overflows sooner than this one).
     Returns out (batch, heads, seq, dv) and the final state (batch, heads, dk, dv), both fp32.
     states, a list: receives the state after every token (speculative decoding rolls back to one).
-    Each token makes one new S (the forgotten copy) and corrects it in place: S + k error^T written
-    out made two more tensors of the state's size per token (1 MB a layer at full size), and on a
-    CPU a fresh tensor costs more than the arithmetic on it (a verify pass of 4 tokens, chapter 12:
-    about 420 -> 300 ms, Dec 2). k^T S is read before forgetting and scaled (the decay is one number
-    per head, so it is the same): gradients need that S, and it is not the one changed in place.
+    When no gradient is recorded (generating), the correction is added into the new S in place:
+    writing S + k error^T out makes two more tensors of the state's size per token, and a fresh
+    tensor costs more than the arithmetic on it (bench/bench_speculative.py's verify pass).
     """
     q, k, v, g, beta = (t.float() for t in (q, k, v, g, beta))
     B, H, T, dk = k.shape
@@ -60,14 +58,16 @@ def delta_rule_recurrent(q, k, v, g, beta, state=None, states=None):
     S = k.new_zeros(B, H, dk, v.shape[-1]) if state is None else state.float().expand(B, H, -1, -1)  # (B, H, dk, dv)
     out = v.new_empty(v.shape)                                                   # (B, H, T, dv)
     for t in range(T):
-        decay = g[:, :, t, None].exp()                                           # (B, H, 1), one per head
-        read = (k[:, :, t, None, :] @ S).squeeze(-2) * decay                     # (B, H, dv): k^T S, forgotten
-        S = S * decay[..., None]                                                 # forget: a new S
+        S = S * g[:, :, t, None, None].exp()                                     # forget: a new S
+        read = (k[:, :, t, None, :] @ S).squeeze(-2)                             # (B, H, dv): k^T S
         error = beta[:, :, t, None] * (v[:, :, t] - read)                        # (B, H, dv)
-        S.addcmul_(k[:, :, t, :, None], error[:, :, None, :])                    # S += k error^T, in place
+        if torch.is_grad_enabled():                                              # S + k error^T:
+            S = S + k[:, :, t, :, None] * error[:, :, None, :]                   # autograd keeps the S read
+        else:
+            S.addcmul_(k[:, :, t, :, None], error[:, :, None, :])                # into the new S, in place
         out[:, :, t] = (q[:, :, t, None, :] @ S).squeeze(-2)                     # S^T q
         if states is not None:
-            states.append(S)                                                     # never changed in place
+            states.append(S)                                                     # kept: the next token makes a new S
     return out, S if T else S.clone()                                            # (no token: a copy, not the caller's)
 
 

@@ -288,6 +288,25 @@ def test_gradients_through_chunked_equal_the_recurrent_ones():
         assert rel(got, ref) <= 1e-4
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_generating_the_recurrent_form_corrects_only_its_own_new_states(shared):
+    """Without autograd (generating) each token's correction goes into the new S in place: the same
+    numbers as the recorded form, the caller's state untouched (one for the whole batch too), and every
+    state handed to `states` unchanged by the tokens after it (each token makes a new S first)."""
+    q, k, v, g, beta, state = rule_inputs(2, 3, 9, 8, 4, seed=11)
+    state = state[:1] if shared else state                           # (1, heads, dk, dv): broadcast
+    before = state.clone()
+    with torch.no_grad():
+        kept = []
+        out, final = delta_rule_recurrent(q, k, v, g, beta, state, states=kept)
+    ref_kept = []                                                    # recorded: written out, as taught
+    ref_out, ref_final = delta_rule_recurrent(q, k, v, g, beta, state, states=ref_kept)
+    assert torch.equal(state, before)
+    assert len(kept) == 9 and len({id(s) for s in kept}) == 9 and kept[-1] is final
+    assert rel(out, ref_out) <= 1e-6 and rel(final, ref_final) <= 1e-6
+    assert max(rel(a, b) for a, b in zip(kept, ref_kept)) <= 1e-6
+
+
 @pytest.mark.parametrize("with_state", [False, True])
 def test_no_tokens_change_nothing(with_state):
     """T = 0 (both forms): no output and the state handed back unchanged (zeros without one)."""

@@ -22,9 +22,9 @@ def test_transformers_checkpoints_have_the_promised_layouts(tmp_path):
 def test_a_test_session_leaves_no_folder_behind(tmp_path):
     """The session's folder (tiny checkpoint, Hugging Face cache, the checkpoints transformers
     writes) is removed when pytest ends: runs used to leave ~30 MB each in the system's temp.
-    The session runs one test that imports neither torch nor transformers: the folder is made when
-    conftest is imported, whatever runs (a test of test_mlp.py, writing a transformers checkpoint,
-    took 5.0 s of CPU here, this one 0.6 s)."""
+    The session runs one quick test that writes into the session's Hugging Face cache and leaves its
+    hf-home folder there, so the folder removed is not an empty one (a test of test_mlp.py, writing a
+    transformers checkpoint, took 5.0 s of CPU here, this one 1.0 s)."""
     import os
     import subprocess
     import sys
@@ -35,7 +35,7 @@ def test_a_test_session_leaves_no_folder_behind(tmp_path):
     env["TMPDIR"] = str(tmp)
     root = Path(__file__).resolve().parents[1]
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp",
-                        str(tmp_path / "base"), "tests/test_terminology.py::test_glossary_words_are_used"],
+                        str(tmp_path / "base"), "tests/test_find_model.py::test_then_the_hugging_face_cache_without_network"],
                        cwd=root, env=env, capture_output=True, text=True, timeout=100)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert sorted(x.name for x in tmp.iterdir()) == []
