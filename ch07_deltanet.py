@@ -265,8 +265,8 @@ for i in cfg.linear_attention_layers:                    # from the weights alon
     A_log, dt_bias = W[f"layers.{i}.linear_attn.A_log"].float(), W[f"layers.{i}.linear_attn.dt_bias"].float()
     per_layer[i] = math.log(0.5) / (-A_log.exp() * torch.nn.functional.softplus(dt_bias))   # half-lives at a = 0
 spans = torch.stack(list(per_layer.values()))
-say("  at a = 0 (weights only), the half-lives of all {n} heads in {m} layers span {lo:.2g} to {hi:.3g} tokens",
-    "  在 a = 0 处（只看权重），{m} 层共 {n} 个头的半衰期从 {lo:.2g} 到 {hi:.3g} 个词元",
+say("  at a = 0 (weights only), the half-lives of all {n} heads in {m} layers span {lo:.3g} to {hi:.3g} tokens",
+    "  在 a = 0 处（只看权重），{m} 层共 {n} 个头的半衰期从 {lo:.3g} 到 {hi:.3g} 个词元",
     n=spans.numel(), m=len(per_layer), lo=spans.min().item(), hi=spans.max().item())
 
 fast, slow = half_life.argmin().item(), half_life.argmax().item()

@@ -489,12 +489,19 @@ if ready:
         a, nxt = accept_sampled([d], q_made[None], torch.stack([p_made, p_made]), g)     # q (1, 6), p (2, 6)
         first[d if a else nxt] += 1                                                       # kept: d; else the draw
     tv = 0.5 * float((first / rounds - p_made).abs().sum())                               # total variation
-    noise = 0.5 * float((2 * p_made * (1 - p_made) / (torch.pi * rounds)).sqrt().sum())   # its expected size by chance
+    straight = torch.multinomial(p_made, 1000 * rounds, replacement=True,                 # chance alone: 1,000 samples
+                                 generator=torch.Generator().manual_seed(1)).reshape(1000, rounds)   # drawn from p itself
+    counts = torch.zeros(1000, 6, dtype=torch.float64).scatter_add_(1, straight, torch.ones(1000, rounds, dtype=torch.float64))
+    chance = 0.5 * (counts / rounds - p_made).abs().sum(-1)                               # (1000,) their distances to p
+    band = float(chance.quantile(0.95))                                                   # 95 of 100 stay below
     tv_kept = 0.5 * float((q_made - p_made).abs().sum())                                  # keeping every draft: q itself
     say("  made-up p and q over 6 tokens, {n:,} rounds: the first token's frequencies differ from p by {tv:.3f} "
-        "(total variation; chance alone gives about {z:.3f} on average)",
-        "  6 个词元上编造的 p 和 q，{n:,} 轮：第一个词元的频率与 p 相差 {tv:.3f}（总变差距离；单凭偶然大约是 {z:.3f}）",
-        n=rounds, tv=tv, z=noise)
+        "(total variation); {n:,} tokens drawn straight from p differ by less than {b:.3f} in 95% of 1,000 tries: "
+        "{verdict}",
+        "  6 个词元上编造的 p 和 q，{n:,} 轮：第一个词元的频率与 p 相差 {tv:.3f}（总变差距离）；直接从 p 抽 {n:,} 个词元，"
+        "1,000 次里有 95% 相差小于 {b:.3f}：{verdict}",
+        n=rounds, tv=tv, b=band, verdict=tr("within chance" if tv < band else "MORE than chance gives",
+                                            "在偶然范围之内" if tv < band else "超出了偶然能给的范围"))
     say("  keeping every draft instead would give q's frequencies, {b:.3f} away from p",
         "  如果保留所有草稿，得到的是 q 的频率，与 p 相差 {b:.3f}", b=tv_kept)
     say("  the same rule runs in generate_ids(..., speculative=K, temperature=0.7): python main.py chat --speculative 3",

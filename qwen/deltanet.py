@@ -62,7 +62,7 @@ def delta_rule_recurrent(q, k, v, g, beta, state=None, states=None):
         read = (k[:, :, t, None, :] @ S).squeeze(-2)                             # (B, H, dv): k^T S
         error = beta[:, :, t, None] * (v[:, :, t] - read)                        # (B, H, dv)
         if torch.is_grad_enabled():                                              # S + k error^T:
-            S = S + k[:, :, t, :, None] * error[:, :, None, :]                   # autograd keeps the S read
+            S = S + k[:, :, t, :, None] * error[:, :, None, :]                   # recorded: autograd needs the S read
         else:
             S.addcmul_(k[:, :, t, :, None], error[:, :, None, :])                # into the new S, in place
         out[:, :, t] = (q[:, :, t, None, :] @ S).squeeze(-2)                     # S^T q
