@@ -129,6 +129,7 @@ def _first_batch(n_items, workers):
     return 1 if n_items < 2 * workers else max(2, n_items // workers // 4)
 
 
+@pytest.hookimpl(trylast=True)                   # after -k / -m deselection: the batches of the tests that run
 def pytest_collection_modifyitems(config, items):
     readers = [i for i in items if COURSE_FIXTURES & set(getattr(i, "fixturenames", ()))]
     for item in readers:
