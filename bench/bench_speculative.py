@@ -15,6 +15,8 @@ each item timed alternately with the others, `--rounds` times, the best counts:
   verify k+1    one verification pass of k + 1 tokens (logits of every position, the Gated
                 DeltaNet layers keeping every token's state), k = 1..4: goal <= 1.3 x decode at k = 3;
                 with fp32 products as qwen/products.py few_rows_linear, and once (k = 3) with F.linear;
+                once (k = 3) with the delta rule's correction written out, as when autograd records
+                (qwen/deltanet.py adds it in place when generating);
   draft         one head step (fc, its decoder layer, mtp.norm, the 248,320-row output layer), as
                 speculative_ids runs it (qwen/products.py);
   draft (cut)   the same, guessing among the CUT most frequent tokens of the course's prose only
@@ -101,11 +103,12 @@ def child(path, dtype_name, args):
                 return time.perf_counter() - start
             return run
 
-        def verify(k, fast=True):
+        def verify(k, fast=True, written_out=False):
             def run():
                 c = base.copy()
                 start = time.perf_counter()
-                _verify(model, block[:k + 1], c, fast=products if fast else False)
+                with torch.enable_grad() if written_out else contextlib.nullcontext():   # is_grad_enabled(): the delta
+                    _verify(model, block[:k + 1], c, fast=products if fast else False)  # rule as when autograd records
                 return time.perf_counter() - start
             return run
 
@@ -120,7 +123,7 @@ def child(path, dtype_name, args):
             return run
 
         items = {"decode": decode(), "decode, F.linear": decode(fast=False), **{f"verify {k + 1}": verify(k) for k in (1, 2, 3, 4)},
-                 "verify 4, F.linear": verify(3, fast=False),
+                 "verify 4, F.linear": verify(3, fast=False), "verify 4, rule written out": verify(3, written_out=True),
                  "draft": draft(None), "draft (cut)": draft(cut)}
         progress("steps: warm-up")
         for fn in items.values():                                              # warm-up
@@ -197,6 +200,8 @@ def report(r):
               + ("   (goal <= 1.3)" if k == 3 else ""))
     print(f"  verify 4 tokens with F.linear (the plain path) / decode step {s['verify 4, F.linear'] / d:5.2f}"
           f"   (the lines above: few_rows_linear, qwen/products.py)")
+    print(f"  verify 4 tokens, the delta rule's correction written out / decode step {s['verify 4, rule written out'] / d:5.2f}"
+          f"   (the lines above: added in place, qwen/deltanet.py)")
     print(f"  draft step, whole vocabulary / decode step      {s['draft'] / d:8.2f}")
     print(f"  draft step, {r['cut']:,} most frequent tokens / decode  {s['draft (cut)'] / d:8.2f}   (goal <= 0.25)")
     print(f"  the cut covers {r['coverage']:.1%} of {r['held_out_tokens']:,} tokens of held-out course prose "
