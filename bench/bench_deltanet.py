@@ -33,9 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import ENV, ROOT, full_checkpoint, measure, python, report
-
-SPEED_ENV = {**ENV, "MALLOC_MMAP_THRESHOLD_": str(64 << 20)}          # see the docstring
+from common import ENV, ROOT, SPEED_ENV, full_checkpoint, measure, python, report
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument("--keep", help="write (or reuse) the full-size checkpoint here instead of a temp folder")

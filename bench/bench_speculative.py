@@ -40,13 +40,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import ENV, ROOT, full_checkpoint  # noqa: E402
+from common import ROOT, SPEED_ENV, full_checkpoint  # noqa: E402
 
 ACCEPTANCE = (0.65, 0.8)            # third-party reports for this head, not measured here
-# The allocator pinned above every temporary, as bench_deltanet.py pins it: at common.py's 1 MB mmap
-# threshold each Gated DeltaNet state (16 x 128 x 128 fp32, 1 MB) a step makes is a fresh mmap, and its
-# page faults made a decode step 227 ms against about 110 as a learner's process runs it (2 threads, Dec 2).
-SPEED_ENV = {**ENV, "MALLOC_MMAP_THRESHOLD_": str(64 << 20)}
 PROSE = ["README.md", "ch01_weights.py", "ch02_embedding.py", "ch03_norm.py", "ch04_rope.py", "ch05_mlp.py"]
 HELD_OUT = ["ch06_attention.py", "ch07_deltanet.py", "ch08_model.py", "ch09_generate.py"]
 
@@ -144,7 +140,7 @@ def child(path, dtype_name, args):
     # (checked below); in bf16 a verify pass of 4 rows rounds otherwise than a 1-row step, a near-tie can
     # flip, and from there the plain run's tokens are no drafts the model agrees with. So replay the
     # speculative run's own output until it no longer changes (bf16 on random weights: 2 runs, Dec 2).
-    reference, settled, fixed = plain, 0, False
+    reference, fixed = plain, False
     for settled in range(1, 5):
         got = list(speculative_ids(model, ids, 3, max_new_tokens=args.new, vocab=vocab, cut=cut,
                                    drafts=replaying(reference)))

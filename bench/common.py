@@ -18,6 +18,12 @@ ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = Path(__file__).with_name("qwen3.5-0.8b-manifest.json")
 ENV = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "1048576", "MALLOC_TRIM_THRESHOLD_": "268435456",
        "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "QWEN_LANG": "en"}
+# For runs that step the Gated DeltaNet recurrence (decode steps, verify passes): its state is 1 MB
+# (16 x 128 x 128 fp32), exactly ENV's mmap threshold, so at 1 MB each state a step makes is a fresh
+# mmap with its page faults (bench_deltanet.py: 2.84 s instead of 0.39 s at 2048 tokens; a decode step
+# 227 ms instead of about 110 in bench_speculative.py). glibc's default raises its threshold by itself
+# after the first large free, so 64 MB, above every temporary there, is close to a learner's process.
+SPEED_ENV = {**ENV, "MALLOC_MMAP_THRESHOLD_": str(64 << 20)}
 
 
 def write_full_checkpoint(folder):
