@@ -14,9 +14,9 @@ each item timed alternately with the others, `--rounds` times, the best counts:
                 runs it (qwen/products.py: one row through oneDNN), and once with F.linear;
   verify k+1    one verification pass of k + 1 tokens (logits of every position, the Gated
                 DeltaNet layers keeping every token's state), k = 1..4: goal <= 1.3 x decode at k = 3;
-                with fp32 products as qwen/products.py few_rows_linear, and once (k = 3) with F.linear;
-                once (k = 3) with the delta rule's correction written out, as when autograd records
-                (qwen/deltanet.py adds it in place when generating);
+                with fp32 products as qwen/products.py chooses them, and once (k = 3) with F.linear;
+                the states go into trails made once, as speculative_ids does, and once (k = 3) into
+                trails made anew (fresh memory every pass; qwen/mtp.py Trail);
   draft         one head step (fc, its decoder layer, mtp.norm, the 248,320-row output layer), as
                 speculative_ids runs it (qwen/products.py);
   draft (cut)   the same, guessing among the CUT most frequent tokens of the course's prose only
@@ -64,7 +64,8 @@ def child(path, dtype_name, args):
     import torch
     from qwen.generate import generate_ids
     from qwen.model import load_model
-    from qwen.mtp import DraftVocabulary, _verify, coverage, frequent_tokens, head_guess, head_read, speculative_ids
+    from qwen.mtp import (DraftVocabulary, _verify, coverage, frequent_tokens, head_guess, head_read, new_trails,
+                          speculative_ids)
     from qwen.products import FastProducts
     from qwen.tokenizer import Tokenizer
 
@@ -99,12 +100,13 @@ def child(path, dtype_name, args):
                 return time.perf_counter() - start
             return run
 
-        def verify(k, fast=True, written_out=False):
+        trails = new_trails(model)                                             # a run's own, as speculative_ids
+
+        def verify(k, fast=True, anew=False):
             def run():
                 c = base.copy()
                 start = time.perf_counter()
-                with torch.enable_grad() if written_out else contextlib.nullcontext():   # is_grad_enabled(): the delta
-                    _verify(model, block[:k + 1], c, fast=products if fast else False)  # rule as when autograd records
+                _verify(model, block[:k + 1], c, fast=products if fast else False, trails=None if anew else trails)
                 return time.perf_counter() - start
             return run
 
@@ -119,7 +121,7 @@ def child(path, dtype_name, args):
             return run
 
         items = {"decode": decode(), "decode, F.linear": decode(fast=False), **{f"verify {k + 1}": verify(k) for k in (1, 2, 3, 4)},
-                 "verify 4, F.linear": verify(3, fast=False), "verify 4, rule written out": verify(3, written_out=True),
+                 "verify 4, F.linear": verify(3, fast=False), "verify 4, trail made anew": verify(3, anew=True),
                  "draft": draft(None), "draft (cut)": draft(cut)}
         progress("steps: warm-up")
         for fn in items.values():                                              # warm-up
@@ -195,9 +197,9 @@ def report(r):
         print(f"  verify {k + 1} tokens (k = {k}) / decode step           {s[f'verify {k + 1}'] / d:8.2f}"
               + ("   (goal <= 1.3)" if k == 3 else ""))
     print(f"  verify 4 tokens with F.linear (the plain path) / decode step {s['verify 4, F.linear'] / d:5.2f}"
-          f"   (the lines above: few_rows_linear, qwen/products.py)")
-    print(f"  verify 4 tokens, the delta rule's correction written out / decode step {s['verify 4, rule written out'] / d:5.2f}"
-          f"   (the lines above: added in place, qwen/deltanet.py)")
+          f"   (the lines above: qwen/products.py)")
+    print(f"  verify 4 tokens, trails made anew / decode step {s['verify 4, trail made anew'] / d:13.2f}"
+          f"   (the lines above: a run's trails, their memory reused)")
     print(f"  draft step, whole vocabulary / decode step      {s['draft'] / d:8.2f}")
     print(f"  draft step, {r['cut']:,} most frequent tokens / decode  {s['draft (cut)'] / d:8.2f}   (goal <= 0.25)")
     print(f"  the cut covers {r['coverage']:.1%} of {r['held_out_tokens']:,} tokens of held-out course prose "

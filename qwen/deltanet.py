@@ -47,7 +47,9 @@ def delta_rule_recurrent(q, k, v, g, beta, state=None, states=None):
     g is a log decay, <= 0 (the layer's -exp(A_log) * softplus(...) always is): a positive g
     makes S grow, which the rule is not meant for (the chunked form overflows sooner than this one).
     Returns out (batch, heads, seq, dv) and the final state (batch, heads, dk, dv), both fp32.
-    states, a list: receives the state after every token (speculative decoding rolls back to one).
+    states: None, or a tensor (seq, batch, heads, dk, dv) that receives the state after every token
+    (speculative decoding rolls back to one, qwen/mtp.py Trail): token t's forget step writes into
+    states[t], so a verify pass reuses the memory of the last one. No gradient flows through it.
     When no gradient is recorded (generating), the correction is added into the new S in place:
     writing S + k error^T out makes two more tensors of the state's size per token, and a fresh
     tensor costs more than the arithmetic on it (bench/bench_speculative.py's verify pass).
@@ -58,16 +60,15 @@ def delta_rule_recurrent(q, k, v, g, beta, state=None, states=None):
     S = k.new_zeros(B, H, dk, v.shape[-1]) if state is None else state.float().expand(B, H, -1, -1)  # (B, H, dk, dv)
     out = v.new_empty(v.shape)                                                   # (B, H, T, dv)
     for t in range(T):
-        S = S * g[:, :, t, None, None].exp()                                     # forget: a new S
+        decay = g[:, :, t, None, None].exp()                                     # (B, H, 1, 1)
+        S = S * decay if states is None else torch.mul(S, decay, out=states[t])  # forget: a new S (or slot t)
         read = (k[:, :, t, None, :] @ S).squeeze(-2)                             # (B, H, dv): k^T S
         error = beta[:, :, t, None] * (v[:, :, t] - read)                        # (B, H, dv)
-        if torch.is_grad_enabled():                                              # S + k error^T:
+        if torch.is_grad_enabled() and states is None:                           # S + k error^T:
             S = S + k[:, :, t, :, None] * error[:, :, None, :]                   # recorded: autograd needs the S read
         else:
             S.addcmul_(k[:, :, t, :, None], error[:, :, None, :])                # into the new S, in place
         out[:, :, t] = (q[:, :, t, None, :] @ S).squeeze(-2)                     # S^T q
-        if states is not None:
-            states.append(S)                                                     # kept: the next token makes a new S
     return out, S if T else S.clone()                                            # (no token: a copy, not the caller's)
 
 
@@ -218,7 +219,8 @@ class GatedDeltaNet(nn.Module):
 
     A cache with a `trail` (qwen/mtp.py: a speculative verification of a few tokens) also keeps
     what a rollback needs: trail.window, the conv's whole input window, and trail.states, the state
-    after every token (the recurrent form, token by token, as plain decoding computes it).
+    after every token (the recurrent form, token by token, as plain decoding computes it), written
+    into the trail's own memory (trail.slots).
     """
 
     def __init__(self, cfg):
@@ -247,7 +249,8 @@ class GatedDeltaNet(nn.Module):
         state = None if cache is None else cache.state
         trail = getattr(cache, "trail", None)
         if trail is not None:                                                    # every token's state kept
-            out, state = delta_rule_recurrent(q, k, v, g, beta, state, states=trail.states)
+            slots = trail.slots((T, B, self.nv, self.dk, self.dv), q.device)     # (T, B, nv, dk, dv) fp32
+            out, state = delta_rule_recurrent(q, k, v, g, beta, state, states=slots)
         else:
             rule = delta_rule_recurrent if T == 1 else delta_rule_chunked
             out, state = rule(q, k, v, g, beta, state)                           # (B, nv, T, dv)

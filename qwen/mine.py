@@ -185,7 +185,7 @@ def _delta_rule(model, mine, swaps):
             S = mine["delta_rule_step"](S, k[:, :, t], v[:, :, t], g[:, :, t], beta[:, :, t])
             out[:, :, t] = mine["read_state"](S, q[:, :, t])
             if states is not None:
-                states.append(S)
+                states[t] = S                                      # (the trail's slot for token t)
         return out, S if T else S.clone()
     forward = _with_names(GatedDeltaNet.forward, delta_rule_recurrent=rule, delta_rule_chunked=rule)
     for m in _modules(model, GatedDeltaNet):

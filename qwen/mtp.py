@@ -68,7 +68,7 @@ from qwen.generate import Cache, distribution, sample
 from qwen.lang import QwenError
 from qwen.model import DecoderLayer
 from qwen.norm import RMSNorm
-from qwen.products import FastProducts, few_rows_linear, linear  # noqa: F401  (few_rows_linear: the verify's product)
+from qwen.products import FastProducts, linear
 from qwen.upcast import prompt_pass
 from qwen.weights import FLOAT_DTYPES, load
 
@@ -245,11 +245,29 @@ def teacher_forced_acceptance(model, ids, vocab=None, cut=None, rows=64):
 
 class Trail:
     """What one Gated DeltaNet layer keeps while verifying: its conv input window and its state
-    after every token (qwen/deltanet.py fills them)."""
+    after every token (qwen/deltanet.py fills them). The states go into memory the trail keeps from
+    one verify pass to the next (`slots`): a pass of 4 tokens writes 18 MB of states on the
+    full-size model, and fresh memory each pass cost more than the rule's arithmetic
+    (bench/bench_speculative.py's "trail made anew" line). So `settle` copies the state it puts back."""
 
     def __init__(self):
         self.window = None              # (batch, conv_channels, kernel - 1 + tokens)
-        self.states = []                # (batch, value_heads, dk, dv) after each token, fp32
+        self.states = None              # (tokens, batch, value_heads, dk, dv) fp32: after each token
+        self.memory = None              # what states is cut from: the largest pass so far
+
+    def slots(self, shape, device):
+        """Room for this pass's states, shape (tokens, batch, heads, dk, dv), fp32 on `device`: the
+        last pass's memory when it is large enough, else new."""
+        m = self.memory
+        if m is None or m.shape[1:] != shape[1:] or len(m) < shape[0] or m.device != torch.device(device):
+            self.memory = torch.empty(shape, dtype=torch.float32, device=device)
+        self.states = self.memory[:shape[0]]
+        return self.states
+
+
+def new_trails(model):
+    """One Trail per linear-attention layer (None for full attention), made once per run."""
+    return [Trail() if layer.kind != "full_attention" else None for layer in model.layers]
 
 
 def cut_attention(layer, length):
@@ -273,7 +291,7 @@ def settle(model, cache, trails, base, m):
             cut_attention(lc, base + m)
         else:
             kernel = layer.linear_attn.kernel
-            lc.state = trail.states[m - 1]
+            lc.state = trail.states[m - 1].clone()                   # (the trail's memory is reused)
             lc.conv = trail.window[:, :, m:m + kernel - 1].clone()   # the last kernel-1 inputs up to m
     cache.length = base + m
 
@@ -370,12 +388,13 @@ def _read_prompt(model, ids, cache, keep_at, kept):
     return logits[0, -1], torch.cat(hidden + [h], 1)                 # (vocab,), (1, prompt, hidden)
 
 
-def _verify(model, block, cache, fast=True):
+def _verify(model, block, cache, fast=True, trails=None):
     """The main model reads the block (p and the drafts) in one forward pass, every linear-attention
     layer keeping its trail: (logits (len, vocab), hidden states after the final norm (1, len, hidden),
     the trails). fast: fp32 matrix products as qwen/products.py FastProducts (the same numbers, to rounding);
-    a FastProducts of this model (a decode loop's, made once: making one walks the whole model) is used as it is."""
-    trails = [Trail() if layer.kind != "full_attention" else None for layer in model.layers]
+    a FastProducts of this model (a decode loop's, made once: making one walks the whole model) is used as it is.
+    trails: a run's own (`new_trails`), whose memory each pass reuses; None: new ones."""
+    trails = new_trails(model) if trails is None else trails
     for lc, trail in zip(cache.layers, trails):
         lc.trail = trail
     try:
@@ -418,6 +437,7 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
     head_at = cache.length                                         # the position of the first prompt token
     fast = FastProducts(model)                                     # the products generate_ids uses (qwen/products.py)
     long_rows = prompt_pass(model)                                 # made once too: it looks at every module
+    trails = new_trails(model)                                     # and the trails, whose memory each pass reuses
     with long_rows, fast:                                          # as generate_ids reads it (qwen/upcast.py)
         logits, hidden = _read_prompt(model, ids, cache, keep_at, kept)
     size = logits.shape[-1] if vocab is None else vocab           # the ids a token may be
@@ -460,7 +480,7 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
                 guesses = [int(t) for t in drafts(list(out), list(guesses))][:n]
         t1 = time.perf_counter()
         block = [p] + guesses                                      # (n + 1,) read in one pass
-        logits, H, trails = _verify(model, block, cache, fast)
+        logits, H, trails = _verify(model, block, cache, fast, trails)
         if sampling:                                               # the model's distributions after each
             P = torch.stack([probabilities(row, size, **warpers) for row in logits])   # (n + 1, size)
             a, nxt = accept_sampled(guesses, torch.stack(q) if q else P[:0], P, generator)

@@ -21,7 +21,12 @@ nn.Linear layers and its output layer to `linear` below, by the number of rows:
     torch's x86 builds, the kernel torch.compile uses), which splits the weight's rows over the
     threads: 14.2 GB/s for the projections and 17.3 for the output layer, against 8.6 and 9.8 (on
     one thread the two are alike, 10.9 against 10.6 GB/s for the single weight, so F.linear is kept);
-  * 2 to FEW_ROWS rows: (weight @ x^T)^T, which reads the weight as it is stored;
+  * 2 to TURNED_ROWS rows of a weight with at least as many outputs as inputs (the projections
+    into the attention, the MLP's gate and up, the output layer): (weight @ x^T)^T, which reads the
+    weight as it is stored;
+  * the other calls of 2 to FEW_ROWS rows (the projections back to the hidden size: down_proj,
+    out_proj, o_proj; and 5 rows or more): oneDNN's inner product, whose time hardly grows with
+    the rows. MKL's product turned around is quick only for tall weights and 2 or 4 rows;
   * anything else, and weights under MIN_VALUES values (oneDNN's set-up costs more than the
     product): F.linear, as it is.
 
@@ -29,7 +34,10 @@ bench/bench_model.py measures each side by side ("1-row products", "where one de
 The figures above are from an AVX2 EPYC. On the AVX-512 Zen 5 this project's machines became (Dec 2,
 2 threads, the 145 large weights of the full-size model one after the other, 3.06 GB, median and best
 of 4): one row 88 (75) ms through oneDNN against 157 (155) through F.linear; four rows 131 (117) ms as
-(W @ x^T)^T against 352 (329) through F.linear. The choice of paths holds there too.
+(W @ x^T)^T against 352 (329) through F.linear. Per weight, 4 rows, 2 threads, median of 7 (ms): a
+1024 x 3584 down_proj 0.99 as (W @ x^T)^T against 0.54 in oneDNN (one row: 0.43); a 3584 x 1024
+up_proj 0.46 against 0.64; with 8 rows, 1.30 against 0.77 (/tmp script, Dec 2; bench_speculative's
+verify lines measure the whole pass).
 The numbers are the same products summed in another order: they agree with F.linear to fp32
 rounding (about 1e-6 relative), not bit for bit. tests/test_products.py checks each path
 against F.linear, and that the layers are put back after.
@@ -49,7 +57,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-FEW_ROWS = 16                                  # up to this many rows: (weight @ x^T)^T
+FEW_ROWS = 16                                  # up to this many rows: oneDNN or (weight @ x^T)^T
+TURNED_ROWS = 4                                # up to this many, for a tall weight: (weight @ x^T)^T
 MIN_VALUES = 1 << 20                           # smaller weights keep F.linear: a decode step's 36 gates
                                                # (16 x 1024) took 4.1 ms in oneDNN, 1.2 in F.linear
 
@@ -62,11 +71,12 @@ def few_rows_linear(x, weight):
     return torch.mm(weight, rows.t()).t().reshape(*x.shape[:-1], weight.shape[0])   # (out, rows) -> (..., out)
 
 
-def one_row_linear(x, weight):
-    """F.linear(x, weight) for one row, by oneDNN's inner product on every thread torch uses.
-    x (..., in) holding one row, weight (out, in) fp32 -> (..., out)."""
-    out = torch.ops.mkldnn._linear_pointwise(x.reshape(1, -1).contiguous(), weight, None, "none", [], "")
-    return out.reshape(*x.shape[:-1], weight.shape[0])                         # (1, out) -> (..., out)
+def onednn_linear(x, weight):
+    """F.linear(x, weight) by oneDNN's inner product on every thread torch uses.
+    x (..., in), weight (out, in) fp32 -> (..., out)."""
+    rows = x.reshape(-1, x.shape[-1]).contiguous()                             # (rows, in)
+    out = torch.ops.mkldnn._linear_pointwise(rows, weight, None, "none", [], "")
+    return out.reshape(*x.shape[:-1], weight.shape[0])                         # (rows, out) -> (..., out)
 
 
 @functools.lru_cache(maxsize=1)
@@ -78,7 +88,7 @@ def onednn_available():
     try:
         g = torch.Generator().manual_seed(0)
         w, x = torch.randn(64, 32, generator=g), torch.randn(1, 1, 32, generator=g)
-        return torch.allclose(one_row_linear(x, w), F.linear(x, w), atol=1e-5, rtol=1e-5)
+        return torch.allclose(onednn_linear(x, w), F.linear(x, w), atol=1e-5, rtol=1e-5)
     except (AttributeError, RuntimeError, NotImplementedError):
         return False
 
@@ -90,8 +100,10 @@ def linear(x, weight):
     if not 1 <= rows <= FEW_ROWS or not serves(x, weight):
         return F.linear(x, weight)
     if rows == 1:                                # one thread: MKL's product is as fast (10.6 against 10.9 GB/s)
-        return one_row_linear(x, weight) if torch.get_num_threads() > 1 and onednn_available() else F.linear(x, weight)
-    return few_rows_linear(x, weight)
+        return onednn_linear(x, weight) if torch.get_num_threads() > 1 and onednn_available() else F.linear(x, weight)
+    if rows <= TURNED_ROWS and weight.shape[0] >= weight.shape[1] or not onednn_available():
+        return few_rows_linear(x, weight)        # a tall weight, 2 to 4 rows: MKL, the weight first
+    return onednn_linear(x, weight)              # a wide one, or 5 rows or more: oneDNN
 
 
 def takes(weight):

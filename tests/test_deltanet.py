@@ -291,20 +291,25 @@ def test_gradients_through_chunked_equal_the_recurrent_ones():
 @pytest.mark.parametrize("shared", [False, True])
 def test_generating_the_recurrent_form_corrects_only_its_own_new_states(shared):
     """Without autograd (generating) each token's correction goes into the new S in place: the same
-    numbers as the recorded form, the caller's state untouched (one for the whole batch too), and every
-    state handed to `states` unchanged by the tokens after it (each token makes a new S first)."""
+    numbers as the recorded form, the caller's state untouched (one for the whole batch too). With
+    `states` (a trail's memory, qwen/mtp.py), token t's state is written into states[t] and stays what
+    the recorded form has after t + 1 tokens: the tokens after it write other slots."""
     q, k, v, g, beta, state = rule_inputs(2, 3, 9, 8, 4, seed=11)
     state = state[:1] if shared else state                           # (1, heads, dk, dv): broadcast
     before = state.clone()
     with torch.no_grad():
-        kept = []
-        out, final = delta_rule_recurrent(q, k, v, g, beta, state, states=kept)
-    ref_kept = []                                                    # recorded: written out, as taught
-    ref_out, ref_final = delta_rule_recurrent(q, k, v, g, beta, state, states=ref_kept)
+        plain_out, plain_final = delta_rule_recurrent(q, k, v, g, beta, state)
+        slots = torch.full((9, 2, 3, 8, 4), float("nan"))            # (tokens, batch, heads, dk, dv)
+        out, final = delta_rule_recurrent(q, k, v, g, beta, state, states=slots)
+    ref_out, ref_final = delta_rule_recurrent(q, k, v, g, beta, state)   # recorded: written out, as taught
     assert torch.equal(state, before)
-    assert len(kept) == 9 and len({id(s) for s in kept}) == 9 and kept[-1] is final
-    assert rel(out, ref_out) <= 1e-6 and rel(final, ref_final) <= 1e-6
-    assert max(rel(a, b) for a, b in zip(kept, ref_kept)) <= 1e-6
+    assert final.data_ptr() == slots[-1].data_ptr()                  # the last slot is the final state
+    assert rel(out, ref_out) <= 1e-6 and rel(final, ref_final) <= 1e-6 and rel(plain_final, ref_final) <= 1e-6
+    assert torch.equal(plain_out, out)
+    for t in range(9):                                               # each slot: the state after t + 1 tokens
+        after = delta_rule_recurrent(q[:, :, :t + 1], k[:, :, :t + 1], v[:, :, :t + 1], g[:, :, :t + 1],
+                                     beta[:, :, :t + 1], state)[1]
+        assert rel(slots[t], after) <= 1e-6, t
 
 
 @pytest.mark.parametrize("with_state", [False, True])

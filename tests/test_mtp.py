@@ -383,12 +383,13 @@ def test_teacher_forced_acceptance_counts_the_heads_agreements_along_a_text(hf_m
 
 
 def test_the_fast_verify_pass_computes_what_the_plain_one_does(hf_model, monkeypatch):
-    """few_rows_linear is F.linear with the product turned around (the bench's faster verify path):
+    """The verify pass through qwen/products.py's paths (oneDNN, or the product turned around):
     the same numbers to fp32 rounding, the same greedy tokens, the same trails; the model's layers are
     put back after (a plain forward afterwards uses F.linear again). This checkpoint's layers are all
     under products.MIN_VALUES: the floor is lowered, or fast and plain would be the same products."""
     from qwen import products
-    from qwen.mtp import _verify, few_rows_linear
+    from qwen.mtp import _verify
+    from qwen.products import few_rows_linear
     monkeypatch.setattr(products, "MIN_VALUES", 1)
     rows, real = [], products.linear
     monkeypatch.setattr(products, "linear", lambda x, w: rows.append(x.numel() // x.shape[-1]) or real(x, w))
@@ -410,3 +411,23 @@ def test_the_fast_verify_pass_computes_what_the_plain_one_does(hf_model, monkeyp
         if a is not None:
             assert all(torch.allclose(s, t, atol=1e-5) for s, t in zip(a.states, b.states))
     assert "forward" not in vars(hf_model.layers[0].mlp.up_proj) and "logits" not in vars(hf_model)
+
+
+def test_a_run_reuses_its_trails_memory_and_the_cache_owns_the_states_it_gets_back(hf_model):
+    """A verify pass writes its states into the trails' memory, which the next pass of the same run
+    writes again (no fresh 1 MB per token on the full-size model); so `settle` hands the cache a copy:
+    a copy of the cache kept between two passes (a chat's next turn) is left as it was."""
+    from qwen.mtp import _verify, new_trails, settle
+    base = hf_model.new_cache()
+    hf_model(torch.tensor([HF_PROMPT]), cache=base)
+    trails, cache = new_trails(hf_model), base.copy()
+    assert _verify(hf_model, [3, 17, 99, 250], cache, trails=trails)[2] is trails
+    memory = [t.memory.data_ptr() for t in trails if t is not None]
+    assert memory and all(t.states.shape[0] == 4 for t in trails if t is not None)
+    settle(hf_model, cache, trails, len(HF_PROMPT), 2)
+    kept = cache.copy()
+    held = [lc.state.clone() for lc in kept.layers if lc.state is not None]
+    _verify(hf_model, [99, 8, 9], cache, trails=trails)                  # 3 tokens: the same memory
+    assert [t.memory.data_ptr() for t in trails if t is not None] == memory
+    assert all(t.states.shape[0] == 3 for t in trails if t is not None)
+    assert all(torch.equal(lc.state, s) for lc, s in zip([lc for lc in kept.layers if lc.state is not None], held))

@@ -24,23 +24,33 @@ def two_threads():
     torch.set_num_threads(before)
 
 
-@pytest.mark.parametrize("rows", [1, 2, 5, 16, 17, 40])
-def test_each_path_computes_what_f_linear_does(rows, two_threads, monkeypatch):
-    w, x = _pair(1024, 1024, rows)
+@pytest.mark.parametrize("rows, shape, path", [
+    (1, (1024, 1024), "onednn"), (2, (1024, 1024), "turned"), (4, (2048, 1024), "turned"),
+    (2, (1024, 2048), "onednn"), (4, (1024, 2048), "onednn"),             # more inputs than outputs
+    (5, (2048, 1024), "onednn"), (16, (1024, 1024), "onednn"),
+    (17, (1024, 1024), "F.linear"), (40, (1024, 1024), "F.linear")])
+def test_each_path_computes_what_f_linear_does(rows, shape, path, two_threads, monkeypatch):
+    """Which path each call takes (module docstring: a tall weight at 2 to 4 rows is turned around,
+    every other call up to FEW_ROWS goes to oneDNN), and that each computes what F.linear does."""
+    w, x = _pair(*shape, rows)
     available, used = products.onednn_available(), []                   # (its probe, before counting)
-    real = products.one_row_linear
-    monkeypatch.setattr(products, "one_row_linear", lambda *a: used.append(1) or real(*a))
+    for name in ("onednn_linear", "few_rows_linear"):
+        real = getattr(products, name)
+        monkeypatch.setattr(products, name, lambda *a, real=real, name=name: used.append(name) or real(*a))
     got, want = products.linear(x, w), F.linear(x, w)
-    assert used == ([1] if rows == 1 and available else [])
-    assert got.shape == want.shape == (1, rows, 1024) and got.dtype == torch.float32
-    assert torch.allclose(got, want, atol=1e-4, rtol=1e-5)              # sums of 1024 products of size ~1
+    expected = {"onednn": ["onednn_linear"] if available else ["few_rows_linear"] if rows > 1 else [],
+                "turned": ["few_rows_linear"], "F.linear": []}[path]
+    assert used == expected
+    assert got.shape == want.shape == (1, rows, shape[0]) and got.dtype == torch.float32
+    assert torch.allclose(got, want, atol=1e-4, rtol=1e-5)              # sums of 1024-2048 products of size ~1
 
 
-def test_one_row_any_shape_and_a_transposed_input():
-    w, x = _pair(2048, 512, 1, seed=1)
-    assert products.one_row_linear(x[0, 0], w).shape == (2048,)          # a 1-D row, as the MTP head's guess
-    assert torch.allclose(products.one_row_linear(x[0, 0], w), F.linear(x[0, 0], w), atol=1e-4, rtol=1e-5)
-    column = x.reshape(512, 1).t()                                        # (1, 512), not contiguous
+def test_onednn_any_shape_and_a_transposed_input():
+    w, x = _pair(2048, 512, 3, seed=1)
+    assert products.onednn_linear(x[0, 0], w).shape == (2048,)           # a 1-D row, as the MTP head's guess
+    assert torch.allclose(products.onednn_linear(x[0, 0], w), F.linear(x[0, 0], w), atol=1e-4, rtol=1e-5)
+    assert torch.allclose(products.onednn_linear(x, w), F.linear(x, w), atol=1e-4, rtol=1e-5)   # (1, 3, 2048)
+    column = x[0, :1].reshape(512, 1).t()                                 # (1, 512), not contiguous
     assert torch.allclose(products.linear(column, w), F.linear(column, w), atol=1e-4, rtol=1e-5)
 
 
@@ -55,14 +65,16 @@ def test_onednn_is_found_here():
 
 def test_without_onednn_one_row_is_f_linear(monkeypatch, two_threads):
     monkeypatch.setattr(products, "onednn_available", lambda: False)
-    monkeypatch.setattr(products, "one_row_linear", lambda *a: pytest.fail("oneDNN used"))
+    monkeypatch.setattr(products, "onednn_linear", lambda *a: pytest.fail("oneDNN used"))
     w, x = _pair(1024, 1024, 1)
     assert torch.equal(products.linear(x, w), F.linear(x, w))
+    w, x = _pair(1024, 2048, 5)                                         # a call oneDNN would take: turned
+    assert torch.allclose(products.linear(x, w), F.linear(x, w), atol=1e-4, rtol=1e-5)
 
 
 def test_on_one_thread_one_row_is_f_linear(monkeypatch):
     before = torch.get_num_threads()
-    monkeypatch.setattr(products, "one_row_linear", lambda *a: pytest.fail("oneDNN used"))
+    monkeypatch.setattr(products, "onednn_linear", lambda *a: pytest.fail("oneDNN used"))
     w, x = _pair(1024, 1024, 1)
     try:
         torch.set_num_threads(1)
@@ -137,8 +149,8 @@ def test_generation_reads_through_it_and_gives_the_plain_tokens(tiny_path, monke
     monkeypatch.setattr(products, "MIN_VALUES", 1)
     monkeypatch.setattr(products, "linear", lambda x, w: rows.append(x.numel() // x.shape[-1]) or real(x, w))
     products.onednn_available()                                          # (its probe, before counting)
-    onednn, one_row = [], products.one_row_linear
-    monkeypatch.setattr(products, "one_row_linear", lambda *a: onednn.append(1) or one_row(*a))
+    onednn, real_onednn = [], products.onednn_linear
+    monkeypatch.setattr(products, "onednn_linear", lambda *a: onednn.append(1) or real_onednn(*a))
     assert list(generate_ids(model, prompt, max_new_tokens=12)) == plain
     assert 1 in rows and len(prompt) in rows                             # decode steps and the prompt
     assert onednn or not products.onednn_available()
