@@ -16,7 +16,9 @@ each item timed alternately with the others, `--rounds` times, the best counts:
                 DeltaNet layers keeping every token's state), k = 1..4: goal <= 1.3 x decode at k = 3;
                 with fp32 products as qwen/products.py chooses them, and once (k = 3) with F.linear;
                 the states go into trails made once, as speculative_ids does, and once (k = 3) into
-                trails made anew (fresh memory every pass; qwen/mtp.py Trail);
+                trails made anew (fresh memory every pass; qwen/mtp.py Trail); then (fp32) the 4-row
+                products of each of the model's weight shapes, turned around and in oneDNN (the
+                path qwen/products.py takes is marked);
   draft         one head step (fc, its decoder layer, mtp.norm, the 248,320-row output layer), as
                 speculative_ids runs it (qwen/products.py);
   draft (cut)   the same, guessing among the CUT most frequent tokens of the course's prose only
@@ -131,6 +133,9 @@ def child(path, dtype_name, args):
             for name, fn in items.items():
                 times[name].append(fn())                                       # seconds, the cache copy left out
         out["step_s"] = {name: best(t) for name, t in times.items()}
+        if dtype_name == "float32":
+            progress("4-row products by weight shape")
+            out["by_shape"] = products_by_shape(model, args.rounds)
 
     progress("plain and replayed runs")
     plain = list(generate_ids(model, ids, max_new_tokens=args.new, vocab=vocab))
@@ -178,6 +183,43 @@ def child(path, dtype_name, args):
     return out
 
 
+def products_by_shape(model, rounds, rows=4):
+    """The model's own large fp32 weights, grouped by shape, each group multiplied by `rows` rows both
+    ways qwen/products.py offers, alternated `rounds` times: {shape: (layers, ms per weight turned
+    around, ms per weight in oneDNN, the one products.linear takes)}, medians."""
+    import collections
+    import torch
+    from qwen import products
+    groups = collections.defaultdict(list)
+    for m in model.modules():
+        if isinstance(m, torch.nn.Linear) and m.bias is None and products.takes(m.weight):
+            groups[tuple(m.weight.shape)].append(m.weight)
+    groups[tuple(model.output_weight.shape)].append(model.output_weight)
+    ways = {"turned": products.few_rows_linear, "oneDNN": products.onednn_linear}
+    out = {}
+    for shape, weights in groups.items():
+        x = torch.randn(1, rows, shape[1])
+        times = {name: [] for name in ways}
+        for _ in range(rounds):
+            for name, fn in ways.items():
+                start = time.perf_counter()
+                for w in weights:
+                    fn(x, w)
+                times[name].append((time.perf_counter() - start) / len(weights))
+        chosen = []
+        real = {name: getattr(products, fn.__name__) for name, fn in ways.items()}
+        try:                                                   # which one products.linear calls for this shape
+            for name, fn in ways.items():
+                setattr(products, fn.__name__, lambda *a, name=name, fn=fn: chosen.append(name) or fn(*a))
+            products.linear(x, weights[0])
+        finally:
+            for name, fn in ways.items():
+                setattr(products, fn.__name__, real[name])
+        out["%d x %d" % shape] = (len(weights), *(sorted(t)[len(t) // 2] * 1e3 for t in times.values()),
+                                  chosen[0] if chosen else "F.linear")
+    return out
+
+
 def _first_difference(a, b):
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
 
@@ -200,6 +242,12 @@ def report(r):
           f"   (the lines above: qwen/products.py)")
     print(f"  verify 4 tokens, trails made anew / decode step {s['verify 4, trail made anew'] / d:13.2f}"
           f"   (the lines above: a run's trails, their memory reused)")
+    if "by_shape" in r:
+        print("  4-row products by weight shape, ms per weight (median): turned around, (W @ x^T)^T | oneDNN"
+              "   (* qwen/products.py's choice)")
+        for shape, (n, turned, onednn, chosen) in r["by_shape"].items():
+            marks = {"turned": "*" if chosen == "turned" else " ", "oneDNN": "*" if chosen == "oneDNN" else " "}
+            print(f"    {shape:<14} x {n:>2} {turned:8.3f}{marks['turned']} | {onednn:7.3f}{marks['oneDNN']}")
     print(f"  draft step, whole vocabulary / decode step      {s['draft'] / d:8.2f}")
     print(f"  draft step, {r['cut']:,} most frequent tokens / decode  {s['draft (cut)'] / d:8.2f}   (goal <= 0.25)")
     print(f"  the cut covers {r['coverage']:.1%} of {r['held_out_tokens']:,} tokens of held-out course prose "
