@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import ROOT, SPEED_ENV, full_checkpoint  # noqa: E402
+from common import ROOT, SPEED_ENV, Pressure, full_checkpoint  # noqa: E402
 
 ACCEPTANCE = (0.65, 0.8)            # third-party reports for this head, not measured here
 PROSE = ["README.md", "ch01_weights.py", "ch02_embedding.py", "ch03_norm.py", "ch04_rope.py", "ch05_mlp.py"]
@@ -183,23 +183,32 @@ def child(path, dtype_name, args):
     return out
 
 
+LAYERS = {"in_proj_qkv": "in_proj_qkv", "in_proj_z": "in_proj_z", "out_proj": "out_proj", "o_proj": "o_proj",
+          "q_proj": "q_proj", "gate_proj": "gate/up", "up_proj": "gate/up", "down_proj": "down", "fc": "mtp fc"}
+
+
 def products_by_shape(model, rounds, rows=4):
     """The model's own large fp32 weights, grouped by shape, each group multiplied by `rows` rows both
-    ways qwen/products.py offers, alternated `rounds` times: {shape: (layers, ms per weight turned
-    around, ms per weight in oneDNN, the one products.linear takes)}, medians."""
+    ways qwen/products.py offers, each way called once first, then alternated `rounds` times:
+    {shape: (weights, layer names, best ms per weight turned around, in oneDNN, the way
+    products.linear takes)}."""
     import collections
     import torch
     from qwen import products
-    groups = collections.defaultdict(list)
-    for m in model.modules():
+    groups, names = collections.defaultdict(list), collections.defaultdict(set)
+    for name, m in model.named_modules():
         if isinstance(m, torch.nn.Linear) and m.bias is None and products.takes(m.weight):
             groups[tuple(m.weight.shape)].append(m.weight)
+            names[tuple(m.weight.shape)].add(LAYERS.get(name.rsplit(".", 1)[-1], name.rsplit(".", 1)[-1]))
     groups[tuple(model.output_weight.shape)].append(model.output_weight)
+    names[tuple(model.output_weight.shape)].add("output layer")
     ways = {"turned": products.few_rows_linear, "oneDNN": products.onednn_linear}
     out = {}
     for shape, weights in groups.items():
         x = torch.randn(1, rows, shape[1])
         times = {name: [] for name in ways}
+        for fn in ways.values():                               # warm-up
+            fn(x, weights[0])
         for _ in range(rounds):
             for name, fn in ways.items():
                 start = time.perf_counter()
@@ -215,8 +224,8 @@ def products_by_shape(model, rounds, rows=4):
         finally:
             for name, fn in ways.items():
                 setattr(products, fn.__name__, real[name])
-        out["%d x %d" % shape] = (len(weights), *(sorted(t)[len(t) // 2] * 1e3 for t in times.values()),
-                                  chosen[0] if chosen else "F.linear")
+        out["%d x %d" % shape] = (len(weights), ", ".join(sorted(names[shape])),
+                                  *(min(t) * 1e3 for t in times.values()), chosen[0] if chosen else "F.linear")
     return out
 
 
@@ -236,18 +245,21 @@ def report(r):
     print(f"  one decode step                                 {d * 1e3:8.1f} ms   (qwen/products.py; "
           f"with F.linear: {s['decode, F.linear'] * 1e3:.1f} ms)")
     for k in (1, 2, 3, 4):
-        print(f"  verify {k + 1} tokens (k = {k}) / decode step           {s[f'verify {k + 1}'] / d:8.2f}"
-              + ("   (goal <= 1.3)" if k == 3 else ""))
+        ratio = s[f"verify {k + 1}"] / d
+        print(f"  verify {k + 1} tokens (k = {k}) / decode step           {ratio:8.2f}"
+              + ("   (goal <= 1.3)" if k == 3 else "")
+              + ("   NOT PLAUSIBLE: a verify pass reads the same weights as a step; the machine was busy" if ratio < 1 else ""))
     print(f"  verify 4 tokens with F.linear (the plain path) / decode step {s['verify 4, F.linear'] / d:5.2f}"
           f"   (the lines above: qwen/products.py)")
-    print(f"  verify 4 tokens, trails made anew / decode step {s['verify 4, trail made anew'] / d:13.2f}"
-          f"   (the lines above: a run's trails, their memory reused)")
+    print(f"  verify 4 tokens, trails made anew / decode step {s['verify 4, trail made anew'] / d:6.2f}"
+          f"   (the verify lines above reuse one run's trails)")
     if "by_shape" in r:
-        print("  4-row products by weight shape, ms per weight (median): turned around, (W @ x^T)^T | oneDNN"
+        print("  4-row products by weight shape, ms per weight (best): turned around, (W @ x^T)^T | oneDNN"
               "   (* qwen/products.py's choice)")
-        for shape, (n, turned, onednn, chosen) in r["by_shape"].items():
+        for shape, (n, names, turned, onednn, chosen) in r["by_shape"].items():
             marks = {"turned": "*" if chosen == "turned" else " ", "oneDNN": "*" if chosen == "oneDNN" else " "}
-            print(f"    {shape:<14} x {n:>2} {turned:8.3f}{marks['turned']} | {onednn:7.3f}{marks['oneDNN']}")
+            print(f"    {shape:<14} {turned:8.3f}{marks['turned']} | {onednn:7.3f}{marks['oneDNN']}   "
+                  f"{n} weight{'s' if n > 1 else ''}: {names}")
     print(f"  draft step, whole vocabulary / decode step      {s['draft'] / d:8.2f}")
     print(f"  draft step, {r['cut']:,} most frequent tokens / decode  {s['draft (cut)'] / d:8.2f}   (goal <= 0.25)")
     print(f"  the cut covers {r['coverage']:.1%} of {r['held_out_tokens']:,} tokens of held-out course prose "
@@ -294,6 +306,7 @@ def main():
     load = os.getloadavg()
     print(f"machine: {os.cpu_count()} cores, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} (uptime)")
     path = full_checkpoint(args.keep)
+    pressure = Pressure()
     for dtype in args.dtypes.split(","):
         argv = [sys.executable, __file__, "--child", dtype, "--path", str(path), "--rounds", str(args.rounds),
                 "--prompt", str(args.prompt), "--new", str(args.new), "--cut", str(args.cut)]
@@ -304,6 +317,7 @@ def main():
         report(json.loads(lines[-1][len("RESULT "):]))
     load = os.getloadavg()
     print(f"\nload average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    print(pressure.verdict())
 
 
 if __name__ == "__main__":

@@ -26,6 +26,39 @@ ENV = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "1048576", "MALLOC_TRIM_THRESHOLD
 SPEED_ENV = {**ENV, "MALLOC_MMAP_THRESHOLD_": str(64 << 20)}
 
 
+class Pressure:
+    """How much of a stretch of time some task on this machine waited for a core (Linux's
+    /proc/pressure/cpu, "some"): near 0 on a quiet machine, where a benchmark's ratios mean what they
+    say. `share()` is None where the kernel does not report it (macOS, old kernels)."""
+    FILE = Path("/proc/pressure/cpu")
+
+    def __init__(self):
+        self.start = self._now()
+
+    def _now(self):
+        try:
+            some = self.FILE.read_text(encoding="utf-8").splitlines()[0]
+            return time.monotonic(), int(some.rsplit("total=", 1)[1]) / 1e6      # seconds waited, in all
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def share(self):
+        end = self._now()
+        if self.start is None or end is None or end[0] <= self.start[0]:
+            return None
+        return (end[1] - self.start[1]) / (end[0] - self.start[0])
+
+    def verdict(self, busy=0.10):
+        """One line: the share, and whether the figures can be trusted."""
+        share = self.share()
+        if share is None:
+            return "CPU pressure: not reported by this system (Linux's /proc/pressure/cpu); check the load yourself"
+        if share > busy:
+            return (f"CPU pressure: some task waited for a core {share:.0%} of the time. WARNING: the machine was "
+                    f"busy, so the timings above are not this machine's; rerun when it is quiet")
+        return f"CPU pressure: some task waited for a core {share:.0%} of the time (quiet enough: under {busy:.0%})"
+
+
 def write_full_checkpoint(folder):
     """The real 0.8B inventory (488 tensors, 1.75 GB, real names, shapes, dtypes, file names),
     random values, streamed to disk tensor by tensor so it never sits in memory whole."""

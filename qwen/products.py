@@ -11,8 +11,8 @@ AMD EPYC with AVX2) reaches neither:
     8.6 GB/s, the output layer at 9.8; a single 3584 x 1024 weight streamed from memory reads at
     10.6-10.9 GB/s with 1 thread and with 2);
   * 2 to 16 rows: a general matrix product with the weight transposed (bench/bench_speculative.py:
-    a verify pass of 4 tokens through F.linear took 4.2 decode steps, through the path below 1.7;
-    2 threads, load about 2).
+    a verify pass of 4 tokens through F.linear took 4.2 decode steps, with every product turned
+    around as below 1.7; 2 threads, load about 2).
 
 So generation runs its calls inside `FastProducts(model)`, which sends the model's large fp32
 nn.Linear layers and its output layer to `linear` below, by the number of rows:
@@ -26,7 +26,9 @@ nn.Linear layers and its output layer to `linear` below, by the number of rows:
     weight as it is stored;
   * the other calls of 2 to FEW_ROWS rows (the projections back to the hidden size: down_proj,
     out_proj, o_proj; and 5 rows or more): oneDNN's inner product, whose time hardly grows with
-    the rows. MKL's product turned around is quick only for tall weights and 2 or 4 rows;
+    the rows. MKL's product turned around is quick only for tall weights and 2 to 4 rows (at 3
+    rows the two are close; 2 threads, and 1 thread too: with 4 rows a 1024 x 3584 weight 1.99 ms
+    turned around against 0.86 in oneDNN, a 3584 x 1024 one 0.72 against 0.88; /tmp scripts, Dec 2);
   * anything else, and weights under MIN_VALUES values (oneDNN's set-up costs more than the
     product): F.linear, as it is.
 
@@ -38,7 +40,8 @@ of 4): one row 88 (75) ms through oneDNN against 157 (155) through F.linear; fou
 of each weight shape of the model both ways (Dec 2, 2 threads, median ms per weight, turned around
 against oneDNN): 6144 x 1024 0.65 against 0.99, 3584 x 1024 0.37 against 0.52, the output layer 27.6
 against 34.3; 1024 x 3584 0.98 against 0.50, 1024 x 2048 0.55 against 0.32. Tall weights turned,
-wide ones in oneDNN: a verify pass of 4 tokens went from 1.45 to 1.12-1.21 decode steps.
+wide ones in oneDNN: a verify pass of 4 tokens went from 1.45 decode steps (every product turned
+around, 07:29) to 1.12, 1.21 and 1.17 (07:38-07:49, load about 1).
 The numbers are the same products summed in another order: they agree with F.linear to fp32
 rounding (about 1e-6 relative), not bit for bit. tests/test_products.py checks each path
 against F.linear, and that the layers are put back after.
@@ -83,12 +86,13 @@ def onednn_linear(x, weight):
 @functools.lru_cache(maxsize=1)
 def onednn_available():
     """Whether this torch has oneDNN's inner product on an x86 CPU, and it computes what F.linear
-    does (checked once on a small product). Elsewhere one row keeps F.linear: not measured there."""
+    does (checked once on a small product of 3 rows). Elsewhere one row keeps F.linear and more rows
+    are turned around: not measured there."""
     if platform.machine().lower() not in ("x86_64", "amd64") or not torch.backends.mkldnn.is_available():
         return False
     try:
         g = torch.Generator().manual_seed(0)
-        w, x = torch.randn(64, 32, generator=g), torch.randn(1, 1, 32, generator=g)
+        w, x = torch.randn(64, 32, generator=g), torch.randn(1, 3, 32, generator=g)
         return torch.allclose(onednn_linear(x, w), F.linear(x, w), atol=1e-5, rtol=1e-5)
     except (AttributeError, RuntimeError, NotImplementedError):
         return False
@@ -102,7 +106,7 @@ def linear(x, weight):
         return F.linear(x, weight)
     if rows == 1:                                # one thread: MKL's product is as fast (10.6 against 10.9 GB/s)
         return onednn_linear(x, weight) if torch.get_num_threads() > 1 and onednn_available() else F.linear(x, weight)
-    if rows <= TURNED_ROWS and weight.shape[0] >= weight.shape[1] or not onednn_available():
+    if (rows <= TURNED_ROWS and weight.shape[0] >= weight.shape[1]) or not onednn_available():
         return few_rows_linear(x, weight)        # a tall weight, 2 to 4 rows: MKL, the weight first
     return onednn_linear(x, weight)              # a wide one, or 5 rows or more: oneDNN
 

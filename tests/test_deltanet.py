@@ -339,6 +339,26 @@ def test_a_state_of_the_wrong_shape_is_one_clear_line_and_a_shared_one_broadcast
     assert rel(out_c, out_r) <= TOL and rel(s_c, s_r) <= TOL and torch.equal(out_r, ref)
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_bad_states_are_one_clear_line(lang):
+    """`states` of the wrong layout (q's (batch, heads, seq, ...) instead of (seq, batch, heads, ...)),
+    dtype or kind, or inputs that want a gradient: one QwenError naming what to give, never a silent
+    resize that leaves the slots unfilled or torch's own out= error."""
+    from qwen.lang import set_lang
+    q, k, v, g, beta, state = rule_inputs(2, 3, 5, 8, 4)
+    wanted = r"\(5, 2, 3, 8, 4\)"
+    set_lang(lang)
+    try:
+        with torch.no_grad():
+            for bad in (torch.zeros(2, 3, 5, 8, 4), torch.zeros(5, 2, 3, 8, 4, dtype=torch.float64), []):
+                with pytest.raises(QwenError, match=wanted):
+                    delta_rule_recurrent(q, k, v, g, beta, state, states=bad)
+        with pytest.raises(QwenError, match="no_grad"):
+            delta_rule_recurrent(q, k.requires_grad_(), v, g, beta, state, states=torch.zeros(5, 2, 3, 8, 4))
+    finally:
+        set_lang("en")
+
+
 @pytest.mark.parametrize("strong", [-1e3, -1e6, -math.inf])
 def test_chunked_after_one_token_that_forgets_everything(strong):
     """One token with a huge log decay (or -inf: forget all) among slow ones: the chunk's cumulative
