@@ -179,9 +179,9 @@ def _delta_rule(model, mine, swaps):
     def rule(q, k, v, g, beta, state=None, states=None, chunk=None):
         q, k, v, g, beta = (t.float() for t in (q, k, v, g, beta))
         B, H, T, dk = k.shape
-        S = k.new_zeros(B, H, dk, v.shape[-1]) if state is None else state.float().expand(B, H, -1, -1)
-        out = v.new_empty(v.shape)                                 # (B, H, T, dv)
-        for t in range(T):
+        S = k.new_zeros(B, H, dk, v.shape[-1]) if state is None else state.float().expand(B, H, -1, -1).clone()
+        out = v.new_empty(v.shape)                                 # (B, H, T, dv); S: a copy, the cache's is kept
+        for t in range(T):                                         # as it is even if yours writes into its input
             S = mine["delta_rule_step"](S, k[:, :, t], v[:, :, t], g[:, :, t], beta[:, :, t])
             out[:, :, t] = mine["read_state"](S, q[:, :, t])
             if states is not None:

@@ -395,12 +395,14 @@ def _verify(model, block, cache, fast=True, trails=None):
     layer keeping its trail: (logits (len, vocab), hidden states after the final norm (1, len, hidden),
     the trails). fast: fp32 matrix products as qwen/products.py FastProducts (the same numbers, to rounding);
     a FastProducts of this model (a decode loop's, made once: making one walks the whole model) is used as it is.
-    trails: a run's own (`new_trails`), whose memory each pass reuses; None: new ones."""
+    trails: a run's own (`new_trails`), whose memory each pass reuses; None: new ones.
+    No gradient is recorded (a verify pass only chooses tokens; the trails are written with out=)."""
     trails = new_trails(model) if trails is None else trails
     for lc, trail in zip(cache.layers, trails):
         lc.trail = trail
     try:
-        with (fast if isinstance(fast, FastProducts) else FastProducts(model)) if fast else contextlib.nullcontext():
+        with torch.no_grad(), \
+                (fast if isinstance(fast, FastProducts) else FastProducts(model)) if fast else contextlib.nullcontext():
             logits, hidden = _forward(model, torch.tensor([block]), cache)
     finally:
         for lc in cache.layers:

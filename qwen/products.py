@@ -101,7 +101,7 @@ def onednn_available():
 def linear(x, weight):
     """F.linear(x, weight) (no bias) for a large fp32 CPU weight, by the path for its number of rows.
     A call these paths do not serve runs F.linear as it is (`serves`): the same numbers, the same errors."""
-    rows = x.numel() // max(1, x.shape[-1])
+    rows = x.numel() // max(1, x.shape[-1]) if x.dim() else 0    # (a 0-d x: F.linear's own error)
     if not 1 <= rows <= FEW_ROWS or not serves(x, weight):
         return F.linear(x, weight)
     if rows == 1:                                # one thread: MKL's product is as fast (10.6 against 10.9 GB/s)

@@ -301,6 +301,9 @@ def test_generating_the_recurrent_form_corrects_only_its_own_new_states(shared):
         plain_out, plain_final = delta_rule_recurrent(q, k, v, g, beta, state)
         slots = torch.full((9, 2, 3, 8, 4), float("nan"))            # (tokens, batch, heads, dk, dv)
         out, final = delta_rule_recurrent(q, k, v, g, beta, state, states=slots)
+    graded = torch.full((9, 2, 3, 8, 4), float("nan"))               # with autograd on (no input wants a
+    delta_rule_recurrent(q, k, v, g, beta, state, states=graded)     # gradient): the slots are filled alike
+    assert torch.equal(graded, slots)
     ref_out, ref_final = delta_rule_recurrent(q, k, v, g, beta, state)   # recorded: written out, as taught
     assert torch.equal(state, before)
     assert final.data_ptr() == slots[-1].data_ptr()                  # the last slot is the final state

@@ -81,6 +81,31 @@ def test_reference_solutions_as_mine_give_the_course_logits_and_greedy_tokens(mo
     assert top == [int(x[0, -1].argmax()) for x in course]
 
 
+@pytest.mark.parametrize("k", [1, 3])
+def test_reference_delta_rule_as_mine_through_speculative_decoding(model, references, k):
+    """--mine with --speculative (chapter 9, the chat): the learner's delta rule fills each verify
+    pass's trail, token by token (qwen/mine.py), so drafts rejected at chosen steps still give the
+    plain greedy tokens and a state equal to plain decoding's."""
+    from qwen.mtp import speculative_ids
+    with torch.no_grad():
+        plain_cache = model.new_cache()
+        plain = list(generate_ids(model, PROMPT, max_new_tokens=12, cache=plain_cache))
+    wrong = {2, 3, 7}                                                   # drafts rejected there, the rest replayed
+
+    def drafts(out, guesses):
+        return [(t + 1) % 1000 if len(out) + j in wrong else t for j, t in enumerate(plain[len(out):len(out) + len(guesses)])]
+    yours = mine.Mine(model, mine.Solutions({"220": references.passed["220"]}, [], ""))
+    try:
+        cache, stats = model.new_cache(), {}
+        got = list(speculative_ids(model, PROMPT, k, max_new_tokens=12, cache=cache, drafts=drafts, stats=stats))
+    finally:
+        yours.remove()
+    assert got == plain and 0 < stats["accepted"] < stats["drafted"]
+    for a, b in zip(cache.layers, plain_cache.layers):
+        if a.state is not None:
+            assert (a.state - b.state).abs().max().item() < 1e-5
+
+
 def _perturbed(functions):
     """The same functions, their results scaled by 1.01 (a tuple's first item): a part that is
     really in the model's path changes the logits."""

@@ -431,3 +431,16 @@ def test_a_run_reuses_its_trails_memory_and_the_cache_owns_the_states_it_gets_ba
     assert [t.memory.data_ptr() for t in trails if t is not None] == memory
     assert all(t.states.shape[0] == 3 for t in trails if t is not None)
     assert all(torch.equal(lc.state, s) for lc, s in zip([lc for lc in kept.layers if lc.state is not None], held))
+
+
+def test_a_trail_makes_its_memory_where_the_states_are():
+    """Trail.slots: fp32 on the device asked for, the memory kept while the shape fits, new when a
+    pass is longer, of another batch or on another device."""
+    from qwen.mtp import Trail
+    t = Trail()
+    first = t.slots((4, 1, 2, 3, 3), "cpu")
+    assert first.shape == (4, 1, 2, 3, 3) and first.dtype == torch.float32 and t.states is first
+    assert t.slots((2, 1, 2, 3, 3), "cpu").data_ptr() == first.data_ptr() and t.states.shape[0] == 2
+    assert t.slots((5, 1, 2, 3, 3), "cpu").shape[0] == 5 and t.memory.shape[0] == 5
+    assert t.slots((5, 2, 2, 3, 3), "cpu").shape[1] == 2
+    assert t.slots((5, 2, 2, 3, 3), "meta").device.type == "meta" and t.memory.device.type == "meta"

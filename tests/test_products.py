@@ -248,7 +248,8 @@ def test_a_call_of_the_wrong_width_or_dtype_raises_f_linears_error():
     """Inside generation a learner's part may hand a layer the wrong input: the error must be
     F.linear's (the shapes, the dtypes), not oneDNN's "could not create a primitive descriptor"."""
     w = torch.randn(1024, 1024)
-    for x in (torch.randn(1, 1, 1000), torch.randn(1, 1, 1024).bfloat16(), torch.randn(1, 3, 1000)):
+    for x in (torch.randn(1, 1, 1000), torch.randn(1, 1, 1024).bfloat16(), torch.randn(1, 3, 1000),
+              torch.randn(1, 5, 1000), torch.tensor(1.0)):                # (a 0-d x: "need to be at least 1D")
         with pytest.raises(RuntimeError) as want:
             F.linear(x, w)
         with pytest.raises(RuntimeError) as got:
@@ -256,10 +257,11 @@ def test_a_call_of_the_wrong_width_or_dtype_raises_f_linears_error():
         assert str(got.value) == str(want.value)
 
 
-@pytest.mark.parametrize("rows", [1, 4])
-def test_gradients_flow_as_through_f_linear(rows):
+@pytest.mark.parametrize("rows", [1, 4, 5])
+def test_gradients_flow_as_through_f_linear(rows, two_threads):
     """oneDNN's inner product has no backward: with autograd on, a call that needs a gradient runs F.linear
-    (without this, one row silently gave x no gradient at all)."""
+    (without this, one row silently gave x no gradient at all). On 2 threads 1 and 5 rows would go to
+    oneDNN, 4 rows of this square weight would be turned around."""
     w, x = _pair(1024, 1024, rows, seed=3)
     x.requires_grad_(True)
     products.linear(x, w).sum().backward()
