@@ -444,3 +444,19 @@ def test_a_trail_makes_its_memory_where_the_states_are():
     assert t.slots((5, 1, 2, 3, 3), "cpu").shape[0] == 5 and t.memory.shape[0] == 5
     assert t.slots((5, 2, 2, 3, 3), "cpu").shape[1] == 2
     assert t.slots((5, 2, 2, 3, 3), "meta").device.type == "meta" and t.memory.device.type == "meta"
+
+
+def test_a_verify_pass_with_autograd_on_and_weights_that_want_gradients(hf_folder):
+    """A learner may call _verify on a model they train (requires_grad on its weights, autograd on): the
+    trails are written with out=, which autograd cannot record, so the pass records nothing, and its
+    tokens and trails are those of the pass under no_grad."""
+    from qwen.mtp import _verify
+    m = load_model(hf_folder)
+    base = m.new_cache()
+    with torch.no_grad():
+        m(torch.tensor([HF_PROMPT]), cache=base)
+        want, _, want_trails = _verify(m, [3, 17, 99], base.copy(), fast=False)
+    m.requires_grad_(True)
+    got, _, trails = _verify(m, [3, 17, 99], base.copy(), fast=False)
+    assert not got.requires_grad and torch.equal(got, want)
+    assert all(torch.equal(a.states, b.states) for a, b in zip(trails, want_trails) if a is not None)
