@@ -183,8 +183,7 @@ def child(path, dtype_name, args):
     return out
 
 
-LAYERS = {"in_proj_qkv": "in_proj_qkv", "in_proj_z": "in_proj_z", "out_proj": "out_proj", "o_proj": "o_proj",
-          "q_proj": "q_proj", "gate_proj": "gate/up", "up_proj": "gate/up", "down_proj": "down", "fc": "mtp fc"}
+LAYERS = {"gate_proj": "gate/up", "up_proj": "gate/up", "down_proj": "down", "fc": "mtp fc"}   # the others: as named
 
 
 def products_by_shape(model, rounds, rows=4):
@@ -199,7 +198,8 @@ def products_by_shape(model, rounds, rows=4):
     for name, m in model.named_modules():
         if isinstance(m, torch.nn.Linear) and m.bias is None and products.takes(m.weight):
             groups[tuple(m.weight.shape)].append(m.weight)
-            names[tuple(m.weight.shape)].add(LAYERS.get(name.rsplit(".", 1)[-1], name.rsplit(".", 1)[-1]))
+            last = name.rsplit(".", 1)[-1]
+            names[tuple(m.weight.shape)].add(LAYERS.get(last, last))
     groups[tuple(model.output_weight.shape)].append(model.output_weight)
     names[tuple(model.output_weight.shape)].add("output layer")
     ways = {"turned": products.few_rows_linear, "oneDNN": products.onednn_linear}
