@@ -190,7 +190,7 @@ def products_by_shape(model, rounds, rows=4):
     """The model's own large fp32 weights, grouped by shape, each group multiplied by `rows` rows both
     ways qwen/products.py offers, each way called once first, then alternated `rounds` times:
     {shape: (weights, layer names, best ms per weight turned around, in oneDNN, the way
-    products.linear takes)}."""
+    products.linear takes: products.path)}."""
     import collections
     import torch
     from qwen import products
@@ -215,17 +215,9 @@ def products_by_shape(model, rounds, rows=4):
                 for w in weights:
                     fn(x, w)
                 times[name].append((time.perf_counter() - start) / len(weights))
-        chosen = []
-        real = {name: getattr(products, fn.__name__) for name, fn in ways.items()}
-        try:                                                   # which one products.linear calls for this shape
-            for name, fn in ways.items():
-                setattr(products, fn.__name__, lambda *a, name=name, fn=fn: chosen.append(name) or fn(*a))
-            products.linear(x, weights[0])
-        finally:
-            for name, fn in ways.items():
-                setattr(products, fn.__name__, real[name])
+        chosen = next((name for name, fn in ways.items() if fn is products.path(x, weights[0])), "F.linear")
         out["%d x %d" % shape] = (len(weights), ", ".join(sorted(names[shape])),
-                                  *(min(t) * 1e3 for t in times.values()), chosen[0] if chosen else "F.linear")
+                                  *(min(t) * 1e3 for t in times.values()), chosen)
     return out
 
 

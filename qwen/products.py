@@ -101,14 +101,19 @@ def onednn_available():
 def linear(x, weight):
     """F.linear(x, weight) (no bias) for a large fp32 CPU weight, by the path for its number of rows.
     A call these paths do not serve runs F.linear as it is (`serves`): the same numbers, the same errors."""
+    return path(x, weight)(x, weight)
+
+
+def path(x, weight):
+    """The function `linear` computes this call with: F.linear, onednn_linear or few_rows_linear."""
     rows = x.numel() // max(1, x.shape[-1]) if x.dim() else 0    # (a 0-d x: F.linear's own error)
     if not 1 <= rows <= FEW_ROWS or not serves(x, weight):
-        return F.linear(x, weight)
+        return F.linear
     if rows == 1:                                # one thread: MKL's product is as fast (10.6 against 10.9 GB/s)
-        return onednn_linear(x, weight) if torch.get_num_threads() > 1 and onednn_available() else F.linear(x, weight)
+        return onednn_linear if torch.get_num_threads() > 1 and onednn_available() else F.linear
     if (rows <= TURNED_ROWS and weight.shape[0] >= weight.shape[1]) or not onednn_available():
-        return few_rows_linear(x, weight)        # a tall weight, 2 to 4 rows: MKL, the weight first
-    return onednn_linear(x, weight)              # a wide one, or 5 rows or more: oneDNN
+        return few_rows_linear                   # a tall weight, 2 to 4 rows: MKL, the weight first
+    return onednn_linear                         # a wide one, or 5 rows or more: oneDNN
 
 
 def takes(weight):
