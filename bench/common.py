@@ -26,6 +26,28 @@ ENV = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "1048576", "MALLOC_TRIM_THRESHOLD
 SPEED_ENV = {**ENV, "MALLOC_MMAP_THRESHOLD_": str(64 << 20)}
 
 
+FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
+
+
+def cpu_line():
+    """The CPU's name, its cores and which of FLAGS it has: printed beside every bench's figures, so that
+    figures from different machines are never read as one machine's."""
+    import platform
+    name, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and name in ("", platform.machine(), platform.processor()):
+                name = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+                break
+    except OSError:
+        pass
+    have = [f for f in FLAGS if f in flags]
+    return f"CPU: {name}, {os.cpu_count()} cores; flags: {', '.join(have) if have else 'none of ' + ', '.join(FLAGS)}"
+
+
 class Pressure:
     """How much of a stretch of time some task on this machine waited for a core (Linux's
     /proc/pressure/cpu, "some"): near 0 on a quiet machine, where a benchmark's ratios mean what they

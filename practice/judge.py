@@ -14,10 +14,10 @@
     python practice/judge.py --web        the same in the browser: a local page that edits, grades and
                                           tracks the exercises (--no-browser: only print its address)
     --json for tools, --lang en|zh, --tiny / --model PATH for the tensors to grade on.
-    In a notebook: from practice import check; check(204, rms_norm, gated_rms_norm)
+    In a notebook: from qwen.practice import check; check(204, rms_norm, gated_rms_norm)
 
-Your functions run in a forked process with a time and a memory limit, and send back plain
-data; the judge computes the expected values itself and compares. It never changes your file
+Your functions run in a sandbox (a fresh Python process, practice/_judge/sandbox.py) with a time and
+a memory limit, and send back plain data; the judge computes the expected values itself and compares. It never changes your file
 (except --reset, which keeps a backup). Exit code: 0 all graded passed, 1 a failure, 2 a usage
 error, 130 stopped with Ctrl-C. Progress is kept outside the code ($QWEN_PROGRESS, default
 ~/.local/share/transformer-by-hand/progress.json), so it survives upgrades.
@@ -54,10 +54,9 @@ if __name__ == "__main__":
 import hashlib  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
-import shutil  # noqa: E402
 import time  # noqa: E402
 from practice._judge import grading, progress  # noqa: E402
-from practice._judge.files import read_regular  # noqa: E402
+from practice._judge.files import read_regular, write_atomic  # noqa: E402
 from practice._judge.report import case_line, first_failing, report_lines, summary_line  # noqa: E402
 from practice._judge.exercises import BY_ID, EXERCISES, JUDGE, text  # noqa: E402
 from qwen.cli import pad, parser, report, setup  # noqa: E402
@@ -93,23 +92,16 @@ def memory_limit():
     return int(_limit("QWEN_JUDGE_MEMORY", grading.MEMORY / 2**30, 0.05, 1024, "GB", " GB ") * 2**30)
 
 
-def check_spawn_setting():
-    """QWEN_JUDGE_SPAWN: unset, 0 (fork where it is safe) or 1 (always a fresh process)."""
-    raw = os.environ.get("QWEN_JUDGE_SPAWN", "")
-    if raw not in ("", "0", "1"):
-        raise UsageError(T("QWEN_JUDGE_SPAWN={r!r} is neither 0 nor 1: fix or unset it", "QWEN_JUDGE_SPAWN={r!r} 既不是 0 也不是 1：请改正或删除它",
-                           r=raw))
-
-
 # ------------------------------------------------------------------------------------------ files
 
 def learner_file(ex, quiet=False, create=True):
     """practice/2xx_name.py, created from the starter the first time it is needed."""
     path = WORK / ex.filename
-    if create and not path.exists():
+    if create and not os.path.lexists(path):                    # a link, even a dangling one, is never written through
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(ex.starter, path)
+            with open(path, "xb") as f:                          # never over something that appeared meanwhile
+                f.write(ex.starter.read_bytes())
         except OSError as e:
             raise UsageError(T("cannot create {f} ({e}): check QWEN_PRACTICE_DIR, or grade a file with --file",
                                "无法创建 {f}（{e}）：请检查 QWEN_PRACTICE_DIR，或用 --file 评测一个文件",
@@ -342,25 +334,34 @@ def cmd_solution(ex):
     return 0
 
 
+def refuse_link(path, what):
+    """A UsageError when the learner's file is a symbolic link: the judge writes only the file itself, and
+    writing through a link would change whatever it points to."""
+    if os.path.islink(path):
+        raise UsageError(T("{f} is a link: {w} writes the file in the practice folder itself, never through a link. "
+                           "Replace the link by the file (copy what it points to), then try again",
+                           "{f} 是一个链接：{w} 只写练习文件夹里的文件本身，从不通过链接写。请把链接换成文件（复制它指向的内容），再试一次",
+                           f=shown(path), w=what))
+
+
 def cmd_reset(ex):
     path = WORK / ex.filename
     if not os.path.lexists(path):                                # never started: nothing to put back
         print(T("{f} does not exist yet: nothing to reset (python practice/judge.py {id} creates it).",
                 "{f} 还不存在：没有可恢复的（python practice/judge.py {id} 会创建它）。", f=shown(path), id=ex.id))
         return 0
+    refuse_link(path, "--reset")
     try:
-        if path.exists():
-            mine = read_regular(path)                            # a folder, a device or a pipe is left alone
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            backup, n = WORK / ".backup" / f"{path.stem}.{stamp}.py", 1
-            while backup.exists():                               # two resets in one second
-                backup, n = backup.with_name(f"{path.stem}.{stamp}-{n}.py"), n + 1
-            backup.parent.mkdir(parents=True, exist_ok=True)
-            with open(backup, "xb") as f:
-                f.write(mine)
-            print(T("Your version is saved as {b}.", "你的版本已备份为 {b}。", b=shown(backup)))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ex.starter, path)
+        mine = read_regular(path)                                # a folder, a device or a pipe is left alone
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        backup, n = WORK / ".backup" / f"{path.stem}.{stamp}.py", 1
+        while os.path.lexists(backup):                           # two resets in one second
+            backup, n = backup.with_name(f"{path.stem}.{stamp}-{n}.py"), n + 1
+        backup.parent.mkdir(parents=True, exist_ok=True)
+        with open(backup, "xb") as f:
+            f.write(mine)
+        print(T("Your version is saved as {b}.", "你的版本已备份为 {b}。", b=shown(backup)))
+        write_atomic(path, ex.starter.read_bytes())             # a rename: the file itself, never a link's target
     except OSError as e:                                         # nothing replaced without its backup
         raise UsageError(T("--reset left {f} as it is ({e}): move it away yourself, then run --reset again",
                            "--reset 没有改动 {f}（{e}）：请先自己把它移走，再运行 --reset",
@@ -477,7 +478,9 @@ def main(argv=None):
 def run(args):
     time_limit()                                                 # bad limits: one line before anything else
     memory_limit()
-    check_spawn_setting()
+    if args.verify or args.all or (args.exercise and not (args.solution or args.reset)):
+        from practice._judge import sandbox
+        sandbox.prestart()                                       # its interpreter starts while the judge reads the model
     if args.verify:
         return cmd_verify(args)
     if args.web:

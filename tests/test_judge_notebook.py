@@ -22,13 +22,16 @@ RIGHT = WRONG.replace("* weight.float()).to(x.dtype)\n\ndef", "* (1 + weight.flo
 
 def test_check_outside_jupyter_prints_text_and_records_progress(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("QWEN_PROGRESS", str(tmp_path / "progress.json"))
+    import linecache
     from practice import check
     space = {}
-    exec(compile(WRONG, "<cell>", "exec"), space)
+    for name, source in (("<cell-1>", WRONG), ("<cell-2>", RIGHT)):     # a cell's source, where IPython keeps it
+        linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    exec(compile(WRONG, "<cell-1>", "exec"), space)
     graded = check(204, space["rms_norm"], space["gated_rms_norm"], tiny=True)
     out = capsys.readouterr().out
     assert graded.status == "fail" and "the `1 +` is missing" in out and "<" not in out.splitlines()[0]
-    exec(compile(RIGHT, "<cell>", "exec"), space)
+    exec(compile(RIGHT, "<cell-2>", "exec"), space)
     graded = check(204, gated_rms_norm=space["gated_rms_norm"], rms_norm=space["rms_norm"], tiny=True)
     assert graded.passed and "passed all 14 cases" in capsys.readouterr().out
     assert json.loads((tmp_path / "progress.json").read_text(encoding="utf-8"))["204"]["passed"] is True
@@ -62,12 +65,3 @@ def test_a_notebook_fails_then_passes_204(tmp_path, tiny_path):
     assert not any(o.get("output_type") == "error" for c in nb.cells for o in c.outputs)
     saved = json.loads((tmp_path / "progress.json").read_text(encoding="utf-8"))
     assert saved["204"]["passed"] is True
-
-
-def test_a_notebook_that_started_cuda_grades_in_a_fresh_process(monkeypatch):
-    import torch
-
-    from practice._judge import sandbox
-    assert sandbox.use_fork(notebook=True)
-    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)     # a forked child could not use CUDA
-    assert not sandbox.use_fork(notebook=True) and sandbox.use_fork(notebook=False)

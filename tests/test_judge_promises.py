@@ -131,10 +131,11 @@ def l2norm(x, eps=1e-6):
 
 
 def test_a_judge_file_changed_during_the_grading_is_not_a_pass(judge, tiny_path, tmp_path, monkeypatch):
-    """Where Landlock cannot stop the write (turned off here), the fingerprint around the grading catches it."""
+    """Where Landlock cannot stop the write (here: a folder the sandbox is allowed to write), the fingerprint
+    around the grading catches it."""
     fake = tmp_path / "compare.py"
     fake.write_text("# the judge's comparison\n", encoding="utf-8")
-    monkeypatch.setattr(judge.grading.sandbox, "landlock", lambda writable: False)
+    monkeypatch.setenv("QWEN_JUDGE_WRITABLE", str(tmp_path))
     monkeypatch.setattr(judge.grading.sandbox, "judge_files", lambda: [fake])
     body = S205 + f"\nopen({str(fake)!r}, 'a').write('check_tensor = lambda *a, **k: None\\n')\n"
     result = grade(judge, tiny_path, tmp_path, "205", body)
@@ -232,38 +233,12 @@ def test_check_in_a_notebook_prints_no_tqdm_warning(tmp_path):
 
 def test_the_readme_says_what_the_sandbox_prevents_and_what_it_does_not(judge):
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "nothing the solution patches can fake a pass" not in text and "无论它修改什么都无法伪造通过" not in text
+    flat = " ".join(text.split())
     allowed = sorted(e.id for e in judge.EXERCISES if e.may_modify_inputs)
-    assert f"({', '.join(allowed[:-1])} and {allowed[-1]} allow it;" in text and f"（{'、'.join(allowed[:-1])} 和 {allowed[-1]} 可以；" in text
-    for claim in ("cannot\nbe imported", "Landlock", "`/proc/<pid>/mem`", "fingerprinted", "it\nfools only you",
-                  "`/proc/<pid>/environ`", "QWEN_JUDGE_WRITABLE", "它骗到的只有你自己", "starter restored"):
-        assert claim in text, claim
+    assert f"({', '.join(allowed[:-1])} and {allowed[-1]} allow it;" in flat and f"（{'、'.join(allowed[:-1])} 和 {allowed[-1]} 可以；" in text
+    for claim in ("cannot be imported", "Landlock", "seccomp", "`/proc/<pid>/mem`", "fingerprinted", "it fools only you",
+                  "`/proc/<pid>/environ`", "QWEN_JUDGE_WRITABLE", "`SSH_AUTH_SOCK`", "它骗到的只有你自己", "starter restored"):
+        assert claim in flat, claim
     for once in ("The judge never changes your file", "`python practice/judge.py --verify` proves",
                  "Progress lives outside the code", "the largest absolute"):
-        assert text.count(once) == 1, once
-
-
-def test_a_spawned_sandbox_keeps_the_same_promises(judge, tiny_path, tmp_path, monkeypatch):
-    """Where fork is not used (Windows, macOS, QWEN_JUDGE_SPAWN=1): no judge import, no progress write
-    (with Landlock), and the in-place change is still caught in the judge with torch.equal patched."""
-    monkeypatch.setenv("QWEN_JUDGE_SPAWN", "1")
-    progress = tmp_path / "progress.json"
-    body = f"""import torch
-torch.equal = lambda *a, **k: True
-def l2norm(x, eps=1e-6):
-    try:
-        import practice._judge.compare
-        raise RuntimeError("imported the judge")
-    except ImportError:
-        pass
-    try:
-        open({str(progress)!r}, "w").write("{{}}")
-        written = True
-    except PermissionError:
-        written = False
-    if written and {landlock_abi() >= 1}:
-        raise RuntimeError("wrote the progress file")
-    return x.mul_(torch.rsqrt((x * x).sum(-1, keepdim=True) + eps))
-"""
-    result = grade(judge, tiny_path, tmp_path, "205", body)
-    assert "modified its input x (#1) in place" in judge.summary_line(result), judge.summary_line(result)
+        assert flat.count(once) == 1, once

@@ -131,13 +131,6 @@ def l2norm(x, eps=1e-6):
     assert "started more than 64 processes" in line, line
 
 
-def test_killing_the_parent_then_the_next_grading_works(judge, tiny_path, tmp_path):
-    r = grade(judge, tiny_path, tmp_path, "205", "import os\nos.kill(os.getppid(), 9)\n", "killer.py")
-    assert "ended the judge's helper process" in judge.summary_line(r)
-    r = grade(judge, tiny_path, tmp_path, "205", (SOLUTIONS / "s205.py").read_text(encoding="utf-8"))
-    assert r["status"] == "pass"
-
-
 def test_a_stray_thread_neither_holds_the_judge_nor_leaks_output(run_script, tiny_path, tmp_path):
     body = (SOLUTIONS / "s205.py").read_text(encoding="utf-8") + """
 import threading, time
@@ -286,31 +279,41 @@ def test_a_broken_model_is_one_line_about_the_model_and_nothing_is_recorded(judg
     assert not (tmp_path / "progress.json").exists() or "205" not in (tmp_path / "progress.json").read_text()
 
 
-def test_where_no_memory_limit_can_be_set_the_judge_says_so_and_grades(judge, tiny_path, tmp_path, monkeypatch, capsys):
-    from practice._judge import sandbox
-    monkeypatch.setattr(sandbox, "_statm", lambda pid: None)           # as on a system without /proc
-    result = grade(judge, tiny_path, tmp_path, "205", S205)
-    assert result["status"] == "pass" and "graded without it" in result["note"]
+def test_where_no_memory_limit_can_be_set_the_sandbox_says_so_and_the_report_shows_it(judge, capsys):
+    """Without /proc (as on macOS) the limit cannot be measured from: the note says so; the report shows it."""
+    code = ("from practice._judge import confine\nconfine._address_space = lambda: None\n"
+            "print(confine.set_limits(1 << 30))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    note = r.stdout.strip()
+    assert "graded without it" in note, r.stdout + r.stderr
+    result = {"exercise": "205", "file": "x.py", "status": "pass", "cases": [], "error": None, "printed": 0, "note": note}
     judge.print_report(judge.BY_ID["205"], result, verbose=False)
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 2 and "graded without it" in out[1]
+    assert len(out) == 2 and out[1].strip() == note
 
 
-def test_without_fork_the_sandbox_is_a_fresh_process_with_the_same_guarantees(judge, tiny_path, tmp_path, monkeypatch,
-                                                                               capsys):
-    """Windows and macOS (or QWEN_JUDGE_SPAWN=1): a guard and a sandbox started as new Pythons; notebook
-    functions travel as source. Killing the parent kills the guard, not the judge."""
-    monkeypatch.setenv("QWEN_JUDGE_SPAWN", "1")
+def test_without_fork_each_grading_is_a_fresh_process_with_the_same_guarantees(judge, tiny_path, tmp_path, monkeypatch,
+                                                                              capsys):
+    """Where fork is not used (macOS, Windows), each grading is a fresh interpreter of its own (the next one
+    started at once): the same confinement (the judge cannot be signalled), and notebook functions travel
+    as source."""
+    from practice._judge import sandbox
+    monkeypatch.setattr(sandbox, "FORK", False)
+    monkeypatch.setattr(sandbox, "_server", None)
     monkeypatch.setenv("QWEN_PROGRESS", str(tmp_path / "progress.json"))
-    r = grade(judge, tiny_path, tmp_path, "205", "import os\ndef l2norm(x, eps=1e-6):\n    os.kill(os.getppid(), 9)\n")
-    assert "ended the judge's helper process" in judge.summary_line(r)
-    cell = tmp_path / "cell.py"
-    cell.write_text("import torch\ndef l2norm(x, eps=1e-6):\n    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps)\n",
-                    encoding="utf-8")
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("cell", cell)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    from practice import check
-    graded = check(205, module.l2norm, tiny=True)
-    assert graded.status == "fail" and "divided by the RMS" in capsys.readouterr().out
+    try:
+        r = grade(judge, tiny_path, tmp_path, "205", "import os\ndef l2norm(x, eps=1e-6):\n    os.kill(os.getppid(), 9)\n")
+        assert r["status"] == "fail" and "PermissionError" in judge.summary_line(r), judge.summary_line(r)
+        cell = tmp_path / "cell.py"
+        cell.write_text("import torch\ndef l2norm(x, eps=1e-6):\n    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps)\n",
+                        encoding="utf-8")
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("cell", cell)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        from practice import check
+        graded = check(205, module.l2norm, tiny=True)
+        assert graded.status == "fail" and "divided by the RMS" in capsys.readouterr().out
+    finally:
+        if sandbox._server is not None:
+            sandbox._server.stop()

@@ -13,10 +13,8 @@ def test_readme_python_blocks_run(tiny_path, monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("QWEN_LANG", "")
     monkeypatch.delenv("QWEN_MODEL", raising=False)
     monkeypatch.setenv("QWEN_PROGRESS", str(tmp_path / "progress.json"))   # check() records progress
-    spaces = []
-    for block in blocks:
-        spaces.append({})
-        exec(compile(block, "README.md", "exec"), spaces[-1])
+    from helpers import run_as_a_cell
+    spaces = [run_as_a_cell(block, f"<README block {i}>", {}) for i, block in enumerate(blocks)]
     namespace = next(s for s in spaces if "norms" in s)
     assert len(namespace["norms"]) == 27 and namespace["tok"].encode("Hello!") == [9419, 0]
     assert list(namespace["scores"].shape) == [1, 248320]

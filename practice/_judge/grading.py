@@ -1,12 +1,12 @@
-"""Grading one exercise, in the judge's process: fork the sandbox, build the cases, send their
-inputs, compare what comes back with the expected values computed here, name known mistakes.
+"""Grading one exercise, in the judge's process: build the cases, start a sandbox with their inputs,
+compare what comes back with the expected values computed here, name known mistakes.
 
 Used by practice/judge.py (the learner's file) and practice.check (functions from a notebook).
 """
 import tempfile
 from pathlib import Path
 
-from practice._judge import portable, runner, sandbox, wire
+from practice._judge import portable, sandbox, wire
 from practice._judge.compare import Mismatch, Raised, check_tensor, check_value, close, describe
 from practice._judge.exercises import Context, text
 from practice._judge.files import read_regular
@@ -126,21 +126,17 @@ def _grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMO
         problem = source_problem(file)
         if problem:
             return error_result(ex, label, *problem)
-    job = {"exercise": ex.id, "functions": ex.functions, "file": str(file) if file else None,
-           "found": functions or {}, "lang": get_lang(), "memory": memory, "check_inputs": not ex.may_modify_inputs}
-    if sandbox.use_fork(notebook=bool(functions)):                # forked before any expected value exists
-        box = sandbox.Sandbox(runner.child_main(job), memory, time_limit).start()
-    else:
-        if functions:
-            try:
-                job["portable"] = portable.pack(functions)
-            except portable.NotPortable as e:
-                return error_result(ex, label, "source", str(e))
-        job["found"] = {}
-        box = sandbox.Spawned(job, memory, time_limit).start()
+    job = {"exercise": ex.id, "functions": ex.functions, "file": str(file) if file else None, "portable": None,
+           "lang": get_lang(), "check_inputs": not ex.may_modify_inputs}
+    if functions:                                                 # a notebook's functions travel as their source
+        try:
+            job["portable"] = portable.pack(functions)
+        except portable.NotPortable as e:
+            return error_result(ex, label, "source", str(e))
+    box = sandbox.Sandbox(job, memory, time_limit)
     try:
         with tempfile.TemporaryDirectory() as scratch:
-            cases = ex.cases(context(model, scratch))
+            cases = ex.cases(context(model, scratch))           # expected values: here, never in the sandbox
             blobs, encoded = [], []
             for c in cases:
                 value, more = wire.encode(tuple(c.args), keep_layout=True)
@@ -169,14 +165,9 @@ def _grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMO
                     return True
                 return False
 
-            if box.spid is None:
-                ending = box.ending()
-                return error_result(ex, label, *ending)
-            box.send({"kind": "inputs", "cases": encoded}, blobs)
-            box.collect(on_frame)
-            ended = state["done"] or state["fatal"]              # the sandbox exits right after these
-            if not box.guard_alive(wait=2.0 if ended else 0.05):  # it killed its parent: that is the verdict
+            if not box.send({"kind": "inputs", "cases": encoded}, blobs):
                 return error_result(ex, label, *box.ending())
+            box.collect(on_frame)
             box.kill()                                            # stray threads and children end with the grading
             result = {"exercise": ex.id, "file": label, "status": "error", "cases": [], "error": state["fatal"],
                       "printed": state["printed"], "note": state["note"]}

@@ -1,9 +1,9 @@
 """`practice.check`: grade functions defined in notebook cells.
 
-The functions never leave the notebook's process as code: the sandbox is a fork of the kernel
-(through a guard process, as for the judge), so it already holds them; it runs them on the
-inputs the judge sends and sends back plain data. The expected values are computed in the
-kernel's process after the fork, and compared there. Progress is recorded as judge.py does.
+The functions travel to the sandbox as their source, with what they use from the notebook (helpers,
+imports, constants, closed-over values: portable.py); the sandbox is the judge's own (sandbox.py), a
+fresh process that never holds the kernel's memory. The expected values are computed in the kernel's
+process and compared there. Progress is recorded as judge.py does.
 """
 import html
 import os
@@ -98,7 +98,6 @@ def check(exercise, *functions, model=None, tiny=None, lang=None, **named):
         found = _pick(ex, functions, named)
         tiny = tiny if tiny is not None else os.environ.get("QWEN_TINY", "") not in ("", "0")
         args = types.SimpleNamespace(tiny=tiny, model=model)
-        judge.check_spawn_setting()
         from qwen.cli import _quiet_notebook_progress
         _quiet_notebook_progress()                     # the Hub client's tqdm warns on import in Jupyter
         result = grading.grade(ex, judge.model_for_checks(args), functions=found, time_limit=judge.time_limit(),

@@ -1,6 +1,5 @@
-"""Notebook functions for a fresh process (the spawned sandbox: Windows, macOS, a notebook that
-started CUDA): their source text, and what they use from the notebook, so that they run there as
-they run in the cell.
+"""Notebook functions for the sandbox, a fresh process: their source text, and what they use from the
+notebook, so that they run there as they run in the cell.
 
 A function from a cell reads names the cell's notebook defines: a helper function, `import math
 as m`, a constant `EPS = 1e-6`, or a variable it closes over. Each name its code reads is sent

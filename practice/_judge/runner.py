@@ -1,20 +1,33 @@
-"""The sandbox's side of a grading: run the learner's functions on the inputs, send back plain data.
+"""The sandbox's side: a fresh Python that runs the learner's functions and sends back plain data.
 
-Nothing is compared here (the judge does that in its own process, on values it computed
-itself): this file only loads the learner's file (as `python file.py` reads it: BOM, coding
-line; registered in sys.modules while it runs), calls each function on the inputs the judge
-sent, and sends each result or what was raised instead (wire.py: never pickle).
+    python -m practice._judge.runner [--one-shot]     started by the judge (sandbox.py), never by hand
+
+It imports torch once and says it is ready; then, for each job the judge sends (which functions,
+the learner's file or notebook source, the limits, then the inputs), it forks a child that confines
+itself (confine.py), loads the learner's file as `python file.py` reads it (BOM, coding line;
+registered in sys.modules while it runs), calls each function on the inputs and writes each result,
+or what was raised instead, as plain data (wire.py: never pickle). This process relays the child's
+frames, tagged with the job's number, and says when the child ended and how: the child never
+holds this process's line to the judge, so nothing it writes can pass for this process's word.
+Where fork is not used (not Linux: fork after importing torch is unsafe on macOS, absent on
+Windows), `--one-shot` runs one job in this process itself, and the judge starts a new one.
+
+Nothing is compared here: the judge does that in its own process, on values it computed itself.
 """
 import importlib.util
 import inspect
+import io
 import os
 import re
+import select
+import signal
 import sys
+import threading
 import traceback
 import types
 from pathlib import Path
 
-from practice._judge import sandbox, wire
+from practice._judge import confine, portable, wire
 from practice._judge.files import read_regular
 
 
@@ -83,101 +96,212 @@ def load_module(file):
     return module.__dict__
 
 
-def child_main(job):
-    """job: {exercise, functions (names), file or None, found (name -> function, notebook mode), lang, memory,
-    check_inputs (send the inputs' digests after each call)}.
-    Returns the function the sandbox runs: fn(sock, capture, note)."""
+BROKEN = 70                                                  # a child's exit code when its own plumbing failed
 
-    def run(sock, capture, note):
-        import torch
-        from qwen.lang import T, set_lang
-        set_lang(job["lang"])
-        torch.set_num_threads(1)
-        memory_gb = round(job["memory"] / 2**30, 2)
 
-        def send(header, blobs=()):
-            sock.setblocking(True)
-            sock.sendall(wire.pack(header, list(blobs)))
+def run(job, inputs, send):
+    """In the child: confine, load the learner's functions, call them on the inputs, send each result.
+    job: {functions (names), file or None, portable (notebook source) or None, lang, memory, writable,
+    check_inputs (send the inputs' digests after each call)}. Never returns."""
+    code = BROKEN
+    try:
+        capture, note = confine.enter(job)
+        _run(job, inputs, send, capture, note)
+        code = 0
+    except BaseException:                                    # noqa: BLE001 - the plumbing broke: the judge says so
+        code = BROKEN
+    finally:
+        os._exit(code)                                       # stray threads end here, unheard
 
-        header, blobs = sandbox.read_frame(sock)                 # the inputs, built by the judge after the fork
-        cases = [(c["function"], wire.decode(c["args"], blobs, trusted=True)) for c in header["cases"]]
-        send({"kind": "started", "note": note})
-        file = job.get("file")
-        if job.get("portable"):
-            from practice._judge import portable
-        if not (file and sandbox.is_judge_file(file)):           # the judge's own wrong/ files reuse its references
-            sandbox.seal()                                       # from here on, the judge's modules cannot be imported
+
+def _run(job, inputs, send, capture, note):
+    import torch
+    from qwen.lang import T, set_lang
+    set_lang(job["lang"])
+    torch.set_num_threads(1)
+    memory_gb = round(job["memory"] / 2**30, 2)
+    header, blobs = inputs
+    cases = [(c["function"], wire.decode(c["args"], blobs, trusted=True)) for c in header["cases"]]
+    send({"kind": "started", "note": note})
+    file = job.get("file")
+    try:
+        if file:
+            space = load_module(file)
+        else:                                                # functions from a notebook, sent as source
+            space = portable.unpack(job["portable"])
+    except SystemExit:
+        return send({"kind": "fatal", "error": {"kind": "exit", "message": T(
+            "your file calls sys.exit() (or exit()) when imported: remove it",
+            "你的文件在导入时调用了 sys.exit()（或 exit()）：请删掉")}})
+    except ImportError as e:
+        return send({"kind": "fatal", "error": {"kind": "import", "message": T("import failed: {m}", "导入失败：{m}",
+                                                                                m=_message(e))}})
+    except BaseException as e:                               # noqa: BLE001 - learner code can raise anything
+        kind, message = describe_error(e, file, memory_gb)
+        return send({"kind": "fatal", "error": {"kind": kind, "message": T(
+            "error while importing your file: {m}", "导入你的文件时出错：{m}", m=message)}})
+    for name in job["functions"]:
+        if not callable(space.get(name)):
+            where = Path(file).name if file else T("the functions you passed", "你传入的函数")
+            return send({"kind": "fatal", "error": {"kind": "missing", "message": T(
+                "no function named {f} in {file}: keep the names from the starter",
+                "{file} 里没有名为 {f} 的函数：请保留起始文件里的函数名", f=name, file=where)}})
+
+    for i, (name, args) in enumerate(cases):
         try:
-            if file:
-                space = load_module(file)
-            elif job.get("portable"):                            # notebook functions sent as source (spawned)
-                space = portable.unpack(job["portable"])
-            else:
-                space = dict(job["found"])
+            got = space[name](*args)
+        except NotImplementedError:
+            send({"kind": "case", "i": i, "raised": {"kind": "todo", "message": T(
+                "not written yet (raises NotImplementedError)", "还没写（抛出 NotImplementedError）")}})
+            continue
         except SystemExit:
-            return send({"kind": "fatal", "error": {"kind": "exit", "message": T(
-                "your file calls sys.exit() (or exit()) when imported: remove it",
-                "你的文件在导入时调用了 sys.exit()（或 exit()）：请删掉")}})
-        except ImportError as e:
-            return send({"kind": "fatal", "error": {"kind": "import", "message": T("import failed: {m}", "导入失败：{m}",
-                                                                                    m=_message(e))}})
-        except BaseException as e:                               # noqa: BLE001 - learner code can raise anything
+            send({"kind": "case", "i": i, "raised": {"kind": "exit", "message": T("called sys.exit()", "调用了 sys.exit()")}})
+            continue
+        except BaseException as e:                           # noqa: BLE001
             kind, message = describe_error(e, file, memory_gb)
-            return send({"kind": "fatal", "error": {"kind": kind, "message": T(
-                "error while importing your file: {m}", "导入你的文件时出错：{m}", m=message)}})
-        for name in job["functions"]:
-            if not callable(space.get(name)):
-                where = Path(file).name if file else T("the functions you passed", "你传入的函数")
-                return send({"kind": "fatal", "error": {"kind": "missing", "message": T(
-                    "no function named {f} in {file}: keep the names from the starter",
-                    "{file} 里没有名为 {f} 的函数：请保留起始文件里的函数名", f=name, file=where)}})
-
-        for i, (name, args) in enumerate(cases):
+            send({"kind": "case", "i": i, "raised": {"kind": kind, "message": message}})
+            continue
+        if job.get("check_inputs"):                          # the judge compares them with its own copy
             try:
-                got = space[name](*args)
-            except NotImplementedError:
-                send({"kind": "case", "i": i, "raised": {"kind": "todo", "message": T(
-                    "not written yet (raises NotImplementedError)", "还没写（抛出 NotImplementedError）")}})
-                continue
-            except SystemExit:
-                send({"kind": "case", "i": i, "raised": {"kind": "exit", "message": T("called sys.exit()", "调用了 sys.exit()")}})
-                continue
-            except BaseException as e:                           # noqa: BLE001
-                kind, message = describe_error(e, file, memory_gb)
-                send({"kind": "case", "i": i, "raised": {"kind": kind, "message": message}})
-                continue
-            if job.get("check_inputs"):                          # the judge compares them with its own copy
-                try:
-                    after = wire.digests(args)
-                except BaseException:                            # noqa: BLE001 - an input made unreadable
-                    after = ["unreadable"] * len(args)
-                send({"kind": "inputs", "i": i, "digests": after,
-                      "names": [_argument(space[name], k) for k in range(len(args))]})
-            try:
-                value, out = wire.encode(got, limit=wire.MAX_RESULT)
-            except wire.Unsupported as e:
-                send({"kind": "case", "i": i, "raised": {"kind": "unsupported", "message": T(
-                    "returned {what}", "返回了{what}", what=str(e))}})
-                continue
-            except BaseException:                                # noqa: BLE001 - a hostile object
-                send({"kind": "case", "i": i, "raised": {"kind": "unsupported", "message": T(
-                    "returned a value of type {t}, which the judge cannot read", "返回了 {t} 类型的值，评测器读不了", t=wire._type_name(got))}})
-                continue
+                after = wire.digests(args)
+            except BaseException:                            # noqa: BLE001 - an input made unreadable
+                after = ["unreadable"] * len(args)
+            send({"kind": "inputs", "i": i, "digests": after,
+                  "names": [_argument(space[name], k) for k in range(len(args))]})
+        try:
+            value, out = wire.encode(got, limit=wire.MAX_RESULT)
             frame = wire.pack({"kind": "case", "i": i, "value": value}, out)
-            if len(frame) > wire.MAX_RESULT:                     # e.g. a list of millions of numbers
-                send({"kind": "case", "i": i, "raised": {"kind": "unsupported", "message": T(
-                    "returned {mb:,.0f} MB of data: too large to send back (at most {m:.0f} MB)",
-                    "返回了 {mb:,.0f} MB 的数据：太大，无法传回（最多 {m:.0f} MB）", mb=len(frame) / 2**20,
-                    m=wire.MAX_RESULT / 2**20)}})
-                continue
-            sock.setblocking(True)
-            sock.sendall(frame)
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:                                    # noqa: BLE001
-                pass
-        send({"kind": "done", "printed": sandbox.count_printed(capture)})
-        os._exit(0)                                              # stray threads end here, unheard
+            wire.check_size(frame)                           # what the judge would refuse, said here in words
+        except wire.Unsupported as e:
+            send({"kind": "case", "i": i, "raised": {"kind": "unsupported", "message": T(
+                "returned {what}", "返回了{what}", what=str(e))}})
+            continue
+        except BaseException:                                # noqa: BLE001 - a hostile object
+            send({"kind": "case", "i": i, "raised": {"kind": "unsupported", "message": T(
+                "returned a value of type {t}, which the judge cannot read", "返回了 {t} 类型的值，评测器读不了",
+                t=wire._type_name(got))}})
+            continue
+        send(frame)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:                                    # noqa: BLE001
+            pass
+    send({"kind": "done", "printed": count_printed(capture)})
 
-    return run
+
+def count_printed(capture):
+    try:
+        capture.flush()
+        capture.seek(0)
+        text = io.TextIOWrapper(capture, encoding="utf-8", errors="replace").read()
+        return len([line for line in text.splitlines() if line.strip()])
+    except (OSError, ValueError):
+        return 0
+
+
+# ------------------------------------------------------------------------------------------ the process
+
+def _sender(fd, n=None):
+    """send(header or packed frame): one frame on `fd`; with n, wrapped as this process's relay of job n."""
+    def send(frame, blobs=()):
+        data = frame if isinstance(frame, bytes) else wire.pack(frame, list(blobs))
+        wire.write_all(fd, wire.pack({"kind": "out", "n": n}, [data]) if n is not None else data)
+    return send
+
+
+def _exit_when_judge_gone(fd):
+    """One-shot: the judge never writes again during a job, so EOF (or an error) on its pipe means it is gone."""
+    try:
+        os.read(fd, 1)
+    finally:
+        if hasattr(os, "killpg"):
+            os.killpg(0, signal.SIGKILL)
+        os._exit(BROKEN)
+
+
+def _relay(pipe, out, n, child):
+    """The child's frames, each whole, wrapped as job n's; until the child's end closes. Ends the child's
+    processes, and this one, when the judge is gone (EOF on stdin: it never writes during a job)."""
+    reader = wire.Reader(max_frame=wire.MAX_RESULT + (1 << 20), max_header=wire.MAX_HEADER)   # as the child checks
+    while True:
+        ready, _, _ = select.select([pipe, 0], [], [])
+        if 0 in ready:                                       # the judge is gone
+            _end_tree()
+            os._exit(0)
+        data = os.read(pipe, 1 << 20)
+        if not data:
+            return
+        try:
+            frames = reader.raw_frames(data)
+        except ValueError:                                   # not frames: the child wrote there itself
+            wire.write_all(out, wire.pack({"kind": "garbled", "n": n}, []))
+            _end_tree()
+            return
+        for frame in frames:
+            wire.write_all(out, wire.pack({"kind": "out", "n": n}, [frame]))
+
+
+def _end_tree():
+    """Every process below this one (the child's, and orphans it left: this process is their subreaper)."""
+    from practice._judge.sandbox import kill_tree
+    kill_tree(os.getpid())
+
+
+def _wait(pid):
+    """The child's wait status; orphans re-parented here are reaped too."""
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            status = 0
+            break
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+    return status
+
+
+def serve(one_shot):
+    out = os.dup(1)                                          # the frames to the judge
+    os.dup2(2, 1)                                            # a stray print of an import never reaches them
+    import torch  # noqa: F401 - what every job needs, imported once, before the judge's clock starts
+    import qwen.lang  # noqa: F401
+    wire.write_all(out, wire.pack({"kind": "ready", "pid": os.getpid()}, []))
+    if not one_shot:
+        confine.become_subreaper()
+    while True:
+        try:
+            job, _ = wire.read_frame(0)
+            inputs = wire.read_frame(0)
+        except (EOFError, ValueError):                       # the judge is gone, or spoke nonsense
+            os._exit(0)
+        n = job["n"]
+        if one_shot:
+            wire.write_all(out, wire.pack({"kind": "child", "n": n, "pid": os.getpid()}, []))
+            threading.Thread(target=_exit_when_judge_gone, args=(os.dup(0),), daemon=True).start()
+            run(job, inputs, _sender(out, n))
+        pipe, end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setsid()                                  # its own session: the judge counts and ends it
+                os.close(pipe)
+                os.close(out)
+            finally:
+                run(job, inputs, _sender(end))
+        os.close(end)
+        del inputs
+        wire.write_all(out, wire.pack({"kind": "child", "n": n, "pid": pid}, []))
+        _relay(pipe, out, n, pid)
+        os.close(pipe)
+        wire.write_all(out, wire.pack({"kind": "exit", "n": n, "status": _wait(pid)}, []))
+
+
+if __name__ == "__main__":
+    serve(one_shot=sys.argv[1:] == ["--one-shot"])

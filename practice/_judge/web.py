@@ -280,6 +280,7 @@ class App:
             return self._save(ex, path, new, base, body.get("force"))
 
     def _save(self, ex, path, new, base, force):
+        self.judge.refuse_link(path, T("the page", "页面"))
         if not is_regular_or_absent(path):
             raise Refused(HTTPStatus.CONFLICT, T("{f} is not a regular file: not written", "{f} 不是普通文件：没有写入",
                                                  f=self.judge.shown(path)))
@@ -562,10 +563,7 @@ def serve(judge, args):
         raise judge.UsageError(T("cannot listen on 127.0.0.1:{p} ({e}): choose another --port",
                                  "无法监听 127.0.0.1:{p}（{e}）：请换一个 --port", p=args.port, e=e.strerror or e)) from None
     from practice._judge import sandbox
-    before = os.environ.get("QWEN_JUDGE_SPAWN")
-    if not before and sandbox.available() and sandbox.landlock_abi() < 4:
-        os.environ["QWEN_JUDGE_SPAWN"] = "1"                       # a forked sandbox holds the token and (Landlock
-                                                                   # before ABI 4) may connect here: a fresh one
+    sandbox.prestart()                                             # its interpreter starts while the page loads
     if hasattr(signal, "SIGPIPE"):                                 # qwen.cli set SIG_DFL for `| head`: here a closed
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)              # connection would kill the server without a word
     url = address(app)
@@ -580,10 +578,6 @@ def serve(judge, args):
         print(T("\nStopped.", "\n已停止。"), file=sys.stderr)
     finally:
         server.server_close()
-        if before is None:                                         # as it was (main() may be called again)
-            os.environ.pop("QWEN_JUDGE_SPAWN", None)
-        else:
-            os.environ["QWEN_JUDGE_SPAWN"] = before
     return 0
 
 

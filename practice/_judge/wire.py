@@ -11,12 +11,16 @@ whatever the learner's code defines or patches, only data crosses.
 """
 import dataclasses
 import json
+import os
 import struct
 import types
 
 DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
 MAX_FRAME = 1 << 30                                   # 1 GiB: frames larger than that are refused
 MAX_RESULT = 256 << 20                                # what one result may weigh (the largest expected is a few MB)
+MAX_TOTAL = 512 << 20                                 # what one grading's results may weigh together
+MAX_HEADER = 1 << 20                                  # a result's JSON: numbers and nesting (tensors travel as bytes)
+MAX_ITEMS = 100_000                                   # lists, tuples and dicts in one result's JSON
 MAX_DEPTH = 40
 
 
@@ -277,35 +281,104 @@ def pack(header, blobs):
     return struct.pack("<QI", 4 + len(head) + len(body), len(head)) + head + body
 
 
+def check_size(frame):
+    """Raise Unsupported for a packed result the judge would refuse (MAX_RESULT bytes, or a header over
+    MAX_HEADER bytes or MAX_ITEMS containers): the sandbox says so in words instead of sending it."""
+    from qwen.lang import T
+    total, hlen = struct.unpack_from("<QI", frame)
+    if len(frame) > MAX_RESULT:
+        raise Unsupported(T("{mb:,.0f} MB of data: too large to send back (at most {m:.0f} MB)",
+                            "{mb:,.0f} MB 的数据：太大，无法传回（最多 {m:.0f} MB）", mb=len(frame) / 2**20, m=MAX_RESULT / 2**20))
+    head = frame[12:12 + hlen]
+    if hlen > MAX_HEADER or _containers(head) > MAX_ITEMS:
+        raise Unsupported(T("a structure of {n:,} values: too large to send back (return a tensor instead)",
+                            "含 {n:,} 个值的结构：太大，无法传回（请返回张量）", n=head.count(b",") + 1))
+
+
+def _containers(head):
+    """An upper bound of the lists, tuples and dicts a JSON header decodes to (its '{' and '[' bytes)."""
+    return head.count(b"{") + head.count(b"[")
+
+
+def parse(frame, max_header=None):
+    """(header, blobs) from one whole frame (its 8-byte length first). ValueError on anything malformed;
+    with max_header, also on a header over that many bytes or MAX_ITEMS containers, refused before it is
+    decoded (a 27 MB header of empty lists decodes to about a gigabyte)."""
+    if len(frame) < 12:
+        raise ValueError("frame too short")
+    total, hlen = struct.unpack_from("<QI", frame)
+    if total != len(frame) - 8 or total < 4 or hlen > total - 4:
+        raise ValueError("frame malformed")
+    head = frame[12:12 + hlen]
+    if max_header is not None and (hlen > max_header or _containers(head) > MAX_ITEMS):
+        raise ValueError("frame header too large")
+    try:
+        header = json.loads(head.decode("ascii"))
+    except RecursionError:                                   # nested deeper than the parser goes
+        raise ValueError("frame header nested too deeply") from None
+    except UnicodeDecodeError:
+        raise ValueError("frame header not ASCII") from None
+    if type(header) is not dict or type(header.get("blobs")) is not list:
+        raise ValueError("bad frame header")
+    blobs, pos = [], 12 + hlen
+    for n in header["blobs"]:
+        if type(n) is not int or n < 0 or pos + n > len(frame):
+            raise ValueError("bad blob sizes")
+        blobs.append(frame[pos:pos + n])
+        pos += n
+    return header, blobs
+
+
 class Reader:
-    """Feeds bytes in, yields complete (header, blobs) frames; ValueError on anything malformed."""
+    """Feeds bytes in, gives back whole frames; ValueError on a frame over max_frame or malformed."""
 
-    def __init__(self, max_frame=MAX_FRAME):
+    def __init__(self, max_frame=MAX_FRAME, max_header=None):
         self.buf = bytearray()
-        self.max_frame = max_frame
+        self.max_frame, self.max_header = max_frame, max_header
 
-    def feed(self, data):
+    def raw_frames(self, data):
+        """The whole frames `data` completes, as bytes (not decoded). A frame or header over the limits is
+        refused as soon as its first 12 bytes are here, before the rest is kept."""
         self.buf += data
         frames = []
         while len(self.buf) >= 12:
             total, hlen = struct.unpack_from("<QI", self.buf)
-            if total > self.max_frame or hlen > total - 4 + 0 or total < 4:
+            if total > self.max_frame or total < 4 or hlen > total - 4 or (self.max_header and hlen > self.max_header):
                 raise ValueError("frame too large or malformed")
             if len(self.buf) < 8 + total:
                 break
-            frame = bytes(self.buf[8:8 + total])
+            frames.append(bytes(self.buf[:8 + total]))
             del self.buf[:8 + total]
-            try:
-                header = json.loads(frame[4:4 + hlen].decode("ascii"))
-            except RecursionError:                                   # nested deeper than the parser goes
-                raise ValueError("frame header nested too deeply") from None
-            if type(header) is not dict or type(header.get("blobs")) is not list:
-                raise ValueError("bad frame header")
-            blobs, pos = [], 4 + hlen
-            for n in header["blobs"]:
-                if type(n) is not int or n < 0 or pos + n > len(frame):
-                    raise ValueError("bad blob sizes")
-                blobs.append(frame[pos:pos + n])
-                pos += n
-            frames.append((header, blobs))
         return frames
+
+    def feed(self, data):
+        """The whole frames `data` completes, decoded: [(header, blobs)]."""
+        return [parse(f) for f in self.raw_frames(data)]
+
+
+def write_all(fd, data):
+    """Every byte of `data` to a blocking file descriptor."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_exact(fd, n):
+    parts, left = [], n
+    while left:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            raise EOFError("the other end went away")
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
+
+
+def read_frame(fd, max_frame=MAX_FRAME):
+    """One whole frame from a blocking file descriptor, reading no byte past it: (header, blobs). EOFError
+    at the end, ValueError on a malformed one."""
+    head = _read_exact(fd, 12)
+    total, hlen = struct.unpack_from("<QI", head)
+    if total > max_frame or total < 4 or hlen > total - 4:
+        raise ValueError("frame too large or malformed")
+    return parse(head + _read_exact(fd, total - 4))
