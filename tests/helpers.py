@@ -127,3 +127,18 @@ def run_as_a_cell(source, name, namespace):
     linecache.cache[name] = (len(source), None, source.splitlines(True), name)
     exec(compile(source, name, "exec"), namespace)
     return namespace
+
+
+def frame_writer(frame):
+    """A 205 solution that writes the bytes `frame` to every pipe or socket it holds (its result pipe among
+    them), then leaves without a result: how a hostile solution speaks to the judge in the judge's format."""
+    return f"""import os, stat
+def l2norm(x, eps=1e-6):
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode):
+                os.write(fd, {frame!r})
+        except OSError:
+            pass
+    os._exit(0)
+"""

@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from conftest import ROOT
+from helpers import frame_writer
 from test_web import ask, learner, web  # noqa: F401 - the served page, in this process
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="seccomp and Landlock are Linux's")
@@ -140,20 +141,6 @@ def test_a_solution_graded_from_the_page_reaches_nothing_of_the_judge(web, judge
     assert status == 200
 
 
-def _pipe_writer(frame):
-    """A solution that writes a hand-made frame to every pipe it holds (its result pipe among them)."""
-    return f"""import os, stat
-def l2norm(x, eps=1e-6):
-    for fd in range(3, 256):
-        try:
-            if stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode):
-                os.write(fd, {frame!r})
-        except OSError:
-            pass
-    os._exit(0)
-"""
-
-
 def test_a_huge_frame_header_does_not_grow_the_judge(tmp_path):
     """3 million empty lists in one 27 MB header decoded to about a gigabyte in the judge: now refused
     before it is decoded. Measured as the judge process's own peak memory, against a passing grading."""
@@ -161,7 +148,7 @@ def test_a_huge_frame_header_does_not_grow_the_judge(tmp_path):
     head = b'{"blobs": [], "kind": "case", "i": 0, "value": {"L": [' + b",".join([b'{"L": []}'] * 3_000_000) + b"]}}"
     frame = struct.pack("<QI", 4 + len(head), len(head)) + head
     hostile, good = tmp_path / "hostile.py", tmp_path / "good.py"
-    hostile.write_text(_pipe_writer(frame), encoding="utf-8")
+    hostile.write_text(frame_writer(frame), encoding="utf-8")
     good.write_text((ROOT / "practice" / "_judge" / "solutions" / "s205.py").read_text(encoding="utf-8"), encoding="utf-8")
     script = ("import resource, sys, json\nsys.path.insert(0, %r)\nimport practice.judge as judge\n"
               "from qwen.tiny import tiny_model_path\nimport torch\nmodel = tiny_model_path()\nrows = []\n"
