@@ -30,7 +30,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from practice._judge import progress
+from practice._judge import jsontext, progress
 from practice._judge.exercises import BY_ID, EXERCISES, text
 from practice._judge.files import is_regular_or_absent, read_regular, write_atomic
 from practice._judge.report import report_lines
@@ -96,6 +96,9 @@ UI = {
     "busy": ("{id} is being graded already: wait for its report.", "{id} 正在评测：请等它的报告。"),
     "lost": ("The judge's server stopped (Ctrl-C?): start it again with python practice/judge.py --web.",
              "评测器的服务器停止了（按了 Ctrl-C？）：请用 python practice/judge.py --web 重新启动。"),
+    "bad_reply": ("The judge's answer could not be read (HTTP status {s}): try Run again; if it recurs, run "
+                  "python practice/judge.py in a terminal for the report.",
+                  "无法读取评测器的回答（HTTP 状态 {s}）：请再点一次运行；如果还是这样，请在终端里运行 python practice/judge.py 看报告。"),
     "leave": ("You have unsaved changes.", "你有未保存的改动。"),
     "lang": ("中文", "English"),
     "file": ("Your file", "你的文件"),
@@ -529,7 +532,7 @@ class Handler(BaseHTTPRequestHandler):
         return body
 
     def _send(self, status, body, kind):
-        data = body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False).encode("utf-8")
+        data = body if isinstance(body, bytes) else jsontext.dumps(body, ensure_ascii=False).encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", f"{kind or 'application/json'}; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))

@@ -8,7 +8,7 @@ const S = {ui: null, lang: localStorage.getItem("tbh-lang") || (navigator.langua
 const $ = (sel) => document.querySelector(sel);
 
 function t(key, fields) {
-  let s = (S.ui[key] || {})[S.lang] || key;
+  let s = ((S.ui || {})[key] || {})[S.lang] || key;
   for (const [k, v] of Object.entries(fields || {})) s = s.replace(new RegExp("\\{" + k + "(:[^}]*)?\\}", "g"), v);
   return s;
 }
@@ -23,17 +23,26 @@ function el(tag, attrs, ...kids) {
   return e;
 }
 
+// {ok, status, data}: every failure (no answer, a status that is not 200, a body that is not a JSON object)
+// comes back as ok: false with data.error, one line the caller shows; nothing here throws.
 async function api(method, path, body) {
   const sep = path.includes("?") ? "&" : "?";
-  let r;
+  let r, text;
   try {
     r = await fetch(path + sep + "lang=" + S.lang, {method, headers: {"X-Token": TOKEN, "Content-Type": "application/json"},
                                                     body: body === undefined ? undefined : JSON.stringify(body)});
+    text = await r.text();
   } catch (e) {
-    notice(S.ui ? t("lost") : String(e));
-    return {ok: false, status: 0, data: {error: t("lost")}};
+    const error = S.ui ? t("lost") : String(e);
+    notice(error);
+    return {ok: false, status: 0, data: {error}};
   }
-  const data = await r.json().catch(() => ({error: r.statusText}));
+  let data = null;
+  try { data = JSON.parse(text); } catch (e) { data = null; }
+  if (data === null || typeof data !== "object" || Array.isArray(data)) {
+    return {ok: false, status: r.status, data: {error: t("bad_reply", {s: r.status})}};
+  }
+  if (!r.ok && typeof data.error !== "string") data = {error: t("bad_reply", {s: r.status})};
   if (r.ok) notice(null);
   return {ok: r.ok, status: r.status, data};
 }
@@ -210,11 +219,19 @@ async function run() {
   $("#report").replaceChildren(el("p", {class: "meta"}, t("running", {s: S.ex.time_limit})));
   const r = await api("POST", `/api/exercise/${S.ex.id}/run`);
   busy(false);
-  if (!r.ok) return $("#report").replaceChildren(el("p", {class: "mistake"}, r.data.error));
+  if (!r.ok) return failed(r.data.error);
+  try {
+    showReport(r.data);
+  } catch (e) {                                             // an answer without the report's parts
+    return failed(t("bad_reply", {s: r.status}) + " (" + e.message + ")");
+  }
   S.ex.passed = r.data.passed;
   showProgress();
   $("#solution").disabled = !S.ex.passed;
-  showReport(r.data);
+}
+
+function failed(message) {
+  $("#report").replaceChildren(el("p", {class: "mistake", id: "run-error", role: "alert"}, message));
 }
 
 function num(v) {
