@@ -76,7 +76,7 @@ async function showList() {
     d.next ? el("p", {id: "next"}, t("next"), el("a", {href: "#/" + d.next}, d.next + " · " +
                 d.exercises.find((x) => x.id === d.next).title)) : el("p", {id: "next"}, t("all_passed")),
     el("div", {class: "table-wrap"}, el("table", {class: "list"},
-      el("thead", {}, el("tr", {}, el("th"), el("th", {}, "#"), el("th", {}, t("exercise")),
+      el("thead", {}, el("tr", {}, el("th", {}, hidden(t("passed_mark"))), el("th", {}, "#"), el("th", {}, t("exercise")),
                          el("th", {class: "hide-narrow"}, t("chapter")), el("th", {class: "hide-narrow"}, t("difficulty")),
                          el("th", {}, t("status")))),
       el("tbody", {}, rows))));
@@ -106,7 +106,9 @@ async function showExercise(id) {
       el("div", {id: "hints"}),
       el("div", {id: "solution-box"}))));
   S.editor = window.TBHEditor.create($("#editor"), x.text, {onChange: () => { if (!S.quiet) setDirty(true); }, onSave: save});
+  S.editor.view.contentDOM.setAttribute("tabindex", "0");   // the scrolled region holds a focusable element
   paintExercise();
+  goToLine(x.start_line);
   startPolling();
   showProgress();
 }
@@ -121,7 +123,7 @@ function paintExercise() {
   const st = x.statement;
   $("#statement").replaceChildren(
     el("h1", {}, x.id + " · " + x.title[S.lang]),
-    el("div", {class: "meta"}, `${t("chapter")} ${x.chapter} · ${x.level}`),
+    el("div", {class: "meta", id: "where"}, `${t("chapter_n", {n: x.chapter})} · ${x.level[S.lang]}`),
     el("div", {class: "tolerance", id: "tolerance"}, el("strong", {}, t("tolerance")),
        el("ul", {id: "tolerances"}, el("li", {class: "meta"}, "…"))),
     ...st[S.lang].slice(1).map((p) => el("p", {}, p)));
@@ -134,7 +136,24 @@ function paintExercise() {
   $("#solution").disabled = !x.passed;
   $("#solution").title = x.passed ? "" : t("solution_locked");
   $("#file").textContent = t("file") + (S.lang === "zh" ? "：" : ": ") + x.file;
+  S.editor.view.contentDOM.setAttribute("aria-label", t("editor", {f: x.file}));
   setDirty(S.dirty);
+}
+
+// The editor opened on line n (the first line of the function to fill in, below the statement): the cursor
+// there and the editor scrolled to show it near its top; the page itself does not move.
+function goToLine(n) {
+  const view = S.editor.view, doc = view.state.doc;
+  const line = doc.line(Math.min(Math.max(1, n || 1), doc.lines));
+  const at = line.from + (line.text.length - line.text.trimStart().length);
+  view.dispatch({selection: {anchor: at}});
+  view.requestMeasure({read: () => view.lineBlockAt(at).top,
+                       write: (top) => { view.scrollDOM.scrollTop = Math.max(0, top - 3 * view.defaultLineHeight); }});
+  view.contentDOM.focus({preventScroll: true});
+}
+
+function hidden(text) {
+  return el("span", {class: "visually-hidden"}, text);
 }
 
 function setDirty(d) {
@@ -245,7 +264,7 @@ function showReport(d) {
     const named = new Set();                                // each known mistake named once, as the terminal does
     const once = (m) => (m && !named.has(m) ? (named.add(m), m) : null);
     kids.push(el("div", {class: "table-wrap"}, el("table", {id: "cases"},
-      el("thead", {}, el("tr", {}, el("th"), el("th", {}, t("function")), el("th", {}, t("case")), el("th", {}, t("result")))),
+      el("thead", {}, el("tr", {}, el("th", {}, hidden(t("passed_mark"))), el("th", {}, t("function")), el("th", {}, t("case")), el("th", {}, t("result")))),
       el("tbody", {}, d.cases.map((c) => el("tr", {class: c.ok ? "s-pass" : (c.todo ? "s-todo" : "s-fail")},
         el("td", {class: "tick"}, c.ok ? "✓" : (c.todo ? "·" : "✗")), el("td", {}, c.function), el("td", {}, c.name),
         el("td", {}, c.ok ? "" : c.message, once(c.mistake) ? el("div", {class: "mistake"}, "→ " + c.mistake) : null)))))));
@@ -286,6 +305,7 @@ async function reset() {
   busy(false);
   if (!r.ok) return notice(r.data.error);
   setText(r.data.text, r.data.digest);
+  goToLine(r.data.start_line);
   $("#report").replaceChildren(el("pre", {class: "out", id: "reset-text"}, r.data.lines.join("\n")));
 }
 
