@@ -273,7 +273,7 @@ function showReport(d) {
       const rows = Object.entries(first.detail).map(([k, v]) => el("tr", {},
         el("td", {}, t("d_" + k)),
         el("td", {}, k === "within" ? (100 * v).toFixed(1) + "%" : Array.isArray(v) ? v.join(S.lang === "zh" ? "、" : ", ") : num(v))));
-      kids.push(el("h3", {}, t("details"), " · ", first.function, S.lang === "zh" ? "：" : ": ", first.name),
+      kids.push(el("h2", {}, t("details"), " · ", first.function, S.lang === "zh" ? "：" : ": ", first.name),
                 el("div", {class: "table-wrap"}, el("table", {class: "details", id: "details"}, el("tbody", {}, rows))));
     }
   }
@@ -288,13 +288,13 @@ async function hint() {
   const r = await api("POST", `/api/exercise/${S.ex.id}/hint`);
   busy(false);
   if (!r.ok) return notice(r.data.error);
-  $("#hints").replaceChildren(el("h3", {}, t("hint")), el("pre", {class: "out", id: "hint-text"}, r.data.lines.join("\n")));
+  $("#hints").replaceChildren(el("h2", {}, t("hint")), el("pre", {class: "out", id: "hint-text"}, r.data.lines.join("\n")));
 }
 
 async function solution() {
   const r = await api("POST", `/api/exercise/${S.ex.id}/solution`);
   if (!r.ok) return notice(r.data.error);
-  $("#solution-box").replaceChildren(el("h3", {}, t("solution")), el("pre", {class: "out", id: "solution-text"}, r.data.text));
+  $("#solution-box").replaceChildren(el("h2", {}, t("solution")), el("pre", {class: "out", id: "solution-text"}, r.data.text));
 }
 
 async function reset() {
