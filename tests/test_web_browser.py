@@ -219,7 +219,8 @@ def test_a_failing_232_gets_its_verdict_and_a_failed_request_is_one_line(web, ju
         expect(page.locator("#where")).to_have_text("第 9 章 · 简单")
         page.click("#lang")
 
-        for answer in (lambda route: route.fulfill(status=200, content_type="application/json", body='{"lines": [-Infinity'),
+        for answer in (lambda route: route.fulfill(status=200, content_type="application/json", body='{"a": -Infinity}'),
+                       lambda route: route.fulfill(status=200, content_type="application/json", body='{"status": "fail"}'),
                        lambda route: route.fulfill(status=502, content_type="text/html", body="<h1>Bad gateway</h1>"),
                        lambda route: route.abort()):
             page.route("**/api/exercise/232/run*", answer)

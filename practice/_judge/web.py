@@ -102,7 +102,8 @@ UI = {
              "评测器的服务器停止了（按了 Ctrl-C？）：请用 python practice/judge.py --web 重新启动。"),
     "bad_reply": ("The judge's answer could not be read (HTTP status {s}): try Run again; if it recurs, run "
                   "python practice/judge.py in a terminal for the report.",
-                  "无法读取评测器的回答（HTTP 状态 {s}）：请再点一次运行；如果还是这样，请在终端里运行 python practice/judge.py 看报告。"),
+                  "无法读取评测器的回答（HTTP 状态 {s}）：请再点一次运行；如果还是这样，"
+                  "请在终端里运行 python practice/judge.py 看报告。"),
     "leave": ("You have unsaved changes.", "你有未保存的改动。"),
     "lang": ("中文", "English"),
     "file": ("Your file", "你的文件"),
@@ -439,11 +440,8 @@ def start_line(ex, source):
         return 1
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in ex.functions:
-            body = node.body
-            if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-                    and isinstance(body[0].value.value, str):
-                body = body[1:]                                    # the function's own docstring
-            return body[0].lineno
+            body = node.body[1:] if ast.get_docstring(node) is not None and len(node.body) > 1 else node.body
+            return body[0].lineno                                  # past the function's own docstring
     return 1
 
 
