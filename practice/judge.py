@@ -52,10 +52,9 @@ if __name__ == "__main__":
     signal.signal(signal.SIGINT, _stopped_while_starting)      # main() restores KeyboardInterrupt
 
 import hashlib  # noqa: E402
-import json  # noqa: E402
 import math  # noqa: E402
 import time  # noqa: E402
-from practice._judge import grading, progress  # noqa: E402
+from practice._judge import grading, jsontext, progress  # noqa: E402
 from practice._judge.files import read_regular, write_atomic  # noqa: E402
 from practice._judge.report import case_line, first_failing, report_lines, summary_line  # noqa: E402
 from practice._judge.exercises import BY_ID, EXERCISES, JUDGE, text  # noqa: E402
@@ -210,7 +209,7 @@ def cmd_list(as_json):
     done = sum(r["passed"] for r in rows)
     nxt = next_unsolved(state)
     if as_json:
-        print(json.dumps({"exercises": rows, "passed": done, "total": len(rows), "next": nxt.id if nxt else None},
+        print(jsontext.dumps({"exercises": rows, "passed": done, "total": len(rows), "next": nxt.id if nxt else None},
                          ensure_ascii=False, indent=1))
         return 0
     width = 24
@@ -244,7 +243,7 @@ def cmd_grade(exercises, args, create=True):
         if not args.file:
             progress.update(record(ex, result, file, graded))
     if args.json:
-        print(json.dumps(results, ensure_ascii=False, indent=1))
+        print(jsontext.dumps(results, ensure_ascii=False, indent=1))
     elif "tiny" in str(model):
         print(T("(graded on the built-in tiny checkpoint; with the real model on disk the same checks use its tensors)",
                 "（用内置小检查点评测；磁盘上有真实模型时，同样的检查会使用它的张量）"))

@@ -174,7 +174,7 @@ def test_every_statement_has_both_languages():
         assert s["en"][0].startswith(f"Exercise {ex.id}") and s["zh"][0].startswith(f"练习 {ex.id}"), ex.id
         assert len(s["en"]) >= 2 and len(s["zh"]) >= 2 and not any("练习 " in p for p in s["en"]), ex.id
     from practice._judge.web import unwrap                     # a narrow window wraps the text itself
-    assert unwrap("one\ntwo\n  x = 1\n  y = 2\nthree") == "one two\n  x = 1\n  y = 2\nthree"
+    assert unwrap("one\ntwo,\n  x = 1\n  y = 2\nthree") == "one two,\n  x = 1\n  y = 2\nthree"     # a formula keeps its line
     assert unwrap("在 fp32 中\n计算，\nbf16 的 x") == "在 fp32 中计算，bf16 的 x"
 
 

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from practice._judge import jsontext
 from practice._judge.files import is_regular_or_absent, read_regular, write_atomic
 from qwen.lang import T
 
@@ -145,7 +146,7 @@ def update(change):
         with _locked(file):
             progress = _read(file, for_writing=True)
             change(progress)
-            write_atomic(file, json.dumps(progress, indent=1, ensure_ascii=False).encode("utf-8"))
+            write_atomic(file, jsontext.dumps(progress, indent=1, ensure_ascii=False).encode("utf-8"))
         return progress
     except OSError as e:
         _say(T("Progress: could not save to {f} ({e}); set QWEN_PROGRESS to a file you can write.",

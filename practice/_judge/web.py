@@ -19,6 +19,7 @@ import hmac
 import io
 import json
 import os
+import re
 import secrets
 import signal
 import sys
@@ -30,7 +31,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from practice._judge import progress
+from practice._judge import jsontext, progress
 from practice._judge.exercises import BY_ID, EXERCISES, text
 from practice._judge.files import is_regular_or_absent, read_regular, write_atomic
 from practice._judge.report import report_lines
@@ -52,7 +53,10 @@ UI = {
     "progress": ("{d}/{n} passed", "已通过 {d}/{n}"),
     "next": ("Next: ", "下一个："),
     "all_passed": ("All passed. Open any to grade it again.", "全部通过。可以打开任意一个重新评测。"),
-    "chapter": ("Chapters", "章节"),
+    "chapter": ("Chapter", "章"),
+    "chapter_n": ("Chapter {n}", "第 {n} 章"),
+    "passed_mark": ("Passed", "已通过"),
+    "editor": ("Your solution, {f}", "你的解答，{f}"),
     "difficulty": ("Difficulty", "难度"),
     "status": ("Status", "状态"),
     "exercise": ("Exercise", "练习"),
@@ -96,6 +100,10 @@ UI = {
     "busy": ("{id} is being graded already: wait for its report.", "{id} 正在评测：请等它的报告。"),
     "lost": ("The judge's server stopped (Ctrl-C?): start it again with python practice/judge.py --web.",
              "评测器的服务器停止了（按了 Ctrl-C？）：请用 python practice/judge.py --web 重新启动。"),
+    "bad_reply": ("The judge's answer could not be read (HTTP status {s}): try Run again; if it recurs, run "
+                  "python practice/judge.py in a terminal for the report.",
+                  "无法读取评测器的回答（HTTP 状态 {s}）：请再点一次运行；如果还是这样，"
+                  "请在终端里运行 python practice/judge.py 看报告。"),
     "leave": ("You have unsaved changes.", "你有未保存的改动。"),
     "lang": ("中文", "English"),
     "file": ("Your file", "你的文件"),
@@ -125,18 +133,56 @@ def statement(ex):
             for lang, part in parts.items()}
 
 
+LIST_ITEM = re.compile(r"\s*(\d+\.|[-*•]|\(\w\))\s")        # "  1. Decay", "  - text tokens"
+ALIGNED = re.compile(r"\S {2,}\S")                               # columns of a table or a formula's notes
+FORMULA = re.compile(r"\s*\w+(\[[^\]]*\])? = ")                    # "  y = x / sqrt(...)", "  y[:, t] = ..."
+
+
 def unwrap(paragraph):
-    """The docstring's line breaks (wrapped at 110 columns) removed, so a narrow window wraps the text itself;
-    an indented line (a formula, a numbered step) keeps its own line. Chinese joins without a space."""
+    """The docstring's line breaks (wrapped at the file's width) removed, so a narrow window wraps the text
+    itself, while what is laid out by line keeps its own line: a list item, a formula, the rows of a table,
+    and the block after a line ending in a colon. A wrapped line's continuation, indented under the line it
+    continues (a hanging indent, or inside an open parenthesis), joins it. Chinese joins without a space,
+    except beside a Latin letter or digit ("在 fp32 中")."""
     lines = paragraph.split("\n")
-    out = lines[0]
+    out, kept = lines[0], True                                     # kept: the last line was laid out by line
     for before, line in zip(lines, lines[1:]):
-        if not before or not line or before[0].isspace() or line[0].isspace():
-            out += "\n" + line                                        # an indented line keeps its own
+        kept = own_line(before, line, kept, out)
+        if kept:
+            out += "\n" + line
         else:
-            wide = before[-1] > "\u2e7f" or line[0] > "\u2e7f"         # CJK and full-width punctuation
-            out += ("" if wide else " ") + line
+            out = out.rstrip() + joiner(out.rstrip()[-1:], line.lstrip()[:1]) + line.strip()
     return out
+
+
+def joiner(a, b):
+    """What goes between the last character of a line and the first of the next when they are joined:
+    nothing between two Chinese characters or beside full-width punctuation, else a space."""
+    def wide(c):
+        return c > "\u2e7f"                                       # CJK and full-width punctuation
+    if (wide(a) and wide(b)) or (wide(a) and not a.isalnum()) or (wide(b) and not b.isalnum()):
+        return ""
+    return " "
+
+
+def own_line(before, line, kept, text):
+    """Whether `line` starts a line of its own after `before` (else it continues `before`'s text);
+    `kept`: whether `before` had a line of its own; `text`: the paragraph so far."""
+    if not before.strip() or not line.strip():
+        return True
+    if before.count("(") + before.count("（") > before.count(")") + before.count("）"):
+        return False                                               # inside an open parenthesis
+    indent = len(line) - len(line.lstrip())
+    was = len(before) - len(before.lstrip())
+    if indent == 0:                                                # back at the margin, after an indented line:
+        return was > 0 and (kept or text.rstrip().endswith((".", "。", ":", "：")))   # after a block or a sentence
+    if LIST_ITEM.match(line) or ALIGNED.search(line.strip()) or ALIGNED.search(before.strip()):
+        return True
+    if indent > was and before.rstrip().endswith((":", "：")):
+        return True                                                # the block a colon introduces
+    if FORMULA.match(line) and (indent > was and before.rstrip().endswith((",", "，")) or indent == was and kept):
+        return True                                                # "... to length 1,\n  y = x / sqrt(...)"
+    return False
 
 
 def _leaves(value):
@@ -224,7 +270,7 @@ class App:
         for r in rows:
             ex = BY_ID[r["id"]]
             r["label"] = self.judge.status_label(r, state)
-            r["chapter"] = chapter_text(ex.chapter)
+            r["chapter"] = str(ex.taught_in)
             r["level"] = text(LEVELS.get(ex.difficulty, ex.difficulty))
         done = sum(r["passed"] for r in rows)
         nxt = self.judge.next_unsolved(state)
@@ -234,11 +280,13 @@ class App:
     def exercise(self, ex):
         path = self.judge.learner_file(ex, quiet=True)            # created from the starter, as `judge.py 204` does
         entry = progress.load().get(ex.id, {})
+        source = self._text(path)
         return {"id": ex.id, "title": {"en": ex.title[0], "zh": ex.title[1]}, "statement": statement(ex),
-                "file": self.judge.shown(path), "text": self._text(path), "digest": self.judge.digest(path),
+                "file": self.judge.shown(path), "text": source, "digest": self.judge.digest(path),
                 "passed": bool(entry.get("passed")), "status": entry.get("status", "new"),
                 "hints_seen": entry.get("hints", 0), "hints": len(ex.hints), "functions": list(ex.functions),
-                "level": text(LEVELS.get(ex.difficulty, ex.difficulty)), "chapter": chapter_text(ex.chapter),
+                "level": dict(zip(("en", "zh"), LEVELS.get(ex.difficulty, (ex.difficulty,) * 2))),
+                "chapter": str(ex.taught_in), "start_line": start_line(ex, source),
                 "time_limit": self.judge.time_limit()}
 
     def tolerance(self, ex):
@@ -371,17 +419,30 @@ class App:
             code, lines = self._printed(self.judge.cmd_reset, ex)
         if not os.path.lexists(path):                              # deleted on disk: the page keeps its own text
             raise Refused(HTTPStatus.CONFLICT, "\n".join(lines))
-        return {"lines": lines, "text": self._text(path), "digest": self.judge.digest(path), "ok": code == 0}
+        text_now = self._text(path)
+        return {"lines": lines, "text": text_now, "digest": self.judge.digest(path), "ok": code == 0,
+                "start_line": start_line(ex, text_now)}
 
     def _args(self):
         import argparse
         return argparse.Namespace(**{**vars(self.args), "file": None})
 
 
-def chapter_text(chapter):
-    """ch04_06 -> "4–6", ch07 -> "7"."""
-    numbers = [str(int(n)) for n in chapter[2:].split("_") if n.isdigit()]
-    return "–".join(numbers)
+def start_line(ex, source):
+    """The line (from 1) where the editor opens: the first statement of the first function to fill in,
+    below the statement's docstring; the line after its `def` when the file does not parse; else 1."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        for n, line in enumerate(source.splitlines(), 1):
+            if re.match(r"\s*def\s+(%s)\b" % "|".join(map(re.escape, ex.functions)), line):
+                return n + 1
+        return 1
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in ex.functions:
+            body = node.body[1:] if ast.get_docstring(node) is not None and len(node.body) > 1 else node.body
+            return body[0].lineno                                  # past the function's own docstring
+    return 1
 
 
 def _field(body, name, kind):
@@ -529,7 +590,7 @@ class Handler(BaseHTTPRequestHandler):
         return body
 
     def _send(self, status, body, kind):
-        data = body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False).encode("utf-8")
+        data = body if isinstance(body, bytes) else jsontext.dumps(body, ensure_ascii=False).encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", f"{kind or 'application/json'}; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))

@@ -8,7 +8,7 @@ const S = {ui: null, lang: localStorage.getItem("tbh-lang") || (navigator.langua
 const $ = (sel) => document.querySelector(sel);
 
 function t(key, fields) {
-  let s = (S.ui[key] || {})[S.lang] || key;
+  let s = ((S.ui || {})[key] || {})[S.lang] || key;
   for (const [k, v] of Object.entries(fields || {})) s = s.replace(new RegExp("\\{" + k + "(:[^}]*)?\\}", "g"), v);
   return s;
 }
@@ -23,17 +23,26 @@ function el(tag, attrs, ...kids) {
   return e;
 }
 
+// {ok, status, data}: every failure (no answer, a status that is not 200, a body that is not a JSON object)
+// comes back as ok: false with data.error, one line the caller shows; nothing here throws.
 async function api(method, path, body) {
   const sep = path.includes("?") ? "&" : "?";
-  let r;
+  let r, text;
   try {
     r = await fetch(path + sep + "lang=" + S.lang, {method, headers: {"X-Token": TOKEN, "Content-Type": "application/json"},
                                                     body: body === undefined ? undefined : JSON.stringify(body)});
+    text = await r.text();
   } catch (e) {
-    notice(S.ui ? t("lost") : String(e));
-    return {ok: false, status: 0, data: {error: t("lost")}};
+    const error = S.ui ? t("lost") : String(e);
+    notice(error);
+    return {ok: false, status: 0, data: {error}};
   }
-  const data = await r.json().catch(() => ({error: r.statusText}));
+  let data = null;
+  try { data = JSON.parse(text); } catch (e) { data = null; }
+  if (data === null || typeof data !== "object" || Array.isArray(data)) {
+    return {ok: false, status: r.status, data: {error: t("bad_reply", {s: r.status})}};
+  }
+  if (!r.ok && typeof data.error !== "string") data = {error: t("bad_reply", {s: r.status})};
   if (r.ok) notice(null);
   return {ok: r.ok, status: r.status, data};
 }
@@ -67,7 +76,7 @@ async function showList() {
     d.next ? el("p", {id: "next"}, t("next"), el("a", {href: "#/" + d.next}, d.next + " · " +
                 d.exercises.find((x) => x.id === d.next).title)) : el("p", {id: "next"}, t("all_passed")),
     el("div", {class: "table-wrap"}, el("table", {class: "list"},
-      el("thead", {}, el("tr", {}, el("th"), el("th", {}, "#"), el("th", {}, t("exercise")),
+      el("thead", {}, el("tr", {}, el("th", {}, hidden(t("passed_mark"))), el("th", {}, "#"), el("th", {}, t("exercise")),
                          el("th", {class: "hide-narrow"}, t("chapter")), el("th", {class: "hide-narrow"}, t("difficulty")),
                          el("th", {}, t("status")))),
       el("tbody", {}, rows))));
@@ -97,7 +106,9 @@ async function showExercise(id) {
       el("div", {id: "hints"}),
       el("div", {id: "solution-box"}))));
   S.editor = window.TBHEditor.create($("#editor"), x.text, {onChange: () => { if (!S.quiet) setDirty(true); }, onSave: save});
+  S.editor.view.contentDOM.setAttribute("tabindex", "0");   // the scrolled region holds a focusable element
   paintExercise();
+  goToLine(x.start_line);
   startPolling();
   showProgress();
 }
@@ -112,7 +123,7 @@ function paintExercise() {
   const st = x.statement;
   $("#statement").replaceChildren(
     el("h1", {}, x.id + " · " + x.title[S.lang]),
-    el("div", {class: "meta"}, `${t("chapter")} ${x.chapter} · ${x.level}`),
+    el("div", {class: "meta", id: "where"}, `${t("chapter_n", {n: x.chapter})} · ${x.level[S.lang]}`),
     el("div", {class: "tolerance", id: "tolerance"}, el("strong", {}, t("tolerance")),
        el("ul", {id: "tolerances"}, el("li", {class: "meta"}, "…"))),
     ...st[S.lang].slice(1).map((p) => el("p", {}, p)));
@@ -125,7 +136,24 @@ function paintExercise() {
   $("#solution").disabled = !x.passed;
   $("#solution").title = x.passed ? "" : t("solution_locked");
   $("#file").textContent = t("file") + (S.lang === "zh" ? "：" : ": ") + x.file;
+  S.editor.view.contentDOM.setAttribute("aria-label", t("editor", {f: x.file}));
   setDirty(S.dirty);
+}
+
+// The editor opened on line n (the first line of the function to fill in, below the statement): the cursor
+// there and the editor scrolled to show it near its top; the page itself does not move.
+function goToLine(n) {
+  const view = S.editor.view, doc = view.state.doc;
+  const line = doc.line(Math.min(Math.max(1, n || 1), doc.lines));
+  const at = line.from + (line.text.length - line.text.trimStart().length);
+  view.dispatch({selection: {anchor: at}});
+  view.requestMeasure({read: () => view.lineBlockAt(at).top,
+                       write: (top) => { view.scrollDOM.scrollTop = Math.max(0, top - 3 * view.defaultLineHeight); }});
+  view.contentDOM.focus({preventScroll: true});
+}
+
+function hidden(text) {
+  return el("span", {class: "visually-hidden"}, text);
 }
 
 function setDirty(d) {
@@ -210,11 +238,19 @@ async function run() {
   $("#report").replaceChildren(el("p", {class: "meta"}, t("running", {s: S.ex.time_limit})));
   const r = await api("POST", `/api/exercise/${S.ex.id}/run`);
   busy(false);
-  if (!r.ok) return $("#report").replaceChildren(el("p", {class: "mistake"}, r.data.error));
+  if (!r.ok) return failed(r.data.error);
+  try {
+    showReport(r.data);
+  } catch (e) {                                             // an answer without the report's parts
+    return failed(t("bad_reply", {s: r.status}) + " (" + e.message + ")");
+  }
   S.ex.passed = r.data.passed;
   showProgress();
   $("#solution").disabled = !S.ex.passed;
-  showReport(r.data);
+}
+
+function failed(message) {
+  $("#report").replaceChildren(el("p", {class: "mistake", id: "run-error", role: "alert"}, message));
 }
 
 function num(v) {
@@ -228,7 +264,7 @@ function showReport(d) {
     const named = new Set();                                // each known mistake named once, as the terminal does
     const once = (m) => (m && !named.has(m) ? (named.add(m), m) : null);
     kids.push(el("div", {class: "table-wrap"}, el("table", {id: "cases"},
-      el("thead", {}, el("tr", {}, el("th"), el("th", {}, t("function")), el("th", {}, t("case")), el("th", {}, t("result")))),
+      el("thead", {}, el("tr", {}, el("th", {}, hidden(t("passed_mark"))), el("th", {}, t("function")), el("th", {}, t("case")), el("th", {}, t("result")))),
       el("tbody", {}, d.cases.map((c) => el("tr", {class: c.ok ? "s-pass" : (c.todo ? "s-todo" : "s-fail")},
         el("td", {class: "tick"}, c.ok ? "✓" : (c.todo ? "·" : "✗")), el("td", {}, c.function), el("td", {}, c.name),
         el("td", {}, c.ok ? "" : c.message, once(c.mistake) ? el("div", {class: "mistake"}, "→ " + c.mistake) : null)))))));
@@ -237,7 +273,7 @@ function showReport(d) {
       const rows = Object.entries(first.detail).map(([k, v]) => el("tr", {},
         el("td", {}, t("d_" + k)),
         el("td", {}, k === "within" ? (100 * v).toFixed(1) + "%" : Array.isArray(v) ? v.join(S.lang === "zh" ? "、" : ", ") : num(v))));
-      kids.push(el("h3", {}, t("details"), " · ", first.function, S.lang === "zh" ? "：" : ": ", first.name),
+      kids.push(el("h2", {}, t("details"), " · ", first.function, S.lang === "zh" ? "：" : ": ", first.name),
                 el("div", {class: "table-wrap"}, el("table", {class: "details", id: "details"}, el("tbody", {}, rows))));
     }
   }
@@ -252,13 +288,13 @@ async function hint() {
   const r = await api("POST", `/api/exercise/${S.ex.id}/hint`);
   busy(false);
   if (!r.ok) return notice(r.data.error);
-  $("#hints").replaceChildren(el("h3", {}, t("hint")), el("pre", {class: "out", id: "hint-text"}, r.data.lines.join("\n")));
+  $("#hints").replaceChildren(el("h2", {}, t("hint")), el("pre", {class: "out", id: "hint-text"}, r.data.lines.join("\n")));
 }
 
 async function solution() {
   const r = await api("POST", `/api/exercise/${S.ex.id}/solution`);
   if (!r.ok) return notice(r.data.error);
-  $("#solution-box").replaceChildren(el("h3", {}, t("solution")), el("pre", {class: "out", id: "solution-text"}, r.data.text));
+  $("#solution-box").replaceChildren(el("h2", {}, t("solution")), el("pre", {class: "out", id: "solution-text"}, r.data.text));
 }
 
 async function reset() {
@@ -269,6 +305,7 @@ async function reset() {
   busy(false);
   if (!r.ok) return notice(r.data.error);
   setText(r.data.text, r.data.digest);
+  goToLine(r.data.start_line);
   $("#report").replaceChildren(el("pre", {class: "out", id: "reset-text"}, r.data.lines.join("\n")));
 }
 

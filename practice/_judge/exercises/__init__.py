@@ -21,6 +21,8 @@ Add an exercise in 5 steps (say 207, `rope_rotate`, in chapters 4-6):
                  wrong={"207_halves_swapped.py": "halves_swapped"})
      A `Diagnosis` recognizes a mistake by computing the mistaken formula on the case's inputs
      (`mistake(*args)`) and finding the learner's result equal to it, or by `test(case, got)`.
+     In a module of several chapters, TAUGHT_IN = {"207": 4, ...} names the chapter that teaches
+     each exercise (the list and the page show it); the default is the module's first chapter.
   5. python practice/judge.py --verify: the reference and every file in equivalent/ pass, the
      starter is "not finished", each wrong file fails with the diagnosis you named, and no
      diagnosis fires on the reference's results. tests/test_judge.py runs --verify.
@@ -118,6 +120,8 @@ class Exercise:
     diagnoses: list = dataclasses.field(default_factory=list)
     wrong: dict = dataclasses.field(default_factory=dict)    # {file in wrong/: diagnosis name, or text in the report}
     chapter: str = ""                  # set from the module name (ch01_03) when empty
+    taught_in: int = 0                 # the chapter that teaches it (the list shows it); when 0, the module's
+                                       # TAUGHT_IN {id: chapter}, else its first chapter (ch10_11: 10)
     may_modify_inputs: bool = False    # True: the statement allows changing an input in place (the judge
                                        # keeps its own copy); False: it says "Do not modify the inputs"
 
@@ -177,8 +181,12 @@ def _discover():
         if not info.name.startswith("ch"):
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
+        chapters = [int(n) for n in info.name[2:].split("_") if n.isdigit()]
         for ex in module.EXERCISES:
             ex.chapter = ex.chapter or info.name
+            ex.taught_in = ex.taught_in or getattr(module, "TAUGHT_IN", {}).get(ex.id) or chapters[0]
+            if not chapters[0] <= ex.taught_in <= chapters[-1]:
+                raise RuntimeError(f"exercise {ex.id}: taught_in {ex.taught_in} is outside {info.name}")
             exercises.append(ex)
     exercises.sort(key=lambda e: e.id)
     ids = [e.id for e in exercises]

@@ -501,6 +501,9 @@ DIAGNOSES_206 = [
 
 # ------------------------------------------------------------------------------------------ registry
 
+# The chapter that teaches each exercise (the list and the page show it).
+TAUGHT_IN = {"201": 1, "202": 1, "203": 2, "204": 3, "205": 3, "206": 3}
+
 EXERCISES = [
     Exercise("201", "safetensors_header", ("Read a safetensors header by hand", "手工读取 safetensors 文件头"),
              "easy", False, ("read_header",),

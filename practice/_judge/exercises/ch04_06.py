@@ -421,6 +421,9 @@ DIAGNOSES_209 = [
 
 # ------------------------------------------------------------------------------------------ registry
 
+# The chapter that teaches each exercise (the list and the page show it).
+TAUGHT_IN = {"207": 4, "208": 5, "209": 6}
+
 EXERCISES = [
     Exercise("207", "rope", ("RoPE with partial rotation", "带部分旋转的 RoPE"), "medium", True,
              ("rope_frequencies", "apply_rope"),

@@ -511,6 +511,9 @@ DIAGNOSES_232 = [
 
 # ------------------------------------------------------------------------------------------ registry
 
+# The chapter that teaches each exercise (the list and the page show it).
+TAUGHT_IN = {"230": 8, "231": 9, "232": 9}
+
 EXERCISES = [
     Exercise("230", "decoder_layer", ("A decoder layer's residual wiring", "解码层的残差连接"), "easy", True,
              ("decoder_layer",),

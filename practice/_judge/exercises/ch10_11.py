@@ -337,6 +337,9 @@ DIAGNOSES_242 = [
 
 # ------------------------------------------------------------------------------------------ registry
 
+# The chapter that teaches each exercise (the list and the page show it).
+TAUGHT_IN = {"240": 10, "241": 10, "242": 11}
+
 EXERCISES = [
     Exercise("240", "smart_resize", ("Resize to multiples of 32 within the pixel bounds",
                                      "缩放到 32 的倍数，并留在像素界限之内"), "easy", False, ("smart_resize",),
