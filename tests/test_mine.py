@@ -102,6 +102,7 @@ def test_reference_delta_rule_as_mine_through_speculative_decoding(model, refere
     finally:
         yours.remove()
     assert got == plain and 0 < stats["accepted"] < stats["drafted"]
+    assert yours.refused == {} and yours.used == ["220"]             # checked at every verify pass too
     for a, b in zip(cache.layers, plain_cache.layers):
         if a.state is not None:
             assert (a.state - b.state).abs().max().item() < 1e-5

@@ -256,3 +256,24 @@ def test_the_refusal_line_in_chinese(model, capsys):
     lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert len(lines) == 1 and "208" in lines[0] and "swiglu_mlp" in lines[0]
     assert chinese_text_problems(lines[0]) == [], lines[0]
+
+
+EQUIVALENTS = [(i, f) for i in mine.PARTS for f in BY_ID[i].equivalents()]
+
+
+@pytest.mark.parametrize("ex_id, file", EQUIVALENTS, ids=[f.stem for _, f in EQUIVALENTS])
+def test_other_right_solutions_are_never_refused(tiny_path, ex_id, file):
+    """The judge's other correct forms (practice/_judge/equivalent) pass its cases; in the model, at
+    every call of a prompt and decode steps, in fp32 and in bf16 (ch09 --dtype), they stay yours."""
+    from practice._judge import runner
+    from qwen.model import load_model
+    functions = mine._load(runner, file, BY_ID[ex_id].functions)
+    for dtype in (torch.float32, torch.bfloat16):
+        model = load_model(tiny_path, dtype=dtype, vision=False)
+        with torch.no_grad():
+            yours = mine.Mine(model, mine.Solutions({ex_id: functions}, [], ""))
+            try:
+                list(generate_ids(model, PROMPT, max_new_tokens=4))
+            finally:
+                yours.remove()
+        assert yours.refused == {} and yours.used == [ex_id], (dtype, yours.refused)
