@@ -277,3 +277,18 @@ def test_other_right_solutions_are_never_refused(tiny_path, ex_id, file):
             finally:
                 yours.remove()
         assert yours.refused == {} and yours.used == [ex_id], (dtype, yours.refused)
+
+
+def test_when_every_part_is_refused_the_course_runs_untouched(setting, tiny_path, model, tmp_path, capsys):
+    """Only a 208 that is wrong on a decode step: refused in the probe, nothing of yours is left in
+    the model (no instance attribute of --mine's), and put_in says so."""
+    setting(_folder(tmp_path / "work", {"208": _208("tuple(x.shape[:2]) == (1, 1)")}))
+    with torch.no_grad():
+        course_tokens, course_logits = _course(model, 4)
+        assert mine.put_in(model, PROMPT, tiny_path) is None
+        tokens, logits = _yours(model, course_tokens)
+    assert tokens == course_tokens and all(torch.equal(a, b) for a, b in zip(logits, course_logits))
+    assert not any(k in vars(m) for m in model.modules() for k in ("forward", "rule_inputs", "causal_conv",
+                                                                     "beta_and_decay", "logits", "_course_forward"))
+    out = capsys.readouterr().out
+    assert len(_refusals(out, "208")) == 1 and "yours:" not in out
