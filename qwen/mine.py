@@ -594,7 +594,9 @@ def put_in(model, probe_ids, model_path=None):
     from qwen.cli import say
     ids = torch.as_tensor(probe_ids).reshape(1, -1)
     course_logits = model(ids)                            # (1, seq, vocab): before your files run here (their
-    found = solutions(model_path or model.path)           # top level may change torch or the course's modules)
+    _references(list(PARTS))                              # top level may change torch or the course's modules),
+    _tolerances(model.path, list(PARTS))                  # as are the references and tolerances checked against
+    found = solutions(model_path or model.path)
     for ex_id, why in found.failed:
         say("  --mine: {i} does not pass the judge ({why}): skipped, the course's part runs",
             "  --mine：{i} 没有通过评测（{why}）：跳过，运行课程的部件", i=ex_id, why=why)
