@@ -13,12 +13,22 @@ sandbox, on this checkpoint's tensors). Only a file that passes every case is lo
 sandbox loads it (runner.load_module: the file, compiled and run as a module), here in this process;
 a failing or unfinished one is named and skipped, and the course's part runs in its place.
 
+Checked at every call, the prompt's and each decode step's (`_Guard`): your function gets copies of
+its inputs, never the model's own weights, cache or activations (230 may change its inputs: it
+changes copies); the course's reference solution of the exercise runs on the same inputs, and a
+result farther from it than the exercise's tolerance (the loosest the judge's cases of that function
+hold at that dtype), or a raise, refuses the exercise in one line from that call on: that call takes
+the reference's result, and the course's own part is put back. Only a file loaded in this process
+could still reach the model some other way (gc, module globals): the check sees its effect only
+where it changes its own part's result.
+
 How a part is swapped: on this model instance only, never the classes: a module's `forward` (or
 one method) set on the instance, so `del` puts the course's back (`Mine.remove`), and a model
 without --mine runs exactly the course's code, at its speed. Where the course's method only calls
 the exercise's function, the course's own method runs with the learner's function in place of that
 name (`_with_names`): no second copy of the forward. `PARTS` is the one list of exercise -> part.
 """
+import math
 import os
 import sys
 import types
@@ -349,7 +359,9 @@ def _why(result):
     if result.get("error"):
         return result["error"]["message"]
     bad = [c for c in result["cases"] if not c["ok"]]
-    return T("{n} case(s) fail", "{n} 个用例没通过", n=len(bad)) + (f": {bad[0]['name']}" if bad else "")
+    why = T("{n} case(s) fail", "{n} 个用例没通过", n=len(bad)) + (T(": {c}", "：{c}", c=bad[0]["name"]) if bad else "")
+    named = next((c["diagnosis"]["says"] for c in bad if c.get("diagnosis")), None)      # the judge's named mistake
+    return why + (T("; {m}", "；{m}", m=named) if named else "")
 
 
 def _load(runner, path, functions):
@@ -367,20 +379,63 @@ def _load(runner, path, functions):
 # --------------------------------------------------------------------------------------------
 
 class Mine:
-    """The learner's passing parts, put into one model instance (remove() puts the course's back)."""
+    """The learner's passing parts, put into one model instance (remove() puts the course's back).
 
-    def __init__(self, model, found):
+    Each of your functions runs through a guard (`_Guard`) at every call, the prompt's and each
+    decode step's: it gets copies of its inputs (never a handle on the model's weights, its cache
+    or the activations), the course's reference solution of the exercise runs on the same inputs,
+    and a result farther from it than the exercise's tolerance (or a raise) refuses the exercise
+    from that call on: one line says so, that call gets the reference's result, and the course's
+    own part is put back for the calls after it. `references`: {exercise id: {name: function}} to
+    compare with instead of the course's solutions (tests)."""
+
+    def __init__(self, model, found, references=None):
         self.model, self.found, self.swaps, self.notes, self.used = model, found, [], [], []
-        mine = {}
-        for ex_id, functions in found.passed.items():
-            mine.update(functions)
-        for ex_id, part in PARTS.items():
-            if ex_id not in found.passed:
-                continue
-            note = part.install(model, mine, self.swaps)
-            self.used.append(ex_id)
-            if note:
-                self.notes.append(note)
+        self.refused = {}                                     # exercise id -> the one line that said why
+        self._installing = False
+        ids = [i for i in PARTS if i in found.passed]
+        references = references or _references(ids)
+        tolerances = _tolerances(model.path, ids) if ids else {}
+        self.guards = {i: {name: _Guard(self, i, name, fn, references[i][name], tolerances.get(i, {}).get(name, {}))
+                           for name, fn in found.passed[i].items() if name in references[i]} for i in ids}
+        self._install()
+
+    def _install(self):
+        """Put in every exercise not refused; again without one that is refused while going in (207's
+        frequencies are computed there)."""
+        while True:
+            refused = set(self.refused)
+            self.notes, self.used, self._installing = [], [], True
+            mine = {}
+            for ex_id, guards in self.guards.items():
+                if ex_id not in self.refused:
+                    mine.update(guards)
+            try:
+                for ex_id, part in PARTS.items():
+                    if ex_id not in self.guards or ex_id in self.refused:
+                        continue
+                    note = part.install(self.model, mine, self.swaps)
+                    self.used.append(ex_id)
+                    if note:
+                        self.notes.append(note)
+            finally:
+                self._installing = False
+            if set(self.refused) == refused:
+                return
+            self.remove()
+
+    def refuse(self, ex_id, why):
+        """Your part of `ex_id` is out from here on, in one line; the course's part is put back."""
+        from qwen.cli import say
+        if ex_id in self.refused:
+            return
+        self.refused[ex_id] = why
+        say("  --mine: {i} {name} passes the judge but {why}: refused from here on, the course's part runs",
+            "  --mine：{i} {name} 通过了评测，但{why}：从这里起不再使用，运行课程的部件",
+            i=ex_id, name=tr(*PARTS[ex_id].name), why=why)
+        if not self._installing:
+            self.remove()
+            self._install()
 
     def remove(self):
         for module, attr, had, old in reversed(self.swaps):
@@ -393,34 +448,199 @@ class Mine:
     def names(self):
         return tr(", ", "、").join(f"{i} {tr(*PARTS[i].name)}" for i in sorted(self.used))
 
+    def course_names(self):
+        """The model's parts that are the course's: not solved, failing, or refused."""
+        return tr(", ", "、").join(f"{i} {tr(*PARTS[i].name)}" for i in sorted(PARTS) if i not in self.used)
+
+
+class _Guard:
+    """One of your functions as the model calls it: on copies of the inputs, checked against the
+    course's reference on the same inputs at every call (see Mine)."""
+
+    def __init__(self, mine, ex_id, name, learner, reference, tolerances):
+        self.mine, self.ex_id, self.name = mine, ex_id, name
+        self.learner, self.reference, self.tolerances = learner, reference, tolerances
+        self.calls = 0
+
+    def __call__(self, *args, **kw):
+        expected = self.reference(*args, **kw)                    # the course's, on the model's own inputs
+        if self.ex_id in self.mine.refused:
+            return expected
+        self.calls += 1
+        try:
+            got = _copies(self.learner(*_copies(args), **_copies(kw)))   # the model keeps a copy of yours too:
+        except Exception as e:                                           # noqa: BLE001 - learner code
+            first = str(e).splitlines()[0][:200] if str(e) else ""
+            return self._refused(expected, args, T("raised in the model ({e})", "在模型里出错（{e}）",
+                                                   e=f"{type(e).__name__}: {first}" if first else type(e).__name__))
+        problem = _differs(expected, got, self.tolerances)               # your function holds no handle on it
+        if problem:
+            return self._refused(expected, args, problem)
+        return got
+
+    def _refused(self, expected, args, why):
+        shape = next((list(a.shape) for a in args if isinstance(a, torch.Tensor)), None)
+        where = T("call {n} of {f}", "{f} 的第 {n} 次调用", n=self.calls, f=self.name) + \
+            (T(", first input {s}", "（第一个输入 {s}）", s=shape) if shape is not None else "")
+        self.mine.refuse(self.ex_id, T("{why} at {where}", "在 {where}时{why}", why=why, where=where))
+        return expected
+
+
+def _copies(value):
+    """The value with every tensor in it copied (same dtype, shape and strides where dense)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        return type(value)(_copies(v) for v in value)
+    if type(value) is dict:
+        return {k: _copies(v) for k, v in value.items()}
+    return value
+
+
+def _differs(expected, got, tolerances):
+    """None when `got` is within the exercise's tolerance of the course's `expected`, else one phrase."""
+    from practice._judge.compare import Mismatch, check_value, dtype_name
+    tensors = [t for t in (got if isinstance(got, (tuple, list)) else [got]) if isinstance(t, torch.Tensor)]
+    if any(type(t) is not torch.Tensor for t in tensors):
+        return T("returned a {t}, not a plain tensor", "返回了 {t}，不是普通张量",
+                 t=type(next(t for t in tensors if type(t) is not torch.Tensor)).__name__)
+    first = next((t for t in (expected if isinstance(expected, (tuple, list)) else [expected])
+                  if isinstance(t, torch.Tensor)), None)
+    tol = None if first is None else tolerances.get(dtype_name(first.dtype)) or _unseen_dtype_tol(first)
+    if _within(expected, got, tol):                                  # the usual case, in one pass
+        return None
+    try:
+        check_value(expected, got, tol=tol)
+    except Mismatch as m:
+        d = m.detail
+        gap = T(": max |difference| {a:.2g}, tolerance {t}", "：最大 |差| {a:.2g}，容差 {t}",
+                a=d["max_abs"], t=d["tolerance"]) if "max_abs" in d else ""
+        return T("differs from the course's reference in the model ({s}{g})", "在模型里与课程的参考解不同（{s}{g}）",
+                 s=m.summary, g=gap)
+    return None
+
+
+def _within(expected, got, tol):
+    """True when both are tensors of one shape and dtype within an atol/rtol `tol` (the judge's own
+    comparison, compare.check_value, decides everything else and words what differs)."""
+    if not (isinstance(expected, torch.Tensor) and type(got) is torch.Tensor and tol is not None
+            and tol.ulps is None and not tol.exact_share and expected.is_floating_point()
+            and got.shape == expected.shape and got.dtype == expected.dtype):
+        return False
+    return bool(torch.isclose(got, expected, rtol=tol.rtol, atol=tol.atol, equal_nan=True).all())
+
+
+def _unseen_dtype_tol(t):
+    """A dtype the exercise's cases never grade (bf16 with ch09 --dtype bfloat16): 8 of its rounding
+    steps, relative to the result's largest value (only a gross difference is refused there)."""
+    from practice._judge.exercises import Tol
+    if not t.is_floating_point():
+        return None
+    eps = torch.finfo(t.dtype).eps
+    scale = t.detach().abs().max().item() if t.numel() else 0.0
+    return Tol(8 * eps * scale if math.isfinite(scale) else 0.0, 8 * eps)
+
+
+_REFERENCES = {}
+_TOLERANCES = {}
+
+
+def _references(ids):
+    """{exercise id: {function name: the course's reference solution}} (practice/_judge/solutions)."""
+    from practice._judge import runner
+    from practice._judge.exercises import BY_ID
+    for i in ids:
+        if i not in _REFERENCES:
+            _REFERENCES[i] = _load(runner, BY_ID[i].solution, BY_ID[i].functions)
+    return {i: _REFERENCES[i] for i in ids}
+
+
+def _tolerances(model_path, ids):
+    """{exercise id: {function: {dtype name: Tol}}}: the loosest tolerance the judge's cases of that
+    function hold at each result dtype, on this checkpoint (the cases are built as the judge builds them)."""
+    import tempfile
+    from practice._judge import grading
+    from practice._judge.compare import dtype_name, tolerance_for
+    from practice._judge.exercises import BY_ID, Tol
+    key = str(model_path)
+    missing = [i for i in ids if (key, i) not in _TOLERANCES]
+    if missing:
+        with tempfile.TemporaryDirectory() as scratch:
+            ctx = grading.context(model_path, scratch)
+            for i in missing:
+                found = {}
+                for case in BY_ID[i].cases(ctx):
+                    e = case.expected
+                    first = next((t for t in (e if isinstance(e, (tuple, list)) else [e]) if isinstance(t, torch.Tensor)),
+                                 None)
+                    if first is None:
+                        continue
+                    tol = tolerance_for(first, case.tol)
+                    d = found.setdefault(case.function, {})
+                    was = d.get(dtype_name(first.dtype))
+                    d[dtype_name(first.dtype)] = tol if was is None else Tol(
+                        max(was.atol, tol.atol), max(was.rtol, tol.rtol),
+                        None if was.ulps is None and tol.ulps is None else max(was.ulps or 0, tol.ulps or 0),
+                        min(was.exact_share, tol.exact_share))
+                _TOLERANCES[key, i] = found
+    return {i: _TOLERANCES[key, i] for i in ids}
+
 
 def put_in(model, probe_ids, model_path=None):
-    """--mine: grade, put the passing parts in `model`, and say so: which parts are yours, the
-    largest logit difference from the course's parts on `probe_ids`. Returns the Mine (its parts
-    stay in the model), or None when nothing passes (the course's parts run)."""
+    """--mine: grade, put the passing parts in `model`, and say so: which parts are yours, which the
+    course's, the largest logit difference from the course's parts on `probe_ids`. Returns the Mine
+    (its parts stay in the model, checked at every call), or None when none is yours (the course's
+    parts run)."""
     from qwen.cli import say
     ids = torch.as_tensor(probe_ids).reshape(1, -1)
     course_logits = model(ids)                            # (1, seq, vocab): before your files run here (their
-    found = solutions(model_path or model.path)           # top level may change torch or the course's modules)
+    _references(list(PARTS))                              # top level may change torch or the course's modules),
+    _tolerances(model.path, list(PARTS))                  # as are the references and tolerances checked against
+    found = solutions(model_path or model.path)
     for ex_id, why in found.failed:
         say("  --mine: {i} does not pass the judge ({why}): skipped, the course's part runs",
             "  --mine：{i} 没有通过评测（{why}）：跳过，运行课程的部件", i=ex_id, why=why)
     if not found.passed:
-        say("  --mine: none of your exercises in {d} passes yet (python practice/judge.py): the course's parts run",
-            "  --mine：{d} 里你的练习还没有一个通过（python practice/judge.py）：运行课程的部件", d=found.folder)
+        _say_none(found)
         return None
     mine, mine_logits = _probe(model, found, ids)
-    if mine is None:
+    if mine is None or not mine.used:
+        if mine is not None:
+            mine.remove()
+        say("  --mine: none of your parts runs in the model: the course's parts run",
+            "  --mine：你的部件没有一个在模型里运行：运行课程的部件")
         return None
     mine.difference = (mine_logits - course_logits).abs().max().item()
-    others = len(PARTS) - len(mine.used)
-    say("  --mine: yours: {names}; {n} others are the course's", "  --mine：你的：{names}；其余 {n} 个是课程的",
-        names=mine.names(), n=others)
+    say("  --mine: yours: {names}; the course's: {others}", "  --mine：你的：{names}；课程的：{others}",
+        names=mine.names(), others=mine.course_names() or tr("none", "无"))
     for note in mine.notes + [tr(*NOT_PARTS[i]) for i in NOT_PARTS if i in _started(found)]:
         say("  --mine: {note}", "  --mine：{note}", note=note)
     say("  --mine: largest |logit difference| from the course's parts on the same {t} tokens: {d:.1e}",
         "  --mine：同样 {t} 个词元上，与课程部件的 logits 最大差：{d:.1e}", t=ids.shape[1], d=mine.difference)
     return mine
+
+
+def _say_none(found):
+    """No model part of yours passes: say so, and name the exercises that pass but are not model parts."""
+    from qwen.cli import say
+    others = _passed_elsewhere()
+    if not others:
+        say("  --mine: none of your exercises in {d} passes yet (python practice/judge.py): the course's parts run",
+            "  --mine：{d} 里你的练习还没有一个通过（python practice/judge.py）：运行课程的部件", d=found.folder)
+        return
+    say("  --mine: none of the model's parts --mine puts in ({parts}) passes yet in {d}; {others} pass, but they are "
+        "not parts of the model: the course's parts run",
+        "  --mine：{d} 里 --mine 放进模型的部件（{parts}）还没有一个通过；{others} 通过了，但它们不是模型的部件："
+        "运行课程的部件", parts=tr(", ", "、").join(sorted(PARTS)), d=found.folder, others=others)
+
+
+def _passed_elsewhere():
+    """Your exercises outside PARTS that the judge recorded as passed, their file unchanged since:
+    '240 Smart resize, 250 ...' (empty when none)."""
+    judge = _judge()
+    from practice._judge import progress
+    rows = judge.list_rows(progress.load())
+    return tr(", ", "、").join(f"{r['id']} {r['title']}" for r in rows if r["status"] == "pass" and r["id"] not in PARTS)
 
 
 def _run(model, ids):
@@ -433,9 +653,9 @@ def _run(model, ids):
 
 
 def _probe(model, found, ids):
-    """(Mine, its logits on ids). A passing solution can still fail inside the model (a shape the
-    judge's cases did not try, such as one token with a cache): then each part is tried alone, and
-    the ones that raise are named and left out."""
+    """(Mine, its logits on ids). Your function that raises or differs in the model is refused by its
+    guard (Mine); what may still raise here is the course's code around a part: then each part is
+    tried alone, and the ones that raise are named and left out."""
     from qwen.cli import say
     mine = Mine(model, found)
     try:

@@ -72,6 +72,7 @@ def test_reference_solutions_as_mine_give_the_course_logits_and_greedy_tokens(mo
             assert sorted(yours.used) == sorted(mine.PARTS)
             mine_tokens = list(generate_ids(model, PROMPT, max_new_tokens=8))
             theirs = _decode_logits(model, PROMPT, course_tokens[:-1])
+            assert yours.refused == {} and sorted(yours.used) == sorted(mine.PARTS)    # checked at every call
         finally:
             yours.remove()
     assert mine_tokens == course_tokens
@@ -101,6 +102,7 @@ def test_reference_delta_rule_as_mine_through_speculative_decoding(model, refere
     finally:
         yours.remove()
     assert got == plain and 0 < stats["accepted"] < stats["drafted"]
+    assert yours.refused == {} and yours.used == ["220"]             # checked at every verify pass too
     for a, b in zip(cache.layers, plain_cache.layers):
         if a.state is not None:
             assert (a.state - b.state).abs().max().item() < 1e-5
@@ -122,7 +124,7 @@ def test_each_part_is_in_the_models_path_and_remove_gives_the_course_back(model,
     with torch.no_grad():
         course = _decode_logits(model, PROMPT, [5, 6])
         found = mine.Solutions({ex_id: _perturbed(references.passed[ex_id])}, [], "")
-        yours = mine.Mine(model, found)
+        yours = mine.Mine(model, found, references=found.passed)        # compared with itself: never refused
         try:
             changed = _decode_logits(model, PROMPT, [5, 6])
         finally:
@@ -150,7 +152,9 @@ def test_a_failing_solution_is_refused_and_named(setting, tiny_path, model, tmp_
             yours.remove()
     out = capsys.readouterr().out
     assert "--mine: 204 does not pass the judge (" in out and "skipped, the course's part runs" in out
-    assert "yours: 208 MLP; 9 others are the course's" in out and "220" not in out
+    yours_line = next(line for line in out.splitlines() if "yours: 208 MLP; the course's: " in line)
+    assert all(i in yours_line for i in mine.PARTS)                      # the other 9 are named: the course's
+    assert "220 does not pass" not in out                                 # the starter: not graded
     assert "largest |logit difference| from the course's parts on the same 33 tokens: " in out
 
 
@@ -226,8 +230,8 @@ def test_a_passing_part_that_raises_in_the_model_is_named_and_left_out(model, re
         finally:
             yours.remove()
     out = capsys.readouterr().out
-    assert "--mine: 208 passes the judge but raised in the model (ValueError: only 2-D inputs): skipped" in out
-    assert "yours: 204 RMSNorm; 9 others are the course's" in out
+    assert "--mine: 208 MLP passes the judge but raised in the model (ValueError: only 2-D inputs)" in out
+    assert "yours: 204 RMSNorm; the course's: 203 " in out
 
 
 def test_a_part_that_raises_only_at_a_cached_decode_step_is_named_and_left_out(model, references, capsys,
@@ -251,7 +255,7 @@ def test_a_part_that_raises_only_at_a_cached_decode_step_is_named_and_left_out(m
         finally:
             yours.remove()
     out = capsys.readouterr().out
-    assert "--mine: 221 passes the judge but raised in the model (ValueError: one token: not written yet)" in out
+    assert "--mine: 221 causal conv passes the judge but raised in the model (ValueError: one token: not written yet)" in out
 
 
 def test_main_hands_mine_to_chapters_8_and_9_only(tiny_path, monkeypatch):
@@ -278,6 +282,6 @@ def test_the_mine_lines_in_chinese(setting, tiny_path, model, tmp_path, capsys):
     finally:
         set_lang("en")
     out = capsys.readouterr().out
-    assert "--mine：204 没有通过评测（" in out and "--mine：你的：209 注意力；其余 9 个是课程的" in out
+    assert "--mine：204 没有通过评测（" in out and "--mine：你的：209 注意力；课程的：203 " in out
     assert "209 gated_attention 没有缓存" in out
     assert chinese_text_problems(out) == []
