@@ -461,6 +461,7 @@ class _Guard:
         self.mine, self.ex_id, self.name = mine, ex_id, name
         self.learner, self.reference, self.tolerances = learner, reference, tolerances
         self.calls = 0
+        self.private = {}          # id(model's parameter) -> (it, its version, your copy, the copy's version)
 
     def __call__(self, *args, **kw):
         expected = self.reference(*args, **kw)                    # the course's, on the model's own inputs
@@ -468,7 +469,7 @@ class _Guard:
             return expected
         self.calls += 1
         try:
-            got = _copies(self.learner(*_copies(args), **_copies(kw)))   # the model keeps a copy of yours too:
+            got = _copies(self.learner(*self._copies(args), **self._copies(kw)))   # the model keeps a copy of yours:
         except Exception as e:                                           # noqa: BLE001 - learner code
             first = str(e).splitlines()[0][:200] if str(e) else ""
             return self._refused(expected, args, T("raised in the model ({e})", "在模型里出错（{e}）",
@@ -477,6 +478,23 @@ class _Guard:
         if problem:
             return self._refused(expected, args, problem)
         return got
+
+    def _copies(self, value):
+        """Copies of the inputs. A weight (an nn.Parameter) is copied once and the copy handed over again
+        while neither it nor the copy has changed (their version counters): a decode step does not copy
+        the embedding table or every layer's MLP again; the cost is one copy of those weights in memory."""
+        if isinstance(value, torch.nn.Parameter) and not value.is_inference():
+            held = self.private.get(id(value))
+            if held is None or held[1] != value._version or held[2]._version != held[3]:
+                with torch.inference_mode(False):                    # a copy that counts its versions
+                    copy = value.detach().clone()
+                held = self.private[id(value)] = (value, value._version, copy, copy._version)
+            return held[2]
+        if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+            return type(value)(self._copies(v) for v in value)
+        if type(value) is dict:
+            return {k: self._copies(v) for k, v in value.items()}
+        return _copies(value)
 
     def _refused(self, expected, args, why):
         shape = next((list(a.shape) for a in args if isinstance(a, torch.Tensor)), None)

@@ -292,3 +292,37 @@ def test_when_every_part_is_refused_the_course_runs_untouched(setting, tiny_path
                                                                      "beta_and_decay", "logits", "_course_forward"))
     out = capsys.readouterr().out
     assert len(_refusals(out, "208")) == 1 and "yours:" not in out
+
+
+def test_weights_are_copied_once_not_at_every_decode_step(setting, tiny_path, model, tmp_path):
+    """Your parts read copies of the model's weights, made once per weight: a decode step does not copy
+    every layer's MLP again. A 208 that keeps every weight it is handed (so no id is reused) and logs it:
+    as many distinct weights as the model has MLPs, none of them the model's own."""
+    log = tmp_path / "ids.txt"
+    setting(_folder(tmp_path / "work", {"208": S208 + f'''
+
+_right, _kept = swiglu_mlp, []
+
+
+def swiglu_mlp(x, gate_weight, up_weight, down_weight):
+    _kept.append(gate_weight)
+    try:                                          # the judge's sandbox may not write there: only --mine logs
+        with open({str(log)!r}, "a", encoding="utf-8") as f:
+            f.write(f"{{id(gate_weight)}}\\n")
+    except OSError:
+        pass
+    return _right(x, gate_weight, up_weight, down_weight)
+'''}))
+    own = {id(p) for p in model.parameters()}
+    mlps = sum(1 for name, p in model.named_parameters() if name.endswith("gate_proj.weight") and "mtp" not in name)
+    with torch.no_grad():
+        yours = mine.put_in(model, PROMPT, tiny_path)
+        try:
+            assert yours.used == ["208"]
+            log.write_text("", encoding="utf-8")
+            _yours(model, [0] * 5)                    # twice (generating, then the logits) a prompt and 4 steps
+        finally:
+            yours.remove()
+    seen = log.read_text(encoding="utf-8").split()
+    assert len(seen) == 2 * 5 * mlps and len(set(seen)) == mlps
+    assert not own & {int(i) for i in seen}
