@@ -183,12 +183,28 @@ def model_path(args, quiet=False):
             raise not_found(name, download=False, error=e) from None    # asked for by name: no silent fallback
         if not quiet and not _fallback_said:                      # once per run: a notebook runs many chapters
             _fallback_said = True
-            print(str(not_found(DEFAULT_REPO, download=False, error=e)) + "\n" +
-                  tr("Using the built-in tiny checkpoint for now.", "现在先用内置的小检查点。") + "\n")
+            print(fallback_line(DEFAULT_REPO, e))
         return tiny_model_path()
 
 
 _fallback_said = False                                           # model_path said why it uses the tiny checkpoint
+
+
+def fallback_line(repo, error):
+    """One line before the banner: why `repo` is not used (not cached, and offline or the download failed)
+    and that the tiny checkpoint is. The banner under it says how to get the real model."""
+    from huggingface_hub import constants
+    from qwen.hub import NO_NETWORK
+    reason = getattr(error, "reason", "") or ""
+    if _env_flag("HF_HUB_OFFLINE") or bool(getattr(constants, "HF_HUB_OFFLINE", False)):
+        why_en, why_zh = "HF_HUB_OFFLINE is set", "设置了 HF_HUB_OFFLINE"
+    elif reason.startswith(NO_NETWORK):
+        why_en, why_zh = f"{constants.ENDPOINT} cannot be reached", f"连不上 {constants.ENDPOINT}"
+    else:
+        why_en, why_zh = f"{constants.ENDPOINT} failed ({reason})", f"访问 {constants.ENDPOINT} 出错（{reason}）"
+    return tr("{repo} is not in the Hugging Face cache and {why}: using the built-in tiny checkpoint for now.",
+              "Hugging Face 缓存里没有 {repo}，而且{why}：现在先用内置的小检查点。", repo=repo,
+              why=why_en if get_lang() != "zh" else why_zh)
 
 
 def _repo_id(value):
