@@ -117,12 +117,13 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
     # (*) Every decay between two tokens, exp(c_t - c_j), is taken from a sum of the log decays between
     # them, never from the difference of two running sums: after strong decays c_t and c_j are near
     # -10000 and their fp32 difference is off by |c| * 6e-8, an error in every exp(c_t - c_j) however
-    # close t and j are (measured on a model initialised with std 0.15, decays to -200 per token:
-    # 2e-5 to 5e-5 relative on the outputs in fp32, 3e-7 summed between, as the recurrent form).
+    # close t and j are (a model initialised with std 0.15 makes decays of -200 per token: there the
+    # outputs were off by 2e-5 to 5e-5 relative in fp32; summed between, 3e-7, as the recurrent form).
     # The sums are in float64 where the device has it (Apple's GPUs, MPS, do not: there fp32).
     # A decay below exp(-80) forgets everything fp32 can hold: clamped there, so that g = -inf
-    # (forget all) gives no -inf + inf = nan, and a huge one no c of -1e6. The last chunk is padded
-    # with g = 0 (no decay), so the decays to the chunk's end stop at its last real token.
+    # (forget all) puts no -inf into the sums (a nan in g's gradient), and a huge one no sum of -1e6.
+    # The last chunk is padded with g = 0 (no decay), so the decays to the chunk's end stop at its
+    # last real token.
     g = F.pad(g.clamp(min=-80.0).reshape(B * H, T), (0, n * chunk - T))
     g = g.view(B * H, n, chunk).to(decay_dtype(g.device))                    # (BH, n, C): log decay per token
     start = g.cumsum(-1).exp().float()[..., None]                             # (BH, n, C, 1): exp(c_t), since S0
