@@ -176,6 +176,8 @@ def test_without_network_nothing_is_downloaded_and_the_reason_says_so(monkeypatc
     monkeypatch.setattr(huggingface_hub, "snapshot_download", record)
     monkeypatch.setattr("qwen.hub._hub_offline", lambda: False)
     monkeypatch.setattr(socket, "create_connection", no_network)
+    for name in PROXIES:                                           # behind a proxy the client decides
+        monkeypatch.delenv(name, raising=False)
     with pytest.raises(ModelNotFound) as e:
         find_model()
     assert tried == [True]                                         # the cache only
@@ -183,13 +185,15 @@ def test_without_network_nothing_is_downloaded_and_the_reason_says_so(monkeypatc
 
 
 CHAPTER_START = "from qwen.cli import chapter\nchapter('a', 'a', argv=[])\n"
+PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_a_chapter_without_network_says_one_line_before_the_banner(run_script, lang):
     """HF_HUB_OFFLINE unset, the model not cached and the Hub unreachable: a chapter printed four lines
     (a download line, the failure, what to do, the fallback) before the banner. Now one, then the run goes on."""
-    r = run_script("-c", CHAPTER_START, env={"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9", "QWEN_LANG": lang})
+    r = run_script("-c", CHAPTER_START, env={"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9", "QWEN_LANG": lang,
+                                             **dict.fromkeys(PROXIES, "")})
     assert r.returncode == 0 and "Traceback" not in r.stdout + r.stderr, r.stderr
     before = (r.stderr + r.stdout).split("=" * 78)[0]
     lines = [line for line in before.splitlines() if line.strip()]
