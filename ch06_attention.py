@@ -284,10 +284,13 @@ if ch.args.plot:
             if h >= NH:
                 ax.axis("off")
                 continue
-            ax.imshow(weights[0, h].numpy(), cmap="viridis", vmin=0, vmax=1)
+            image = ax.imshow(weights[0, h].numpy(), cmap="viridis", vmin=0, vmax=1)
+            fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)       # the weight each colour stands for
             ax.set_title(ch.label("head {h} (kv head {k})", "头 {h}（键值头 {k}）", h=h, k=h // G), fontsize=9)
             ax.set_xticks(range(T), labels, rotation=90, fontsize=7)
             ax.set_yticks(range(T), labels, fontsize=7)
+            ax.set_xlabel(ch.label("key", "键"), fontsize=8)
+            ax.set_ylabel(ch.label("query", "查询"), fontsize=8)
         title = ch.label("Layer {l}: attention weights (rows: queries, columns: keys)",
                          "第 {l} 层：注意力权重（行：查询，列：键）", l=L)
         if ch.tiny:

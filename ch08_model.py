@@ -208,9 +208,12 @@ if getattr(args, "plot", False) and (plt := ch.pyplot()):
     tiny_note = ("\n" + ch.label("tiny checkpoint: made-up numbers", "小检查点：数值是编造的")) if ch.tiny else ""
     labels = ch.ticks(ids, pieces)                                # a piece no installed font can draw: its id
     fig, ax = plt.subplots(figsize=(5, 4.5))
-    ax.imshow(mean.numpy(), cmap="viridis")
+    image = ax.imshow(mean.numpy(), cmap="viridis")
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=ch.label("attention weight", "注意力权重"))
     ax.set_xticks(range(T), labels, rotation=90, fontsize=7)
     ax.set_yticks(range(T), labels, fontsize=7)
+    ax.set_xlabel(ch.label("key", "键"))
+    ax.set_ylabel(ch.label("query", "查询"))
     ax.set_title(ch.label("layer {i}, mean over heads", "第 {i} 层，各头平均", i=layer_index) + tiny_note, fontsize=10)
     ch.save(fig, "ch08_attention.png")
 

@@ -426,15 +426,27 @@ if ready and args.plot:
             rr, cc = int(cell_r[n]), int(cell_c[n])
             raster[:, rr * P:(rr + 1) * P, cc * P:(cc + 1) * P] = shown[n]
         picture = ((raster - raster.amin()) / (raster.amax() - raster.amin() + 1e-9)).permute(1, 2, 0).numpy()
-        fig, axes = plt.subplots(1, 3, figsize=(12, 4))
-        axes[0].imshow(picture)
+        from matplotlib.ticker import MaxNLocator
+        in_patches = (0, w_, h, 0)                                            # the picture's axes count patches
+        column, row = ch.label("patch column", "图块列"), ch.label("patch row", "图块行")
+        fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+        axes[0].imshow(picture, extent=in_patches)
         axes[0].set_title(ch.label("the picture, {h} x {w} patches", "图像，{h} x {w} 个图块", h=h, w=w_), fontsize=9)
-        axes[1].imshow(grid_table[:, :, 0].numpy(), cmap="coolwarm")
+        image = axes[1].imshow(grid_table[:, :, 0].numpy(), cmap="coolwarm")
+        fig.colorbar(image, ax=axes[1], fraction=0.046, pad=0.04)
         axes[1].set_title(ch.label("position table, dimension 0 ({n} x {n})", "位置表，第 0 维（{n} x {n}）", n=side),
                           fontsize=9)
-        axes[2].imshow(stretched[:, :, 0].numpy(), cmap="coolwarm")
+        axes[1].set_xlabel(ch.label("table column", "表的列"))
+        axes[1].set_ylabel(ch.label("table row", "表的行"))
+        for axis in (axes[1].xaxis, axes[1].yaxis):
+            axis.set_major_locator(MaxNLocator(integer=True))                # whole rows and columns
+        image = axes[2].imshow(stretched[:, :, 0].numpy(), cmap="coolwarm", extent=in_patches)
+        fig.colorbar(image, ax=axes[2], fraction=0.046, pad=0.04)
         axes[2].set_title(ch.label("interpolated to the image ({h} x {w})", "插值到图像上（{h} x {w}）", h=h, w=w_),
                           fontsize=9)
+        for ax in (axes[0], axes[2]):
+            ax.set_xlabel(column)
+            ax.set_ylabel(row)
         title = ch.label("The learned position table before and after interpolation", "可学习的位置表：插值前后")
         if ch.tiny:
             title += "\n" + ch.label("tiny checkpoint: made-up numbers", "小检查点：数值是编造的")
@@ -443,12 +455,16 @@ if ready and args.plot:
 
         heat = torch.zeros(h, w_)
         heat[cell_r[:per_image[0]], cell_c[:per_image[0]]] = look
-        fig, axes = plt.subplots(1, 2, figsize=(8, 4))
-        axes[0].imshow(picture)
-        axes[0].scatter([(focus[1] + 0.5) * P], [(focus[0] + 0.5) * P], marker="x", color="black", s=60)
+        fig, axes = plt.subplots(1, 2, figsize=(9, 4))
+        axes[0].imshow(picture, extent=in_patches)
+        axes[0].scatter([focus[1] + 0.5], [focus[0] + 0.5], marker="x", color="black", s=60)
         axes[0].set_title(ch.label("the patch that looks (x)", "发出查询的图块（x）"), fontsize=9)
-        axes[1].imshow(heat.numpy(), cmap="viridis")
+        image = axes[1].imshow(heat.numpy(), cmap="viridis", extent=in_patches)
+        fig.colorbar(image, ax=axes[1], fraction=0.046, pad=0.04, label=ch.label("attention weight", "注意力权重"))
         axes[1].set_title(ch.label("block 0, head 0: its attention weights", "第 0 块第 0 头：它的注意力权重"), fontsize=9)
+        for ax in axes:
+            ax.set_xlabel(column)
+            ax.set_ylabel(row)
         title = ch.label("Where one patch looks, across the whole image", "一个图块在整幅图像上看向哪里")
         if ch.tiny:
             title += "\n" + ch.label("tiny checkpoint: made-up numbers", "小检查点：数值是编造的")

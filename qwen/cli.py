@@ -8,8 +8,9 @@
 sets the language, finds the checkpoint, prints the tiny-checkpoint banner (once per run), and
 returns an object with `args`, `path`, `cfg`, `W` (lazy weights), `tiny`, `tokenizer`, and
 `threads` (the thread count it set for the chapter, and why: qwen/threads.py).
-Notebook users choose without flags: QWEN_TINY=1, QWEN_LANG=zh, QWEN_MODEL=/path, QWEN_PLOT=1, QWEN_MINE=1. Unknown
-options (Jupyter's `-f kernel.json`) are ignored inside a notebook.
+Notebook users choose without flags: QWEN_TINY=1, QWEN_LANG=zh, QWEN_MODEL=/path, QWEN_PLOT=1, QWEN_MINE=1,
+and a chapter's own options as QWEN_<OPTION> (--image -> QWEN_IMAGE, --max-new-tokens -> QWEN_MAX_NEW_TOKENS;
+the command line wins). Unknown options (Jupyter's `-f kernel.json`) are ignored inside a notebook.
 
 A learner's mistake (a wrong path, a broken download) is printed as one line in their
 language; the full traceback only with --debug.
@@ -183,12 +184,28 @@ def model_path(args, quiet=False):
             raise not_found(name, download=False, error=e) from None    # asked for by name: no silent fallback
         if not quiet and not _fallback_said:                      # once per run: a notebook runs many chapters
             _fallback_said = True
-            print(str(not_found(DEFAULT_REPO, download=False, error=e)) + "\n" +
-                  tr("Using the built-in tiny checkpoint for now.", "现在先用内置的小检查点。") + "\n")
+            print(fallback_line(DEFAULT_REPO, e))
         return tiny_model_path()
 
 
 _fallback_said = False                                           # model_path said why it uses the tiny checkpoint
+
+
+def fallback_line(repo, error):
+    """One line before the banner: why `repo` is not used (not cached, and offline or the download failed)
+    and that the tiny checkpoint is. The banner under it says how to get the real model."""
+    from huggingface_hub import constants
+    from qwen.hub import NO_NETWORK
+    reason = getattr(error, "reason", "") or ""
+    if _env_flag("HF_HUB_OFFLINE") or bool(getattr(constants, "HF_HUB_OFFLINE", False)):
+        why_en, why_zh = "HF_HUB_OFFLINE is set", "设置了 HF_HUB_OFFLINE"
+    elif reason.startswith(NO_NETWORK):
+        why_en, why_zh = f"{constants.ENDPOINT} cannot be reached", f"连不上 {constants.ENDPOINT}"
+    else:
+        why_en, why_zh = f"{constants.ENDPOINT} failed ({reason})", f"访问 {constants.ENDPOINT} 出错（{reason}）"
+    return tr("{repo} is not in the Hugging Face cache and {why}: using the built-in tiny checkpoint for now.",
+              "Hugging Face 缓存里没有 {repo}，而且{why}：现在先用内置的小检查点。", repo=repo,
+              why=why_en if get_lang() != "zh" else why_zh)
 
 
 def _repo_id(value):
@@ -370,16 +387,51 @@ class Chapter:
         return plots.token_labels(ids, pieces)
 
 
+def env_name(flag):
+    """The environment variable a chapter's option is also read from: --image -> QWEN_IMAGE,
+    --max-new-tokens -> QWEN_MAX_NEW_TOKENS (a notebook has no command line)."""
+    return "QWEN_" + flag.lstrip("-").upper().replace("-", "_")
+
+
+def _from_env(flag, kwargs):
+    """The option's default from QWEN_<OPTION> when that is set: converted and checked as the option
+    itself would be, so a bad value is one line naming the variable. Returns (kwargs, error or None).
+    The command line still wins: the variable only replaces the default."""
+    name = env_name(flag)
+    if name not in os.environ:
+        return kwargs, None
+    value = os.environ[name]
+    if kwargs.get("action") == "store_true":
+        return {**kwargs, "default": _env_flag(name)}, None        # 1, true, yes, on (as QWEN_TINY)
+    try:
+        got = kwargs.get("type", str)(value)
+    except (TypeError, ValueError):
+        got = None
+    choices = kwargs.get("choices")
+    if got is None or (choices and got not in choices):
+        kind = tr("one of {c}", "以下之一：{c}", c=tr(", ", "、").join(map(str, choices))) if choices else \
+            {int: tr("a whole number", "整数"), float: tr("a number", "数字")}.get(kwargs.get("type"), tr("text", "文字"))
+        return kwargs, QwenError("{name}={value!r} is not a value {flag} takes ({kind}): change it, or unset it "
+                                 "for the default.", "{name}={value!r} 不是 {flag} 能接受的值（{kind}）：请修改，"
+                                 "或取消这个变量以使用默认值。", name=name, value=value, flag=flag, kind=kind)
+    return {**kwargs, "default": got}, None
+
+
 def _add_options(p, options):
-    """options: {"--text": dict(default=..., help=(en, zh))}, or a function that takes the parser."""
+    """options: {"--text": dict(default=..., help=(en, zh))}, or a function that takes the parser.
+    Each option of the dict is also read from QWEN_<OPTION> (env_name). Returns the first bad such
+    variable as a QwenError (raised by the caller once errors print as one line), or None."""
     if callable(options):
         options(p)
-        return
+        return None
+    error = None
     for flag, kwargs in (options or {}).items():
-        kwargs = dict(kwargs)
+        kwargs, bad = _from_env(flag, dict(kwargs))
+        error = error or bad
         if isinstance(kwargs.get("help"), tuple):
-            kwargs["help"] = tr(*kwargs["help"])
+            kwargs["help"] = tr(*kwargs["help"]) + tr(" (or {e})", "（也可设 {e}）", e=env_name(flag))
         p.add_argument(flag, **kwargs)
+    return error
 
 
 def chapter(en, zh, plot=False, options=None, argv=None, mine=False):
@@ -406,8 +458,10 @@ def chapter(en, zh, plot=False, options=None, argv=None, mine=False):
                        help=tr("build the model with your solved exercises in place of the course's parts (or "
                                "QWEN_MINE=1; only the ones the judge passes)",
                                "用你解出的练习代替课程的部件来搭建模型（也可设 QWEN_MINE=1；只用评测通过的）"))
-    _add_options(p, options)
+    bad_env = _add_options(p, options)
     args = setup(p, argv)
+    if bad_env is not None:
+        raise bad_env
     path = model_path(args)
     cfg = Config.load(path)
     banner(cfg)

@@ -103,7 +103,8 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
     n tokens take n / 64 steps of matrix products over all heads at once, instead of n small
     steps. (Measured on CPU, and kept: a chunk at a time, so that its tensors stay in the CPU's
     cache; the inverse of (I + A), then a product, rather than a solve against the right-hand side.
-    Only the per-token decays, c and its exponentials, are computed for all chunks at once.)
+    Only the per-token decays, exp(c) and exp(c_C - c), are computed for all chunks at once. Each
+    exp(c_t - c_j) is exp(g_{j+1} + ... + g_t), summed as such: see (*) below.)
     """
     q, k, v, g, beta = (t.float() for t in (q, k, v, g, beta))
     B, H, T, dk = k.shape
@@ -113,17 +114,21 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
     n = -(-T // chunk)                                                        # chunks; the last may be shorter
     q, k, v = q.reshape(B * H, T, dk), k.reshape(B * H, T, dk), v.reshape(B * H, T, dv)   # heads as a batch
     beta = beta.reshape(B * H, 1, T)                                          # a row: bc scales columns, bc.mT rows
-    # (*) c in float64: in fp32, c_t - c_j after a strong decay (c near -100) carries an error of
-    # |c| * 6e-8 into every exp(c_t - c_j); float64 keeps the chunked form as exact as the recurrent
-    # one (measured: 1.4e-5 -> 2.8e-7 relative, heads whose decays reach -50) for 64 x 64 numbers.
-    # Apple's GPUs (MPS) have no float64: there c stays fp32, with that larger error.
+    # (*) Every decay between two tokens, exp(c_t - c_j), is taken from a sum of the log decays between
+    # them, never from the difference of two running sums: after strong decays c_t and c_j are near
+    # -10000 and their fp32 difference is off by |c| * 6e-8, an error in every exp(c_t - c_j) however
+    # close t and j are (a model initialised with std 0.15 makes decays of -200 per token: there the
+    # outputs were off by 2e-5 to 5e-5 relative in fp32; summed between, 3e-7, as the recurrent form).
+    # The sums are in float64 where the device has it (Apple's GPUs, MPS, do not: there fp32).
     # A decay below exp(-80) forgets everything fp32 can hold: clamped there, so that g = -inf
-    # (forget all) gives no -inf - -inf = nan, and a huge one no c of -1e6. The last chunk is padded
-    # with g = 0 (no decay), so its c at the chunk's end is c at its last real token.
+    # (forget all) puts no -inf into the sums (a nan in g's gradient), and a huge one no sum of -1e6.
+    # The last chunk is padded with g = 0 (no decay), so the decays to the chunk's end stop at its
+    # last real token.
     g = F.pad(g.clamp(min=-80.0).reshape(B * H, T), (0, n * chunk - T))
-    c = g.view(B * H, n, chunk).to(decay_dtype(g.device)).cumsum(-1)         # (BH, n, C): log decay so far (*)
-    start = c.exp().float()[..., None]                                        # (BH, n, C, 1): decay since S0
-    to_end = (c[..., -1:] - c).float().exp()[..., None]                       # (BH, n, C, 1): decay to the chunk's end
+    g = g.view(B * H, n, chunk).to(decay_dtype(g.device))                    # (BH, n, C): log decay per token
+    start = g.cumsum(-1).exp().float()[..., None]                             # (BH, n, C, 1): exp(c_t), since S0
+    after = F.pad(g[..., 1:], (0, 1))                                         # g_{t+1}, 0 after the last
+    to_end = after.flip(-1).cumsum(-1).flip(-1).float().exp()[..., None]      # (BH, n, C, 1): exp(g_{t+1} + .. + g_C)
     S = k.new_zeros(B * H, dk, dv) if state is None else state.float().expand(B, H, dk, dv).reshape(B * H, dk, dv)
     # S and U can change in place (no new tensor per chunk) unless autograd keeps them for backward
     record = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (q, k, v, g, beta, state))
@@ -134,10 +139,10 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
     for i, s in enumerate(range(0, T, chunk)):
         e = min(s + chunk, T)
         qc, kc, vc, bc = q[:, s:e], k[:, s:e], v[:, s:e], beta[:, :, s:e]     # (BH, C, d), (BH, 1, C)
-        ci, st = c[:, i, :e - s], start[:, i, :e - s]                         # (BH, C), (BH, C, 1)
-        # (BH, C, C): exp(c_t - c_j) for j <= t, 0 above. Zeroed above before exp too: there c_t - c_j > 0
-        # overflows to inf after strong decays, and backward's 0 * inf made g's gradient nan
-        decay = (ci[:, :, None] - ci[:, None, :]).float().tril_().exp_().tril()
+        gi, st = g[:, i, :e - s], start[:, i, :e - s]                         # (BH, C), (BH, C, 1)
+        # (BH, C, C): exp(g_{j+1} + ... + g_t) for j <= t, 0 above: row m of the lower part holds g_m
+        # (m > j), summed down the rows. Above the diagonal the sum is empty (exp(0), masked after)
+        decay = gi[:, :, None].expand(-1, -1, e - s).tril(-1).cumsum(-2).float().exp().tril()
         kT = kc.transpose(-1, -2)                                             # (BH, dk, C)
         # (in-place products, `mul_` and `baddbmm_` (+= a @ b), save a new tensor per step; here only on
         # tensors autograd does not keep for backward, so gradients still flow)

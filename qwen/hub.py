@@ -91,6 +91,31 @@ def through_mirror():
     return constants.ENDPOINT.rstrip("/") != default.rstrip("/")
 
 
+NO_NETWORK = "no network"         # how a reason for not downloading starts when the Hub's host cannot be reached
+
+
+def _unreachable(endpoint, timeout=3.0):
+    """Why the Hub's host cannot be reached ("no network: ..."), or None when a connection opens.
+
+    One name lookup and one TCP connection, before the download is tried: without a network the
+    Hub client's own attempt prints a line, retries, and takes longer to fail than this. Behind a
+    proxy (HTTPS_PROXY and the like) the host is not reached directly, so the client decides."""
+    import socket
+    from urllib.parse import urlsplit
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")):
+        return None
+    url = urlsplit(endpoint)
+    host, port = url.hostname, url.port or (80 if url.scheme == "http" else 443)
+    if not host:
+        return None                                        # not a URL this check understands: let the client try
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+        return f"{NO_NETWORK}: cannot reach {host}:{port} ({why})"
+
+
 def _from_hub(repo, download):
     from huggingface_hub import constants, snapshot_download
 
@@ -103,7 +128,8 @@ def _from_hub(repo, download):
     except (OSError, ValueError):                          # LocalEntryNotFoundError is an OSError
         pass
     offline = _hub_offline()
-    if download and not offline:                           # 2. the Hub (or the mirror in HF_ENDPOINT)
+    unreachable = None if not download or offline else _unreachable(constants.ENDPOINT)
+    if download and not offline and not unreachable:       # 2. the Hub (or the mirror in HF_ENDPOINT)
         print(T("Downloading {repo} from {endpoint} into {cache} (once; an interrupted download resumes; "
                 "Ctrl-C and --tiny to skip).", "正在从 {endpoint} 下载 {repo} 到 {cache}（只需一次；中断后可接着下载；"
                 "按 Ctrl-C 并加 --tiny 可跳过）。", repo=repo, endpoint=constants.ENDPOINT, cache=constants.HF_HUB_CACHE),
@@ -115,11 +141,11 @@ def _from_hub(repo, download):
         except Exception as e:                             # network, auth, disk: all end the same way
             reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     else:
-        reason = "HF_HUB_OFFLINE is set" if offline else "download=False"
+        reason = "HF_HUB_OFFLINE is set" if offline else unreachable or "download=False"
     if partial:
         reason += "; the cached copy is incomplete"
     mirror = not through_mirror()                          # the mirror in HF_ENDPOINT failed: not suggested again
-    raise ModelNotFound(
+    error = ModelNotFound(
         "Could not find {repo}. Looked in: $QWEN_MODEL ({env_en}), the Hugging Face cache "
         "({cache}), then the Hub at {endpoint} ({reason}).\n"
         "  Download it:            {get}\n"
@@ -135,3 +161,5 @@ def _from_hub(repo, download):
         repo=repo, env_en=os.environ.get("QWEN_MODEL") or "not set", env_zh=os.environ.get("QWEN_MODEL") or "未设置",
         get="python main.py download" + ("" if repo == DEFAULT_REPO else f" --model {repo}"), cache=constants.HF_HUB_CACHE,
         endpoint=constants.ENDPOINT, reason=reason)
+    error.reason = reason                                  # why nothing was downloaded, for a one-line fallback
+    raise error

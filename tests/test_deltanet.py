@@ -478,3 +478,37 @@ def test_gradients_stay_finite_when_heads_forget_fast(decays):
     grads = gradients_of_both_forms(inputs)
     for got, ref in zip(grads[1], grads[0]):
         assert torch.isfinite(got).all() and rel(got, ref) <= 1e-5
+
+
+def float64_recurrent(q, k, v, g, beta):
+    """The rule token by token in float64: the reference both forms are measured against."""
+    q, k, v, g, beta = (t.double() for t in (q, k, v, g, beta))
+    S = q.new_zeros(*k.shape[:2], k.shape[-1], v.shape[-1])
+    out = []
+    for t in range(k.shape[2]):
+        S = S * g[:, :, t, None, None].exp()
+        error = beta[:, :, t, None] * (v[:, :, t] - (k[:, :, t, None] @ S).squeeze(-2))
+        S = S + k[:, :, t, :, None] * error[:, :, None]
+        out.append((q[:, :, t, None] @ S).squeeze(-2))
+    return torch.stack(out, 2), S
+
+
+@pytest.mark.parametrize("decays", ["float64", "float32"])
+def test_chunked_is_as_exact_as_float64_after_strong_decays_in_either_dtype(monkeypatch, decays):
+    """Log decays down to -200 per token and beta from 0 to 1, as a model initialised with std 0.15
+    makes them: the chunk's running log decay reaches -10000, and exp(c_t - c_j) taken as the difference
+    of two fp32 running sums was off by |c| * 6e-8 (2e-5 to 5e-5 relative on the outputs from the first
+    64-token chunk on, as transformers' chunked form is). Summing the decays between t and j keeps fp32
+    (Apple's GPUs) as exact as float64: both within a few fp32 roundings of the float64 recurrence."""
+    from qwen import deltanet
+    monkeypatch.setattr(deltanet, "decay_dtype", lambda device: getattr(torch, decays))
+    gen = torch.Generator().manual_seed(4)
+    q, k, v, _, _, _ = rule_inputs(1, 4, 128, 32, 16, seed=4)
+    v = v * 10
+    g = -torch.rand(1, 4, 128, generator=gen) ** 2 * 200                  # many near -200, some near 0
+    beta = torch.sigmoid(torch.randn(1, 4, 128, generator=gen) * 8)        # most near 0 or 1
+    for T in (10, 64, 128):
+        args = [t[:, :, :T] for t in (q, k, v, g, beta)]
+        ref_out, ref_state = float64_recurrent(*args)
+        out, state = delta_rule_chunked(*args)
+        assert rel(out, ref_out) <= 2e-6 and rel(state, ref_state) <= 2e-6, (T, rel(out, ref_out), rel(state, ref_state))

@@ -107,6 +107,7 @@ def test_downloads_only_the_course_files_when_online(tmp_path, monkeypatch, no_c
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
     monkeypatch.setattr("qwen.hub._hub_offline", lambda: False)
+    monkeypatch.setattr("qwen.hub._unreachable", lambda endpoint: None)     # online
     assert find_model("Qwen/Qwen3.5-2B") == target
     assert [c[2] for c in calls] == [True, False] and calls[1][0] == "Qwen/Qwen3.5-2B"
     wanted = lambda name: any(fnmatch.fnmatch(name, p) for p in calls[1][1])
@@ -126,6 +127,7 @@ def test_a_failed_download_becomes_the_same_clear_message(monkeypatch, no_cache)
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fail)
     monkeypatch.setattr("qwen.hub._hub_offline", lambda: False)
+    monkeypatch.setattr("qwen.hub._unreachable", lambda endpoint: None)     # the host answers, the download fails
     with pytest.raises(ModelNotFound, match="Name or service not known"):
         find_model()
 
@@ -150,4 +152,52 @@ def test_an_incomplete_cached_download_is_resumed_not_used(monkeypatch, no_cache
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", resume)
     monkeypatch.setattr("qwen.hub._hub_offline", lambda: False)
+    monkeypatch.setattr("qwen.hub._unreachable", lambda endpoint: None)     # online
     assert find_model() == snap and calls == [True, False]
+
+
+# ---------------------------------------------------------------- no network, HF_HUB_OFFLINE unset
+
+def test_without_network_nothing_is_downloaded_and_the_reason_says_so(monkeypatch, no_cache):
+    """No name lookup or connection possible: no download is tried (the Hub client's attempt printed a
+    line, retried and took longer), and the error names the host it could not reach."""
+    import socket
+    import huggingface_hub
+    tried = []
+    real = huggingface_hub.snapshot_download
+
+    def record(repo_id, local_files_only=False, **kw):
+        tried.append(local_files_only)
+        return real(repo_id, local_files_only=True, **kw)
+
+    def no_network(*a, **kw):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", record)
+    monkeypatch.setattr("qwen.hub._hub_offline", lambda: False)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    for name in PROXIES:                                           # behind a proxy the client decides
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ModelNotFound) as e:
+        find_model()
+    assert tried == [True]                                         # the cache only
+    assert e.value.reason.startswith("no network") and "huggingface.co:443" in e.value.reason
+
+
+CHAPTER_START = "from qwen.cli import chapter\nchapter('a', 'a', argv=[])\n"
+PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_chapter_without_network_says_one_line_before_the_banner(run_script, lang):
+    """HF_HUB_OFFLINE unset, the model not cached and the Hub unreachable: a chapter printed four lines
+    (a download line, the failure, what to do, the fallback) before the banner. Now one, then the run goes on."""
+    r = run_script("-c", CHAPTER_START, env={"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9", "QWEN_LANG": lang,
+                                             **dict.fromkeys(PROXIES, "")})
+    assert r.returncode == 0 and "Traceback" not in r.stdout + r.stderr, r.stderr
+    before = (r.stderr + r.stdout).split("=" * 78)[0]
+    lines = [line for line in before.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert "Qwen/Qwen3.5-0.8B" in lines[0] and "127.0.0.1:9" in lines[0]
+    assert ("内置的小检查点" if lang == "zh" else "built-in tiny checkpoint") in lines[0]
+

@@ -234,3 +234,52 @@ def test_a_figures_folder_that_cannot_be_made_is_one_line(tmp_path):
         plt.close(fig)
         assert "Cannot write the figure" in e.value.en and "--out DIR or QWEN_FIGURES" in e.value.en
         assert "无法写出图片" in e.value.zh and "\n" not in e.value.en
+
+
+# every image drawn with a colour map, whether a colour bar reads it; each panel's axis labels and limits
+RECORD_HEATMAPS = r"""
+import json, os
+from matplotlib.figure import Figure
+heatmaps = {}
+_savefig = Figure.savefig
+def savefig(fig, fname, *args, **kwargs):
+    panels = []
+    for ax in fig.axes:
+        if getattr(ax, "_colorbar", None) is not None:
+            continue                                            # a colour bar's own axes
+        images = ax.get_images()
+        panels.append({"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
+                       "xlim": [float(x) for x in ax.get_xlim()], "ylim": [float(y) for y in ax.get_ylim()],
+                       "colour_mapped": [im.get_array().ndim == 2 for im in images],
+                       "colour_bar": [im.colorbar is not None for im in images]})
+    heatmaps[os.path.basename(str(fname))] = panels
+    return _savefig(fig, fname, *args, **kwargs)
+Figure.savefig = savefig
+import runpy, sys
+for script, *rest in (("ch06_attention.py",), ("ch08_model.py", "--no-reference"), ("ch10_vision.py",)):
+    sys.argv = [os.path.join(ROOT, script), "--plot", "--tiny", "--out", OUT, *rest]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+print("HEATMAPS " + json.dumps(heatmaps))
+"""
+
+
+def test_heatmaps_have_a_colour_bar_and_every_panel_its_axes_named(tmp_path, tiny_path):
+    """ch06's, ch08's and ch10's heatmaps had no colour bar (a colour read as no number), ch10's
+    "24 x 24 patches" stood over axes counted in pixels, and ch10's other panels named no axis."""
+    code = f"ROOT, OUT = {str(ROOT)!r}, {str(tmp_path / 'figs')!r}\n" + RECORD_HEATMAPS
+    r = _run(code, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    figures = json.loads(r.stdout.split("HEATMAPS ", 1)[1].splitlines()[0])
+    assert {"ch06_attention.png", "ch08_attention.png", "ch10_positions.png", "ch10_attention.png"} <= set(figures)
+    for name in ("ch06_attention.png", "ch08_attention.png", "ch10_positions.png", "ch10_attention.png"):
+        for panel in figures[name]:
+            if not panel["colour_mapped"]:
+                continue                                        # an unused cell of ch06's grid
+            assert panel["xlabel"].strip() and panel["ylabel"].strip(), (name, panel)
+            for mapped, bar in zip(panel["colour_mapped"], panel["colour_bar"]):
+                assert bar or not mapped, (name, panel["title"])
+    for name in ("ch10_positions.png", "ch10_attention.png"):
+        picture = figures[name][0]                              # the picture, with its size in patches in a title
+        sizes = [re.search(r"(\d+) x (\d+) patches", p["title"]) for p in figures["ch10_positions.png"]]
+        rows, cols = (int(n) for n in next(s for s in sizes if s).groups())
+        assert abs(picture["xlim"][1] - picture["xlim"][0]) == cols and abs(picture["ylim"][0] - picture["ylim"][1]) == rows

@@ -65,3 +65,30 @@ def test_readme_names_each_chapters_own_options():
                 row = rows[int(script.name[2:4])]
                 missing.update({script.name: [n for n in names if f"`{n}" not in row]} if names else {})
     assert rows and not {k: v for k, v in missing.items() if v}, missing
+
+
+def test_readme_practice_block_runs_outside_the_repository(tmp_path):
+    """The README's check() block, pasted into a notebook started in another folder with the course
+    installed (`pip install -e .` puts only `qwen` on the path): `from practice import check` stopped at
+    ModuleNotFoundError there. Run in a fresh Python whose path has the course's qwen and not its root."""
+    import os
+    import subprocess
+    import sys
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)
+    block = next(b for b in blocks if "check(" in b and "import check" in b)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "qwen").symlink_to(ROOT / "qwen", target_is_directory=True)    # what the install makes importable
+    work = tmp_path / "notebooks"
+    work.mkdir()
+    cell = "import linecache\nsource = " + repr(block) + "\n" \
+           "linecache.cache['<cell>'] = (len(source), None, source.splitlines(True), '<cell>')\n" \
+           "exec(compile(source, '<cell>', 'exec'), {})\n"                 # as a notebook cell: getsource finds it
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(PYTHONPATH=str(site), QWEN_TINY="1", QWEN_LANG="en", PYTHONIOENCODING="utf-8",
+               QWEN_PROGRESS=str(tmp_path / "progress.json"))
+    r = subprocess.run([sys.executable, "-c", cell], cwd=work, env=env, capture_output=True, text=True,
+                       encoding="utf-8", timeout=110)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "1 +" in r.stdout                                       # the judge ran and named the mistake
+

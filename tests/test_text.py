@@ -189,7 +189,7 @@ chapter("b", "b", argv=[])                                   # a notebook runnin
 def test_the_fallback_to_the_tiny_checkpoint_is_explained_once_per_run(run_script):
     r = run_script("-c", FALLBACK_TWICE)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.count("Could not find Qwen/Qwen3.5-0.8B") == 1 and r.stdout.count("Using the built-in tiny") == 1
+    assert r.stdout.count("Qwen/Qwen3.5-0.8B is not in the Hugging Face cache") == 1 and r.stdout.count("built-in tiny") == 1
 
 
 def test_a_mirror_that_failed_is_not_suggested_again(run_script, monkeypatch):
