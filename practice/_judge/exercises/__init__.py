@@ -120,6 +120,8 @@ class Exercise:
     chapter: str = ""                  # set from the module name (ch01_03) when empty
     may_modify_inputs: bool = False    # True: the statement allows changing an input in place (the judge
                                        # keeps its own copy); False: it says "Do not modify the inputs"
+    uses_model: bool = True            # False: the cases read nothing of the checkpoint (a pure function of
+                                       # numbers), so no "graded on the tiny checkpoint" note goes with them
 
     @property
     def filename(self):

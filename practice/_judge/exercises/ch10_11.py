@@ -27,29 +27,44 @@ def smart_resize_expected(height, width, factor, min_pixels, max_pixels):
     return smart_resize(height, width, factor, min_pixels, max_pixels)
 
 
+def _half_up(x):
+    """Rounding with halves up (floor(x + 0.5)): Python's round sends an exact half to the even neighbour."""
+    return math.floor(x + 0.5)
+
+
 def _resize_mistake(first=round, down=math.floor, up=math.ceil, at_least_factor=True, bounds_on="rounded",
-                    swapped=False):
+                    swapped=False, inclusive=False, inverse_beta=False, floor_first=False):
     """smart_resize with one part changed: the first rounding, the rounding at each bound, the
-    max(factor, ...) floor, which sizes the bounds are tested on, the order of the result."""
+    max(factor, ...) floor, which sizes the bounds are tested on, the order of the result, a size on
+    a bound counted as beyond it, 1 / beta multiplied instead of beta divided, max(factor, ...) in
+    the first step."""
     def resize(height, width, factor, min_pixels, max_pixels):
         h, w = first(height / factor) * factor, first(width / factor) * factor
+        if floor_first:
+            h, w = max(factor, h), max(factor, w)
         pixels = h * w if bounds_on == "rounded" else height * width
-        if pixels > max_pixels:
+        if pixels > max_pixels or inclusive and pixels == max_pixels:
             beta = math.sqrt(height * width / max_pixels)
-            h, w = down(height / beta / factor) * factor, down(width / beta / factor) * factor
+            if inverse_beta:
+                h, w = down(height * (1 / beta) / factor) * factor, down(width * (1 / beta) / factor) * factor
+            else:
+                h, w = down(height / beta / factor) * factor, down(width / beta / factor) * factor
             if at_least_factor:
                 h, w = max(factor, h), max(factor, w)
-        elif pixels < min_pixels:
+        elif pixels < min_pixels or inclusive and pixels == min_pixels:
             beta = math.sqrt(min_pixels / (height * width))
             h, w = up(height * beta / factor) * factor, up(width * beta / factor) * factor
         return (w, h) if swapped else (h, w)
     return resize
 
 
+def _bounds(args):
+    """A case's bounds as its title says them: factor, min_pixels .. max_pixels."""
+    factor, low, high = args[2:]
+    return f"factor {factor}, {low:,} .. {high:,} pixels"
+
+
 def cases_240(ctx):
-    from qwen.image import image_settings
-    s = image_settings(ctx.path)
-    own = (s.factor, s.min_pixels, s.max_pixels)
     about = ("round each side to the nearest multiple of factor; if the rounded sizes hold more than max_pixels, scale "
              "both by the same ratio and round down; if fewer than min_pixels, scale and round up",
              "先把每条边舍入到最近的 factor 倍数；如果舍入后的像素数超过 max_pixels，两条边按同一比例缩小并向下取整；"
@@ -59,32 +74,65 @@ def cases_240(ctx):
              "超出界限时用 floor（max_pixels）或 ceil（min_pixels），而不是四舍五入：舍入到最近可能落在界限的另一侧")
     rounded = ("test the bounds on the rounded sizes h_bar * w_bar, not on height * width: rounding alone can cross a "
                "bound", "界限要用舍入后的 h_bar * w_bar 检查，而不是 height * width：仅仅舍入就可能越过界限")
+    on_bound = ("a rounded size exactly on a bound is within it: rescale only when h_bar * w_bar > max_pixels or "
+                "< min_pixels", "舍入后的像素数正好等于界限时就在界限之内：只有 h_bar * w_bar > max_pixels 或 "
+                "< min_pixels 时才缩放")
 
     def case(name, args, why=about):
-        return Case("smart_resize", name, args, smart_resize_expected(*args), about=why)
+        en, zh = name
+        b = _bounds(args)
+        return Case("smart_resize", (f"{en} ({b})", f"{zh}（{b}）"), args, smart_resize_expected(*args), about=why)
 
     return [
-        case(("448 x 448, Qwen3.5's bounds: already multiples of 32", "448 x 448，Qwen3.5 的界限：已经是 32 的倍数"),
-             (448, 448) + REAL),
-        case(("height 3000, width 4000, Qwen3.5's bounds: rounded to nearest", "高 3000、宽 4000，Qwen3.5 的界限：舍入到最近"),
-             (3000, 4000) + REAL),
+        case(("448 x 448: already multiples of 32", "448 x 448：已经是 32 的倍数"), (448, 448) + REAL),
+        case(("height 3000, width 4000: rounded to nearest", "高 3000、宽 4000：舍入到最近"), (3000, 4000) + REAL),
+        case(("height 336 = 10.5 x 32, width 448: an exact half goes to the even multiple, as Python's round does",
+              "高 336 = 10.5 x 32、宽 448：正好一半时取偶数倍，和 Python 的 round 一样"), (336, 448) + REAL,
+             ("step 1 uses Python's round, which sends an exact half to the even neighbour: round(10.5) = 10, "
+              "not 11", "第 1 步用 Python 的 round，正好一半时取偶数：round(10.5) = 10，不是 11")),
         case(("height 47, width 33: under min_pixels, scaled up", "高 47、宽 33：少于 min_pixels，放大"),
              (47, 33) + REAL, bound),
         case(("height 50, width 70: under min_pixels, scaled up", "高 50、宽 70：少于 min_pixels，放大"),
              (50, 70) + REAL, bound),
-        case(("height 4000, width 3000, the tiny bounds: over max_pixels, scaled down",
-              "高 4000、宽 3000，小检查点的界限：超过 max_pixels，缩小"), (4000, 3000) + TINY, bound),
-        case(("height 6000, width 40 (1 : 150), the tiny bounds: the thin side stays one factor wide",
-              "高 6000、宽 40（1 : 150），小检查点的界限：窄边至少保留一个 factor"), (6000, 40) + TINY,
+        case(("height 4000, width 3000: over max_pixels, scaled down", "高 4000、宽 3000：超过 max_pixels，缩小"),
+             (4000, 3000) + TINY, bound),
+        case(("4237 x 4237: over max_pixels, each side divided by beta", "4237 x 4237：超过 max_pixels，每条边除以 beta"),
+             (4237, 4237) + REAL,
+             ("divide by beta (side / beta / factor): multiplying by 1 / beta rounds once more, and for this size "
+              "lands just under 4096 / 32 = 128, which the floor turns into 127",
+              "除以 beta（side / beta / factor）：乘以 1 / beta 会多舍入一次，这个尺寸下会落在 4096 / 32 = 128 "
+              "的下面一点，floor 之后变成 127")),
+        case(("height 6000, width 40 (1 : 150): the thin side stays one factor wide",
+              "高 6000、宽 40（1 : 150）：窄边至少保留一个 factor"), (6000, 40) + TINY,
              ("after the floor a side can be 0: max(factor, ...) keeps it one factor wide",
               "向下取整后一条边可能变成 0：max(factor, ...) 让它至少有一个 factor 宽")),
+        case(("height 15, width 3000 (1 : 200): the thin side rounds to 0 in step 1, and 0 pixels are under "
+              "min_pixels", "高 15、宽 3000（1 : 200）：第 1 步窄边舍入为 0，0 个像素少于 min_pixels"), (15, 3000) + REAL,
+             ("max(factor, ...) belongs to step 2 only: in step 1 the thin side rounds to 0, so the image is under "
+              "min_pixels and is scaled up", "max(factor, ...) 只属于第 2 步：第 1 步里窄边舍入为 0，所以图像少于 "
+              "min_pixels，要放大")),
         case(("height 3601, width 4655: within max_pixels, but its rounded sizes are not",
               "高 3601、宽 4655：本身不超过 max_pixels，但舍入后超过"), (3601, 4655) + REAL, rounded),
         case(("height 142, width 466: at least min_pixels, but its rounded sizes are not",
               "高 142、宽 466：本身不少于 min_pixels，但舍入后少于"), (142, 466) + REAL, rounded),
-        case((f"height 1000, width 200, the {ctx.label} checkpoint's bounds {own}",
-              f"高 1000、宽 200，{ctx.checkpoint_zh}的界限 {own}"), (1000, 200) + own),
+        case(("height 92, width 93: rounded to 96 x 96 = max_pixels exactly, so kept",
+              "高 92、宽 93：舍入为 96 x 96，正好等于 max_pixels，所以保留"), (92, 93) + TINY, on_bound),
+        case(("height 33, width 34: rounded to 32 x 32 = min_pixels exactly, so kept",
+              "高 33、宽 34：舍入为 32 x 32，正好等于 min_pixels，所以保留"), (33, 34) + TINY, on_bound),
+        case(("height 1000, width 200", "高 1000、宽 200"), (1000, 200) + TINY),
     ]
+
+
+def _only_240(name):
+    """The result is this mistake's, and no other known mistake gives the same one on this case: some
+    cases cannot tell two mistakes apart (a size that rounding alone pushes over max_pixels gives the same
+    result rounded to nearest or up at the bound), and there naming one of them may name the wrong one."""
+    def test(case, got):
+        mine = MISTAKES_240[name](*case.args)
+        if not isinstance(got, (tuple, list)) or tuple(got) != mine:
+            return False
+        return all(other == name or m(*case.args) != mine for other, m in MISTAKES_240.items())
+    return test
 
 
 DIAGNOSES_240 = [
@@ -93,28 +141,73 @@ DIAGNOSES_240 = [
                "resize takes (width, height), smart_resize does not)",
                "看起来返回的是 (width, height)：要按参数的顺序返回 (height, width)（Pillow 的 resize 接受 (width, height)，"
                "smart_resize 不是）"),
-              mistake=_resize_mistake(swapped=True)),
+              test=_only_240("swapped")),
     Diagnosis("round_at_bounds", "smart_resize",
               ("looks like the sides were rounded to nearest after scaling: beyond max_pixels round down (math.floor), "
                "below min_pixels round up (math.ceil), so that the result stays within the bound",
                "看起来缩放之后仍然舍入到最近：超过 max_pixels 时向下取整（math.floor），少于 min_pixels 时向上取整"
                "（math.ceil），这样结果才会留在界限之内"),
-              mistake=_resize_mistake(down=round, up=round), hint=1),
+              test=_only_240("round_at_bounds"), hint=1),
+    Diagnosis("floor_ceil_swapped", "smart_resize",
+              ("looks like floor and ceil were swapped between the bounds: beyond max_pixels round DOWN (math.floor), "
+               "so the result stays under it; below min_pixels round UP (math.ceil), so it reaches it",
+               "看起来两个界限的 floor 和 ceil 用反了：超过 max_pixels 时向下取整（math.floor），结果才不会超过它；"
+               "少于 min_pixels 时向上取整（math.ceil），结果才能达到它"),
+              test=_only_240("floor_ceil_swapped"), hint=1),
     Diagnosis("bounds_on_original", "smart_resize",
               ("looks like the bounds were tested on height * width: test them on the rounded sizes h_bar * w_bar, "
                "since the rounding alone can cross a bound",
                "看起来界限是用 height * width 检查的：要用舍入后的 h_bar * w_bar 检查，因为仅仅舍入就可能越过界限"),
-              mistake=_resize_mistake(bounds_on="original"), hint=1),
+              test=_only_240("bounds_on_original"), hint=1),
+    Diagnosis("bound_inclusive", "smart_resize",
+              ("looks like a size exactly on a bound was rescaled (>= or <=): h_bar * w_bar equal to max_pixels or "
+               "min_pixels is within the bounds; rescale only when it is > max_pixels or < min_pixels",
+               "看起来正好等于界限的尺寸也被缩放了（用了 >= 或 <=）：h_bar * w_bar 等于 max_pixels 或 min_pixels "
+               "时在界限之内；只有 > max_pixels 或 < min_pixels 时才缩放"),
+              test=_only_240("bound_inclusive"), hint=1),
+    Diagnosis("inverse_beta", "smart_resize",
+              ("looks like each side was multiplied by 1 / beta: divide by beta, side / beta / factor, as the "
+               "statement says; 1 / beta is rounded once more, and a side that should be exactly a multiple lands "
+               "just under it, which the floor takes one factor down",
+               "看起来每条边乘的是 1 / beta：要按题目说的除以 beta，side / beta / factor；1 / beta 多了一次舍入，"
+               "本应正好是倍数的边会落在它下面一点，floor 就少了一个 factor"),
+              test=_only_240("inverse_beta"), hint=1),
     Diagnosis("no_factor_floor", "smart_resize",
               ("looks like a side became 0: after the floor, keep each side at least factor (max(factor, ...))",
                "看起来有一条边变成了 0：向下取整之后，每条边至少要有 factor（max(factor, ...)）"),
-              mistake=_resize_mistake(at_least_factor=False), hint=1),
+              test=_only_240("no_factor_floor"), hint=1),
+    Diagnosis("factor_floor_first", "smart_resize",
+              ("looks like max(factor, ...) was applied in step 1: it belongs to step 2 only (after the floor); in "
+               "step 1 a side under factor / 2 rounds to 0, the image counts 0 pixels and is scaled up",
+               "看起来第 1 步就用了 max(factor, ...)：它只属于第 2 步（floor 之后）；第 1 步里不到 factor / 2 的边舍入为 0，"
+               "图像算作 0 个像素，要放大"),
+              test=_only_240("factor_floor_first"), hint=0),
     Diagnosis("truncates", "smart_resize",
               ("looks like the first step truncated (int() or //) instead of rounding to the nearest multiple: "
                "round(height / factor) * factor",
                "看起来第一步是截断（int() 或 //），而不是舍入到最近的倍数：round(height / factor) * factor"),
-              mistake=_resize_mistake(first=math.floor), hint=0),
+              test=_only_240("truncates"), hint=0),
+    Diagnosis("round_half_up", "smart_resize",
+              ("looks like an exact half was rounded up (floor(x + 0.5), or decimal's ROUND_HALF_UP): use Python's "
+               "round, which sends an exact half to the even neighbour, as transformers' smart_resize does "
+               "(round(10.5) = 10)",
+               "看起来正好一半时向上舍入了（floor(x + 0.5)，或 decimal 的 ROUND_HALF_UP）：要用 Python 的 round，"
+               "它把正好一半的数舍入到偶数，和 transformers 的 smart_resize 一样（round(10.5) = 10）"),
+              test=_only_240("round_half_up"), hint=0),
 ]
+
+MISTAKES_240 = {                                 # each known mistake's smart_resize
+    "swapped": _resize_mistake(swapped=True),
+    "round_at_bounds": _resize_mistake(down=round, up=round),
+    "floor_ceil_swapped": _resize_mistake(down=math.ceil, up=math.floor),
+    "bounds_on_original": _resize_mistake(bounds_on="original"),
+    "bound_inclusive": _resize_mistake(inclusive=True),
+    "inverse_beta": _resize_mistake(inverse_beta=True),
+    "no_factor_floor": _resize_mistake(at_least_factor=False),
+    "factor_floor_first": _resize_mistake(floor_first=True),
+    "truncates": _resize_mistake(first=math.floor),
+    "round_half_up": _resize_mistake(first=_half_up),
+}
 
 
 # ------------------------------------------------------------------------------------------ 241
@@ -345,16 +438,21 @@ EXERCISES = [
                "先把每条边舍入到最近的倍数：h_bar = round(height / factor) * factor，宽度同理。"),
               ("If h_bar * w_bar > max_pixels: beta = sqrt(height * width / max_pixels), then each side is "
                "max(factor, floor(side / beta / factor) * factor). If h_bar * w_bar < min_pixels: beta = "
-               "sqrt(min_pixels / (height * width)), each side ceil(side * beta / factor) * factor.",
+               "sqrt(min_pixels / (height * width)), each side ceil(side * beta / factor) * factor. A size exactly on a "
+               "bound is within it; divide by beta, do not multiply by 1 / beta.",
                "如果 h_bar * w_bar > max_pixels：beta = sqrt(height * width / max_pixels)，每条边是 "
                "max(factor, floor(side / beta / factor) * factor)。如果 h_bar * w_bar < min_pixels：beta = "
-               "sqrt(min_pixels / (height * width))，每条边是 ceil(side * beta / factor) * factor。"),
+               "sqrt(min_pixels / (height * width))，每条边是 ceil(side * beta / factor) * factor。正好等于界限的尺寸在界限之内；"
+               "要除以 beta，不要乘 1 / beta。"),
               ("Return the tuple (height, width) of two ints (math.floor and math.ceil return ints).",
                "返回两个 int 组成的元组 (height, width)（math.floor 和 math.ceil 返回的是 int）。")],
              cases_240, DIAGNOSES_240,
              {"240_round_at_bounds.py": "round_at_bounds", "240_bounds_on_original.py": "bounds_on_original",
               "240_no_factor_floor.py": "no_factor_floor", "240_swapped.py": "swapped",
-              "240_truncates.py": "truncates"}),
+              "240_truncates.py": "truncates", "240_round_half_up.py": "round_half_up",
+              "240_bound_inclusive.py": "bound_inclusive", "240_inverse_beta.py": "inverse_beta",
+              "240_factor_floor_first.py": "factor_floor_first", "240_floor_ceil_swapped.py": "floor_ceil_swapped"},
+             uses_model=False),
     Exercise("241", "patchify", ("Image patches in merge-block order", "按合并块顺序切出图块"), "medium", True,
              ("patchify",),
              [("Name every axis with one reshape: frames.reshape(t, T, C, gh // m, m, P, gw // m, m, P), where "

@@ -1,0 +1,87 @@
+"""Exercises 240-260 and the older ones' common mistakes: each wrong solution of a learner study, saved as
+the learner's own file, fails, and the judge names its mistake (only that one); the statements say the rule
+the cases check; a failing case shows the values of small inputs, so the call can be repeated.
+
+Each wrong solution lives in practice/_judge/wrong/ (--verify grades it too); here it is copied to a temp
+folder under the exercise's file name and graded as a learner's file is."""
+import shutil
+
+import pytest
+
+from conftest import ROOT
+
+JUDGE = ROOT / "practice" / "_judge"
+
+# (exercise, wrong/ file, the mistake it must be named with). Marked "passed" in the comment: the
+# solution was graded as passing; the others failed with only "values differ" or a wrong name.
+WRONG = [
+    ("240", "240_round_half_up.py", "round_half_up"),                  # passed: no exact half in the cases
+    ("240", "240_bound_inclusive.py", "bound_inclusive"),              # passed: no size on a bound
+    ("240", "240_inverse_beta.py", "inverse_beta"),                    # passed: no square image over max_pixels
+    ("240", "240_factor_floor_first.py", "factor_floor_first"),        # passed: no side rounding to 0
+    ("240", "240_floor_ceil_swapped.py", "floor_ceil_swapped"),
+]
+
+
+def _grade_as_learner(judge, ex_id, source, tmp_path):
+    """The file graded as the learner's own (its exercise's file name, in a folder of its own)."""
+    from practice._judge.grading import grade
+    from qwen.tiny import tiny_model_path
+    ex = judge.BY_ID[ex_id]
+    mine = tmp_path / "mine" / ex.filename
+    mine.parent.mkdir(exist_ok=True)
+    shutil.copyfile(source, mine)
+    return grade(ex, tiny_model_path(), file=mine)
+
+
+def _named(result):
+    return {c["diagnosis"]["name"] for c in result["cases"] if c.get("diagnosis")}
+
+
+def ambiguous_cases(ex_id, name, tmp_path):
+    """The names of the cases where mistake `name` gives the result another known mistake gives too: there
+    the judge names neither (naming one would name the wrong one for some learners)."""
+    import importlib
+
+    from practice._judge.exercises import BY_ID, Context, text
+    from qwen.tiny import tiny_model_path
+    ex = BY_ID[ex_id]
+    table = getattr(importlib.import_module(f"practice._judge.exercises.{ex.chapter}"), f"MISTAKES_{ex_id}", None)
+    if table is None:
+        return set()
+    out = set()
+    for case in ex.cases(Context(tiny_model_path(), tmp_path)):
+        mine = table[name](*case.args)
+        if mine != case.expected and any(o != name and m(*case.args) == mine for o, m in table.items()):
+            out.add(text(case.name))
+    return out
+
+
+def assert_named_only(judge, ex_id, file, name, result, tmp_path):
+    """Failed, named `name` and nothing else, on every failing case but those that cannot tell it apart."""
+    assert result["status"] == "fail", (file, judge.summary_line(result))
+    assert _named(result) == {name}, (file, _named(result), judge.summary_line(result))
+    unnamed = {c["name"] for c in result["cases"] if not c["ok"] and not c["diagnosis"]}
+    assert unnamed <= ambiguous_cases(ex_id, name, tmp_path), (file, unnamed)
+
+
+@pytest.mark.parametrize("ex_id, file, name", WRONG, ids=[w[1] for w in WRONG])
+def test_a_wrong_solution_fails_and_is_named(judge, tmp_path, ex_id, file, name):
+    result = _grade_as_learner(judge, ex_id, JUDGE / "wrong" / file, tmp_path)
+    assert_named_only(judge, ex_id, file, name, result, tmp_path)
+    assert file in judge.BY_ID[ex_id].wrong and judge.BY_ID[ex_id].wrong[file] == name     # --verify grades it too
+
+
+def test_240_statement_says_divide_by_beta_and_halves_to_even(judge):
+    statement = judge.BY_ID["240"].starter.read_text(encoding="utf-8").split('"""')[1]
+    assert "1 / beta, beta" not in statement and "divide both sides by beta" in statement
+    assert "round(10.5) = 10" in statement and "除以 beta" in statement
+
+
+def test_240_a_pure_integer_function_has_no_tiny_checkpoint_note(judge, capsys, tiny_path):
+    """240's cases read nothing of the checkpoint: its report does not end with the tiny checkpoint's note;
+    241's (the checkpoint's image settings) still does."""
+    for ex_id, file, noted in (("240", "s240.py", False), ("241", "s241.py", True)):
+        code = judge.main([ex_id, "--file", str(JUDGE / "solutions" / file), "--model", str(tiny_path)])
+        out = capsys.readouterr().out
+        assert code == 0 and ("tiny checkpoint" in out) == noted, (ex_id, out)
