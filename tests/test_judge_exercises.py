@@ -20,6 +20,9 @@ WRONG = [
     ("240", "240_inverse_beta.py", "inverse_beta"),                    # passed: no square image over max_pixels
     ("240", "240_factor_floor_first.py", "factor_floor_first"),        # passed: no side rounding to 0
     ("240", "240_floor_ceil_swapped.py", "floor_ceil_swapped"),
+    ("242", "242_runs_as_images.py", "runs_as_images"),                # passed: no two images side by side
+    ("242", "242_largest_plus_one.py", "largest_plus_one"),
+    ("242", "242_unmerged_advance.py", "unmerged_advance"),
 ]
 
 
@@ -32,6 +35,10 @@ def _grade_as_learner(judge, ex_id, source, tmp_path):
     mine.parent.mkdir(exist_ok=True)
     shutil.copyfile(source, mine)
     return grade(ex, tiny_model_path(), file=mine)
+
+
+def torch_equal(a, b):
+    return a.shape == b.shape and bool((a == b).all())
 
 
 def _named(result):
@@ -85,3 +92,17 @@ def test_240_a_pure_integer_function_has_no_tiny_checkpoint_note(judge, capsys, 
         code = judge.main([ex_id, "--file", str(JUDGE / "solutions" / file), "--model", str(tiny_path)])
         out = capsys.readouterr().out
         assert code == 0 and ("tiny checkpoint" in out) == noted, (ex_id, out)
+
+
+def test_242_says_the_rule_get_rope_index_computes_and_checks_it(judge, tmp_path):
+    """The statement gave two rules that disagree when t > max(h, w) / merge ("p += max(h, w) // merge" and
+    "the image's largest position + 1"): it says the first, and a case tells them apart."""
+    from practice._judge.exercises import Context
+    from qwen.tiny import tiny_model_path
+    statement = judge.BY_ID["242"].starter.read_text(encoding="utf-8").split('"""')[1]
+    assert "largest position + 1" not in statement and "get_rope_index" in statement
+    assert "最大位置 + 1" not in statement
+    from practice._judge.exercises.ch10_11 import _positions_mistake
+    cases = judge.BY_ID["242"].cases(Context(tiny_model_path(), tmp_path))
+    largest = _positions_mistake(advance="largest+1")
+    assert any(not torch_equal(largest(*c.args), c.expected) for c in cases)

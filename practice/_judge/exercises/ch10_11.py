@@ -325,10 +325,11 @@ class _ImageConfig:
         return self._pair
 
 
-def _positions_mistake(advance="max", time_from_p=True, swap=False, as_text=False):
+def _positions_mistake(advance="max", time_from_p=True, swap=False, as_text=False, runs=False):
     """The positions with one rule changed: how far the text after an image moves on ("max", "n":
-    the image's token count, "max+1"), the time stream's start, rows and columns, or the image
-    numbered like text."""
+    the image's token count, "max+1", "largest+1": the image's largest position, time included, + 1,
+    "unmerged": max(h, w) before the merge), the time stream's start, rows and columns, the image
+    numbered like text, or images found as runs of image tokens (two side by side read as one)."""
     def mistaken(ids, grid_thw, image_token_id, merge_size):
         torch = _torch()
         if as_text:
@@ -339,15 +340,20 @@ def _positions_mistake(advance="max", time_from_p=True, swap=False, as_text=Fals
                 out.append(torch.tensor([[p], [p], [p]]))
                 p, i = p + 1, i + 1
                 continue
-            t, h, w = next(images)
-            h, w = h // merge_size, w // merge_size
+            t, h0, w0 = next(images)
+            h, w = h0 // merge_size, w0 // merge_size
             a, r, c = torch.meshgrid(torch.arange(t), torch.arange(h), torch.arange(w), indexing="ij")
             grid = torch.stack([a, c, r] if swap else [a, r, c]).reshape(3, -1) + p
             if not time_from_p:
                 grid[0] -= p
             out.append(grid)
-            p += {"max": max(h, w), "n": t * h * w, "max+1": max(h, w) + 1}[advance]
-            i += t * h * w
+            p += {"max": max(h, w), "n": t * h * w, "max+1": max(h, w) + 1, "largest+1": max(t, h, w),
+                  "unmerged": max(h0, w0)}[advance]
+            if runs:                                   # the whole run of image tokens taken as this image
+                while i < len(tokens) and tokens[i] == image_token_id:
+                    i += 1
+            else:
+                i += t * h * w
         return torch.cat(out, dim=1)
     return mistaken
 
@@ -378,8 +384,10 @@ def cases_242(ctx):
         return Case("position_ids", name, args, position_ids_expected(*args), Tol(0, 0), about=about)
 
     side = 448 // 16                                           # 448 x 448 pixels: 28 x 28 patches of 16
-    after = ("the text after an image continues at the image's largest position + 1: p + max(h, w) // merge_size",
-             "图像之后的文本从图像的最大位置 + 1 接着排：p + max(h, w) // merge_size")
+    after = ("the text after an image continues at p + max(h, w) // merge_size, as transformers' get_rope_index "
+             "computes it (the image's time positions do not count)",
+             "图像之后的文本从 p + max(h, w) // merge_size 接着排，和 transformers 的 get_rope_index 一样（图像的时间位置"
+             "不计入）")
     grid = ("an image's tokens: (p + time, p + row, p + column) of the merged grid, row by row",
             "图像的词元：合并后网格的 (p + 时间, p + 行, p + 列)，逐行排列")
     m2 = merge * 2
@@ -387,12 +395,21 @@ def cases_242(ctx):
         case(("text, a 448 x 448 image (28 x 28 patches: 196 tokens), text",
               "文本、一张 448 x 448 的图像（28 x 28 个图块：196 个词元）、文本"), (5, (1, side, side), 7), after),
         case(("two images of different shapes, text around and between them", "两张形状不同的图像，前后和中间都有文本"),
-             (3, (1, 2 * merge, 3 * merge), 2, (1, 3 * merge, m2), 4), grid),
+             (3, (1, 3 * merge, 4 * merge), 2, (1, 3 * merge, merge), 4), grid),
         case(("an image first (a wide one), then text", "图像在最前（一张宽图），然后是文本"),
              ((1, merge, 4 * merge), 6), after),
         case(("an image last (a tall one), after text", "图像在最后（一张高图），前面是文本"), (4, (1, 3 * merge, merge)), grid),
         case(("two frame groups (t = 2): time p and p + 1", "两组帧（t = 2）：时间为 p 和 p + 1"),
              (2, (2, m2, m2), 3), grid),
+        case(("5 frame groups of a 1 x 2 merged grid, then text: p moves on by max(h, w) // merge_size = 2, not "
+              "past the time positions", "5 组帧、合并后 1 x 2 的网格，然后是文本：p 增加 max(h, w) // merge_size = 2，"
+              "而不是越过时间位置"), (2, (5, merge, m2), 4), after),
+        case(("two images side by side, no token between them", "两张图像紧挨着，中间没有词元"),
+             (3, (1, m2, m2), (1, merge, 3 * merge), 2),
+             ("image i is its own t * (h // merge_size) * (w // merge_size) tokens, counted from grid_thw: two images "
+              "may stand side by side, so a run of image tokens is not one image",
+              "第 i 张图像是它自己的 t * (h // merge_size) * (w // merge_size) 个词元，由 grid_thw 算出：两张图像可能"
+              "紧挨着，所以一串连续的图像词元不一定是一张图像")),
         case(("text only: three equal streams, 0, 1, 2, ...", "只有文本：三路相等，0、1、2……"), (9,),
              ("text tokens get (p, p, p) and p moves on by one", "文本词元得到 (p, p, p)，p 每次加一")),
     ]
@@ -400,15 +417,35 @@ def cases_242(ctx):
 
 DIAGNOSES_242 = [
     Diagnosis("plus_n_tokens", "position_ids",
-              ("looks like the text after an image continues at + its number of tokens: it continues at the image's "
-               "largest position + 1, p + max(h, w) // merge_size (14 for a 448 x 448 image, not 196)",
-               "看起来图像之后的文本从 + 图像的词元数处接着排：应当从图像的最大位置 + 1 接着排，即 "
-               "p + max(h, w) // merge_size（448 x 448 的图像是 14，不是 196）"),
+              ("looks like the text after an image continues at + its number of tokens: it continues at "
+               "p + max(h, w) // merge_size (14 for a 448 x 448 image, not 196)",
+               "看起来图像之后的文本从 + 图像的词元数处接着排：应当从 p + max(h, w) // merge_size 接着排"
+               "（448 x 448 的图像是 14，不是 196）"),
               mistake=_positions_mistake(advance="n"), hint=1),
+    Diagnosis("largest_plus_one", "position_ids",
+              ("looks like the text after an image continues at the image's largest position + 1, its time positions "
+               "included: transformers' get_rope_index moves p on by max(h, w) // merge_size whatever t is (with t "
+               "frame groups over a small grid, the time positions run past it)",
+               "看起来图像之后的文本从图像的最大位置 + 1 接着排，把时间位置也算进去了：transformers 的 get_rope_index "
+               "不管 t 是多少，都让 p 增加 max(h, w) // merge_size（帧组多、网格小时，时间位置会超过它）"),
+              mistake=_positions_mistake(advance="largest+1"), hint=1),
+    Diagnosis("unmerged_advance", "position_ids",
+              ("looks like p moved on by max(h, w) before the merge: the image spans its merged grid, so p += "
+               "max(h, w) // merge_size (grid_thw holds patches, merge_size x merge_size of them make one token)",
+               "看起来 p 增加的是合并之前的 max(h, w)：图像占的是合并后的网格，所以 p += max(h, w) // merge_size"
+               "（grid_thw 里是图块数，merge_size x merge_size 个图块合成一个词元）"),
+              mistake=_positions_mistake(advance="unmerged"), hint=1),
+    Diagnosis("runs_as_images", "position_ids",
+              ("looks like each run of image tokens was taken as one image: two images side by side merge into one. "
+               "Count image i's tokens from its grid, t * (h // merge_size) * (w // merge_size), and the next image "
+               "starts right after them",
+               "看起来每一串连续的图像词元被当成了一张图像：紧挨着的两张图像合成了一张。要按网格数出第 i 张图像的词元数，"
+               "t * (h // merge_size) * (w // merge_size)，下一张图像紧接着开始"),
+              mistake=_positions_mistake(runs=True), hint=0),
     Diagnosis("one_past", "position_ids",
-              ("looks like the text after an image starts one position too far: the image's largest position is "
-               "p + max(h, w) // merge_size - 1, so the next text token is at p + max(h, w) // merge_size",
-               "看起来图像之后的文本多跳了一个位置：图像的最大位置是 p + max(h, w) // merge_size - 1，所以下一个文本词元"
+              ("looks like the text after an image starts one position too far: the image's last row and column are "
+               "at p + max(h, w) // merge_size - 1, so the next text token is at p + max(h, w) // merge_size",
+               "看起来图像之后的文本多跳了一个位置：图像最后的行和列在 p + max(h, w) // merge_size - 1，所以下一个文本词元"
                "在 p + max(h, w) // merge_size"),
               mistake=_positions_mistake(advance="max+1"), hint=1),
     Diagnosis("image_as_text", "position_ids",
@@ -473,13 +510,16 @@ EXERCISES = [
                "at (a, r, c) gets (p + a, p + r, p + c). torch.meshgrid(..., indexing='ij') gives the three.",
                "图像的词元排在合并后的网格 (t, h // merge_size, w // merge_size) 上，行优先：位于 (a, r, c) 的词元得到 "
                "(p + a, p + r, p + c)。torch.meshgrid(..., indexing='ij') 能一次给出这三个。"),
-              ("After the image, p moves on by max(h, w) // merge_size, the number of positions the image spans, not by "
-               "its number of tokens.",
-               "图像之后，p 增加 max(h, w) // merge_size，即图像占的位置数，而不是它的词元数。"),
+              ("After the image, p moves on by max(h, w) // merge_size (as transformers' get_rope_index computes it, "
+               "whatever t is), not by its number of tokens. Count each image's tokens from its grid: two images may "
+               "stand side by side.",
+               "图像之后，p 增加 max(h, w) // merge_size（和 transformers 的 get_rope_index 一样，与 t 无关），而不是它的"
+               "词元数。每张图像的词元数要按它的网格算：两张图像可能紧挨着。"),
               ("Collect the pieces (3, n) and torch.cat them along dimension 1; the result is int64.",
                "把各段 (3, n) 收集起来，沿第 1 维 torch.cat；结果是 int64。")],
              cases_242, DIAGNOSES_242,
              {"242_plus_n_tokens.py": "plus_n_tokens", "242_one_past.py": "one_past",
               "242_image_as_text.py": "image_as_text", "242_rows_cols_swapped.py": "rows_cols_swapped",
-              "242_time_not_offset.py": "time_not_offset"}),
+              "242_time_not_offset.py": "time_not_offset", "242_largest_plus_one.py": "largest_plus_one",
+              "242_unmerged_advance.py": "unmerged_advance", "242_runs_as_images.py": "runs_as_images"}),
 ]
