@@ -23,6 +23,9 @@ WRONG = [
     ("242", "242_runs_as_images.py", "runs_as_images"),                # passed: no two images side by side
     ("242", "242_largest_plus_one.py", "largest_plus_one"),
     ("242", "242_unmerged_advance.py", "unmerged_advance"),
+    ("260", "260_inverse_scale.py", "inverse_scale"),                  # passed: no value on .5
+    ("260", "260_half_away.py", "half_away"),                          # passed: no value on .5
+    ("260", "260_per_column_scale.py", "per_column_scale"),
 ]
 
 
@@ -106,3 +109,21 @@ def test_242_says_the_rule_get_rope_index_computes_and_checks_it(judge, tmp_path
     cases = judge.BY_ID["242"].cases(Context(tiny_model_path(), tmp_path))
     largest = _positions_mistake(advance="largest+1")
     assert any(not torch_equal(largest(*c.args), c.expected) for c in cases)
+
+
+def test_260_scales_are_checked_relative_to_their_size(judge, tmp_path):
+    """The scales are 1e-4 .. 1e-2; an atol of 1e-5 let a scale 0.5% off pass. The right codes with scales
+    0.5% too large now fail; 1 part in 10 million (fp32 rounding of another order) still passes."""
+    from practice._judge.grading import grade
+    from qwen.tiny import tiny_model_path
+    ex = judge.BY_ID["260"]
+    reference = ex.solution.read_text(encoding="utf-8")
+    verdicts = {}
+    for factor in ("1.005", "(1 + 1e-7)"):
+        mine = tmp_path / factor / ex.filename
+        mine.parent.mkdir()
+        mine.write_text(reference.replace("    return q, scale", f"    return q, scale * {factor}"), encoding="utf-8")
+        verdicts[factor] = grade(ex, tiny_model_path(), file=mine)["status"]
+    assert verdicts == {"1.005": "fail", "(1 + 1e-7)": "pass"}, verdicts
+    statement = ex.starter.read_text(encoding="utf-8").split('"""')[1]
+    assert "2.5 -> 2" in statement and "rtol=1e-05" in statement and "atol=1e-05" not in statement
