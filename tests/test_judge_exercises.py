@@ -23,6 +23,11 @@ WRONG = [
     ("242", "242_runs_as_images.py", "runs_as_images"),                # passed: no two images side by side
     ("242", "242_largest_plus_one.py", "largest_plus_one"),
     ("242", "242_unmerged_advance.py", "unmerged_advance"),
+    ("250", "250_count_before_check.py", "count_before_check"),       # was named first_agreement
+    ("250", "250_count_all.py", "count_all"),
+    ("250", "250_shifted_rows.py", "shifted_rows"),
+    ("250", "250_last_row.py", "last_row"),
+    ("250", "250_k_minus_1.py", "k_minus_1"),
     ("260", "260_inverse_scale.py", "inverse_scale"),                  # passed: no value on .5
     ("260", "260_half_away.py", "half_away"),                          # passed: no value on .5
     ("260", "260_per_column_scale.py", "per_column_scale"),
@@ -35,7 +40,7 @@ def _grade_as_learner(judge, ex_id, source, tmp_path):
     from qwen.tiny import tiny_model_path
     ex = judge.BY_ID[ex_id]
     mine = tmp_path / "mine" / ex.filename
-    mine.parent.mkdir(exist_ok=True)
+    mine.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, mine)
     return grade(ex, tiny_model_path(), file=mine)
 
@@ -127,3 +132,11 @@ def test_260_scales_are_checked_relative_to_their_size(judge, tmp_path):
     assert verdicts == {"1.005": "fail", "(1 + 1e-7)": "pass"}, verdicts
     statement = ex.starter.read_text(encoding="utf-8").split('"""')[1]
     assert "2.5 -> 2" in statement and "rtol=1e-05" in statement and "atol=1e-05" not in statement
+
+
+@pytest.mark.parametrize("ex_id", ["250", "260"])
+def test_every_wrong_file_is_named_only_with_its_own_mistake(judge, tmp_path, ex_id):
+    """The older wrong files too, now that more mistakes are known: none is named with a new one."""
+    for file, name in judge.BY_ID[ex_id].wrong.items():
+        result = _grade_as_learner(judge, ex_id, JUDGE / "wrong" / file, tmp_path / file)
+        assert_named_only(judge, ex_id, file, name, result, tmp_path)
