@@ -20,6 +20,10 @@ WRONG = [
     ("240", "240_inverse_beta.py", "inverse_beta"),                    # passed: no square image over max_pixels
     ("240", "240_factor_floor_first.py", "factor_floor_first"),        # passed: no side rounding to 0
     ("240", "240_floor_ceil_swapped.py", "floor_ceil_swapped"),
+    ("241", "241_blocks_column_major.py", "blocks_column_major"),
+    ("241", "241_frames_as_T_t.py", "frames_as_T_t"),
+    ("241", "241_patch_transposed.py", "patch_transposed"),
+    ("241", "241_grid_swapped.py", "grid_swapped"),
     ("242", "242_runs_as_images.py", "runs_as_images"),                # passed: no two images side by side
     ("242", "242_largest_plus_one.py", "largest_plus_one"),
     ("242", "242_unmerged_advance.py", "unmerged_advance"),

@@ -217,18 +217,27 @@ def patchify_expected(frames, patch_size, temporal_patch_size, merge_size):
     return patchify(frames, patch_size, temporal_patch_size, merge_size)
 
 
-def _patchify_mistake(rows, values):
+def _patchify_mistake(rows, values, frames_by="tT", grid="hw"):
     """patchify with the rows and each row's values ordered by `rows` and `values`, names from
-    t (time group), bh / bw (block row / column), mh / mw (row / column in the block), C, T, P, Q."""
+    t (time group), bh / bw (block row / column), mh / mw (row / column in the block), C, T, P, Q;
+    frames_by "Tt": the frames split as (T, t) instead of (t, T); grid "wh": the patch grid's
+    counts gh and gw swapped in the reshape."""
     axes = {"t": 0, "T": 1, "C": 2, "bh": 3, "mh": 4, "P": 5, "bw": 6, "mw": 7, "Q": 8}
+    if frames_by == "Tt":
+        axes = {**axes, "T": 0, "t": 1}
 
     def mistaken(frames, patch_size, temporal_patch_size, merge_size):
         F, C, H, W = frames.shape
         T, P, m = temporal_patch_size, patch_size, merge_size
-        x = frames.reshape(F // T, T, C, H // P // m, m, P, W // P // m, m, P)
+        gh, gw = (H // P, W // P) if grid == "hw" else (W // P, H // P)
+        first = (F // T, T) if frames_by == "tT" else (T, F // T)
+        x = frames.reshape(*first, C, gh // m, m, P, gw // m, m, P)
         x = x.permute(*[axes[a] for a in rows + values])
         return x.reshape(F // T * (H // P) * (W // P), C * T * P * P)
     return mistaken
+
+
+RIGHT_ROWS, RIGHT_VALUES = ["t", "bh", "bw", "mh", "mw"], ["C", "T", "P", "Q"]
 
 
 def _picture_frames(settings):
@@ -303,6 +312,29 @@ DIAGNOSES_241 = [
                "by row (top-left, top-right, bottom-left, bottom-right)",
                "看起来合并块内的图块是按列排的：合并块内要逐行排（左上、右上、左下、右下）"),
               mistake=_patchify_mistake(["t", "bh", "bw", "mw", "mh"], ["C", "T", "P", "Q"]), hint=1),
+    Diagnosis("blocks_column_major", "patchify",
+              ("looks like the merge blocks go column by column (block column before block row): the blocks are in "
+               "raster order, left to right, then down: rows in the order (t, block row, block column, ...)",
+               "看起来合并块是按列排的（块列在块行之前）：合并块按光栅顺序排，先从左到右，再往下：行的顺序是 "
+               "(t, 块行, 块列, ...)"),
+              mistake=_patchify_mistake(["t", "bw", "bh", "mh", "mw"], RIGHT_VALUES), hint=1),
+    Diagnosis("frames_as_T_t", "patchify",
+              ("looks like the frames were split as (T, t): frames.reshape(T, t, ...) puts frames 0 and t in one "
+               "group; a group is T consecutive frames, frames.reshape(t, T, ...)",
+               "看起来帧被拆成了 (T, t)：frames.reshape(T, t, ...) 把第 0 帧和第 t 帧放进同一组；一组是 T 个连续的帧，"
+               "frames.reshape(t, T, ...)"),
+              mistake=_patchify_mistake(RIGHT_ROWS, RIGHT_VALUES, frames_by="Tt"), hint=0),
+    Diagnosis("patch_transposed", "patchify",
+              ("looks like each patch's pixels are transposed (column, then row): inside a patch the values go row by "
+               "row, (C, T, P, P) with the pixel row before the pixel column",
+               "看起来每个图块的像素转置了（先列后行）：图块内的数值要逐行排列，(C, T, P, P) 里像素行在像素列之前"),
+              mistake=_patchify_mistake(RIGHT_ROWS, ["C", "T", "Q", "P"]), hint=1),
+    Diagnosis("grid_swapped", "patchify",
+              ("looks like gh and gw were swapped in the reshape: H holds gh = H // P patch rows and W holds gw = W // P "
+               "columns, frames.reshape(t, T, C, gh // m, m, P, gw // m, m, P); a square image hides it",
+               "看起来 reshape 里 gh 和 gw 互换了：H 方向有 gh = H // P 行图块，W 方向有 gw = W // P 列，"
+               "frames.reshape(t, T, C, gh // m, m, P, gw // m, m, P)；正方形图像看不出来"),
+              mistake=_patchify_mistake(RIGHT_ROWS, RIGHT_VALUES, grid="wh"), hint=0),
 ]
 
 
@@ -503,7 +535,9 @@ EXERCISES = [
                "然后 reshape(t * gh * gw, C * T * P * P)：每个图块一行。")],
              cases_241, DIAGNOSES_241,
              {"241_raster_order.py": "raster_order", "241_frame_before_channel.py": "frame_before_channel",
-              "241_channels_last.py": "channels_last", "241_block_by_columns.py": "block_by_columns"}),
+              "241_channels_last.py": "channels_last", "241_block_by_columns.py": "block_by_columns",
+              "241_blocks_column_major.py": "blocks_column_major", "241_frames_as_T_t.py": "frames_as_T_t",
+              "241_patch_transposed.py": "patch_transposed", "241_grid_swapped.py": "grid_swapped"}),
     Exercise("242", "position_ids", ("The 3D position ids of a prompt with images", "带图像的提示词的三维位置编号"),
              "medium", True, ("position_ids",),
              [("An image's tokens stand on its merged grid (t, h // merge_size, w // merge_size), row-major: the token "
