@@ -144,3 +144,19 @@ def test_every_wrong_file_is_named_only_with_its_own_mistake(judge, tmp_path, ex
     for file, name in judge.BY_ID[ex_id].wrong.items():
         result = _grade_as_learner(judge, ex_id, JUDGE / "wrong" / file, tmp_path / file)
         assert_named_only(judge, ex_id, file, name, result, tmp_path)
+
+
+def test_a_failing_case_shows_the_values_of_small_inputs(judge, tmp_path):
+    """'input: int, int, int, int, int' did not let a learner repeat the call: numbers, short lists and
+    small tensors show their values; a large tensor its shape and dtype."""
+    import torch
+
+    from practice._judge.compare import describe_input
+    result = _grade_as_learner(judge, "240", JUDGE / "wrong" / "240_round_half_up.py", tmp_path)
+    failed = next(c for c in result["cases"] if not c["ok"])
+    assert failed["detail"]["inputs"] == ["336", "448", "32", "65536", "16777216"], failed["detail"]
+    result = _grade_as_learner(judge, "242", JUDGE / "wrong" / "242_runs_as_images.py", tmp_path / "242")
+    inputs = next(c for c in result["cases"] if not c["ok"])["detail"]["inputs"]
+    assert inputs[1] == "[2, 3] int64 [[1, 4, 4], [1, 2, 6]]" and inputs[0].startswith("[12] int64 [")
+    assert describe_input(torch.zeros(64, 100)) == "[64, 100] float32"
+    assert describe_input([5, 5, 1]) == "[5, 5, 1]" and describe_input(torch.tensor(0.5)) == "[] float32 0.5"
