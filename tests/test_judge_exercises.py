@@ -15,6 +15,7 @@ JUDGE = ROOT / "practice" / "_judge"
 # (exercise, wrong/ file, the mistake it must be named with). Marked "passed" in the comment: the
 # solution was graded as passing; the others failed with only "values differ" or a wrong name.
 WRONG = [
+    ("204", "204_gated_eps_outside.py", "gated_eps_outside"),          # passed the model's-eps fp32 case
     ("240", "240_round_half_up.py", "round_half_up"),                  # passed: no exact half in the cases
     ("240", "240_bound_inclusive.py", "bound_inclusive"),              # passed: no size on a bound
     ("240", "240_inverse_beta.py", "inverse_beta"),                    # passed: no square image over max_pixels
@@ -160,3 +161,12 @@ def test_a_failing_case_shows_the_values_of_small_inputs(judge, tmp_path):
     assert inputs[1] == "[2, 3] int64 [[1, 4, 4], [1, 2, 6]]" and inputs[0].startswith("[12] int64 [")
     assert describe_input(torch.zeros(64, 100)) == "[64, 100] float32"
     assert describe_input([5, 5, 1]) == "[5, 5, 1]" and describe_input(torch.tensor(0.5)) == "[] float32 0.5"
+
+
+def test_204_statement_says_what_the_bf16_check_does(judge):
+    """'compared bit for bit (99% identical, the rest within one step)': bit for bit it is not."""
+    from practice._judge.exercises import DEFAULT_TOL
+    statement = judge.BY_ID["204"].starter.read_text(encoding="utf-8").split('"""')[1]
+    assert "compared bit for\nbit" not in statement and "逐位比较（" not in statement
+    assert "within one\nbf16/fp16 step" in statement and "at least 99% of them bit for bit equal" in statement
+    assert DEFAULT_TOL["bfloat16"].ulps == 1 and DEFAULT_TOL["bfloat16"].exact_share == 0.99
