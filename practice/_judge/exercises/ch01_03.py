@@ -113,6 +113,13 @@ DIAGNOSES_202 = [
               ("looks like you counted tensors, not parameters: add the product of each shape",
                "看起来你数的是张量个数，而不是参数量：要加上每个形状各维的乘积"),
               mistake=lambda h, t: count_by_layer_type(h, t, count=1)),
+    Diagnosis("counts_visual", "count_parameters",
+              ("looks like the vision tower's model.visual.* tensors were counted: only model.language_model.* and "
+               "lm_head.* are the language model (name.startswith(('model.language_model.', 'lm_head.')))",
+               "看起来把视觉塔的 model.visual.* 张量也算进去了：只有 model.language_model.* 和 lm_head.* 属于语言模型"
+               "（name.startswith(('model.language_model.', 'lm_head.'))）"),
+              mistake=lambda h, t: count_by_layer_type(h, t, prefixes=("model.language_model.", "lm_head.",
+                                                                        "model.visual."))),
 ]
 
 
@@ -154,6 +161,12 @@ DIAGNOSES_203 = [
               ("looks like the product was computed in bf16: upcast h and E to fp32 first, and return fp32",
                "看起来乘积是在 bf16 中算的：先把 h 和 E 转成 fp32，并返回 fp32"),
               test=lambda case, got: _is_tensor(got) and str(got.dtype) == "torch.bfloat16"),
+    Diagnosis("bf16_product", "tied_logits",
+              ("looks like the product was computed in bf16 and then converted to fp32 ((h.bfloat16() @ E.T).float()): "
+               "the dtype is right but the scores were rounded to bf16 first; upcast h and E before the product",
+               "看起来乘积是在 bf16 中算的，之后才转成 fp32（(h.bfloat16() @ E.T).float()）：类型对了，但分数先被舍入到了 "
+               "bf16；要在乘之前把 h 和 E 转成 fp32"),
+              mistake=lambda h, E: (h.to(E.dtype) @ E.T).float(), tol=Tol(1e-6, 1e-6)),
 ]
 
 
@@ -534,7 +547,8 @@ EXERCISES = [
                "go to 'outside_layers'.",
                "只统计语言模型：跳过 model.visual.* 和 mtp.*；嵌入表和最后的归一化算在 'outside_layers'。")],
              cases_202, DIAGNOSES_202,
-             {"202_counts_mtp.py": "counts_mtp", "202_counts_tensors.py": "counts_tensors"}),
+             {"202_counts_mtp.py": "counts_mtp", "202_counts_tensors.py": "counts_tensors",
+              "202_counts_visual.py": "counts_visual"}),
     Exercise("203", "embedding_logits", ("Embedding lookup and tied logits", "嵌入查表与共享输出层的 logits"),
              "easy", True, ("embed", "tied_logits"),
              [("An embedding lookup is indexing: E[ids] picks one row per id, for any shape of ids.",
@@ -543,7 +557,8 @@ EXERCISES = [
                "共享输出层的 logits 是与每一行的点积：h @ E.T，形状 (..., vocab)。"),
               ("Upcast both to fp32 before the product, and return fp32 scores.", "相乘之前把两者都转成 fp32，返回 fp32 的分数。")],
              cases_203, DIAGNOSES_203,
-             {"203_bf16_logits.py": "bf16_logits", "203_float_rows.py": "float_rows"}),
+             {"203_bf16_logits.py": "bf16_logits", "203_float_rows.py": "float_rows",
+              "203_bf16_product.py": "bf16_product"}),
     Exercise("204", "rmsnorm", ("Zero-centred RMSNorm and gated RMSNorm", "零中心的 RMSNorm 与带门的 RMSNorm"),
              "easy", True, ("rms_norm", "gated_rms_norm"),
              [("RMSNorm divides each vector by sqrt(mean(x^2) + eps) along the last dimension.",
