@@ -329,6 +329,15 @@ def _top_p_mistake(kind):
             if logits.dim() < 3:
                 return top_p_expected(logits, p)                    # the same as the last dimension: never named
             return top_p_expected(logits.transpose(1, -1), p).transpose(1, -1)
+        if kind == "ascending":                                     # sorted least likely first
+            ordered, order = logits.sort(-1, descending=False)
+            probs = ordered.softmax(-1)
+            ordered = ordered.masked_fill(probs.cumsum(-1) - probs >= p, float("-inf"))
+            return torch.empty_like(logits).scatter_(-1, order, ordered)
+        if kind == "keeps_ties":                                    # every logit >= the smallest kept one
+            right = top_p_expected(logits, p)
+            cut = right.masked_fill(right == float("-inf"), float("inf")).amin(-1, keepdim=True)
+            return logits.masked_fill(logits < cut, float("-inf"))
         ordered, order = logits.sort(-1, descending=True)
         probs = ordered.softmax(-1)
         if kind == "sorted_output":
@@ -524,6 +533,17 @@ DIAGNOSES_232 = [
                "看起来多保留了一个词元：集合的质量一达到 p 就完整了，所以只有它之前的质量小于 p 时才保留一个词元"
                "（正好等于 p 时，这个词元要丢掉）"),
               test=_count_off_by(1)),
+    Diagnosis("ascending", "top_p_filter",
+              ("looks like the logits were sorted ascending (the least likely first): the kept set is the most likely "
+               "tokens, so sort with descending=True before the cumulative sum",
+               "看起来 logits 是升序排序的（最不可能的在前）：保留的是最可能的那些词元，所以累加之前要用 descending=True 排序"),
+              mistake=_top_p_mistake("ascending")),
+    Diagnosis("keeps_ties", "top_p_filter",
+              ("looks like every logit at least as large as the cut's was kept (a threshold): at a tie only as many "
+               "tied tokens are kept as the mass needs; mask by position in the sorted order, not by value",
+               "看起来保留了所有不小于切分处那个 logit 的值（用了阈值）：出现并列时，只保留质量所需的那么多个并列词元；"
+               "要按排序后的位置来遮，而不是按数值"),
+              mistake=_top_p_mistake("keeps_ties")),
 ]
 
 
@@ -573,6 +593,7 @@ EXERCISES = [
              cases_232, DIAGNOSES_232,
              {"232_drops_crossing.py": "drops_crossing", "232_unsorted.py": "unsorted",
               "232_sorted_output.py": "sorted_output", "232_dim_1.py": "dim_1", "232_probabilities.py": "probabilities",
-              "232_one_too_many.py": "one_too_many", "232_keeps_mass_equal_p.py": "one_too_many"},
+              "232_one_too_many.py": "one_too_many", "232_keeps_mass_equal_p.py": "one_too_many",
+              "232_ascending.py": "ascending", "232_keeps_ties.py": "keeps_ties"},
              may_modify_inputs=True),
 ]
