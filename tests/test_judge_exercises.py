@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from conftest import ROOT
+from test_web import web  # noqa: F401 - the served page, a fixture
 
 JUDGE = ROOT / "practice" / "_judge"
 
@@ -193,3 +194,16 @@ def test_204_statement_says_what_the_bf16_check_does(judge):
         assert "bit for bit (99%" not in flat and "逐位比较（" not in flat, ex_id
         assert "at least 99% of them bit for bit equal" in flat and "step" in flat, ex_id
     assert DEFAULT_TOL["bfloat16"].ulps == 1 and DEFAULT_TOL["bfloat16"].exact_share == 0.99
+
+
+def test_the_page_shows_no_tiny_checkpoint_note_for_240(web, judge):
+    """The page's run reply carries the same choice as the terminal: 240 reads nothing of the checkpoint."""
+    from test_web import ask, learner
+    seen = {}
+    for ex_id, ref in (("240", "s240.py"), ("241", "s241.py")):
+        ask(web, "GET", f"/api/exercise/{ex_id}")                       # creates the learner's file
+        learner(judge, ex_id).write_text((JUDGE / "solutions" / ref).read_text(encoding="utf-8"), encoding="utf-8")
+        status, report = ask(web, "POST", f"/api/exercise/{ex_id}/run")
+        assert status == 200 and report["status"] == "pass", report
+        seen[ex_id] = report["tiny"]
+    assert seen == {"240": False, "241": True}, seen
