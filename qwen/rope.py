@@ -29,7 +29,8 @@ whichever stream a pair reads, its angle is position * f_i: plain 1-D RoPE is th
 of equal streams, and a text-only prompt takes that shorter road (RotaryEmbedding on 1-D
 positions), with the same numbers.
 
-After an image, the text goes on at the image's largest position + 1, not at its token count:
+After an image, the text goes on at p + max(h, w) / merge (its largest row or column + 1; its
+time positions are not counted, as in transformers' get_rope_index), not at its token count:
 a 448 x 448 image is 14 x 14 = 196 tokens but spans only 14 positions. So from there on a
 token's position is its index plus a constant, the "rope delta" (here 14 - 196 = -182), which
 decoding adds to every later position (qwen/generate.py Cache.delta).
@@ -144,7 +145,7 @@ def rope_index(ids, grid_thw, cfg, start=0):
 
     Text: three equal positions, one more per token. An image at position p: time p + (0 .. t-1),
     row p + (0 .. h/merge - 1), column p + (0 .. w/merge - 1), its tokens in row-major order; the
-    text after it continues at p + max(h, w) / merge (the largest position + 1). The image token
+    text after it continues at p + max(h, w) / merge (whatever t is). The image token
     id and the merge size come from the config (cfg.image_tokens()).
     """
     ids = torch.as_tensor(ids)

@@ -120,7 +120,7 @@ def test_failure_report_gives_numbers_once_and_one_line_per_failing_case(judge, 
     code, out, _ = main(judge, capsys, "204", "--file", ROOT / "practice/_judge/wrong/204_no_one_plus.py",
                         "--model", tiny_path)
     assert code == 1
-    for part in ("input: [2, 3, 16] float32, [16] bfloat16, float", "expected [2, 3, 16] float32, got [2, 3, 16] float32",
+    for part in ("input: [2, 3, 16] float32, [16] bfloat16, 1e-06", "expected [2, 3, 16] float32, got [2, 3, 16] float32",
                  "max |difference|", "of values within tolerance (atol=1e-05, rtol=1e-05)",
                  "first mismatch at index [0, 0, 0]: expected", "→ looks like the `1 +` is missing"):
         assert part in out, part

@@ -33,7 +33,7 @@ def test_check_outside_jupyter_prints_text_and_records_progress(tmp_path, monkey
     assert graded.status == "fail" and "the `1 +` is missing" in out and "<" not in out.splitlines()[0]
     exec(compile(RIGHT, "<cell-2>", "exec"), space)
     graded = check(204, gated_rms_norm=space["gated_rms_norm"], rms_norm=space["rms_norm"], tiny=True)
-    assert graded.passed and "passed all 14 cases" in capsys.readouterr().out
+    assert graded.passed and "passed all 15 cases" in capsys.readouterr().out
     assert json.loads((tmp_path / "progress.json").read_text(encoding="utf-8"))["204"]["passed"] is True
 
 
@@ -61,7 +61,7 @@ def test_a_notebook_fails_then_passes_204(tmp_path, tiny_path):
         return "".join(o.get("data", {}).get("text/html", "") for o in cell.outputs)
     failed, passed = html(nb.cells[1]), html(nb.cells[2])
     assert "data-status='fail'" in failed and "looks like the `1 +` is missing" in failed
-    assert "data-status='pass'" in passed and "passed all 14 cases" in passed
+    assert "data-status='pass'" in passed and "passed all 15 cases" in passed
     assert not any(o.get("output_type") == "error" for c in nb.cells for o in c.outputs)
     saved = json.loads((tmp_path / "progress.json").read_text(encoding="utf-8"))
     assert saved["204"]["passed"] is True

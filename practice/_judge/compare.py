@@ -36,6 +36,26 @@ def describe(t):
     return type(t).__name__
 
 
+def describe_input(a, limit=80):
+    """An input as a failing case's details show it: the values of small ones (numbers, short lists
+    and tuples of numbers, tensors of up to 12 values), so the call can be repeated; else its shape
+    and dtype, or its type (a tensor's values only where they fit in about a line)."""
+    if a is None or type(a) in (bool, int, float):
+        return repr(a)
+    if isinstance(a, str):
+        return repr(a) if len(repr(a)) <= limit else f"str of {len(a)} characters"
+    if type(a) in (list, tuple) and all(v is None or type(v) in (bool, int, float) for v in a):
+        r = repr(a)
+        return r if len(r) <= limit else f"{type(a).__name__} of {len(a)}: {r[:limit - 20]}...]"
+    if isinstance(a, torch.Tensor) and a.numel() <= 12 and not a.is_complex():
+        values = [float(f"{v:.4g}") if isinstance(v, float) else v for v in a.flatten().tolist()]
+        shaped = torch.tensor(values, dtype=torch.float64 if a.is_floating_point() else torch.int64).reshape(a.shape)
+        text = repr(shaped.tolist()) if a.dim() else repr(values[0])
+        if len(text) <= 2 * limit:
+            return f"{describe(a)} {text}"
+    return describe(a)
+
+
 def dtype_name(dtype):
     return str(dtype).replace("torch.", "")
 

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from practice._judge import portable, sandbox, wire
-from practice._judge.compare import Mismatch, Raised, check_tensor, check_value, close, describe
+from practice._judge.compare import Mismatch, Raised, check_tensor, check_value, close, describe_input
 from practice._judge.exercises import Context, text
 from practice._judge.files import read_regular
 from qwen.lang import T, get_lang
@@ -224,7 +224,7 @@ def _rebase(value, offset):
 def _judge_case(ex, case, got, index, stopped, explain_all):
     entry = {"function": case.function, "name": text(case.name), "ok": False, "todo": False, "message": "",
              "diagnosis": None, "about": text(case.about) if case.about else None,
-             "detail": {"inputs": [describe(a) for a in case.args]}}
+             "detail": {"inputs": [describe_input(a) for a in case.args]}}
     if got is None:
         entry["message"] = stopped[1] if stopped else T("no result came back", "没有收到结果")
         entry["stopped"] = True

@@ -397,7 +397,7 @@ class App:
                   "message": c["message"], "mistake": (c.get("diagnosis") or {}).get("says"),
                   "detail": c.get("detail") or {}} for c in result["cases"]]
         return {"status": result["status"], "error": result["error"], "lines": report_lines(ex, result, True),
-                "cases": cases, "digest": self.judge.digest(file), "tiny": "tiny" in str(model),
+                "cases": cases, "digest": self.judge.digest(file), "tiny": "tiny" in str(model) and ex.uses_model,
                 "passed": bool(progress.load().get(ex.id, {}).get("passed"))}
 
     def hint(self, ex):

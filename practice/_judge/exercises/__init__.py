@@ -124,6 +124,8 @@ class Exercise:
                                        # TAUGHT_IN {id: chapter}, else its first chapter (ch10_11: 10)
     may_modify_inputs: bool = False    # True: the statement allows changing an input in place (the judge
                                        # keeps its own copy); False: it says "Do not modify the inputs"
+    uses_model: bool = True            # False: the cases read nothing of the checkpoint (a pure function of
+                                       # numbers), so no "graded on the tiny checkpoint" note goes with them
 
     @property
     def filename(self):

@@ -113,6 +113,13 @@ DIAGNOSES_202 = [
               ("looks like you counted tensors, not parameters: add the product of each shape",
                "看起来你数的是张量个数，而不是参数量：要加上每个形状各维的乘积"),
               mistake=lambda h, t: count_by_layer_type(h, t, count=1)),
+    Diagnosis("counts_visual", "count_parameters",
+              ("looks like the vision tower's model.visual.* tensors were counted: only model.language_model.* and "
+               "lm_head.* are the language model (name.startswith(('model.language_model.', 'lm_head.')))",
+               "看起来把视觉塔的 model.visual.* 张量也算进去了：只有 model.language_model.* 和 lm_head.* 属于语言模型"
+               "（name.startswith(('model.language_model.', 'lm_head.'))）"),
+              mistake=lambda h, t: count_by_layer_type(h, t, prefixes=("model.language_model.", "lm_head.",
+                                                                        "model.visual."))),
 ]
 
 
@@ -154,6 +161,12 @@ DIAGNOSES_203 = [
               ("looks like the product was computed in bf16: upcast h and E to fp32 first, and return fp32",
                "看起来乘积是在 bf16 中算的：先把 h 和 E 转成 fp32，并返回 fp32"),
               test=lambda case, got: _is_tensor(got) and str(got.dtype) == "torch.bfloat16"),
+    Diagnosis("bf16_product", "tied_logits",
+              ("looks like the product was computed in bf16 and then converted to fp32 ((h.bfloat16() @ E.T).float()): "
+               "the dtype is right but the scores were rounded to bf16 first; upcast h and E before the product",
+               "看起来乘积是在 bf16 中算的，之后才转成 fp32（(h.bfloat16() @ E.T).float()）：类型对了，但分数先被舍入到了 "
+               "bf16；要在乘之前把 h 和 E 转成 fp32"),
+              mistake=lambda h, E: (h.to(E.dtype) @ E.T).float(), tol=Tol(1e-6, 1e-6)),
 ]
 
 
@@ -201,6 +214,7 @@ def cases_204(ctx):
     gate = torch.randn(4, DV, generator=g) * 3
     hx_b, gate_b = (torch.randn(2, 3, DV, generator=g)).bfloat16(), (torch.randn(2, 3, DV, generator=g) * 2).bfloat16()
     small_h = torch.randn(3, DV, generator=g) * 1e-3
+    tiny_h = torch.randn(3, DV, generator=g) * 1e-4               # eps is not negligible here
     ramp = torch.tensor([[-6.0], [0.0], [6.0]]).expand(3, DV)    # a stride-0 (expanded) gate
     L = ctx.label
     norm = ("x / sqrt(mean(x^2) + eps) along the last dimension, times (1 + weight)",
@@ -243,6 +257,11 @@ def cases_204(ctx):
         Case("gated_rms_norm", ("gate = -6, 0, +6", "门 = -6、0、+6"), (hx[:3], ramp, gw, eps), gated(hx[:3], ramp).detach(),
              about=("silu(0) = 0 zeroes a row; silu(-6) is small, silu(6) is about 6",
                     "silu(0) = 0 会把一行变成 0；silu(-6) 很小，silu(6) 约为 6")),
+        Case("gated_rms_norm", ("tiny magnitudes (1e-4), the model's eps: eps inside the root",
+                                "很小的数值（1e-4），模型的 eps：eps 在根号里"),
+             (tiny_h, gate[:3], gw, eps), gated(tiny_h, gate[:3]).detach(),
+             about=("here mean(x^2) is about 1e-8, so where eps goes changes the answer: sqrt(mean(x^2) + eps)",
+                    "这里 mean(x^2) 约为 1e-8，eps 放在哪里会改变结果：sqrt(mean(x^2) + eps)")),
         Case("gated_rms_norm", ("eps = 1e-3 given explicitly (use the argument)", "显式给出 eps = 1e-3（要用这个参数）"),
              (small_h, gate[:3], gw, 1e-3), gated_eps(small_h, gate[:3]).detach(),
              about=("the eps argument must be used, not a constant", "必须使用 eps 参数，而不是一个常数")),
@@ -350,6 +369,12 @@ DIAGNOSES_204 = [
               ("looks like the gate was applied before the norm: normalize x first, then multiply by weight and silu(gate)",
                "看起来门在归一化之前就乘上了：先归一化 x，再乘 weight 和 silu(gate)"),
               mistake=_gated_mistake(lambda h, s, w, eps, g: (h * s) * _torch().rsqrt(rms(h * s) + eps) * w.float())),
+    Diagnosis("gated_eps_outside", "gated_rms_norm",
+              ("looks like eps was added outside the root, sqrt(mean(x^2)) + eps: it goes inside, sqrt(mean(x^2) + eps), "
+               "in the gated norm as in rms_norm",
+               "看起来 eps 加在了根号外面，sqrt(mean(x^2)) + eps：它应当在根号里，sqrt(mean(x^2) + eps)，带门的归一化"
+               "和 rms_norm 一样"),
+              mistake=_gated_mistake(lambda h, s, w, eps, g: h / (rms(h).sqrt() + eps) * w.float() * s)),
     Diagnosis("gated_one_plus", "gated_rms_norm",
               ("looks like you used 1 + weight: the gated norm's weight is a plain scale (multiply by weight)",
                "看起来你用了 1 + weight：带门的归一化的权重是普通的缩放（直接乘 weight）"),
@@ -525,7 +550,8 @@ EXERCISES = [
                "go to 'outside_layers'.",
                "只统计语言模型：跳过 model.visual.* 和 mtp.*；嵌入表和最后的归一化算在 'outside_layers'。")],
              cases_202, DIAGNOSES_202,
-             {"202_counts_mtp.py": "counts_mtp", "202_counts_tensors.py": "counts_tensors"}),
+             {"202_counts_mtp.py": "counts_mtp", "202_counts_tensors.py": "counts_tensors",
+              "202_counts_visual.py": "counts_visual"}),
     Exercise("203", "embedding_logits", ("Embedding lookup and tied logits", "嵌入查表与共享输出层的 logits"),
              "easy", True, ("embed", "tied_logits"),
              [("An embedding lookup is indexing: E[ids] picks one row per id, for any shape of ids.",
@@ -534,7 +560,8 @@ EXERCISES = [
                "共享输出层的 logits 是与每一行的点积：h @ E.T，形状 (..., vocab)。"),
               ("Upcast both to fp32 before the product, and return fp32 scores.", "相乘之前把两者都转成 fp32，返回 fp32 的分数。")],
              cases_203, DIAGNOSES_203,
-             {"203_bf16_logits.py": "bf16_logits", "203_float_rows.py": "float_rows"}),
+             {"203_bf16_logits.py": "bf16_logits", "203_float_rows.py": "float_rows",
+              "203_bf16_product.py": "bf16_product"}),
     Exercise("204", "rmsnorm", ("Zero-centred RMSNorm and gated RMSNorm", "零中心的 RMSNorm 与带门的 RMSNorm"),
              "easy", True, ("rms_norm", "gated_rms_norm"),
              [("RMSNorm divides each vector by sqrt(mean(x^2) + eps) along the last dimension.",
@@ -549,7 +576,7 @@ EXERCISES = [
               "204_eps_outside.py": "eps_outside", "204_no_cast_back.py": "no_cast_back", "204_wrong_dim.py": "wrong_dim",
               "204_centred.py": "centred", "204_std.py": "std", "204_unbiased.py": "unbiased",
               "204_sigmoid_gate.py": "sigmoid_gate", "204_gate_before_norm.py": "gate_before_norm",
-              "204_gated_one_plus.py": "gated_one_plus"}),
+              "204_gated_one_plus.py": "gated_one_plus", "204_gated_eps_outside.py": "gated_eps_outside"}),
     Exercise("205", "l2norm", ("l2norm, and where eps goes", "L2 归一化，以及 eps 放在哪里"),
              "easy", True, ("l2norm",),
              [("Divide each vector by its length sqrt(sum(x^2)) along the last dimension.",

@@ -257,6 +257,12 @@ DIAGNOSES_208 = [
               ("looks like GELU was used (that is GeGLU): Qwen3.5's MLP is SwiGLU, silu(z) = z * sigmoid(z)",
                "看起来用了 GELU（那是 GeGLU）：Qwen3.5 的 MLP 是 SwiGLU，silu(z) = z * sigmoid(z)"),
               mistake=_mlp_mistake(lambda z: _torch().nn.functional.gelu(z))),
+    Diagnosis("silu_of_product", "swiglu_mlp",
+              ("looks like silu was applied to the product gate(x) * up(x): only the gate goes through silu, "
+               "silu(gate(x)) * up(x), then down",
+               "看起来 silu 用在了乘积 gate(x) * up(x) 上：只有 gate 经过 silu，silu(gate(x)) * up(x)，然后 down"),
+              mistake=lambda x, wg, wu, wd: (_silu((x.float() @ wg.float().T) * (x.float() @ wu.float().T))
+                                             @ wd.float().T).to(x.dtype)),
 ]
 
 
@@ -450,7 +456,7 @@ EXERCISES = [
                "h = F.silu(gate) * up：silu 用在 gate 投影上，再与 up 投影逐元素相乘。")],
              cases_208, DIAGNOSES_208,
              {"208_silu_on_up.py": "silu_on_up", "208_sigmoid.py": "sigmoid", "208_relu.py": "relu",
-              "208_gelu.py": "gelu"},
+              "208_gelu.py": "gelu", "208_silu_of_product.py": "silu_of_product"},
              may_modify_inputs=True),
     Exercise("209", "gated_attention", ("Causal attention with GQA and the output gate", "带 GQA 和输出门的因果注意力"),
              "medium", True, ("gated_attention",),

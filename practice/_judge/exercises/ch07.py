@@ -107,6 +107,26 @@ def _decay_without_exp(S, k, v, g, beta):
     return S + k[..., None] * (beta[..., None] * (v - (k[..., None] * S).sum(-2)))[..., None, :]
 
 
+def _beta_on_prediction(S, k, v, g, beta):
+    S, k, v, g, beta = (t.double() for t in (S, k, v, g, beta))
+    S = S * g.exp()[..., None, None]
+    error = v - beta[..., None] * (k[..., None] * S).sum(-2)
+    return (S + k[..., None] * error[..., None, :]).float()
+
+
+MISTAKES_220 = {                   # two mistakes that give the same state once the old one is forgotten (g = -30)
+    "no_beta": lambda S, k, v, g, beta: step64(S, k, v, g, _torch().ones_like(beta)),
+    "beta_on_prediction": _beta_on_prediction,
+}
+
+
+def _only_220(name, case, got):
+    """The result is this mistake's, and the other's differs on this case (else neither is named)."""
+    mine = MISTAKES_220[name](*case.args)
+    return _close(mine, got, case.tol) and all(
+        other == name or not _close(m(*case.args), mine, case.tol) for other, m in MISTAKES_220.items())
+
+
 DIAGNOSES_220 = [
     Diagnosis("decay_after_write", "delta_rule_step",
               ("looks like the decay was applied after the write: multiply S by exp(g) first, then read and write",
@@ -121,7 +141,12 @@ DIAGNOSES_220 = [
     Diagnosis("no_beta", "delta_rule_step",
               ("looks like beta is missing: the error written is beta * (v - k^T S)",
                "看起来漏了 beta：写入的误差是 beta * (v - k^T S)"),
-              mistake=lambda S, k, v, g, beta: step64(S, k, v, g, _torch().ones_like(beta))),
+              test=lambda case, got: _only_220("no_beta", case, got)),
+    Diagnosis("beta_on_prediction", "delta_rule_step",
+              ("looks like beta multiplied the prediction, v - beta * k^T S: it multiplies the whole error, "
+               "beta * (v - k^T S), how much of the correction is written",
+               "看起来 beta 乘在了预测上，v - beta * k^T S：它乘的是整个误差 beta * (v - k^T S)，即写入多少修正"),
+              test=lambda case, got: _only_220("beta_on_prediction", case, got), hint=2),
     Diagnosis("no_delta", "delta_rule_step",
               ("looks like plain linear attention: you added k (beta v)^T; the delta rule writes the error v - k^T S",
                "看起来是普通的线性注意力：你加的是 k (beta v)^T；delta 规则写入的是误差 v - k^T S"),
@@ -311,6 +336,16 @@ def _bf16_softplus(case, got):
     return _close(mistake, got, Tol(1e-7, 1e-6))
 
 
+def _bf16_add(case, got):
+    """a + dt_bias in the inputs' own dtype (below fp32), the softplus in fp32: on fp32 inputs that is right."""
+    torch = _torch()
+    a, A_log, dt_bias = case.args
+    if torch.promote_types(a.dtype, dt_bias.dtype) == torch.float32:
+        return False
+    mistake = -A_log.float().exp() * torch.nn.functional.softplus((a + dt_bias).float())
+    return _close(mistake, got, Tol(1e-7, 1e-6)) and not _bf16_softplus(case, got)
+
+
 def _dt_bias_outside(a, A_log, dt_bias):
     torch = _torch()
     x = a.double()
@@ -351,6 +386,12 @@ DIAGNOSES_222 = [
               ("looks like a + dt_bias and softplus were computed in bf16: upcast a and dt_bias to fp32 first",
                "看起来 a + dt_bias 和 softplus 是在 bf16 中算的：先把 a 和 dt_bias 升到 fp32"),
               test=_bf16_softplus),
+    Diagnosis("bf16_add", "log_decay",
+              ("looks like a + dt_bias was added in bf16 and only then upcast ((a + dt_bias).float()): the sum is "
+               "rounded to bf16 first; upcast a and dt_bias before adding, a.float() + dt_bias.float()",
+               "看起来 a + dt_bias 是在 bf16 中相加、之后才升到 fp32 的（(a + dt_bias).float()）：和先被舍入到了 bf16；"
+               "要在相加之前升精度，a.float() + dt_bias.float()"),
+              test=_bf16_add),
 ]
 
 
@@ -371,7 +412,8 @@ EXERCISES = [
              cases_220, DIAGNOSES_220,
              {"220_decay_after_write.py": "decay_after_write", "220_read_before_decay.py": "read_before_decay",
               "220_decay_without_exp.py": "decay_without_exp", "220_no_beta.py": "no_beta",
-              "220_no_delta.py": "no_delta", "220_read_transposed.py": "read_transposed"}),
+              "220_no_delta.py": "no_delta", "220_read_transposed.py": "read_transposed",
+              "220_beta_on_prediction.py": "beta_on_prediction"}),
     Exercise("221", "causal_conv", ("The causal depthwise convolution", "因果逐通道卷积"),
              "medium", True, ("causal_conv1d",),
              [("Each channel has its own kernel weight[c]; channels never mix.", "每个通道有自己的卷积核 weight[c]；通道之间不混合。"),
@@ -394,5 +436,6 @@ EXERCISES = [
              cases_222, DIAGNOSES_222,
              {"222_no_minus.py": "no_minus", "222_no_dt_bias.py": "no_dt_bias", "222_no_exp.py": "no_exp",
               "222_bf16_softplus.py": "bf16_softplus", "222_naive_softplus.py": "naive_softplus",
-              "222_returns_factor.py": "returns_factor", "222_dt_bias_outside.py": "dt_bias_outside"}),
+              "222_returns_factor.py": "returns_factor", "222_dt_bias_outside.py": "dt_bias_outside",
+              "222_bf16_add.py": "bf16_add"}),
 ]

@@ -177,17 +177,18 @@ def _step_mistake(kind):
             k, v = torch.cat((k_new, k_cache), 2), torch.cat((v_new, v_cache), 2)
         else:
             k, v = torch.cat((k_cache, k_new), 2), torch.cat((v_cache, v_new), 2)
-        keys, values = (k_cache, v_cache) if kind == "past_only" else (k, v)
+        keys, values = (k_cache, v_cache) if kind == "past_only" else (k_new, v_new) if kind == "new_only" else (k, v)
         group = H // k.shape[1]
         if kind == "kv_order":                                       # query head h reads kv head h % kv_heads
             kk, vv = keys.repeat(1, group, 1, 1), values.repeat(1, group, 1, 1)
         else:
             kk, vv = keys.repeat_interleave(group, 1), values.repeat_interleave(group, 1)
-        scale = 1.0 if kind == "no_scale" else 1.0 / math.sqrt(D)
+        scale = 1.0 if kind == "no_scale" else 1.0 / D if kind == "scale_head_dim" else 1.0 / math.sqrt(D)
         scores = q.double() @ kk.double().transpose(-1, -2) * scale                 # (B, H, 1, S)
         if kind == "mask_not_offset":                                                # triu(1) of a (1, S) mask
             scores = scores.masked_fill(torch.ones(1, keys.shape[2], dtype=torch.bool).triu(1), float("-inf"))
-        out = (scores.softmax(-1) @ vv.double()).transpose(1, 2).reshape(B, H * D)
+        weights = scores.softmax(-2) if kind == "softmax_queries" else scores.softmax(-1)   # -2: one query, all 1
+        out = (weights @ vv.double()).transpose(1, 2).reshape(B, H * D)
         token = (out @ out_weight.double().T).argmax(-1)
         return (token, k_cache, v_cache) if kind == "cache_not_grown" else (token, k, v)
     return mistake
@@ -233,7 +234,8 @@ def cases_231(ctx):
     ]
 
 
-STEP_MISTAKES = ("mask_not_offset", "past_only", "cache_not_grown", "no_scale", "kv_order", "prepended")
+STEP_MISTAKES = ("mask_not_offset", "past_only", "cache_not_grown", "no_scale", "kv_order", "prepended", "new_only",
+                 "scale_head_dim", "softmax_queries")
 
 
 def _step_signature(kind):
@@ -291,6 +293,22 @@ DIAGNOSES_231 = [
                "看起来新的键和值被放在了缓存的前面：你的 token 是对的，但缓存要按词元的顺序保存，所以要接在最后，"
                "torch.cat((k_cache, k_new), dim=2)"),
               test=_step_signature("prepended")),
+    Diagnosis("new_only", "greedy_step",
+              ("looks like the query attended the new token only: its own key is one of past + 1; attend over the "
+               "cached keys and the new one together, torch.cat((k_cache, k_new), dim=2)",
+               "看起来查询只关注了新词元：它自己的键只是 past + 1 个中的一个；要同时关注缓存的键和新的键，"
+               "torch.cat((k_cache, k_new), dim=2)"),
+              test=_step_signature("new_only")),
+    Diagnosis("scale_head_dim", "greedy_step",
+              ("looks like the scores were divided by head_dim: the scale is 1 / sqrt(head_dim)",
+               "看起来分数除以的是 head_dim：缩放是 1 / sqrt(head_dim)"),
+              test=_step_signature("scale_head_dim")),
+    Diagnosis("softmax_queries", "greedy_step",
+              ("looks like the softmax ran over the query axis (dim=-2): with one query every weight is 1; the "
+               "weights are over the keys, softmax(..., dim=-1)",
+               "看起来 softmax 是沿查询的维度算的（dim=-2）：只有一个查询时每个权重都是 1；权重是对键而言的，"
+               "softmax(..., dim=-1)"),
+              test=_step_signature("softmax_queries")),
 ]
 
 
@@ -311,6 +329,15 @@ def _top_p_mistake(kind):
             if logits.dim() < 3:
                 return top_p_expected(logits, p)                    # the same as the last dimension: never named
             return top_p_expected(logits.transpose(1, -1), p).transpose(1, -1)
+        if kind == "ascending":                                     # sorted least likely first
+            ordered, order = logits.sort(-1, descending=False)
+            probs = ordered.softmax(-1)
+            ordered = ordered.masked_fill(probs.cumsum(-1) - probs >= p, float("-inf"))
+            return torch.empty_like(logits).scatter_(-1, order, ordered)
+        if kind == "keeps_ties":                                    # every logit >= the smallest kept one
+            right = top_p_expected(logits, p)
+            cut = right.masked_fill(right == float("-inf"), float("inf")).amin(-1, keepdim=True)
+            return logits.masked_fill(logits < cut, float("-inf"))
         ordered, order = logits.sort(-1, descending=True)
         probs = ordered.softmax(-1)
         if kind == "sorted_output":
@@ -506,6 +533,17 @@ DIAGNOSES_232 = [
                "看起来多保留了一个词元：集合的质量一达到 p 就完整了，所以只有它之前的质量小于 p 时才保留一个词元"
                "（正好等于 p 时，这个词元要丢掉）"),
               test=_count_off_by(1)),
+    Diagnosis("ascending", "top_p_filter",
+              ("looks like the logits were sorted ascending (the least likely first): the kept set is the most likely "
+               "tokens, so sort with descending=True before the cumulative sum",
+               "看起来 logits 是升序排序的（最不可能的在前）：保留的是最可能的那些词元，所以累加之前要用 descending=True 排序"),
+              mistake=_top_p_mistake("ascending")),
+    Diagnosis("keeps_ties", "top_p_filter",
+              ("looks like every logit at least as large as the cut's was kept (a threshold): at a tie only as many "
+               "tied tokens are kept as the mass needs; mask by position in the sorted order, not by value",
+               "看起来保留了所有不小于切分处那个 logit 的值（用了阈值）：出现并列时，只保留质量所需的那么多个并列词元；"
+               "要按排序后的位置来遮，而不是按数值"),
+              mistake=_top_p_mistake("keeps_ties")),
 ]
 
 
@@ -545,7 +583,8 @@ EXERCISES = [
              cases_231, DIAGNOSES_231,
              {"231_mask_not_offset.py": "mask_not_offset", "231_past_only.py": "past_only",
               "231_cache_not_grown.py": "cache_not_grown", "231_no_scale.py": "no_scale",
-              "231_kv_order.py": "kv_order", "231_prepended.py": "prepended"},
+              "231_kv_order.py": "kv_order", "231_prepended.py": "prepended", "231_new_only.py": "new_only",
+              "231_scale_head_dim.py": "scale_head_dim", "231_softmax_queries.py": "softmax_queries"},
              may_modify_inputs=True),
     Exercise("232", "top_p", ("Top-p (nucleus) filtering", "top-p（核）过滤"), "easy", True, ("top_p_filter",),
              [("Sort the logits descending (logits.sort(-1, descending=True)) and take the softmax of the sorted ones.",
@@ -557,6 +596,7 @@ EXERCISES = [
              cases_232, DIAGNOSES_232,
              {"232_drops_crossing.py": "drops_crossing", "232_unsorted.py": "unsorted",
               "232_sorted_output.py": "sorted_output", "232_dim_1.py": "dim_1", "232_probabilities.py": "probabilities",
-              "232_one_too_many.py": "one_too_many", "232_keeps_mass_equal_p.py": "one_too_many"},
+              "232_one_too_many.py": "one_too_many", "232_keeps_mass_equal_p.py": "one_too_many",
+              "232_ascending.py": "ascending", "232_keeps_ties.py": "keeps_ties"},
              may_modify_inputs=True),
 ]

@@ -18,21 +18,45 @@ def accept_expected(drafts, logits):
     return accepted(list(drafts), logits.argmax(-1).tolist())
 
 
+def _leading(pairs):
+    """How many of the pairs agree from the first one on (the run stops at the first that does not)."""
+    n = 0
+    for a, b in pairs:
+        if a != b:
+            break
+        n += 1
+    return n
+
+
 def _accept_mistake(kind):
+    """accept_drafts with one rule changed (the name of each is its diagnosis's)."""
     def mistake(drafts, logits):
-        choices = logits.argmax(-1).tolist()
-        a = 0
+        c = logits.argmax(-1).tolist()
+        d, k = list(drafts), len(drafts)
+        a = _leading(zip(d, c))
         if kind == "first_agreement":                             # runs while they DISagree
-            while a < len(drafts) and drafts[a] != choices[a]:
+            a = 0
+            while a < k and d[a] != c[a]:
                 a += 1
-        else:
-            while a < len(drafts) and drafts[a] == choices[a]:
-                a += 1
+            return a, c[a]
         if kind == "off_by_one":                                  # the model's own token counted as accepted
-            return a + 1, choices[a]
-        if kind == "next_from_draft" and a < len(drafts):         # the rejected draft taken as the next token
-            return a, drafts[a]
-        return a, choices[a]
+            return a + 1, c[a]
+        if kind == "next_from_draft" and a < k:                   # the rejected draft taken as the next token
+            return a, d[a]
+        if kind == "count_before_check" and a < k:                # count += 1, then the check breaks the loop
+            return a + 1, c[a + 1]
+        if kind == "count_all":                                   # every agreeing draft, not the leading run
+            n = sum(x == y for x, y in zip(d, c))
+            return n, c[n]
+        if kind == "shifted_rows":                                # draft j against row j + 1
+            a = _leading(zip(d, c[1:]))
+            return a, c[a]
+        if kind == "last_row":                                    # the next token always from row k
+            return a, c[k]
+        if kind == "k_minus_1":                                   # a range(k - 1) loop: the last draft never read
+            a = _leading(zip(d[:k - 1], c))
+            return a, c[a]
+        return a, c[a]
     return mistake
 
 
@@ -58,8 +82,23 @@ def cases_250(ctx):
                            "the first disagreement; the next token is the model's choice there",
                            "把第 j 个草稿和模型在它之前那些词元之后的选择 argmax(logits[j]) 比较；在第一次不一致时停下；"
                            "下一个词元是模型在那里的选择"))
+    def chosen(choices, drafts, name):
+        """A case with the model's choices given (each row's argmax) and the drafts written out."""
+        logits = torch.randn(len(choices), 50, generator=g)
+        logits[torch.arange(len(choices)), torch.tensor(choices)] += 10
+        args = (list(drafts), logits)
+        return Case("accept_drafts", name, args, accept_expected(*args), about=about)
+
+    about = ("compare draft j with the model's choice argmax(logits[j]) after the tokens before it; stop at "
+             "the first disagreement; the next token is the model's choice there",
+             "把第 j 个草稿和模型在它之前那些词元之后的选择 argmax(logits[j]) 比较；在第一次不一致时停下；"
+             "下一个词元是模型在那里的选择")
     V = ctx.cfg.vocab_size
     return [
+        chosen([5, 5, 7, 8, 9, 10], [5, 5, 1, 8, 9],
+               ("5 drafts: the model repeats a token, the 3rd draft is wrong, the 4th and 5th agree again",
+                "5 个草稿：模型重复了一个词元，第 3 个草稿错，第 4、5 个又一致")),
+        chosen([4, 4, 4, 4], [4, 4, 4], ("3 drafts of one repeated token, all agree", "3 个草稿都是同一个重复的词元，全部一致")),
         case(4, 500, {2}, ("4 drafts, the 3rd wrong, the 4th agrees again", "4 个草稿，第 3 个错，第 4 个又一致")),
         case(3, 500, set(), ("3 drafts, all agree", "3 个草稿，全部一致")),
         case(4, 500, {0}, ("4 drafts, only the 1st wrong", "4 个草稿，只有第 1 个错")),
@@ -74,14 +113,16 @@ def _signature(kind):
     """The learner's answer equals the mistake's on a case where the mistake changes the answer, and
     no other known mistake gives the same answer there."""
     def test(case, got):
-        wrong = _accept_mistake(kind)(*case.args)
+        wrong = MISTAKES_250[kind](*case.args)
         if not isinstance(got, (tuple, list)) or wrong == case.expected or tuple(got) != wrong:
             return False
-        return all(other == kind or _accept_mistake(other)(*case.args) != wrong for other in MISTAKES)
+        return all(other == kind or m(*case.args) != wrong for other, m in MISTAKES_250.items())
     return test
 
 
-MISTAKES = ("off_by_one", "next_from_draft", "first_agreement")
+MISTAKES_250 = {name: _accept_mistake(name) for name in (
+    "off_by_one", "next_from_draft", "first_agreement", "count_before_check", "count_all", "shifted_rows",
+    "last_row", "k_minus_1")}
 
 DIAGNOSES_250 = [
     Diagnosis("off_by_one", "accept_drafts",
@@ -102,6 +143,37 @@ DIAGNOSES_250 = [
                "看起来循环在第一次一致时停下了：草稿在一致的时候才保留，所以要在第一次不一致时停下（错的草稿之后的草稿"
                "是从错误的文本猜出来的，永远不保留）"),
               test=_signature("first_agreement"), hint=0),
+    Diagnosis("count_before_check", "accept_drafts",
+              ("looks like the count was incremented before the check: at the first disagreement the count is one "
+               "too many and the next token is read one row too far (count + 1, choices[count + 1]). Check "
+               "drafts[count] == choices[count] first, then count += 1",
+               "看起来先给数目加一、再做比较：在第一次不一致的地方，数目多了一个，下一个词元也多读了一行"
+               "（count + 1, choices[count + 1]）。要先检查 drafts[count] == choices[count]，再 count += 1"),
+              test=_signature("count_before_check"), hint=1),
+    Diagnosis("count_all", "accept_drafts",
+              ("looks like every agreeing draft was counted: only the leading run is kept, since a draft after a wrong "
+               "one was guessed from a wrong text; stop counting at the first disagreement",
+               "看起来把所有一致的草稿都数上了：只保留开头连续一致的那一段，因为错的草稿之后的草稿是从错误的文本猜出来的；"
+               "在第一次不一致时停止计数"),
+              test=_signature("count_all"), hint=0),
+    Diagnosis("shifted_rows", "accept_drafts",
+              ("looks like draft j was compared with row j + 1: row j of the logits is the model's prediction before "
+               "draft j (row 0: after the last chosen token), so compare drafts[j] with argmax(logits[j])",
+               "看起来第 j 个草稿是和第 j + 1 行比较的：logits 的第 j 行是模型在第 j 个草稿之前的预测（第 0 行：在上一个"
+               "选定的词元之后），所以要把 drafts[j] 和 argmax(logits[j]) 比较"),
+              test=_signature("shifted_rows"), hint=0),
+    Diagnosis("last_row", "accept_drafts",
+              ("looks like the next token always came from the last row: it is the model's choice right after the "
+               "kept drafts, choices[count] (row k only when all k drafts were kept)",
+               "看起来下一个词元总是取自最后一行：它是模型在保留的草稿之后的选择 choices[count]（只有 k 个草稿全部保留时"
+               "才是第 k 行）"),
+              test=_signature("last_row"), hint=2),
+    Diagnosis("k_minus_1", "accept_drafts",
+              ("looks like the last draft was never compared (a range(k - 1) loop, or drafts[:-1]): all k drafts can "
+               "be kept, count goes from 0 to k, and then the next token is row k's choice",
+               "看起来最后一个草稿从没比较过（range(k - 1) 的循环，或 drafts[:-1]）：k 个草稿都可能保留，数目从 0 到 k，"
+               "那时下一个词元是第 k 行的选择"),
+              test=_signature("k_minus_1"), hint=1),
 ]
 
 EXERCISES = [
@@ -119,5 +191,7 @@ EXERCISES = [
                "把 (count, next) 作为两个 Python 整数返回：int(...)。")],
              cases_250, DIAGNOSES_250,
              {"250_off_by_one.py": "off_by_one", "250_next_from_draft.py": "next_from_draft",
-              "250_first_agreement.py": "first_agreement"}),
+              "250_first_agreement.py": "first_agreement", "250_count_before_check.py": "count_before_check",
+              "250_count_all.py": "count_all", "250_shifted_rows.py": "shifted_rows", "250_last_row.py": "last_row",
+              "250_k_minus_1.py": "k_minus_1"}),
 ]

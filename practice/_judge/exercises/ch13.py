@@ -8,7 +8,9 @@ row, a transposed (non-contiguous) layout and rows of zeros (scale 1, as the lib
 scale gives q = 0, and max|w| / 127 = 0 would divide by zero), so that each known mistake gives a
 different answer.
 """
-from practice._judge.exercises import Case, Diagnosis, Exercise
+from practice._judge.exercises import Case, Diagnosis, Exercise, Tol
+
+SCALE_TOL = Tol(0, 1e-5)           # relative: the scales are 1e-4 .. 1e-2, where an atol of 1e-5 is 1-10% of them
 
 
 def _torch():
@@ -32,14 +34,25 @@ def _quantize_mistake(kind):
         w = w.float()
         if kind == "per_tensor_scale":                           # one scale for the whole tensor
             scale = (w.abs().max() / 127).expand(w.shape[0]).clone()
+        elif kind == "per_column_scale":                         # amax over dim 0: one scale per input column
+            scale = w.abs().amax(dim=0) / 127
+            scale = torch.where(scale == 0, torch.ones_like(scale), scale)
+            return torch.round(w / scale[None, :]).clamp(-127, 127).to(torch.int8), scale
         elif kind == "unsigned_range":                           # 0..255's span used for a signed range
             scale = w.abs().amax(dim=1) / 255
         else:
             scale = w.abs().amax(dim=1) / 127
         if kind != "zero_scale":                                 # each mistake alone: rows of zeros as the library
             scale = torch.where(scale == 0, torch.ones_like(scale), scale)
-        x = w / scale[:, None]
-        x = torch.trunc(x) if kind == "truncates" else torch.round(x)   # .to(torch.int8) truncates
+        x = w * (127 / w.abs().amax(dim=1))[:, None] if kind == "inverse_scale" else w / scale[:, None]
+        if kind == "inverse_scale":                              # a row of zeros: 0 * inf is NaN; its codes are 0
+            x = torch.where(scale[:, None] == 1, w / scale[:, None], x)
+        if kind == "truncates":                                  # .to(torch.int8) truncates
+            x = torch.trunc(x)
+        elif kind == "half_away":                                # halves away from zero: 2.5 -> 3, -2.5 -> -3
+            x = torch.sign(x) * torch.floor(x.abs() + 0.5)
+        else:
+            x = torch.round(x)
         return x.clamp(-127, 127).to(torch.int8), scale
     return mistake
 
@@ -61,7 +74,25 @@ def _weights(ctx, g):
             (negative, ("4 x 24, rows of negative weights (the largest |w| is negative)",
                         "4 x 24，几行全是负的权重（最大的 |w| 是负数）")),
             (wide, ("16 x 32, transposed (not contiguous)", "16 x 32，转置过的（不连续）")),
-            (zeros, ("6 x 32, rows 1 and 4 all zero (their scale: 1)", "6 x 32，第 1 行和第 4 行全是 0（它们的缩放因子：1）"))]
+            (zeros, ("6 x 32, rows 1 and 4 all zero (their scale: 1)", "6 x 32，第 1 行和第 4 行全是 0（它们的缩放因子：1）")),
+            (_halves(), ("2 x 12, values exactly on .5 of a step (2.5, -2.5, 3.5, ... codes)",
+                         "2 x 12，正好落在步长 .5 上的值（编码 2.5、-2.5、3.5……）"))]
+
+
+def _halves():
+    """Two rows whose w / scale is exactly k + 0.5 for some values. Row 0: max |w| = 127 / 128, so the
+    scale is 1 / 128 exactly and w * (127 / amax) gives the same numbers; only the rounding of halves
+    (to even: 2.5 -> 2, not 3) decides. Row 1: a max |w| (found by a search) for which w * (127 / amax)
+    lands just under k + 0.5 for odd k (3, 5, 9), where w / scale is exactly on it: round sends these up,
+    the other product down."""
+    torch = _torch()
+    rows = []
+    for amax, ks in ((127 / 128, (2, -2, 4, -4, 0, 3)), (0.39411088824272156, (3, -3, 5, -5, 9, -9))):
+        a = torch.tensor(amax, dtype=torch.float32)
+        scale = a / 127
+        halves = [(torch.tensor(abs(k) + 0.5) * scale * (1 if k >= 0 else -1)).item() for k in ks]
+        rows.append([a.item(), -a.item() / 3] + halves + [a.item() / 7, -a.item() / 11, 0.0, a.item() / 2])
+    return torch.tensor(rows, dtype=torch.float32)
 
 
 def cases_260(ctx):
@@ -71,16 +102,17 @@ def cases_260(ctx):
                "q = round(w / scale[:, None])，钳位到 -127..127，转成 int8")
     cases = []
     for w, name in _weights(ctx, g):
-        cases.append(Case("quantize_int8", name, (w,), quantize_expected(w), about=about_q))
+        cases.append(Case("quantize_int8", name, (w,), quantize_expected(w), SCALE_TOL, about=about_q))
     for w, name in _weights(ctx, g)[:2]:
         q, scale = quantize_expected(w)
-        cases.append(Case("dequantize_int8", name, (q, scale), dequantize_expected(q, scale),
+        cases.append(Case("dequantize_int8", name, (q, scale), dequantize_expected(q, scale), SCALE_TOL,
                           about=("w' = q (as fp32) times its row's scale: q.float() * scale[:, None]",
                                  "w' = q（转成 fp32）乘以它那一行的缩放因子：q.float() * scale[:, None]")))
     return cases
 
 
-MISTAKES = ("per_tensor_scale", "truncates", "unsigned_range", "zero_scale", "epsilon_scale")
+MISTAKES = ("per_tensor_scale", "per_column_scale", "truncates", "half_away", "inverse_scale", "unsigned_range",
+            "zero_scale", "epsilon_scale")
 
 
 def _zero_rows_scales(case, got):
@@ -110,6 +142,25 @@ DIAGNOSES_260 = [
                "看起来整个张量只用了一个缩放因子（w.abs().max()）：每行要有自己的 w.abs().amax(dim=1)，"
                "否则一个离群值会让每一行的步长都变粗"),
               mistake=_quantize_mistake("per_tensor_scale"), hint=0),
+    Diagnosis("per_column_scale", "quantize_int8",
+              ("looks like one scale per column (amax over dim 0): a row is one output channel, so the scale is per "
+               "row, w.abs().amax(dim=1), shape (out,)",
+               "看起来是每列一个缩放因子（在第 0 维上取 amax）：一行是一个输出通道，所以缩放因子是每行一个，"
+               "w.abs().amax(dim=1)，形状 (out,)"),
+              mistake=_quantize_mistake("per_column_scale"), hint=0),
+    Diagnosis("half_away", "quantize_int8",
+              ("looks like halves were rounded away from zero (floor(|x| + 0.5), 2.5 -> 3): torch.round sends a value "
+               "exactly on .5 to the even code (2.5 -> 2, -2.5 -> -2), as qwen/quant.py does",
+               "看起来一半的值被向远离 0 的方向舍入了（floor(|x| + 0.5)，2.5 -> 3）：torch.round 把正好在 .5 上的值"
+               "送到偶数编码（2.5 -> 2，-2.5 -> -2），qwen/quant.py 也是这样"),
+              mistake=_quantize_mistake("half_away"), hint=1),
+    Diagnosis("inverse_scale", "quantize_int8",
+              ("looks like w was multiplied by 127 / amax instead of divided by the scale: the same number up to "
+               "rounding, but a value that w / scale puts exactly on .5 lands just beside it and goes to the other "
+               "code. Compute q = round(w / scale[:, None]) with the scale you return",
+               "看起来 w 乘的是 127 / amax，而不是除以缩放因子：在舍入误差内是同一个数，但 w / scale 正好落在 .5 上的值"
+               "会落在它旁边一点，于是去了另一个编码。要用返回的缩放因子计算 q = round(w / scale[:, None])"),
+              mistake=_quantize_mistake("inverse_scale"), hint=1),
     Diagnosis("truncates", "quantize_int8",
               ("looks like the codes were truncated towards zero (.to(torch.int8) or int() without rounding): "
                "round first, torch.round(w / scale), so every weight moves by at most half a step",
@@ -162,5 +213,6 @@ EXERCISES = [
              cases_260, DIAGNOSES_260,
              {"260_per_tensor_scale.py": "per_tensor_scale", "260_truncates.py": "truncates",
               "260_unsigned_range.py": "unsigned_range", "260_zero_scale.py": "zero_scale",
-              "260_epsilon_scale.py": "epsilon_scale"}),
+              "260_epsilon_scale.py": "epsilon_scale", "260_per_column_scale.py": "per_column_scale",
+              "260_half_away.py": "half_away", "260_inverse_scale.py": "inverse_scale"}),
 ]

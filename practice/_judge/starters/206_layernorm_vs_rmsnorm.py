@@ -7,8 +7,8 @@ rms_from_moments(x): the RMS of each vector computed from its moments, sqrt(var 
   an fp32 tensor of shape x.shape[:-1]. (RMS^2 = sigma^2 + mu^2: RMSNorm and LayerNorm agree
   when the mean is 0.) Do not modify the inputs.
 
-Checked: fp32 results within atol=1e-5, rtol=1e-5 of the exact value; bf16 results bit for bit
-(99% identical, the rest within one step), as fp32 statistics and one rounding give.
+Checked: fp32 results within atol=1e-5, rtol=1e-5 of the exact value; bf16 results within one
+bf16 step of it, and at least 99% of them bit for bit equal, as fp32 statistics and one rounding give.
 
 练习 206 · LayerNorm 与 RMSNorm 对比（中等；需要 PyTorch）
 
@@ -17,8 +17,8 @@ layer_norm(x, eps)：沿最后一维、没有权重和偏置的 LayerNorm：
 rms_from_moments(x)：用矩计算每个向量的均方根 sqrt(方差 + 均值^2)，返回形状为 x.shape[:-1]
   的 fp32 张量。（RMS^2 = sigma^2 + mu^2：均值为 0 时 RMSNorm 与 LayerNorm 一致。）不要修改输入。
 
-检查方式：fp32 结果与精确值相差在 atol=1e-5、rtol=1e-5 以内；bf16 结果逐位比较（99% 完全相同，其余
-相差不超过一个最小间隔），这正是 fp32 统计量加一次舍入的结果。
+检查方式：fp32 结果与精确值相差在 atol=1e-5、rtol=1e-5 以内；bf16 结果与它相差不超过一个 bf16 最小间隔，
+并且至少 99% 逐位相同，这正是 fp32 统计量加一次舍入的结果。
 
 Check: python practice/judge.py 206
 """

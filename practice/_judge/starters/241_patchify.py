@@ -14,7 +14,8 @@ Values of a row: channel, then frame, then pixel row, then pixel column, (C, T, 
 layout of the patch embedding's Conv3d weight (out, C, T, P, P).
 Checked: exactly (atol = rtol = 0), the values are only moved. Do not modify the inputs.
 Known mistakes are named: raster order (row by row of patches), frame before channel in a row,
-channels last, the patches of a block taken column by column.
+channels last, the patches of a block taken column by column, the blocks in column-major order, the
+frames grouped (T, t), each patch's rows and columns transposed, gh and gw swapped.
 
 练习 241 · 按合并块顺序切出图块（中等；需要 PyTorch）
 
@@ -29,7 +30,8 @@ t * gh * gw 个图块，每个一行。
 一行的数值：先按通道，再按帧，再按像素行、像素列，即展平的 (C, T, P, P)，与图块嵌入的 Conv3d 权重
 (out, C, T, P, P) 的布局相同。
 检查方式：完全相同（atol = rtol = 0），数值只是搬动位置。不要修改输入。
-已知错误会被指出：光栅顺序（一行一行的图块）、一行里帧在通道之前、通道在后、块内的图块按列排。
+已知错误会被指出：光栅顺序（一行一行的图块）、一行里帧在通道之前、通道在后、块内的图块按列排、合并块按列优先排、
+帧分组成 (T, t)、图块内的行和列转置、gh 和 gw 互换。
 
 Check: python practice/judge.py 241
 """

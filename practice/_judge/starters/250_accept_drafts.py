@@ -11,9 +11,12 @@ chosen token, before any draft; row k: after all k drafts).
   3. The next token is the model's own choice right after the kept drafts, never a draft.
 Return (count, next) as two Python ints (a tuple). Do not modify the inputs.
 
-Checked: both ints exactly, on 6 cases (1 to 4 drafts; all, none or some agreeing; one case with
-the whole vocabulary of the checkpoint). Known mistakes are named: a count one too many, the next
-token taken from the drafts, and stopping at the first agreement instead of the first disagreement.
+Checked: both ints exactly, on 8 cases (1 to 5 drafts; all, none or some agreeing; a repeated
+token; one case with the whole vocabulary of the checkpoint). Known mistakes are named: a count one
+too many, the count incremented before the check, every agreeing draft counted, the next token
+taken from the drafts or always from the last row, draft j compared with row j + 1, the last draft
+never compared (range(k - 1)), and stopping at the first agreement instead of the first
+disagreement.
 
 练习 250 · 推测解码的接受规则（简单；需要 PyTorch）
 
@@ -26,8 +29,10 @@ accept_drafts(drafts, logits) -> (count, next)：第 12 章里的一步验证。
   3. 下一个词元是模型在保留的草稿之后自己的选择，永远不取草稿。
 把 (count, next) 作为两个 Python 整数（一个 tuple）返回。不要修改输入。
 
-检查方式：两个整数必须完全相同，共 6 个用例（1 到 4 个草稿；全部、没有或部分一致；其中一个用例用检查点的整个
-词表）。已知错误会被指出：数目多了一个、下一个词元取自草稿、在第一次一致而不是第一次不一致时停下。
+检查方式：两个整数必须完全相同，共 8 个用例（1 到 5 个草稿；全部、没有或部分一致；一个重复的词元；其中一个用例
+用检查点的整个词表）。已知错误会被指出：数目多了一个、先加数目再比较、把所有一致的草稿都数上、下一个词元取自草稿
+或总是取自最后一行、第 j 个草稿和第 j + 1 行比较、最后一个草稿从没比较（range(k - 1)）、在第一次一致而不是
+第一次不一致时停下。
 
 Check: python practice/judge.py 250
 """

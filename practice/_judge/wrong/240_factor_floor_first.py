@@ -1,0 +1,16 @@
+"""Wrong on purpose (judge --verify): max(factor, ...) is applied in step 1 too, so a side under factor / 2 never rounds to 0."""
+import math
+
+
+def smart_resize(height, width, factor, min_pixels, max_pixels):
+    h = max(factor, round(height / factor) * factor)
+    w = max(factor, round(width / factor) * factor)
+    if h * w > max_pixels:                                   # too many pixels: shrink, round down
+        beta = math.sqrt(height * width / max_pixels)
+        h = max(factor, math.floor(height / beta / factor) * factor)
+        w = max(factor, math.floor(width / beta / factor) * factor)
+    elif h * w < min_pixels:                                 # too few: grow, round up
+        beta = math.sqrt(min_pixels / (height * width))
+        h = math.ceil(height * beta / factor) * factor
+        w = math.ceil(width * beta / factor) * factor
+    return h, w
