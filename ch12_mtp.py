@@ -69,11 +69,12 @@ elif not ready:
 else:
     model = load_model(path)
     V = tok.vocab_size                                   # ids past it are padding rows (chapter 9)
-if ready and ch.tiny:
-    say("  The tiny checkpoint's weights are random, its MTP head's too: the head guesses almost never right,\n"
-        "  and every acceptance below is chance. The mechanism is shown with replayed drafts (section 4).",
-        "  小检查点的权重是随机的，MTP 头的也是：MTP 头几乎从不猜对，下面的接受率都只是巧合。\n"
-        "  机制用重放的草稿来演示（第 4 节）。")
+if ready:
+    ch.unproven("the head's guesses", "  The tiny checkpoint's weights are random, its MTP head's too: the head guesses "
+                "almost never right,\n  and every acceptance below is chance. The mechanism is shown with replayed "
+                "drafts (section 4).",
+                "  小检查点的权重是随机的，MTP 头的也是：MTP 头几乎从不猜对，下面的接受率都只是巧合。\n"
+                "  机制用重放的草稿来演示（第 4 节）。")
 
 # %% [markdown]
 # ## 1. The head by hand / 手写 MTP 头
@@ -180,11 +181,11 @@ if ready:
         "token t + 2 at {b:.0%}",
         "  与文本本身比较：模型的下一个词元在 {a:.0%} 的位置上与文本相同，MTP 头的词元 t + 2 在 {b:.0%} 的位置上相同",
         a=model_hits, b=text_hits)
-    if ch.tiny:
-        say("  (random weights: a guess agrees by chance, about 1 in {v:,}; these shares mean nothing. For the\n"
-            "  trained head, third-party reports give 0.65 to 0.8 per draft: not measured here)",
-            "  （随机权重：猜中只是巧合，机会约为 {v:,} 分之一；这些比例没有意义。训练过的 MTP 头，\n"
-            "  第三方报告的接受率是每个草稿 0.65 到 0.8：这里没有测量）", v=V)
+    ch.unproven("the head's acceptance, teacher-forced",
+                "  (random weights: a guess agrees by chance, about 1 in {v:,}; these shares mean nothing. For the\n"
+                "  trained head, third-party reports give 0.65 to 0.8 per draft: not measured here)",
+                "  （随机权重：猜中只是巧合，机会约为 {v:,} 分之一；这些比例没有意义。训练过的 MTP 头，\n"
+                "  第三方报告的接受率是每个草稿 0.65 到 0.8：这里没有测量）", v=V)
 
 # %% [markdown]
 # ## 3. Draft, verify, accept: chapter 9's reply, token for token / 起草、验证、接受：逐词元就是第 9 章的回复
@@ -232,9 +233,9 @@ if ready:
         n=len(spec) - 1, p=passes, r=(len(spec) - 1) / max(passes, 1))
     say("  drafts accepted: {a} of {d} ({s:.0%})", "  被接受的草稿：{d} 个中有 {a} 个（{s:.0%}）",
         a=spec_stats["accepted"], d=spec_stats["drafted"], s=spec_stats["accepted"] / max(spec_stats["drafted"], 1))
-    if ch.tiny:
-        say("  (random weights: the reply is made-up tokens, and the head's drafts are almost never accepted)",
-            "  （随机权重：回复是编造的词元，MTP 头的草稿几乎从不被接受）")
+    ch.unproven("the drafts accepted in a reply",
+                "  (random weights: the reply is made-up tokens, and the head's drafts are almost never accepted)",
+                "  （随机权重：回复是编造的词元，MTP 头的草稿几乎从不被接受）")
 
 # %% [markdown]
 # ## 4. The mechanism, with replayed drafts; rollback / 用重放的草稿看机制；回滚

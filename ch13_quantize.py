@@ -317,11 +317,11 @@ for mode, m in models.items():
     if show:
         say("    {m} writes: {t!r}", "    {m} 写出：{t!r}", m=mode, t=ch.tokenizer.decode(replies[mode]))
 load_decode = timed_how(DECODE_ROUNDS)
-if ch.tiny:
-    say("  (random weights and a 16-wide model: the differences and speeds are this toy's; the full-size\n"
-        "  figures are measured by bench/bench_model.py)",
-        "  （随机权重、宽度 16 的模型：这些差值和速度只属于这个玩具模型；完整大小的数字由\n"
-        "  bench/bench_model.py 测量）")
+ch.unproven("greedy tokens and logits kept by quantizing",
+            "  (random weights and a 16-wide model: the differences and speeds are this toy's; the full-size\n"
+            "  figures are measured by bench/bench_model.py)",
+            "  （随机权重、宽度 16 的模型：这些差值和速度只属于这个玩具模型；完整大小的数字由\n"
+            "  bench/bench_model.py 测量）")
 
 # %% [markdown]
 # ## How to explain it / 怎么讲给别人听
