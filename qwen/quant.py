@@ -133,6 +133,22 @@ def unpack_int4(packed):
     return torch.stack((low, high), dim=-1).reshape(packed.shape[0], -1)  # columns back in order
 
 
+def within_half_step(w, w_hat, step):
+    """True when every |w - w_hat| is at most half its row's step (step: (out,) or (out, groups)
+    broadcast over the row or group), up to fp32's own rounding.
+
+    In exact arithmetic rounding to the nearest code moves a weight by at most step / 2. In fp32,
+    w / step and q * step are each rounded to the nearest float, a relative error of up to eps / 2
+    each (eps = 2^-23), so |w - w_hat| can exceed step / 2 by about eps / 2 * (|w| + |w_hat|): at
+    |w| = 0.1 that is 6e-9, more than a fixed slack like 1e-9 allows. The slack here is that bound
+    twice over: eps * (|w| + |w_hat|), still a millionth of a step."""
+    w, w_hat = w.float(), w_hat.float()
+    half = step.float() / 2
+    half = half[:, None] if half.dim() == 1 else half.repeat_interleave(w.shape[1] // half.shape[1], dim=1)
+    slack = torch.finfo(torch.float32).eps * (w.abs() + w_hat.abs())
+    return bool(((w - w_hat).abs() <= half + slack).all())
+
+
 def error(w, w_hat):
     """{'max': largest |w - w_hat|, 'rms': root mean square of w - w_hat, 'rel': rms / rms(w)}."""
     d = (w.float() - w_hat.float())

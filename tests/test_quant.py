@@ -472,3 +472,27 @@ def test_ch13_alternates_the_contenders_within_each_round(ch13_run):
     medians, runs = ns["alternated"]({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, 3, calls=2)
     assert order == ["a", "b"] + ["a", "a", "b", "b"] * 3                 # a warm-up each, then in turn
     assert set(medians) == {"a", "b"} and all(len(r) == 3 for r in runs.values())
+
+
+def test_half_a_step_allows_fp32s_own_rounding_on_a_full_size_weight():
+    """Chapter 13 printed 'within half a step everywhere: False' on the full-size checkpoint: its slack
+    was 1e-9 absolute, below fp32's spacing at |w| = 0.1. On a random weight of gate_proj's full shape
+    the 1e-9 check fails; the slack tied to fp32's spacing holds, and still catches a code one off."""
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(3584, 1024, generator=g) * 0.03                     # (out, in), |w| up to 0.16
+    q, scale = quant.quantize_int8(w)
+    w8 = quant.dequantize_int8(q, scale)
+    assert not bool(((w - w8).abs() <= scale[:, None] / 2 + 1e-9).all())   # the old check: False here
+    assert quant.within_half_step(w, w8, scale)
+    off = w8.clone()
+    off[7, 3] = w[7, 3] + scale[7] / 2 * (1 + 1e-4)                    # a ten-thousandth past half a step: caught
+    assert not quant.within_half_step(w, off, scale)
+    q4, scale4 = quant.quantize_int4(w, 128)
+    w4 = quant.dequantize_int4(q4, scale4)
+    assert quant.within_half_step(w, w4, scale4)
+    assert not quant.within_half_step(w, quant.dequantize_int4(q4.roll(1, dims=1), scale4), scale4)
+
+
+def test_ch13_half_step_line_is_the_library_check(ch13_run):
+    ns, _ = ch13_run
+    assert ns["half_step_ok"] is quant.within_half_step(ns["w"], ns["w8"], ns["scale8"]) is True
