@@ -139,6 +139,8 @@ if ready:
 
     section(2, "The prompt with an image", "带图像的提示词")
     image = load_image(args.image, image_settings(path)) if args.image else demo_image()   # the size limit of this checkpoint
+    picture_name = args.image or tr("the picture chapter 10 draws", "第 10 章画的图像")
+    say("  {p}: {w} x {h} pixels", "  {p}：{w} x {h} 像素", p=picture_name, w=image.width, h=image.height)
     pixel_values, grid_thw = preprocess(image, path)                   # (patches, C*T*p*p), (1, 3)
     question = "What is in this picture? 图里有什么？" if args.prompt is None else args.prompt
     messages = with_images(question, 1)                                 # [{'role': 'user', 'content': [image, text]}]
