@@ -64,6 +64,7 @@ KEEP_FP32 = ("in_proj_a", "in_proj_b")       # tiny, and they feed an exponent (
 INT8_KERNEL_IN = 8                           # int8: the kernel reads rows 8 weights at a time (torch 2.13, CPU:
                                              # in_features 4, 12, 100, 130 gave numbers ~1e31 or a segfault)
 KERNEL_ROWS = 32                             # int8: up to this many rows (tokens) a call through the kernel
+BF16_ROUNDING = 2.0 ** -8                    # bf16 keeps 8 significant bits: rounding moves a value by <= 2^-8 of it
 ROWS_AT_ONCE = 1024                          # weight rows quantized (or dequantized) at a time: a few MB of temporaries
 
 

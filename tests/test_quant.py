@@ -187,6 +187,7 @@ def test_ch09_quantized_says_why_cached_decoding_differs(tiny_path):
     assert re.search(r"\n  weights quantized to int8 \(chapter 13\): [\d.]+ MB in bf16 -> [\d.]+ MB\n", out)
     m = re.search(r"cached decoding = reading everything again: max \|difference\| of the last logits = (\S+)\n"
                   r"  \(one more step from the reply's cache, which held 33 tokens, against all 34 read at once\)\n"
+                  r"  \(the logits are up to .*\n.*\n.*; within it: (?:True|False)\)\n"
                   r"  \(quantized: a step of one token runs torch's int8 kernel with bf16 inputs, reading all (\d+) "
                   r"tokens at\n  once the plain fp32 path", out)
     assert m and float(m[1]) > 1e-4 and int(m[2]) == 34                # 30 prompt tokens + the 4 replied
@@ -496,3 +497,20 @@ def test_half_a_step_allows_fp32s_own_rounding_on_a_full_size_weight():
 def test_ch13_half_step_line_is_the_library_check(ch13_run):
     ns, _ = ch13_run
     assert ns["half_step_ok"] is quant.within_half_step(ns["w"], ns["w8"], ns["scale8"]) is True
+
+
+@pytest.mark.parametrize("mode", quant.MODES)
+def test_ch09_quantized_prints_the_logits_scale_and_a_tolerance_from_it(tiny_path, mode):
+    """`9 --quant int8` printed 'max |difference| = 5.0e-01', said to agree 'to bf16's rounding' with no scale:
+    now the logits' size, the difference as a share of it, and the tolerance bf16's rounding gives."""
+    import math
+    from test_published import _chapter
+    ns, out = _chapter("ch09_generate.py", tiny_path, "--quant", mode, "--max-new-tokens", "4")
+    scale = ns["recomputed"].abs().max().item()
+    layers = ns["cfg"].num_hidden_layers + 1
+    assert ns["logit_scale"] == scale > 0 and ns["rounding_layers"] == layers
+    assert ns["quant_tolerance"] == pytest.approx(2 ** -8 * scale * math.sqrt(layers), rel=1e-12)
+    assert ns["within_tolerance"] == (ns["cache_gap"] <= ns["quant_tolerance"])
+    assert (f"(the logits are up to {scale:.2f} in size: the difference is {ns['cache_gap'] / scale:.2%} of that"
+            in out)
+    assert f"2^-8 x {scale:.2f} x sqrt({layers}) = {ns['quant_tolerance']:.2e}; within it: {ns['within_tolerance']})" in out
