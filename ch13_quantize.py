@@ -272,11 +272,14 @@ load_kernels = timed_how(ROUNDS)
 # ## 6. The whole model: logits, greedy tokens, speed / 整个模型：logit、贪心词元、速度
 # fp32 writes N greedy tokens; the quantized models read the same text (teacher forcing) and we
 # count the positions where their greedy token differs from fp32's, and the largest logit
-# difference. Then each decodes on its own, timed: the three in turn, in rounds, and the median of
+# difference. Each reads it as decoding does, the prompt at once and then one token a call, so
+# each is measured on the path it decodes with (int8's kernel takes up to 32 rows at a time; a
+# longer text read at once would go through the plain fp32 path instead). Then each decodes on its own, timed: the three in turn, in rounds, and the median of
 # each (one after the other, the ratios swung with the machine's other work).
 #
 # fp32 先贪心地写出 N 个词元；量化后的模型读同一段文本（教师强制），数一数有多少个位置上它们的贪心词元
-# 与 fp32 的不同，以及 logit 的最大差值。然后各自独立解码并计时：三者在每一轮里依次运行，跑若干轮，各取中位数
+# 与 fp32 的不同，以及 logit 的最大差值。每个模型都像解码那样读：先一次读入提示词，再每次一个词元，所以每个模型
+# 都在它解码时走的路径上测量（int8 的内核一次最多接受 32 行；一次读入更长的文本就会改走朴素的 fp32 算法）。然后各自独立解码并计时：三者在每一轮里依次运行，跑若干轮，各取中位数
 # （一个接一个地测时，比值会随机器上的其他工作大幅摆动）。
 
 # %%
@@ -302,13 +305,28 @@ for _ in range(DECODE_ROUNDS):                                   # in turn withi
 speed = {name: statistics.median(s) for name, s in speeds.items()}   # {name: median decode tokens/s}
 ref_ids, ref_speed = replies["fp32"], speed["fp32"]
 show = not ch.tiny and ch.tokenizer is not None                  # trained weights: the text itself
-text = torch.tensor([ids + ref_ids[:-1]])                        # (1, prompt + N - 1)
-ref_logits = model(text)[0, len(ids) - 1:, :V]                   # (N, vocab): at each reply position
+
+
+def decoded_logits(m):
+    """(N, vocab) logits at each position of fp32's reply, computed as decoding computes them: the
+    prompt in one call with a cache (the prefill), then fp32's reply one token a call. So each
+    model is measured on the path it decodes with: an int8 layer takes torch's kernel for up to
+    KERNEL_ROWS rows and the plain fp32 path for more, and a whole text read at once (over 32 rows)
+    would measure int8 on the plain path while its decoding used the kernel."""
+    cache = m.new_cache()
+    rows = [m(torch.tensor([ids]), cache=cache, last=True)[0, -1, :V]]
+    for token in ref_ids[:-1]:                                   # teacher forcing: fp32's tokens, one a call
+        rows.append(m(torch.tensor([[token]]), cache=cache, last=True)[0, -1, :V])
+    return torch.stack(rows)
+
+
+ref_logits = decoded_logits(model)                               # (N, vocab): at each reply position
+measured = {}                                                    # {mode: (N, vocab) logits on its decoding path}
 say("  fp32: {n} tokens, decode {s:.1f} tokens/s", "  fp32：{n} 个词元，解码 {s:.1f} 词元/秒", n=len(ref_ids), s=ref_speed)
 if show:
     say("    fp32 writes: {t!r}", "    fp32 写出：{t!r}", t=ch.tokenizer.decode(ref_ids))
 for mode, m in models.items():
-    logits = m(text)[0, len(ids) - 1:, :V]
+    logits = measured[mode] = decoded_logits(m)
     changed = int((logits.argmax(-1) != ref_logits.argmax(-1)).sum())
     say("  {m}: largest logit difference {d:.3f} (logits up to {top:.1f}); greedy token differs at {c} of {n}; "
         "decode {s:.1f} tokens/s ({r:.2f}x fp32)",

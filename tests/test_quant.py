@@ -514,3 +514,32 @@ def test_ch09_quantized_prints_the_logits_scale_and_a_tolerance_from_it(tiny_pat
     assert (f"(the logits are up to {scale:.2f} in size: the difference is {ns['cache_gap'] / scale:.2%} of that"
             in out)
     assert f"2^-8 x {scale:.2f} x sqrt({layers}) = {ns['quant_tolerance']:.2e}; within it: {ns['within_tolerance']})" in out
+
+
+def test_ch13_measures_each_model_on_the_path_it_decodes_with(tiny_path, monkeypatch):
+    """Section 6 read the whole text at once: over KERNEL_ROWS rows int8 took the plain fp32 path there,
+    while its decoding (one token a call) used the kernel. Now each model's measured logits are the ones
+    its own greedy decoding computes, bit for bit, wherever its reply still agrees with fp32's."""
+    from qwen.generate import generate_ids
+    from qwen.model import Qwen35
+    from test_published import _chapter
+    ns, _ = _chapter("ch13_quantize.py", tiny_path, "--tokens", "16")
+    ids, ref, V = ns["ids"], ns["ref_ids"], ns["V"]
+    assert len(ids) + len(ref) - 1 > quant.KERNEL_ROWS                  # a whole-text read would take the plain path
+    forward, seen = Qwen35.forward, []
+
+    def spy(self, *args, **kwargs):
+        out = forward(self, *args, **kwargs)
+        seen.append(out[0, -1, :V].clone())
+        return out
+    monkeypatch.setattr(Qwen35, "forward", spy)
+    for mode, m in ns["models"].items():
+        seen.clear()
+        own = list(generate_ids(m, ids, max_new_tokens=len(ref), vocab=V))
+        agree = next((j for j, (a, b) in enumerate(zip(own, ref)) if a != b), len(ref))
+        assert agree >= 2, (mode, own, ref)                               # a prefill and decode steps to compare
+        rows = min(agree + 1, len(ref))                                   # row j: after reading ref[:j] = own[:j]
+        assert torch.equal(ns["measured"][mode][:rows], torch.stack(seen[:rows])), mode
+    monkeypatch.setattr(Qwen35, "forward", forward)
+    whole = ns["models"]["int8"](torch.tensor([ids + ref[:-1]]))[0, len(ids) - 1:, :V]   # the text read at once
+    assert not torch.equal(whole, ns["measured"]["int8"])                 # the plain path: other numbers
