@@ -4,14 +4,16 @@
 # Decoding one token reads every weight of the model once and does two flops with each (a
 # multiply and an add): the CPU spends the step waiting for memory, and the memory bandwidth
 # sets the speed. In fp32 that is 3 GB per token for Qwen3.5-0.8B. Store each weight in 8 bits, or 4, with a scale to bring it back, and
-# there are 4x or 8x fewer bytes to read. This chapter quantizes by hand: int8 with a scale per
+# there are fewer bytes to read: nearly 4x fewer with 8 bits; with 4 bits fewer still, but not 8x, since the
+# scales, the output layer (kept at 8 bits) and the fp32 norms stay (section 4 measures both). This chapter quantizes by hand: int8 with a scale per
 # output channel (a row of the weight), 4-bit with a scale per group of 128 weights; it measures
 # the error on one weight and on the model's output, which layers it pays to quantize, and runs
 # a quantized model (`qwen/quant.py`) with torch's weight-only kernels.
 #
 # 解码一个词元要把模型的每个权重读一遍，每个权重只做两次浮点运算（一次乘、一次加）：CPU 的时间都花在
 # 等内存上，速度由内存带宽决定。fp32 下，Qwen3.5-0.8B 每个词元要读 3 GB。把每个权重存成 8 位或
-# 4 位，再配一个缩放因子把它还原，要读的字节就少到 1/4 或 1/8。本章手写量化：int8 每个输出通道（权重的一行）一个缩放因子，4 位每
+# 4 位，再配一个缩放因子把它还原，要读的字节就少了：8 位时接近 1/4；4 位时更少，但到不了 1/8，因为缩放因子、
+# 输出层（保留 8 位）和 fp32 的归一化都还在（第 4 节测量两者）。本章手写量化：int8 每个输出通道（权重的一行）一个缩放因子，4 位每
 # 128 个权重一组、每组一个缩放因子；测量它在一个权重上和在模型输出上的误差、哪些层值得量化，并用 torch
 # 的只量化权重的内核运行量化后的模型（`qwen/quant.py`）。
 #
@@ -200,16 +202,16 @@ if isinstance(table_int4, quant.Int8Linear) and isinstance(table_int8, quant.Int
 # not time (the fp32 weight is rebuilt at every call). torch has CPU kernels that read the small
 # codes directly: `torch._weight_int8pack_mm` (int8, a scale per row) and
 # `torch.ops.aten._weight_int4pack_mm_for_cpu` (4-bit in groups of 32 to 256, on a packed layout of
-# its own). On a CPU without native bf16 they are fast only with bf16 inputs: x and the scales go
-# in as bf16 and the result comes back in bf16, so the kernel agrees with the fp32 plain path to
+# its own). They are fast only with bf16 inputs, on a CPU with native bf16 (AVX512-BF16, AMX) as on
+# one without: x and the scales go in as bf16 and the result comes back in bf16, so the kernel agrees with the fp32 plain path to
 # bf16's rounding (about 0.4% of a value), not bit for bit. Measured on one matrix of gate_proj's
 # real size (3584 x 1024, random values: the time does not depend on the values), one token at a
 # time as in decoding.
 #
 # 朴素的算法先把权重反量化、再做 fp32 矩阵乘法：只有三行，省内存但不省时间（每次调用都重建 fp32 权重）。
 # torch 有直接读小编码的 CPU 内核：`torch._weight_int8pack_mm`（int8，每行一个缩放因子）和
-# `torch.ops.aten._weight_int4pack_mm_for_cpu`（4 位，每组 32 到 256 个，用它自己的打包格式）。在没有原生
-# bf16 的 CPU 上，它们只有输入是 bf16 时才快：x 和缩放因子以 bf16 传入，结果也是 bf16，所以内核与 fp32
+# `torch.ops.aten._weight_int4pack_mm_for_cpu`（4 位，每组 32 到 256 个，用它自己的打包格式）。不论 CPU
+# 有没有原生 bf16（AVX512-BF16、AMX），它们都只有输入是 bf16 时才快：x 和缩放因子以 bf16 传入，结果也是 bf16，所以内核与 fp32
 # 的朴素算法只在 bf16 的舍入范围内一致（约为数值的 0.4%），而不是逐位相同。在一个
 # gate_proj 真实大小（3584 x 1024，随机数值：时间与数值无关）的矩阵上测量，像解码一样每次一个词元。
 

@@ -36,10 +36,11 @@ Two ways to compute with a quantized weight, tested equal (tests/test_quant.py):
     aten._weight_int4pack_mm_for_cpu on the layout aten._convert_weight_to_int4pack_for_cpu
     makes), which read the small codes directly. Used where torch has them and the shape fits
     (4-bit: groups of 32..256, rows a multiple of 16); else the plain path. They are fast with
-    bf16 activations and scales only (on an AVX2 CPU, 1 thread, a 3584 x 1024 int8 gemv: 0.55 ms
-    with bf16 x, 14 ms with fp32 x, fp32 F.linear 1.1 ms), so x and the scales go in as bf16 and
-    the result comes back fp32: it differs from the fp32 plain path by bf16's rounding of x and of
-    the scales (about 0.4% of a value). int8 with more than KERNEL_ROWS rows at once (a prompt)
+    bf16 activations and scales only, on CPUs with native bf16 (AVX512-BF16, AMX) as on those
+    without (AVX2): an fp32 x is tens of times slower than a bf16 one. So x and the scales go in
+    as bf16 and the result comes back in bf16 (the layer casts it to x's dtype): it differs from
+    the fp32 plain path by bf16's rounding of x, of the scales and of the result (about 0.4% of a
+    value). int8 with more than KERNEL_ROWS rows at once (a prompt)
     takes the plain path: an fp32 matmul beats the kernel there (512 rows: 188 ms against 311).
 
 Two ways to get a quantized model, the same numbers (tested): quantize_model(model, mode) on a
