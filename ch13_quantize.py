@@ -151,23 +151,31 @@ say("  two codes a byte: {a} codes -> {b} bytes; unpacked again equal: {ok}",
 # table gives the logits; in the 4-bit model it stays int8 (llama.cpp's q4_k_m also keeps its
 # output layer at more bits: every logit passes through it). Kept in fp32: the norms, the conv,
 # A_log and dt_bias, and in_proj_a / in_proj_b (16 rows each, feeding the decay's exponent and
-# beta): together a fraction of a percent of the bytes. Here each model is quantized from a loaded
-# fp32 one, to compare them; `main.py 9 --quant` and `chat --quant` read each weight from the file a
-# block of rows at a time and quantize it (`quant.load_quantized`): the full-precision model is never
-# in memory, and the process stays near the quantized model's size.
+# beta): together a fraction of a percent of the bytes. Each model is quantized as `main.py 9
+# --quant` and `chat --quant` do it: each weight read from the file a block of rows at a time and
+# quantized (`quant.load_quantized`), the same numbers as quantizing the loaded fp32 model (bf16 to
+# fp32 is exact; tests/test_quant.py), without a second full-precision model beside the fp32 one
+# this chapter compares with. The two quantized models share one int8 table: the same codes.
 #
 # 被量化的：24 层里的每个投影，以及共享嵌入表，它同时是输出层：248,320 x 1024，占参数的三分之一，也是
 # 解码一步里最大的矩阵乘法。它只存一份，每行 int8：一个词元的那一行查出来再反量化，整张表用来算 logit；
 # 4 位模型里它仍是 int8（llama.cpp 的 q4_k_m 也让输出层保留更多位：每个 logit 都要经过它）。保留 fp32 的：
 # 归一化、卷积、A_log 和 dt_bias，以及 in_proj_a / in_proj_b（各 16 行，决定衰减的指数和 beta）：
-# 加起来不到字节数的百分之一。这里每个模型都是从已加载的 fp32 模型量化的，为了和它比较；`main.py 9 --quant` 和
-# `chat --quant` 则从文件里一次读一块行、边读边量化（`quant.load_quantized`）：全精度模型从不整个放在内存里，
-# 进程的内存占用接近量化后模型的大小。
+# 加起来不到字节数的百分之一。每个模型都像 `main.py 9 --quant` 和 `chat --quant` 那样量化：从文件里一次读一块行、
+# 边读边量化（`quant.load_quantized`），与量化已加载的 fp32 模型得到相同的数（bf16 到 fp32 是精确的；
+# tests/test_quant.py），而除了本章用来比较的那个 fp32 模型，内存里不会再有第二个全精度模型。两个量化模型共用
+# 同一张 int8 表：编码完全相同。
 
 # %%
 section(4, "What is quantized, in bytes", "量化了什么，按字节数")
 fp32_bytes = quant.weight_bytes(model)
-models = {mode: quant.quantize_model(load_model(path, vision=False), mode) for mode in quant.MODES}
+models = {mode: quant.load_quantized(path, mode) for mode in quant.MODES}   # from the file: no second fp32 model
+shared = models["int4"]                                          # the int8 table, the same codes in both models:
+if cfg.tie_word_embeddings:                                      # kept once (248,320 rows, 254 MB at full size)
+    shared.embed_tokens = models["int8"].embed_tokens
+else:
+    shared.lm_head = models["int8"].lm_head
+shared.output_layer = models["int8"].output_layer
 table = model.output_weight.numel()
 
 

@@ -575,3 +575,22 @@ def test_ch13_promises_no_ratio_section_4_does_not_print(ch13_run):
     assert not re.search(r"\d+x or \d+x fewer|\b8x fewer|1/8。", intro)
     m = ns["models"]["int4"]
     assert ns["fp32_bytes"] / sum(ns["parts"](m)) < 8
+
+
+def test_ch13_holds_one_full_precision_model(tiny_path, monkeypatch):
+    """Chapter 13 loaded the fp32 model three times (once to compare with, once for each quantized model)
+    and peaked at 7.7 GB at full size. Now the quantized models are read from the file (load_quantized,
+    the same numbers as quantizing a loaded model: tested above) and share their int8 table."""
+    import qwen.model
+    from test_published import _chapter
+    loads, load_model = [], qwen.model.load_model
+    monkeypatch.setattr(qwen.model, "load_model", lambda *a, **k: loads.append(a) or load_model(*a, **k))
+    ns, _ = _chapter("ch13_quantize.py", tiny_path, "--tokens", "3")
+    assert len(loads) == 1                                                # the fp32 model the chapter compares with
+    int8, int4 = ns["models"]["int8"], ns["models"]["int4"]
+    assert int8.output_layer is int4.output_layer is int4.embed_tokens.table
+    assert int8.output_layer.q.data_ptr() == int4.embed_tokens.table.q.data_ptr()
+    for mode, m in ns["models"].items():                                  # what quantize_model makes of the fp32 one
+        again = quant.quantize_model(load_model(tiny_path, vision=False), mode)
+        state, other = m.state_dict(), again.state_dict()
+        assert state.keys() == other.keys() and all(torch.equal(state[k], other[k]) for k in state), mode
