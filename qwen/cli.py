@@ -353,10 +353,10 @@ class Chapter:
         what, got, want = self.published_gaps[0]
         gap = f"{what}: {got:+.3f}, published {want:+.3f}" if isinstance(got, float) else f"{what}: {got}, published {want}"
         gap_zh = f"{what}：{got:+.3f}，发布版为 {want:+.3f}" if isinstance(got, float) else f"{what}：{got}，发布版为 {want}"
-        say("  (not shown to be the published Qwen3.5-0.8B ({gap}): what a trained model does holds only on that\n"
-            "  checkpoint; the line above is this checkpoint's number, which random weights give by chance)",
-            "  （不能确认是公开发布的 Qwen3.5-0.8B（{gap}）：训练过的模型的行为只在那个检查点上成立；\n"
-            "  上面这一行只是这个检查点的数，随机权重也会碰巧给出）", gap=gap if get_lang() != "zh" else gap_zh)
+        say("  (not shown to be the published Qwen3.5-0.8B ({gap}):\n  what a trained model does holds only on that "
+            "checkpoint; the line above is this checkpoint's number,\n  which random weights give by chance)",
+            "  （不能确认是公开发布的 Qwen3.5-0.8B（{gap}）：\n  训练过的模型的行为只在那个检查点上成立；"
+            "上面这一行只是这个检查点的数，随机权重也会碰巧给出）", gap=gap if get_lang() != "zh" else gap_zh)
         return True
 
     def figure_note(self):
