@@ -169,13 +169,8 @@ say("  two codes a byte: {a} codes -> {b} bytes; unpacked again equal: {ok}",
 # %%
 section(4, "What is quantized, in bytes", "量化了什么，按字节数")
 fp32_bytes = quant.weight_bytes(model)
-models = {mode: quant.load_quantized(path, mode) for mode in quant.MODES}   # from the file: no second fp32 model
-shared = models["int4"]                                          # the int8 table, the same codes in both models:
-if cfg.tie_word_embeddings:                                      # kept once (248,320 rows, 254 MB at full size)
-    shared.embed_tokens = models["int8"].embed_tokens
-else:
-    shared.lm_head = models["int8"].lm_head
-shared.output_layer = models["int8"].output_layer
+models = {"int8": quant.load_quantized(path, "int8")}          # from the file: no second fp32 model
+models["int4"] = quant.load_quantized(path, "int4", share=models["int8"])   # the same int8 table, kept once
 table = model.output_weight.numel()
 
 

@@ -461,13 +461,18 @@ _malloc_trim = None
 
 
 @torch.no_grad()
-def load_quantized(path, mode, vision=False, kernel=True):
+def load_quantized(path, mode, vision=False, kernel=True, share=None):
     """quantize_model(load_model(path, vision=vision), mode, kernel), without the full-precision model
     in memory at any time: every weight quantize_model would quantize is read from the file
     ROWS_AT_ONCE rows at a time and quantized (StoredRows), the rest loaded strictly as load_model
     does, in fp32. The process then peaks near the quantized model's size (plus torch), not at the
     stored bf16 model's plus the quantized one's. The same numbers as quantize_model's (tested).
-    model.stored = (bytes, dtype) of the language-model tensors as stored, for "X in bf16 -> Y"."""
+    model.stored = (bytes, dtype) of the language-model tensors as stored, for "X in bf16 -> Y".
+
+    share: a model load_quantized made from the same checkpoint (with the same kernel choice), whose
+    int8 table (the tied embedding / output layer, or an untied lm_head) this one uses instead of
+    quantizing the table again: int8 in both modes, the same codes, kept once (chapter 13 holds an
+    int8 and an int4 model at once; the table is 254 MB of each at full size)."""
     from qwen.model import VISUAL, Qwen35
     from qwen.vision import VisionConfig, VisionModel
     from qwen.weights import Config, load, load_weights
@@ -489,10 +494,12 @@ def load_quantized(path, mode, vision=False, kernel=True):
             setattr(parent, attr, make(StoredRows(W, key), kernel=kernel, name=key))
         _trim()
     if cfg.tie_word_embeddings:
-        model.embed_tokens = Int8Embedding(StoredRows(W, table), kernel=kernel, name=table)
+        model.embed_tokens = share.embed_tokens if share is not None else \
+            Int8Embedding(StoredRows(W, table), kernel=kernel, name=table)
         model.output_layer = model.embed_tokens.table
     else:
-        model.lm_head = model.output_layer = Int8Linear.from_weight(StoredRows(W, table), kernel=kernel, name=table)
+        model.lm_head = model.output_layer = share.lm_head if share is not None else \
+            Int8Linear.from_weight(StoredRows(W, table), kernel=kernel, name=table)
     vcfg = VisionConfig.from_config(cfg) if vision and W.names_under(VISUAL) else None
     if vcfg is not None:                                                    # as load_model: fp32, strictly
         with torch.device("meta"):

@@ -595,3 +595,13 @@ def test_ch13_holds_one_full_precision_model(tiny_path, monkeypatch):
         again = quant.quantize_model(load_model(tiny_path, vision=False), mode)
         state, other = m.state_dict(), again.state_dict()
         assert state.keys() == other.keys() and all(torch.equal(state[k], other[k]) for k in state), mode
+
+
+def test_load_quantized_can_share_another_models_table(tiny_path):
+    int8 = quant.load_quantized(tiny_path, "int8")
+    alone = quant.load_quantized(tiny_path, "int4")
+    shared = quant.load_quantized(tiny_path, "int4", share=int8)
+    assert shared.output_layer is int8.output_layer is shared.embed_tokens.table
+    a, b = alone.state_dict(), shared.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert shared.unused == alone.unused and shared.stored == alone.stored
