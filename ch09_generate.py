@@ -16,6 +16,7 @@
 # Run: `python ch09_generate.py [--prompt "..."] [--max-new-tokens N] [--device cpu|cuda|mps] [--quant int8|int4] [--tiny] [--lang zh] [--mine]`
 
 # %%
+import math
 import time
 
 import torch
@@ -246,7 +247,19 @@ if ready:
         say("  (section 2 was stopped before its end: its cache may be half-written, so the prompt and the reply\n"
             "  so far were read again into a new one)",
             "  （第 2 节在结束前被中断：它的缓存可能只写了一半，所以把提示词和已有的回复重新读进了一个新的缓存）")
-    from qwen.quant import KERNEL_ROWS, Int4Linear
+    from qwen.quant import BF16_ROUNDING, KERNEL_ROWS, Int4Linear
+    logit_scale = recomputed.abs().max().item()                          # the size of the logits compared
+    rounding_layers = cfg.num_hidden_layers + 1                          # the decoder layers and the output layer
+    quant_tolerance = BF16_ROUNDING * logit_scale * math.sqrt(rounding_layers)
+    within_tolerance = cache_gap <= quant_tolerance
+    if args.quant is not None:
+        say("  (the logits are up to {s:.2f} in size: the difference is {r:.2%} of that. One rounding to bf16 moves a\n"
+            "  value by up to 2^-8 = {u:.2%} of it; the {L} layers' roundings (decoder layers, output layer) add up\n"
+            "  like a random walk: a tolerance of 2^-8 x {s:.2f} x sqrt({L}) = {t:.2e}; within it: {ok})",
+            "  （logits 的大小最大到 {s:.2f}：这个差是它的 {r:.2%}。舍入到 bf16 一次，数值最多移动它的 2^-8 = {u:.2%}；\n"
+            "  {L} 层（解码层和输出层）的舍入像随机游走一样累加：容差为 2^-8 x {s:.2f} x sqrt({L}) = {t:.2e}；在容差内：{ok}）",
+            s=logit_scale, r=cache_gap / max(logit_scale, 1e-30), u=BF16_ROUNDING, L=rounding_layers, t=quant_tolerance,
+            ok=within_tolerance)
     if args.quant == "int8" and len(read) > KERNEL_ROWS:                 # the gap is the kernel's bf16, not the cache
         say("  (quantized: a step of one token runs torch's int8 kernel with bf16 inputs, reading all {n} tokens at\n"
             "  once the plain fp32 path (qwen/quant.py, KERNEL_ROWS): the two agree to bf16's rounding, not fp32's)",

@@ -308,9 +308,8 @@ if ready:
     say("  its largest weight: {v:.4f} on cell {rc} (an even spread would give {e:.4f} each)",
         "  最大的权重：{v:.4f}，在单元{rc}（平均分配时每个 {e:.4f}）",
         v=look[top].item(), rc=cell(cell_r[top], cell_c[top]), e=1 / per_image[0])
-    if ch.tiny:
-        say("  (tiny checkpoint: made-up weights: where this head looks means nothing)",
-            "  （小检查点：权重是编造的：这个头看向哪里没有意义）")
+    ch.unproven("where a head looks", "  (tiny checkpoint: made-up weights: where this head looks means nothing)",
+                "  （小检查点：权重是编造的：这个头看向哪里没有意义）")
     say("  after the blocks: {s}, as before them (a block keeps the shape)", "  经过所有块之后：{s}，与之前相同（块不改变形状）",
         s=list(x.shape))
 
@@ -465,9 +464,7 @@ if ready and args.plot:
         for ax in axes:
             ax.set_xlabel(column)
             ax.set_ylabel(row)
-        title = ch.label("Where one patch looks, across the whole image", "一个图块在整幅图像上看向哪里")
-        if ch.tiny:
-            title += "\n" + ch.label("tiny checkpoint: made-up numbers", "小检查点：数值是编造的")
+        title = ch.label("Where one patch looks, across the whole image", "一个图块在整幅图像上看向哪里") + ch.figure_note()
         fig.suptitle(title, fontsize=10)
         ch.save(fig, "ch10_attention.png")
 

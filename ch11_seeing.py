@@ -139,6 +139,8 @@ if ready:
 
     section(2, "The prompt with an image", "带图像的提示词")
     image = load_image(args.image, image_settings(path)) if args.image else demo_image()   # the size limit of this checkpoint
+    picture_name = args.image or tr("the picture chapter 10 draws", "第 10 章画的图像")
+    say("  {p}: {w} x {h} pixels", "  {p}：{w} x {h} 像素", p=picture_name, w=image.width, h=image.height)
     pixel_values, grid_thw = preprocess(image, path)                   # (patches, C*T*p*p), (1, 3)
     question = "What is in this picture? 图里有什么？" if args.prompt is None else args.prompt
     messages = with_images(question, 1)                                 # [{'role': 'user', 'content': [image, text]}]
@@ -181,9 +183,9 @@ if ready:
         f=first if first is not None else stats["prefill_s"], p=stats["prompt_tokens"], n=ids.count(image_id),
         r=stats["new_tokens"], d=max(stats["new_tokens"] - 1, 1) / max(stats["decode_s"], 1e-9))
     note(ch.threads)
-    if ch.tiny:
-        say("  (tiny checkpoint: made-up weights: the reply above is made-up tokens, not a description)",
-            "  （小检查点：权重是编造的：上面的回复是编造的词元，不是描述）")
+    ch.unproven("the reply describes the picture",
+                "  (tiny checkpoint: made-up weights: the reply above is made-up tokens, not a description)",
+                "  （小检查点：权重是编造的：上面的回复是编造的词元，不是描述）")
 
 # %% [markdown]
 # ## 4. The image is read, and the cache goes on after it / 图像被读进去了，缓存接着它往下走
@@ -211,9 +213,9 @@ if ready:
         "  回复第一个词元的 logits，这张图像与空白图像：最大差 {d:.3f}；最可能的词元 {a!r} 与 {b!r}",
         d=picture_effect, a=tok.readable(int(with_image.argmax())),
         b=tok.readable(int(with_blank.argmax())))
-    if ch.tiny:
-        say("  (tiny checkpoint: made-up weights: these tokens mean nothing; the difference shows only that the pixels "
-            "reach the logits)", "  （小检查点：权重是编造的：这些词元没有意义；这个差只说明像素影响到了 logits）")
+    ch.unproven("the top tokens with and without the picture",
+                "  (tiny checkpoint: made-up weights: these tokens mean nothing; the difference shows only that the "
+                "pixels reach the logits)", "  （小检查点：权重是编造的：这些词元没有意义；这个差只说明像素影响到了 logits）")
     with torch.inference_mode():                                        # generate's cache was made in this mode
         cached = model(torch.tensor([reply_ids[-1:]]), cache=cache, last=True)  # the reply's cache: its last token,
     again = model(torch.tensor([ids + reply_ids]), last=True, pixel_values=pixel_values, grid_thw=grid_thw)  # sampled, not read

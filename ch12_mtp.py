@@ -32,7 +32,7 @@ from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, count, pad, say, section, sh
 from qwen.generate import ChatTemplate, generate_ids, prompt_ids, stop_ids
 from qwen.lang import QwenError, tr
 from qwen.model import DecoderLayer, load_model
-from qwen.mtp import (DraftVocabulary, MTPHead, accept_sampled, accepted, coverage, frequent_tokens,
+from qwen.mtp import (DraftVocabulary, MTPHead, accept_sampled, accepted, coverage, frequent_tokens, head_problem,
                       speculative_ids, teacher_forced_acceptance)
 from qwen.norm import RMSNorm
 from qwen.threads import note
@@ -58,22 +58,27 @@ try:                                                     # chat_template.jinja, 
 except QwenError:
     template = None
 has_head = any(name.startswith("mtp.") for name in ch.W.all_names)   # from the headers: nothing read yet
+head_broken = head_problem(cfg, ch.W) if has_head else None    # a tensor missing or mis-shaped: why, in one line
 tok = ch.tokenizer if has_head else None
-ready = has_head and tok is not None and template is not None
+ready = has_head and head_broken is None and tok is not None and template is not None
 if not has_head:                                         # checked first: without it, nothing else need be read
     say("  (no MTP head in this checkpoint, no mtp.* tensors: speculative decoding is unavailable; this chapter stops here)",
         "  （这个检查点里没有 MTP 头，没有 mtp.* 张量：不能做推测解码；本章到此为止）")
+elif head_broken is not None:
+    say("  {why} This chapter needs the whole head: it stops here.", "  {why}本章需要完整的 MTP 头：到此为止。",
+        why=str(head_broken))
 elif not ready:
     say("  (no tokenizer or chat template in this folder: this chapter needs both; it stops here)",
         "  （这个文件夹里没有分词器或对话模板：本章两者都需要，到此为止）")
 else:
-    model = load_model(path)
+    model = load_model(path, vision=False)               # the text model and its head: the tower is never used here
     V = tok.vocab_size                                   # ids past it are padding rows (chapter 9)
-if ready and ch.tiny:
-    say("  The tiny checkpoint's weights are random, its MTP head's too: the head guesses almost never right,\n"
-        "  and every acceptance below is chance. The mechanism is shown with replayed drafts (section 4).",
-        "  小检查点的权重是随机的，MTP 头的也是：MTP 头几乎从不猜对，下面的接受率都只是巧合。\n"
-        "  机制用重放的草稿来演示（第 4 节）。")
+if ready:
+    ch.unproven("the head's guesses", "  The tiny checkpoint's weights are random, its MTP head's too: the head guesses "
+                "almost never right,\n  and every acceptance below is chance. The mechanism is shown with replayed "
+                "drafts (section 4).",
+                "  小检查点的权重是随机的，MTP 头的也是：MTP 头几乎从不猜对，下面的接受率都只是巧合。\n"
+                "  机制用重放的草稿来演示（第 4 节）。")
 
 # %% [markdown]
 # ## 1. The head by hand / 手写 MTP 头
@@ -103,10 +108,11 @@ if ready:
     W, H, eps = ch.W, cfg.hidden_size, cfg.rms_norm_eps
     names = sorted(n for n in W.all_names if n.startswith("mtp."))
     head_params = sum(p.numel() for p in model.mtp.parameters())
+    lm_params = sum(p.numel() for name, p in model.named_parameters()          # the tied table counted once;
+                    if not name.startswith(("mtp.", "visual.")))              # the head and the tower are not the LM
     say("  {n} tensors under mtp.*: {p} parameters, {r:.1%} of the language model's {m} (the output layer is shared)",
         "  mtp.* 下有 {n} 个张量：{p} 个参数，占语言模型 {m} 个参数的 {r:.1%}（输出层是共享的）",
-        n=len(names), p=count(head_params), m=count(sum(p.numel() for p in model.parameters()) - head_params),
-        r=head_params / (sum(p.numel() for p in model.parameters()) - head_params))
+        n=len(names), p=count(head_params), m=count(lm_params), r=head_params / lm_params)
     ids = tok.encode(TEXT)                                                # T tokens, the same in both languages
     T = len(ids)
     keep = []
@@ -180,11 +186,11 @@ if ready:
         "token t + 2 at {b:.0%}",
         "  与文本本身比较：模型的下一个词元在 {a:.0%} 的位置上与文本相同，MTP 头的词元 t + 2 在 {b:.0%} 的位置上相同",
         a=model_hits, b=text_hits)
-    if ch.tiny:
-        say("  (random weights: a guess agrees by chance, about 1 in {v:,}; these shares mean nothing. For the\n"
-            "  trained head, third-party reports give 0.65 to 0.8 per draft: not measured here)",
-            "  （随机权重：猜中只是巧合，机会约为 {v:,} 分之一；这些比例没有意义。训练过的 MTP 头，\n"
-            "  第三方报告的接受率是每个草稿 0.65 到 0.8：这里没有测量）", v=V)
+    ch.unproven("the head's acceptance, teacher-forced",
+                "  (random weights: a guess agrees by chance, about 1 in {v:,}; these shares mean nothing. For the\n"
+                "  trained head, third-party reports give 0.65 to 0.8 per draft: not measured here)",
+                "  （随机权重：猜中只是巧合，机会约为 {v:,} 分之一；这些比例没有意义。训练过的 MTP 头，\n"
+                "  第三方报告的接受率是每个草稿 0.65 到 0.8：这里没有测量）", v=V)
 
 # %% [markdown]
 # ## 3. Draft, verify, accept: chapter 9's reply, token for token / 起草、验证、接受：逐词元就是第 9 章的回复
@@ -232,9 +238,9 @@ if ready:
         n=len(spec) - 1, p=passes, r=(len(spec) - 1) / max(passes, 1))
     say("  drafts accepted: {a} of {d} ({s:.0%})", "  被接受的草稿：{d} 个中有 {a} 个（{s:.0%}）",
         a=spec_stats["accepted"], d=spec_stats["drafted"], s=spec_stats["accepted"] / max(spec_stats["drafted"], 1))
-    if ch.tiny:
-        say("  (random weights: the reply is made-up tokens, and the head's drafts are almost never accepted)",
-            "  （随机权重：回复是编造的词元，MTP 头的草稿几乎从不被接受）")
+    ch.unproven("the drafts accepted in a reply",
+                "  (random weights: the reply is made-up tokens, and the head's drafts are almost never accepted)",
+                "  （随机权重：回复是编造的词元，MTP 头的草稿几乎从不被接受）")
 
 # %% [markdown]
 # ## 4. The mechanism, with replayed drafts; rollback / 用重放的草稿看机制；回滚
@@ -261,28 +267,46 @@ if ready:
     base = plain[:n_replay]
     wrong = lambda t: (t + 1) % V                                          # never the model's token
     replays = {
-        tr("all accepted (the plain run's tokens)", "全部接受（普通解码的词元）"):
-            lambda out, drafts: base[len(out):len(out) + len(drafts)],
-        tr("all rejected (wrong tokens)", "全部拒绝（错误的词元）"):
-            lambda out, drafts: [wrong(t) for t in base[len(out):len(out) + len(drafts)]],
-        tr("a mix (rounds with all, one, then none of the drafts right, in turn)",
-           "混合（各轮依次是：草稿全对、只有第一个对、全错）"): lambda out, drafts: mixed(out, drafts),
+        "all": lambda out, drafts: base[len(out):len(out) + len(drafts)],
+        "none": lambda out, drafts: [wrong(t) for t in base[len(out):len(out) + len(drafts)]],
+        "mix": lambda out, drafts: mixed(out, drafts),
     }
-    rounds = itertools.count()                                             # the mix's rounds: 0, 1, 2, ...
+    rounds, mix_rounds = itertools.count(), []                             # the mix's rounds: 0, 1, 2, ...; their kinds
 
 
     def mixed(out, drafts):
         """Round 0, 3, 6 ...: every draft right; 1, 4 ...: only the first (a rollback inside the block);
-        2, 5 ...: none."""
+        2, 5 ...: none. Each round's kind ('all', 'one', 'none') is kept in mix_rounds."""
         right = base[len(out):len(out) + len(drafts)]                     # the plain run's next tokens
         keep = (len(right), 1, 0)[next(rounds) % 3]
+        mix_rounds.append("all" if keep >= len(right) else "none" if keep == 0 else "one")
         return right[:keep] + [wrong(t) for t in right[keep:]]
+
+
+    KINDS = {"all": ("all right", "全对"), "one": ("only the first right", "只有第一个对"), "none": ("none right", "全错")}
+
+
+    def replay_label(name):
+        """What a replay was, said after it ran: the mixed run is called a mix only if its rounds were of
+        more than one kind (a short reply can end within its first round)."""
+        if name == "all":
+            return tr("all accepted (the plain run's tokens)", "全部接受（普通解码的词元）")
+        if name == "none":
+            return tr("all rejected (wrong tokens)", "全部拒绝（错误的词元）")
+        kinds = [tr(*KINDS[k]) for k in mix_rounds]
+        if len(set(mix_rounds)) > 1:
+            return tr("a mix ({n} rounds of drafts, in turn: {k})", "混合（{n} 轮草稿，依次是：{k}）",
+                      n=len(mix_rounds), k=tr(", ", "、").join(kinds))
+        return tr("meant as a mix, but the reply ended after {n} round(s) of drafts, {k}: no mix",
+                  "本想混合，但回复在 {n} 轮草稿后就结束了，{k}：没有混合", n=len(mix_rounds),
+                  k=tr(", ", "、").join(kinds) or tr("none", "没有草稿"))
     replay_stats = {}
-    for label, replay in replays.items():
+    for name, replay in replays.items():
         stats, cache = {}, model.new_cache()
         got = list(speculative_ids(model, prompt_tokens, K, max_new_tokens=n_replay, stop=stop, vocab=V, cache=cache,
                                    stats=stats, drafts=replay))
-        replay_stats[label] = stats
+        label = replay_label(name)
+        replay_stats[name] = stats
         say("  {l}: {a} of {d} accepted, {r:.2f} tokens per forward pass; the plain greedy tokens: {same}",
             "  {l}：{d} 个中接受 {a} 个，每次前向计算 {r:.2f} 个词元；与普通贪心解码的词元相同：{same}",
             l=label, a=stats["accepted"], d=stats["drafted"], r=(len(got) - 1) / max(stats["rounds"], 1),
@@ -297,10 +321,11 @@ if ready:
     conv_diff = max((cache[i].conv - plain_cache[i].conv).abs().max().item() for i in linear)
     kv_diff = max(max((cache[i].k - plain_cache[i].k).abs().max().item(), (cache[i].v - plain_cache[i].v).abs().max().item())
                   for i in full)
-    say("  after the mixed run: {n} positions in both caches; Gated DeltaNet states differ from plain decoding's by at most\n"
+    mix_happened = len(set(mix_rounds)) > 1
+    say("  after the {w} run: {n} positions in both caches; Gated DeltaNet states differ from plain decoding's by at most\n"
         "  {s:.1e}, conv windows by {c:.1e}, attention keys and values (cut back) by {kv:.1e}",
-        "  混合运行之后：两个缓存都是 {n} 个位置；Gated DeltaNet 状态与普通解码的最大差 {s:.1e}，\n"
-        "  卷积窗口 {c:.1e}，注意力的键和值（截回之后）{kv:.1e}",
+        "  {w}运行之后：两个缓存都是 {n} 个位置；Gated DeltaNet 状态与普通解码的最大差 {s:.1e}，\n"
+        "  卷积窗口 {c:.1e}，注意力的键和值（截回之后）{kv:.1e}", w=tr("mixed", "混合") if mix_happened else tr("last", "最后一次"),
         n=cache.length if cache.length == plain_cache.length == len(read) else f"{cache.length} != {plain_cache.length}",
         s=state_diff, c=conv_diff, kv=kv_diff)
     say("  (replayed drafts: these counts show the mechanism, not how well any head guesses)",

@@ -4,14 +4,16 @@
 # Decoding one token reads every weight of the model once and does two flops with each (a
 # multiply and an add): the CPU spends the step waiting for memory, and the memory bandwidth
 # sets the speed. In fp32 that is 3 GB per token for Qwen3.5-0.8B. Store each weight in 8 bits, or 4, with a scale to bring it back, and
-# there are 4x or 8x fewer bytes to read. This chapter quantizes by hand: int8 with a scale per
+# there are fewer bytes to read: nearly 4x fewer with 8 bits; with 4 bits fewer still, but not 8x, since the
+# scales, the output layer (kept at 8 bits) and the fp32 norms stay (section 4 measures both). This chapter quantizes by hand: int8 with a scale per
 # output channel (a row of the weight), 4-bit with a scale per group of 128 weights; it measures
 # the error on one weight and on the model's output, which layers it pays to quantize, and runs
 # a quantized model (`qwen/quant.py`) with torch's weight-only kernels.
 #
 # 解码一个词元要把模型的每个权重读一遍，每个权重只做两次浮点运算（一次乘、一次加）：CPU 的时间都花在
 # 等内存上，速度由内存带宽决定。fp32 下，Qwen3.5-0.8B 每个词元要读 3 GB。把每个权重存成 8 位或
-# 4 位，再配一个缩放因子把它还原，要读的字节就少到 1/4 或 1/8。本章手写量化：int8 每个输出通道（权重的一行）一个缩放因子，4 位每
+# 4 位，再配一个缩放因子把它还原，要读的字节就少了：8 位时接近 1/4；4 位时更少，但到不了 1/8，因为缩放因子、
+# 输出层（保留 8 位）和 fp32 的归一化都还在（第 4 节测量两者）。本章手写量化：int8 每个输出通道（权重的一行）一个缩放因子，4 位每
 # 128 个权重一组、每组一个缩放因子；测量它在一个权重上和在模型输出上的误差、哪些层值得量化，并用 torch
 # 的只量化权重的内核运行量化后的模型（`qwen/quant.py`）。
 #
@@ -66,6 +68,7 @@ w = model.layers[0].mlp.gate_proj.weight                         # (intermediate
 q8, scale8 = quant.quantize_int8(w)                              # (out, in) int8, (out,) fp32
 w8 = quant.dequantize_int8(q8, scale8)
 e8 = quant.error(w, w8)
+half_step_ok = quant.within_half_step(w, w8, scale8)              # up to fp32's own rounding
 tensor_scale = w.abs().max() / 127                               # one scale for the whole tensor
 e_tensor = quant.error(w, torch.round(w / tensor_scale).clamp(-127, 127) * tensor_scale)
 say("  weight {s}: {n:,} numbers; scales from {a:.2e} to {b:.2e} (one per row)",
@@ -74,9 +77,10 @@ say("  weight {s}: {n:,} numbers; scales from {a:.2e} to {b:.2e} (one per row)",
 say("  row 0, first 4: w {w}  ->  q {q}  ->  q x scale {d}",
     "  第 0 行前 4 个：w {w}  ->  q {q}  ->  q x scale {d}",
     w=[round(v, 5) for v in w[0, :4].tolist()], q=q8[0, :4].tolist(), d=[round(v, 5) for v in w8[0, :4].tolist()])
-say("  error: max {m:.2e}, RMS {r:.2e} ({rel:.2%} of the weights' RMS); within half a step everywhere: {ok}",
-    "  误差：最大 {m:.2e}，均方根 {r:.2e}（权重均方根的 {rel:.2%}）；处处不超过半步：{ok}",
-    m=e8["max"], r=e8["rms"], rel=e8["rel"], ok=bool(((w - w8).abs() <= scale8[:, None] / 2 + 1e-9).all()))
+say("  error: max {m:.2e}, RMS {r:.2e} ({rel:.2%} of the weights' RMS); within half a step everywhere "
+    "(up to fp32's rounding): {ok}",
+    "  误差：最大 {m:.2e}，均方根 {r:.2e}（权重均方根的 {rel:.2%}）；处处不超过半步（允许 fp32 自身的舍入）：{ok}",
+    m=e8["max"], r=e8["rms"], rel=e8["rel"], ok=half_step_ok)
 say("  one scale for the whole tensor instead: RMS error {r:.2e}, {x:.1f}x the per-row one",
     "  改成整个张量一个缩放因子：均方根误差 {r:.2e}，是每行缩放的 {x:.1f} 倍",
     r=e_tensor["rms"], x=e_tensor["rms"] / e8["rms"])
@@ -147,23 +151,26 @@ say("  two codes a byte: {a} codes -> {b} bytes; unpacked again equal: {ok}",
 # table gives the logits; in the 4-bit model it stays int8 (llama.cpp's q4_k_m also keeps its
 # output layer at more bits: every logit passes through it). Kept in fp32: the norms, the conv,
 # A_log and dt_bias, and in_proj_a / in_proj_b (16 rows each, feeding the decay's exponent and
-# beta): together a fraction of a percent of the bytes. Here each model is quantized from a loaded
-# fp32 one, to compare them; `main.py 9 --quant` and `chat --quant` read each weight from the file a
-# block of rows at a time and quantize it (`quant.load_quantized`): the full-precision model is never
-# in memory, and the process stays near the quantized model's size.
+# beta): together a fraction of a percent of the bytes. Each model is quantized as `main.py 9
+# --quant` and `chat --quant` do it: each weight read from the file a block of rows at a time and
+# quantized (`quant.load_quantized`), the same numbers as quantizing the loaded fp32 model (bf16 to
+# fp32 is exact; tests/test_quant.py), without a second full-precision model beside the fp32 one
+# this chapter compares with. The two quantized models share one int8 table: the same codes.
 #
 # 被量化的：24 层里的每个投影，以及共享嵌入表，它同时是输出层：248,320 x 1024，占参数的三分之一，也是
 # 解码一步里最大的矩阵乘法。它只存一份，每行 int8：一个词元的那一行查出来再反量化，整张表用来算 logit；
 # 4 位模型里它仍是 int8（llama.cpp 的 q4_k_m 也让输出层保留更多位：每个 logit 都要经过它）。保留 fp32 的：
 # 归一化、卷积、A_log 和 dt_bias，以及 in_proj_a / in_proj_b（各 16 行，决定衰减的指数和 beta）：
-# 加起来不到字节数的百分之一。这里每个模型都是从已加载的 fp32 模型量化的，为了和它比较；`main.py 9 --quant` 和
-# `chat --quant` 则从文件里一次读一块行、边读边量化（`quant.load_quantized`）：全精度模型从不整个放在内存里，
-# 进程的内存占用接近量化后模型的大小。
+# 加起来不到字节数的百分之一。每个模型都像 `main.py 9 --quant` 和 `chat --quant` 那样量化：从文件里一次读一块行、
+# 边读边量化（`quant.load_quantized`），与量化已加载的 fp32 模型得到相同的数（bf16 到 fp32 是精确的；
+# tests/test_quant.py），而除了本章用来比较的那个 fp32 模型，内存里不会再有第二个全精度模型。两个量化模型共用
+# 同一张 int8 表：编码完全相同。
 
 # %%
 section(4, "What is quantized, in bytes", "量化了什么，按字节数")
 fp32_bytes = quant.weight_bytes(model)
-models = {mode: quant.quantize_model(load_model(path, vision=False), mode) for mode in quant.MODES}
+models = {"int8": quant.load_quantized(path, "int8")}          # from the file: no second fp32 model
+models["int4"] = quant.load_quantized(path, "int4", share=models["int8"])   # the same int8 table, kept once
 table = model.output_weight.numel()
 
 
@@ -198,16 +205,16 @@ if isinstance(table_int4, quant.Int8Linear) and isinstance(table_int8, quant.Int
 # not time (the fp32 weight is rebuilt at every call). torch has CPU kernels that read the small
 # codes directly: `torch._weight_int8pack_mm` (int8, a scale per row) and
 # `torch.ops.aten._weight_int4pack_mm_for_cpu` (4-bit in groups of 32 to 256, on a packed layout of
-# its own). On a CPU without native bf16 they are fast only with bf16 inputs: x and the scales go
-# in as bf16 and the result comes back in bf16, so the kernel agrees with the fp32 plain path to
+# its own). They are fast only with bf16 inputs, on a CPU with native bf16 (AVX512-BF16, AMX) as on
+# one without: x and the scales go in as bf16 and the result comes back in bf16, so the kernel agrees with the fp32 plain path to
 # bf16's rounding (about 0.4% of a value), not bit for bit. Measured on one matrix of gate_proj's
 # real size (3584 x 1024, random values: the time does not depend on the values), one token at a
 # time as in decoding.
 #
 # 朴素的算法先把权重反量化、再做 fp32 矩阵乘法：只有三行，省内存但不省时间（每次调用都重建 fp32 权重）。
 # torch 有直接读小编码的 CPU 内核：`torch._weight_int8pack_mm`（int8，每行一个缩放因子）和
-# `torch.ops.aten._weight_int4pack_mm_for_cpu`（4 位，每组 32 到 256 个，用它自己的打包格式）。在没有原生
-# bf16 的 CPU 上，它们只有输入是 bf16 时才快：x 和缩放因子以 bf16 传入，结果也是 bf16，所以内核与 fp32
+# `torch.ops.aten._weight_int4pack_mm_for_cpu`（4 位，每组 32 到 256 个，用它自己的打包格式）。不论 CPU
+# 有没有原生 bf16（AVX512-BF16、AMX），它们都只有输入是 bf16 时才快：x 和缩放因子以 bf16 传入，结果也是 bf16，所以内核与 fp32
 # 的朴素算法只在 bf16 的舍入范围内一致（约为数值的 0.4%），而不是逐位相同。在一个
 # gate_proj 真实大小（3584 x 1024，随机数值：时间与数值无关）的矩阵上测量，像解码一样每次一个词元。
 
@@ -270,11 +277,14 @@ load_kernels = timed_how(ROUNDS)
 # ## 6. The whole model: logits, greedy tokens, speed / 整个模型：logit、贪心词元、速度
 # fp32 writes N greedy tokens; the quantized models read the same text (teacher forcing) and we
 # count the positions where their greedy token differs from fp32's, and the largest logit
-# difference. Then each decodes on its own, timed: the three in turn, in rounds, and the median of
+# difference. Each reads it as decoding does, the prompt at once and then one token a call, so
+# each is measured on the path it decodes with (int8's kernel takes up to 32 rows at a time; a
+# longer text read at once would go through the plain fp32 path instead). Then each decodes on its own, timed: the three in turn, in rounds, and the median of
 # each (one after the other, the ratios swung with the machine's other work).
 #
 # fp32 先贪心地写出 N 个词元；量化后的模型读同一段文本（教师强制），数一数有多少个位置上它们的贪心词元
-# 与 fp32 的不同，以及 logit 的最大差值。然后各自独立解码并计时：三者在每一轮里依次运行，跑若干轮，各取中位数
+# 与 fp32 的不同，以及 logit 的最大差值。每个模型都像解码那样读：先一次读入提示词，再每次一个词元，所以每个模型
+# 都在它解码时走的路径上测量（int8 的内核一次最多接受 32 行；一次读入更长的文本就会改走朴素的 fp32 算法）。然后各自独立解码并计时：三者在每一轮里依次运行，跑若干轮，各取中位数
 # （一个接一个地测时，比值会随机器上的其他工作大幅摆动）。
 
 # %%
@@ -300,13 +310,28 @@ for _ in range(DECODE_ROUNDS):                                   # in turn withi
 speed = {name: statistics.median(s) for name, s in speeds.items()}   # {name: median decode tokens/s}
 ref_ids, ref_speed = replies["fp32"], speed["fp32"]
 show = not ch.tiny and ch.tokenizer is not None                  # trained weights: the text itself
-text = torch.tensor([ids + ref_ids[:-1]])                        # (1, prompt + N - 1)
-ref_logits = model(text)[0, len(ids) - 1:, :V]                   # (N, vocab): at each reply position
+
+
+def decoded_logits(m):
+    """(N, vocab) logits at each position of fp32's reply, computed as decoding computes them: the
+    prompt in one call with a cache (the prefill), then fp32's reply one token a call. So each
+    model is measured on the path it decodes with: an int8 layer takes torch's kernel for up to
+    KERNEL_ROWS rows and the plain fp32 path for more, and a whole text read at once (over 32 rows)
+    would measure int8 on the plain path while its decoding used the kernel."""
+    cache = m.new_cache()
+    rows = [m(torch.tensor([ids]), cache=cache, last=True)[0, -1, :V]]
+    for token in ref_ids[:-1]:                                   # teacher forcing: fp32's tokens, one a call
+        rows.append(m(torch.tensor([[token]]), cache=cache, last=True)[0, -1, :V])
+    return torch.stack(rows)
+
+
+ref_logits = decoded_logits(model)                               # (N, vocab): at each reply position
+measured = {}                                                    # {mode: (N, vocab) logits on its decoding path}
 say("  fp32: {n} tokens, decode {s:.1f} tokens/s", "  fp32：{n} 个词元，解码 {s:.1f} 词元/秒", n=len(ref_ids), s=ref_speed)
 if show:
     say("    fp32 writes: {t!r}", "    fp32 写出：{t!r}", t=ch.tokenizer.decode(ref_ids))
 for mode, m in models.items():
-    logits = m(text)[0, len(ids) - 1:, :V]
+    logits = measured[mode] = decoded_logits(m)
     changed = int((logits.argmax(-1) != ref_logits.argmax(-1)).sum())
     say("  {m}: largest logit difference {d:.3f} (logits up to {top:.1f}); greedy token differs at {c} of {n}; "
         "decode {s:.1f} tokens/s ({r:.2f}x fp32)",
@@ -317,11 +342,11 @@ for mode, m in models.items():
     if show:
         say("    {m} writes: {t!r}", "    {m} 写出：{t!r}", m=mode, t=ch.tokenizer.decode(replies[mode]))
 load_decode = timed_how(DECODE_ROUNDS)
-if ch.tiny:
-    say("  (random weights and a 16-wide model: the differences and speeds are this toy's; the full-size\n"
-        "  figures are measured by bench/bench_model.py)",
-        "  （随机权重、宽度 16 的模型：这些差值和速度只属于这个玩具模型；完整大小的数字由\n"
-        "  bench/bench_model.py 测量）")
+ch.unproven("greedy tokens and logits kept by quantizing",
+            "  (random weights and a 16-wide model: the differences and speeds are this toy's; the full-size\n"
+            "  figures are measured by bench/bench_model.py)",
+            "  （随机权重、宽度 16 的模型：这些差值和速度只属于这个玩具模型；完整大小的数字由\n"
+            "  bench/bench_model.py 测量）")
 
 # %% [markdown]
 # ## How to explain it / 怎么讲给别人听

@@ -334,6 +334,56 @@ class Chapter:
         self.args, self.path, self.cfg = args, path, cfg
         from qwen.tiny import is_tiny
         self.tiny = is_tiny(cfg)                       # True: the built-in tiny checkpoint, made-up numbers
+        self.labelled = []                             # claims labelled as not shown to hold (unproven)
+
+    @functools.cached_property
+    def published_gaps(self):
+        """[(figure, this checkpoint's value, the published one)] where this checkpoint differs from
+        the published Qwen3.5-0.8B (qwen/known.py; [] when it shows every figure the course knows)."""
+        from qwen.known import published_gaps
+        from qwen.weights import UnknownTensor
+        if self.tiny:
+            return [("tiny", True, False)]
+        try:
+            return published_gaps(self.cfg, self.W)
+        except UnknownTensor:                               # a checkpoint without those norms: not it
+            return [("layers.0.input_layernorm.weight, norm.weight", tr("absent", "没有"), tr("present", "有"))]
+
+    @property
+    def published(self):
+        """True when this checkpoint shows the published Qwen3.5-0.8B's figures: the only one on
+        which what a chapter says about a trained model's behaviour is known to hold. A checkpoint
+        in the real format with random weights has the real names and shapes, but not these values."""
+        return not self.published_gaps
+
+    def unproven(self, claim, en, zh, **fields):
+        """After a line about trained behaviour (where a head looks, what a reply says, how often a
+        draft is accepted): on the tiny checkpoint the chapter's own label (en, zh); on any other
+        checkpoint not shown to be the published one, a label saying so, with the first figure that
+        differs; nothing on the published one. `claim` names the line (kept in self.labelled)."""
+        if self.published:
+            return False
+        self.labelled.append(claim)
+        if self.tiny:
+            say(en, zh, **fields)
+            return True
+        what, got, want = self.published_gaps[0]
+        gap = f"{what}: {got:+.3f}, published {want:+.3f}" if isinstance(got, float) else f"{what}: {got}, published {want}"
+        gap_zh = f"{what}：{got:+.3f}，发布版为 {want:+.3f}" if isinstance(got, float) else f"{what}：{got}，发布版为 {want}"
+        say("  (not shown to be the published Qwen3.5-0.8B ({gap}):\n  what a trained model does holds only on that "
+            "checkpoint; the line above is this checkpoint's number,\n  which random weights give by chance)",
+            "  （不能确认是公开发布的 Qwen3.5-0.8B（{gap}）：\n  训练过的模型的行为只在那个检查点上成立；"
+            "上面这一行只是这个检查点的数，随机权重也会碰巧给出）", gap=gap if get_lang() != "zh" else gap_zh)
+        return True
+
+    def figure_note(self):
+        """A figure title's second line where trained behaviour is not shown to hold, else ''."""
+        if self.published:
+            return ""
+        if self.tiny:
+            return "\n" + self.label("tiny checkpoint: made-up numbers", "小检查点：数值是编造的")
+        return "\n" + self.label("not shown to be the published checkpoint: maybe random weights",
+                                  "不能确认是公开发布的检查点：权重可能是随机的")
 
     @functools.cached_property
     def W(self):

@@ -252,13 +252,13 @@ def _to_8_bits(image):
 
 
 def check_size(width, height, factor, name="the image"):
-    """Refuse images the model cannot use: a side under `factor` pixels (one merged block of
-    patches: 32 for Qwen3.5), or one side over 200 times the other (smart_resize's limit)."""
-    if min(width, height) < factor:
-        raise QwenError("{name} is {w} x {h} pixels; each side must be at least {f} pixels (one {f} x {f} block "
-                        "of patches). Use a larger picture.",
-                        "{name} 是 {w} x {h} 像素；每条边至少要 {f} 像素（一个 {f} x {f} 的合并块）。请换一张更大的图片。",
-                        name=name, w=width, h=height, f=factor)
+    """Refuse images the model cannot use: one side over 200 times the other (smart_resize's limit;
+    a side of 0 pixels too). A side under `factor` pixels is no reason: smart_resize brings the
+    picture up to min_pixels, so a 1500 x 10 strip becomes 3136 x 32 on Qwen3.5, as transformers'
+    processor and the Qwen team's own smart_resize make it. (`factor` is kept for the callers.)"""
+    if min(width, height) == 0:
+        raise QwenError("{name} is {w} x {h} pixels: it has no pixels to look at. Use another picture.",
+                        "{name} 是 {w} x {h} 像素：没有可看的像素。请换一张图片。", name=name, w=width, h=height)
     if max(width, height) > MAX_ASPECT_RATIO * min(width, height):
         raise QwenError("{name} is {w} x {h} pixels: one side is {r:.0f} times the other, over the limit of {m}. "
                         "Crop it to a less elongated picture.",

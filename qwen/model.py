@@ -44,7 +44,7 @@ from qwen.mlp import MLP
 from qwen.norm import GatedRMSNorm, RMSNorm
 from qwen.rope import RotaryEmbedding, image_grids, rope_index
 from qwen.vision import VisionConfig, VisionModel
-from qwen.weights import DTYPES, Config, load, load_weights
+from qwen.weights import DTYPES, Config, check_finite_block, load, load_weights
 
 
 class DecoderLayer(nn.Module):
@@ -222,6 +222,9 @@ class _Converted:
                 n = min(step, info.numel - start)
                 _read_exactly(f, raw[:n * DTYPES[info.dtype][1]], info)
                 flat[start:start + n] = self._buffer[:len(raw)].view(stored)[:n]   # the one conversion
+                if out.is_floating_point():                                   # NaN and inf: one line
+                    check_finite_block(info, flat[start:start + n], start)
+        self.W.finite.add(info.name)
         return out
 
 

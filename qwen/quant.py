@@ -36,10 +36,11 @@ Two ways to compute with a quantized weight, tested equal (tests/test_quant.py):
     aten._weight_int4pack_mm_for_cpu on the layout aten._convert_weight_to_int4pack_for_cpu
     makes), which read the small codes directly. Used where torch has them and the shape fits
     (4-bit: groups of 32..256, rows a multiple of 16); else the plain path. They are fast with
-    bf16 activations and scales only (on an AVX2 CPU, 1 thread, a 3584 x 1024 int8 gemv: 0.55 ms
-    with bf16 x, 14 ms with fp32 x, fp32 F.linear 1.1 ms), so x and the scales go in as bf16 and
-    the result comes back fp32: it differs from the fp32 plain path by bf16's rounding of x and of
-    the scales (about 0.4% of a value). int8 with more than KERNEL_ROWS rows at once (a prompt)
+    bf16 activations and scales only, on CPUs with native bf16 (AVX512-BF16, AMX) as on those
+    without (AVX2): an fp32 x is tens of times slower than a bf16 one. So x and the scales go in
+    as bf16 and the result comes back in bf16 (the layer casts it to x's dtype): it differs from
+    the fp32 plain path by bf16's rounding of x, of the scales and of the result (about 0.4% of a
+    value). int8 with more than KERNEL_ROWS rows at once (a prompt)
     takes the plain path: an fp32 matmul beats the kernel there (512 rows: 188 ms against 311).
 
 Two ways to get a quantized model, the same numbers (tested): quantize_model(model, mode) on a
@@ -64,6 +65,7 @@ KEEP_FP32 = ("in_proj_a", "in_proj_b")       # tiny, and they feed an exponent (
 INT8_KERNEL_IN = 8                           # int8: the kernel reads rows 8 weights at a time (torch 2.13, CPU:
                                              # in_features 4, 12, 100, 130 gave numbers ~1e31 or a segfault)
 KERNEL_ROWS = 32                             # int8: up to this many rows (tokens) a call through the kernel
+BF16_ROUNDING = 2.0 ** -8                    # bf16 keeps 8 significant bits: rounding moves a value by <= 2^-8 of it
 ROWS_AT_ONCE = 1024                          # weight rows quantized (or dequantized) at a time: a few MB of temporaries
 
 
@@ -131,6 +133,22 @@ def unpack_int4(packed):
     low = (packed & 0xF).to(torch.int8) - 8
     high = (packed >> 4).to(torch.int8) - 8
     return torch.stack((low, high), dim=-1).reshape(packed.shape[0], -1)  # columns back in order
+
+
+def within_half_step(w, w_hat, step):
+    """True when every |w - w_hat| is at most half its row's step (step: (out,) or (out, groups)
+    broadcast over the row or group), up to fp32's own rounding.
+
+    In exact arithmetic rounding to the nearest code moves a weight by at most step / 2. In fp32,
+    w / step and q * step are each rounded to the nearest float, a relative error of up to eps / 2
+    each (eps = 2^-23), so |w - w_hat| can exceed step / 2 by about eps / 2 * (|w| + |w_hat|): at
+    |w| = 0.1 that is 6e-9, more than a fixed slack like 1e-9 allows. The slack here is that bound
+    twice over: eps * (|w| + |w_hat|), still a millionth of a step."""
+    w, w_hat = w.float(), w_hat.float()
+    half = step.float() / 2
+    half = half[:, None] if half.dim() == 1 else half.repeat_interleave(w.shape[1] // half.shape[1], dim=1)
+    slack = torch.finfo(torch.float32).eps * (w.abs() + w_hat.abs())
+    return bool(((w - w_hat).abs() <= half + slack).all())
 
 
 def error(w, w_hat):
@@ -443,13 +461,18 @@ _malloc_trim = None
 
 
 @torch.no_grad()
-def load_quantized(path, mode, vision=False, kernel=True):
+def load_quantized(path, mode, vision=False, kernel=True, share=None):
     """quantize_model(load_model(path, vision=vision), mode, kernel), without the full-precision model
     in memory at any time: every weight quantize_model would quantize is read from the file
     ROWS_AT_ONCE rows at a time and quantized (StoredRows), the rest loaded strictly as load_model
     does, in fp32. The process then peaks near the quantized model's size (plus torch), not at the
     stored bf16 model's plus the quantized one's. The same numbers as quantize_model's (tested).
-    model.stored = (bytes, dtype) of the language-model tensors as stored, for "X in bf16 -> Y"."""
+    model.stored = (bytes, dtype) of the language-model tensors as stored, for "X in bf16 -> Y".
+
+    share: a model load_quantized made from the same checkpoint (with the same kernel choice), whose
+    int8 table (the tied embedding / output layer, or an untied lm_head) this one uses instead of
+    quantizing the table again: int8 in both modes, the same codes, kept once (chapter 13 holds an
+    int8 and an int4 model at once; the table is 254 MB of each at full size)."""
     from qwen.model import VISUAL, Qwen35
     from qwen.vision import VisionConfig, VisionModel
     from qwen.weights import Config, load, load_weights
@@ -471,10 +494,12 @@ def load_quantized(path, mode, vision=False, kernel=True):
             setattr(parent, attr, make(StoredRows(W, key), kernel=kernel, name=key))
         _trim()
     if cfg.tie_word_embeddings:
-        model.embed_tokens = Int8Embedding(StoredRows(W, table), kernel=kernel, name=table)
+        model.embed_tokens = share.embed_tokens if share is not None else \
+            Int8Embedding(StoredRows(W, table), kernel=kernel, name=table)
         model.output_layer = model.embed_tokens.table
     else:
-        model.lm_head = model.output_layer = Int8Linear.from_weight(StoredRows(W, table), kernel=kernel, name=table)
+        model.lm_head = model.output_layer = share.lm_head if share is not None else \
+            Int8Linear.from_weight(StoredRows(W, table), kernel=kernel, name=table)
     vcfg = VisionConfig.from_config(cfg) if vision and W.names_under(VISUAL) else None
     if vcfg is not None:                                                    # as load_model: fp32, strictly
         with torch.device("meta"):

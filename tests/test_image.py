@@ -315,10 +315,6 @@ def bad_big_bomb(p):                          # over twice the limit: Pillow's o
     p.write_bytes(png_header_only(50_000, 50_000))
 
 
-def bad_too_small(p):
-    p.write_bytes(png_bytes(31, 400))
-
-
 def bad_too_elongated(p):
     p.write_bytes(png_bytes(32, 6500))        # 1 : 203
 
@@ -331,7 +327,6 @@ BAD_FILES = [  # (how to make it, English words, Chinese words)
     (bad_missing, "no such image file", "没有这个图像文件"),
     (bad_bomb, "claims 10000 x 10000 pixels, over Pillow's limit", "超过了 Pillow 的上限"),
     (bad_big_bomb, "over twice Pillow's limit", "解压炸弹"),
-    (bad_too_small, "each side must be at least 32 pixels", "每条边至少要 32 像素"),
     (bad_too_elongated, "one side is 203 times the other", "超过了上限 200"),
 ]
 
@@ -345,16 +340,27 @@ def test_bad_image_file_is_one_line_naming_it(tmp_path, make, en, zh):
     one_line_naming(e.value, str(path), en, zh)
 
 
-def test_the_size_limit_follows_the_checkpoint(tmp_path, settings_by_name):
-    """Under 32 px is too small for Qwen3.5 (patch 16 x merge 2), not for the tiny model's factor 8."""
+SMALL = [(1500, 10), (10, 1500), (31, 400), (20, 24), (1, 1), (5, 900)]      # (width, height): a side under 32
+
+
+@pytest.mark.parametrize("which", ["real", "tiny"])
+@pytest.mark.parametrize("size", SMALL, ids=[f"{w}x{h}" for w, h in SMALL])
+def test_a_side_under_one_block_is_resized_up_as_transformers_does(tmp_path, size, which, settings_by_name):
+    """A side under the merged block (32 px on Qwen3.5) was refused; transformers' processor and the
+    Qwen team's smart_resize bring the picture up to min_pixels (a 1500 x 10 strip: 3136 x 32)."""
+    settings = settings_by_name[which]
     path = tmp_path / "small.png"
-    path.write_bytes(png_bytes(20, 24))
-    with pytest.raises(QwenError, match="at least 32 pixels"):
-        load_image(path)
-    assert load_image(path, settings_by_name["tiny"]).size == (20, 24)
-    with pytest.raises(QwenError, match="at least 32 pixels"):
-        preprocess(Image.open(path), REAL_SETTINGS)
-    assert preprocess(str(path), settings_by_name["tiny"])[1].tolist() == [[1, 10, 8]]   # up to 40 x 32 >= 1024
+    picture(*size).save(path)
+    assert load_image(path, settings).size == size
+    _, grid = assert_like_transformers(Image.open(path).convert("RGB"), settings)
+    assert preprocess(str(path), settings)[1].tolist() == grid.tolist()
+    if which == "real" and size == (1500, 10):
+        assert (grid[0, 1] * 16, grid[0, 2] * 16) == (32, 3136)
+
+
+def test_an_image_without_pixels_is_one_line():
+    with pytest.raises(QwenError, match=r"^the image is 0 x 7 pixels: it has no pixels"):
+        preprocess(Image.new("RGB", (0, 7)), REAL_SETTINGS)
 
 
 def test_a_bomb_is_refused_before_decoding(tmp_path, monkeypatch):
