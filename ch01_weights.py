@@ -17,8 +17,8 @@ import re
 
 import torch
 
-from qwen.cli import chapter, count, pad, say, section, show_code, size
-from qwen.known import real_inventory
+from engine.cli import chapter, count, pad, say, section, show_code, size
+from engine.known import real_inventory
 from qwen.lang import tr
 from qwen.weights import Config, short_name
 

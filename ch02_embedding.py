@@ -13,7 +13,7 @@
 # %%
 import torch
 
-from qwen.cli import chapter, count, pad, say, section, show_code, size
+from engine.cli import chapter, count, pad, say, section, show_code, size
 from qwen.embedding import Embedding, logits, row_norms
 from qwen.lang import tr
 from qwen.tokenizer import to_symbols

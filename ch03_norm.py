@@ -16,8 +16,8 @@
 import torch
 import torch.nn.functional as F
 
-from qwen.cli import chapter, pad, say, section, show_code
-from qwen.known import CH03, real_inventory
+from engine.cli import chapter, pad, say, section, show_code
+from engine.known import CH03, real_inventory
 from qwen.lang import tr
 from qwen.model import model_norms
 from qwen.norm import GatedRMSNorm, RMSNorm, l2norm

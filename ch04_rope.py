@@ -22,8 +22,8 @@ import math
 import torch
 
 from qwen.attention import Attention
-from qwen.cli import chapter, say, section, show_code
-from qwen.known import real_inventory
+from engine.cli import chapter, say, section, show_code
+from engine.known import real_inventory
 from qwen.lang import tr
 from qwen.norm import RMSNorm
 from qwen.rope import RotaryEmbedding, apply_rope, inverse_frequencies, mrope_angles, rope_settings

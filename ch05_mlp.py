@@ -25,13 +25,13 @@ import time
 import torch
 import torch.nn.functional as F
 
-from qwen.cli import chapter, count, say, section, show_code
-from qwen.known import real_inventory
+from engine.cli import chapter, count, say, section, show_code
+from engine.known import real_inventory
 from qwen.lang import tr
 from qwen.mlp import MLP
 from qwen.model import load_model
 from qwen.norm import RMSNorm
-from qwen.threads import choose, note, use
+from engine.threads import choose, note, use
 from qwen.weights import Config, load, short_name
 
 ch = chapter("Chapter 5: the SwiGLU MLP", "第 5 章：SwiGLU MLP")

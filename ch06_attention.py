@@ -27,8 +27,8 @@ import torch
 import torch.nn.functional as F
 
 from qwen.attention import Attention
-from qwen.cli import chapter, say, section, show_code, size
-from qwen.known import real_inventory
+from engine.cli import chapter, say, section, show_code, size
+from engine.known import real_inventory
 from qwen.lang import tr
 from qwen.norm import RMSNorm
 from qwen.rope import RotaryEmbedding, apply_rope

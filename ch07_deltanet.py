@@ -21,12 +21,12 @@ import types
 
 import torch
 
-from qwen import known
-from qwen.cli import chapter, say, section, show_code, size
+from engine import known
+from engine.cli import chapter, say, section, show_code, size
 from qwen.deltanet import GatedDeltaNet, delta_rule_chunked, delta_rule_recurrent
 from qwen.lang import tr
 from qwen.norm import RMSNorm, l2norm
-from qwen.threads import choose, note, use
+from engine.threads import choose, note, use
 from qwen.weights import load
 
 ch = chapter("Chapter 7: Gated DeltaNet (linear attention)", "第 7 章：Gated DeltaNet（线性注意力）", plot=True)

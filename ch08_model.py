@@ -21,12 +21,12 @@ import time
 
 import torch
 
-from qwen.cli import chapter, count, pad, say, section, show_code, size
+from engine.cli import chapter, count, pad, say, section, show_code, size
 from qwen.lang import tr
-from qwen.mine import put_in
+from practice.mine import put_in
 from qwen.model import load_model
 from qwen.rope import apply_rope
-from qwen.threads import note
+from engine.threads import note
 
 ch = chapter("Chapter 8: the whole model", "第 8 章：整个模型", plot=True, mine=True, options={
     "--text": dict(default=None, help=("the sentence to run (default: 'The capital of France is', in either language)",

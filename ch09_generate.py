@@ -21,16 +21,14 @@ import time
 
 import torch
 
-from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, show_code, size, speculative_option
+from engine.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, show_code, size, speculative_option
 from qwen.attention import ROOM
 from qwen.generate import ChatTemplate, TextStream, check_sampling, generate, kv_cache_bytes, prompt_ids, sample, stop_ids
 from qwen.lang import QwenError, tr
-from qwen.mine import put_in
+from practice.mine import put_in
 from qwen.model import load_model
 from qwen.mtp import check_speculative
-from qwen.threads import note
-from qwen.products import FastProducts
-from qwen.upcast import prompt_pass
+from engine.threads import note
 
 
 def check_device(device):
@@ -58,8 +56,8 @@ ch = chapter("Chapter 9: generation with a cache", "第 9 章：带缓存的生�
     "--device": dict(default="cpu", choices=["cpu", "cuda", "mps"], help=("where to compute", "在哪里计算")),
     "--dtype": dict(default="float32", choices=["float32", "bfloat16"], help=(
         "compute dtype; bfloat16: half the memory, and on a CPU without bf16 arithmetic a prompt's projections "
-        "computed in fp32 and rounded once (qwen/upcast.py)",
-        "计算精度；bfloat16：内存减半，在没有 bf16 运算的 CPU 上，提示词的投影用 fp32 计算、只舍入一次（qwen/upcast.py）")),
+        "computed in fp32 and rounded once (engine/upcast.py)",
+        "计算精度；bfloat16：内存减半，在没有 bf16 运算的 CPU 上，提示词的投影用 fp32 计算、只舍入一次（engine/upcast.py）")),
     "--think": dict(action="store_true", help=("let the model reason in <think> first", "让模型先在 <think> 中推理")),
     "--speculative": dict(default=None, metavar="K", help=(
         "the reply with speculative decoding: the MTP head drafts K tokens a step, the model verifies them; greedy, "
@@ -346,12 +344,8 @@ if ready:
 # `generate_ids` are section 2's reply (`generate` streams them), unless it was sampled, speculative or
 # stopped before its end (then section 4 asks `generate_ids` for them, to compare its draws with); the
 # sampled ones are section 4's first draw (seed 0, its settings and length).
-# The two `with` lines are for speed only: they change no product, only the order of its sums.
-# `prompt_pass` computes a bf16 model's prompt projections in fp32 and rounds once (qwen/upcast.py;
-# an fp32 model is left as it is); the context from qwen/products.py multiplies one or a few rows by
-# the large fp32 weights on every thread torch uses. Without them the loop gives the same numbers to
-# rounding, more slowly; they are here because `generate_ids` uses them and the ids are compared
-# exactly (a near-tie between two logits could flip on a rounding).
+# The products run through the engine's kernel (engine/products.py, behind qwen/linear.py's seam), as
+# everywhere in this chapter: the same numbers as F.linear to rounding, so the ids can be compared exactly.
 #
 # `generate_ids` 做的一切，十几行就能写完：提示词读一遍，然后从最后的 logits 里选一个词元（`sample`：
 # 温度为 0 时取最大的，否则用带种子的随机抽取），接到后面、再喂回去，直到停止词元或达到上限。它给出的
@@ -359,27 +353,22 @@ if ready:
 # `generate_ids` 的贪心编号就是第 2 节的回复（`generate` 把它们流式输出），除非那次回复是采样或推测解码得到的，
 # 或在结束前被中断（那时第 4 节向 `generate_ids` 要来贪心编号，与它的抽取比较）；采样的编号就是第 4 节的第一次
 # 抽取（种子 0，同样的设置和长度）。
-# 两处 `with` 只为速度：它们不改变任何乘积，只改变求和的顺序。`prompt_pass` 把 bf16 模型提示词的投影用 fp32
-# 计算、只舍入一次（qwen/upcast.py；fp32 模型不受影响）；来自 qwen/products.py 的上下文把一行或几行与大的
-# fp32 权重相乘的计算分给 torch 用的所有线程。去掉它们，循环得到的数只差舍入误差，只是更慢；保留它们，是因为
-# `generate_ids` 用了它们，而这里要逐个比较编号（两个几乎相等的 logit 可能因为一次舍入而换位）。
+# 乘积经由引擎的内核计算（engine/products.py，位于 qwen/linear.py 的接口之后），本章处处如此：与 F.linear
+# 只差舍入误差，所以可以逐个比较编号。
 
 # %%
 def decode_loop(model, prompt, max_new_tokens, stop, vocab, seed=None, **sampling):
     """The decode loop by hand: prefill once, then pick, append, feed back."""
     generator = None if seed is None else torch.Generator().manual_seed(seed)
     cache = model.new_cache()
-    fast = FastProducts(model)                   # the products generate_ids uses (qwen/upcast.py, qwen/products.py)
-    with prompt_pass(model), fast:
-        logits = model(torch.tensor([prompt]), cache=cache, last=True)[0, -1]  # prefill: the whole prompt
+    logits = model(torch.tensor([prompt]), cache=cache, last=True)[0, -1]  # prefill: the whole prompt
     reply = []
     while len(reply) < max_new_tokens:
         token = sample(logits[:vocab], generator=generator, **sampling)        # pick
         reply.append(token)                                                    # append
         if token in stop:
             break
-        with fast:                               # one row on all of torch's threads, as generate_ids
-            logits = model(torch.tensor([[token]]), cache=cache, last=True)[0, -1]  # feed back: one token
+        logits = model(torch.tensor([[token]]), cache=cache, last=True)[0, -1]      # feed back: one token
     return reply
 
 

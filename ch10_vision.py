@@ -27,10 +27,10 @@ import time
 import torch
 import torch.nn.functional as F
 
-from qwen.cli import chapter, count, say, section, show_code
-from qwen.known import real_inventory
+from engine.cli import chapter, count, say, section, show_code
+from engine.known import real_inventory
 from qwen.lang import QwenError, tr
-from qwen.threads import note
+from engine.threads import note
 
 ch = chapter("Chapter 10: the vision tower", "第 10 章：视觉塔", plot=True, options={
     "--image": dict(metavar="PATH", default=None, help=(
@@ -86,7 +86,7 @@ taught = show_code(ch, PatchEmbed, VisionBlock)
 # %%
 if ready:
     from qwen.image import image_settings, load_image, preprocess
-    from qwen.pictures import DEMO_WORD, demo_image
+    from engine.pictures import DEMO_WORD, demo_image
 
     section(1, "The picture, cut into patches", "图像切成图块")
     image = load_image(args.image, image_settings(path)) if args.image else demo_image()   # the size limit of this checkpoint

@@ -20,9 +20,9 @@ import time
 
 import torch
 
-from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, show_code
+from engine.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, show_code
 from qwen.lang import QwenError, tr
-from qwen.threads import note
+from engine.threads import note
 
 ch = chapter("Chapter 11: an image in the prompt", "第 11 章：提示词里的图像", options={
     "--image": dict(metavar="PATH", default=None, help=(
@@ -135,7 +135,7 @@ if ready:
     from qwen.generate import TextStream, generate, image_prompt_ids, prompt_ids, with_images
     from qwen.image import image_settings, load_image, preprocess
     from qwen.model import load_model
-    from qwen.pictures import demo_image
+    from engine.pictures import demo_image
 
     section(2, "The prompt with an image", "带图像的提示词")
     image = load_image(args.image, image_settings(path)) if args.image else demo_image()   # the size limit of this checkpoint

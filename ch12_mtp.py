@@ -28,14 +28,14 @@ import torch
 import torch.nn as nn
 
 import qwen
-from qwen.cli import CHAPTER_REPLY_TOKENS, chapter, count, pad, say, section, show_code, speculative_option
+from engine.cli import CHAPTER_REPLY_TOKENS, chapter, count, pad, say, section, show_code, speculative_option
 from qwen.generate import ChatTemplate, generate_ids, prompt_ids, stop_ids
 from qwen.lang import QwenError, tr
 from qwen.model import DecoderLayer, load_model
 from qwen.mtp import (DraftVocabulary, MTPHead, accept_sampled, accepted, coverage, frequent_tokens, head_problem,
                       speculative_ids, teacher_forced_acceptance)
 from qwen.norm import RMSNorm
-from qwen.threads import note
+from engine.threads import note
 from qwen.weights import load
 
 TINY_REPLY_TOKENS = 16                                   # the reply's length on the tiny checkpoint's random weights

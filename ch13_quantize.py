@@ -28,11 +28,11 @@ import torch
 import torch.nn.functional as F
 
 from qwen import quant
-from qwen.cli import chapter, pad, say, section, show_code, size
+from engine.cli import chapter, pad, say, section, show_code, size
 from qwen.generate import generate_ids
 from qwen.lang import QwenError, tr
 from qwen.model import load_model
-from qwen.threads import note
+from engine.threads import note
 
 ch = chapter("Chapter 13: quantization by hand", "第 13 章：手写量化", options={
     "--tokens": dict(type=int, default=None, help=(

@@ -19,14 +19,14 @@ import runpy
 import sys
 from pathlib import Path
 
-from qwen.cli import CHAPTER_REPLY_TOKENS, banner, model_path, parser, setup, speculative_option
+from engine.cli import CHAPTER_REPLY_TOKENS, banner, model_path, parser, setup, speculative_option
 from qwen.lang import QwenError, get_lang, tr
 
 ROOT = Path(__file__).resolve().parent
 TINY_CHAT_TOKENS = 32                            # chat's default reply length on the built-in tiny checkpoint
 IMAGE_CHAPTERS = (10, 11)                        # the chapters that take --image (the vision tower, an image in the prompt)
 REPLY_CHAPTERS = (9, 11)                         # the chapters that take --max-new-tokens
-MINE_CHAPTERS = (8, 9)                           # the chapters that build the model: --mine (qwen/mine.py)
+MINE_CHAPTERS = (8, 9)                           # the chapters that build the model: --mine (practice/mine.py)
 CHAT_TOKENS = 512                                # and on a real one
 
 
@@ -36,9 +36,8 @@ def chapters():
 
 
 def download(args):
-    from qwen.cli import not_found
-    from qwen.weights import DEFAULT_REPO, ModelNotFound, find_model
-
+    from engine.cli import not_found
+    from engine.hub import DEFAULT_REPO, ModelNotFound, find_model
     repo = args.model or DEFAULT_REPO
     try:
         path = find_model(repo)                           # says what it downloads, with progress bars
@@ -67,7 +66,7 @@ def _figures_env(args):
 
 
 def run_chapter(script):
-    """Run one chapter script in this process. Its thread count (torch.set_num_threads, qwen/threads.py)
+    """Run one chapter script in this process. Its thread count (torch.set_num_threads, engine/threads.py)
     is put back afterwards: the next chapter starts from the same setting as if it ran on its own."""
     import torch
 
@@ -81,7 +80,7 @@ def run_chapter(script):
 def run_chapters(args, numbers):
     from qwen.weights import Config
 
-    from qwen.tiny import is_tiny
+    from engine.tiny import is_tiny
 
     path = model_path(args)
     cfg = Config.load(path)
@@ -126,6 +125,12 @@ def _chapter_help(p, argv):
     if known.what.isdigit() and int(known.what) in found:
         sys.argv = [str(found[int(known.what)]), "--help", *(["--lang", known.lang] if known.lang else [])]
         run_chapter(found[int(known.what)])      # argparse prints the help and exits
+
+
+def mine_parts():
+    """--mine: the learner's solved exercises, put into the model (practice/mine.py)."""
+    from practice.mine import put_in
+    return put_in
 
 
 def main(argv=None):
@@ -227,9 +232,9 @@ def main(argv=None):
     if args.what == "download":
         return download(args)
     if args.what == "chat":
-        from qwen.chat import chat_loop
+        from engine.chat import chat_loop
         from qwen.weights import Config
-        from qwen.tiny import is_tiny
+        from engine.tiny import is_tiny
         path = model_path(args)
         cfg = Config.load(path)
         banner(cfg)
@@ -240,11 +245,12 @@ def main(argv=None):
                      "(--max-new-tokens to change it).",
                      "小检查点的回复是编造的词元：每次回复到 {n} 个词元为止（用 --max-new-tokens 修改）。",
                      n=limit))
-        from qwen import threads
+        from engine import threads
         used = threads.use(threads.choose(small=is_tiny(cfg)))
         print(tr("Speeds below are timed with {c}.", "下面的速度计时使用 {c}。", c=used.text()))
         return chat_loop(path, max_new_tokens=limit or CHAT_TOKENS, image=args.image, speculative=args.speculative,
-                         quant=args.quant, mine=args.mine, temperature=args.temperature)
+                         quant=args.quant, parts=mine_parts() if args.mine else None,
+                         temperature=args.temperature)
     if args.what == "all":
         return run_chapters(args, sorted(found))
     if args.what.isdigit() and int(args.what) in found:
@@ -255,4 +261,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()                                       # a QwenError prints as one line (qwen.cli)
+    main()                                       # a QwenError prints as one line (engine.cli)

@@ -66,7 +66,7 @@ def main():
         path = full_checkpoint(args.keep)
     else:
         sys.path.insert(0, str(ROOT))
-        from qwen.tiny import tiny_model_path
+        from engine.tiny import tiny_model_path
         path = tiny_model_path()
     import json
     out = subprocess.run([sys.executable, "-c", CHILD, str(path), str(args.new_tokens), str(args.rounds),

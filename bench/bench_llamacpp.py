@@ -148,7 +148,7 @@ def sdist_download_argv(version, dest):
 
 def converter_folder(checkpoint, folder):
     """A folder the converter reads: links to the checkpoint's weights, copies of its small files, and
-    tokenizer.json / tokenizer_config.json (the real vocabulary, qwen/tiny.py) where the checkpoint has none:
+    tokenizer.json / tokenizer_config.json (the real vocabulary, engine/tiny.py) where the checkpoint has none:
     the converter builds the GGUF's vocabulary with transformers' AutoTokenizer. The checkpoint is not touched."""
     checkpoint, folder = Path(checkpoint), Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -160,7 +160,7 @@ def converter_folder(checkpoint, folder):
         else:
             shutil.copyfile(f, folder / f.name)
     if not (folder / "tokenizer.json").is_file() or not (folder / "tokenizer_config.json").is_file():
-        from qwen.tiny import write_tokenizer_files
+        from engine.tiny import write_tokenizer_files
         write_tokenizer_files(folder)
     return folder
 

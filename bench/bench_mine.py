@@ -30,7 +30,7 @@ import torch  # noqa: E402
 
 from practice._judge import runner  # noqa: E402
 from practice._judge.exercises import BY_ID  # noqa: E402
-from qwen import mine  # noqa: E402
+from practice import mine  # noqa: E402
 from qwen.model import load_model  # noqa: E402
 
 if args.full:
@@ -38,7 +38,7 @@ if args.full:
 elif args.model:
     path = Path(args.model)
 else:
-    from qwen.tiny import tiny_model_path
+    from engine.tiny import tiny_model_path
     path = tiny_model_path()
 model = load_model(path, vision=False)
 prompt = torch.arange(args.tokens).remainder(model.cfg.vocab_size - 1).add(1).reshape(1, -1)

@@ -40,7 +40,7 @@ holds on a loaded machine (with 1 thread, CPU seconds barely move with the load;
 
 1-row products (`--skip-kernels`): the projections of 12 layers and the output layer, random
 weights of the real shapes, fp32 and bf16, through F.linear, torch.mv, torch.mm(w, x^T), (fp32)
-oneDNN's inner product as decoding runs it (qwen/products.py), (bf16) an fp32 copy, and with the
+oneDNN's inner product as decoding runs it (engine/products.py), (bf16) an fp32 copy, and with the
 weight stored (in, out); wall and CPU seconds, GB read per wall second, beside torch.sum's rate.
 
 Quantized decoding (qwen/quant.py, chapter 13): fp32, bf16, int8 and int4 models, each in fresh
@@ -50,7 +50,7 @@ its bound (the weights' bytes at the read bandwidth measured in the same run), t
 from the file and quantized a block of rows at a time) and the RSS once quantized, with the
 greedy tokens compared against fp32's, and issue 24's llama.cpp q8_0 / q4_k_m figures beside.
 
-The bf16 prompt pass (qwen/upcast.py): a PROMPT-token prefill through generate_ids of the fp32
+The bf16 prompt pass (engine/upcast.py): a PROMPT-token prefill through generate_ids of the fp32
 model and of the bf16 model as generate_ids reads it (projections of 8 rows or more in fp32), in
 fresh processes alternated `--rounds` times, and once with bf16's own matmuls; wall and CPU
 seconds (CPU seconds at 1 thread barely move with the machine's load), and the peak RSS each pass
@@ -458,7 +458,7 @@ def child_kernels(path, dtype_name, out, rounds):
     `rounds` times, the best of each, beside torch.sum's read rate over 1 GiB."""
     import torch
     import torch.nn.functional as F
-    from qwen import products
+    from engine import products
     from qwen.weights import Config
     cfg = Config.load(path)
     dtype = getattr(torch, dtype_name)
@@ -565,11 +565,11 @@ def _peak_since_reset():
 
 def child_prompt(path, dtype_name, out, rounds):
     """Prefill seconds of PROMPT tokens (to the first new token) through generate_ids, as a learner's run
-    reads a prompt: fp32 ("plain"), or bf16 as generate_ids reads it (qwen/upcast.py's prompt pass:
+    reads a prompt: fp32 ("plain"), or bf16 as generate_ids reads it (engine/upcast.py's prompt pass:
     "upcast") and, with rounds > 0, also with bf16's own matmuls ("plain"). Wall and CPU seconds, and
     the peak RSS each pass adds (after a short warm-up prompt, so the weights' pages are resident)."""
     import torch
-    from qwen import upcast
+    from engine import upcast
     from qwen.generate import generate_ids
     model = _build(path, dtype_name)
     next(generate_ids(model, _ids(16, 1)[0].tolist(), max_new_tokens=1))   # warm-up: every weight read once
@@ -757,12 +757,12 @@ def main():
     p.add_argument("--skip-quant", action="store_true",
                    help="leave out quantized decoding: fp32, bf16, int8 and int4 models (qwen/quant.py)")
     p.add_argument("--skip-prompt", action="store_true",
-                   help="leave out the bf16 prompt pass (qwen/upcast.py) against fp32's")
+                   help="leave out the bf16 prompt pass (engine/upcast.py) against fp32's")
     p.add_argument("--skip-ablation", action="store_true",
                    help="leave out where one decode step goes, by ablation (CPU seconds)")
     p.add_argument("--skip-kernels", action="store_true",
                    help="leave out the 1-row products, each way torch offers: F.linear, torch.mv, torch.mm(w, x^T), "
-                        "oneDNN as decoding runs it (qwen/products.py); fp32 and bf16")
+                        "oneDNN as decoding runs it (engine/products.py); fp32 and bf16")
     p.add_argument("--ablation-rounds", type=int, default=9,
                    help="alternated rounds of the decode-step ablation and of the 1-row products")
     p.add_argument("--breakdown", default="float32,int8", help="variants whose decode step is broken down: "

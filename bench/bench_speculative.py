@@ -11,16 +11,16 @@ For each compute dtype (fp32, bf16), in its own fresh process, after a PROMPT-to
 each item timed alternately with the others, `--rounds` times, the best counts:
 
   decode        one plain decode step (1 token, logits of the last position), as generate_ids
-                runs it (qwen/products.py: one row through oneDNN), and once with F.linear;
+                runs it (engine/products.py: one row through oneDNN), and once with F.linear;
   verify k+1    one verification pass of k + 1 tokens (logits of every position, the Gated
                 DeltaNet layers keeping every token's state), k = 1..4: goal <= 1.3 x decode at k = 3;
-                with fp32 products as qwen/products.py chooses them, and once (k = 3) with F.linear;
+                with fp32 products as engine/products.py chooses them, and once (k = 3) with F.linear;
                 the states go into trails made once, as speculative_ids does, and once (k = 3) into
                 trails made anew (fresh memory every pass; qwen/mtp.py Trail); then (fp32) the 4-row
                 products of each of the model's weight shapes, turned around and in oneDNN (the
-                path qwen/products.py takes is marked);
+                path engine/products.py takes is marked);
   draft         one head step (fc, its decoder layer, mtp.norm, the 248,320-row output layer), as
-                speculative_ids runs it (qwen/products.py);
+                speculative_ids runs it (engine/products.py);
   draft (cut)   the same, guessing among the CUT most frequent tokens of the course's prose only
                 (DraftVocabulary): goal <= 0.25 x decode. The main model still picks every token.
 
@@ -68,7 +68,7 @@ def child(path, dtype_name, args):
     from qwen.model import load_model
     from qwen.mtp import (DraftVocabulary, _verify, coverage, frequent_tokens, head_guess, head_read, new_trails,
                           speculative_ids)
-    from qwen.products import FastProducts
+    from engine.products import fast as fast_products
     from qwen.tokenizer import Tokenizer
 
     model = load_model(path, dtype=getattr(torch, dtype_name))
@@ -91,13 +91,13 @@ def child(path, dtype_name, args):
         g = head_read(model, ids[1:] + [p], hidden, head, 0)[:, -1:]
         block = [p] + [int(t) for t in torch.randint(0, 248000, (4,), generator=torch.Generator().manual_seed(2))]
 
-        products = FastProducts(model)                                         # made once, as a decode loop does
+        products = fast_products                                               # the engine's kernel (qwen/linear.py's seam)
 
         def decode(fast=True):
             def run():
                 c = base.copy()                                                # (outside the clock)
                 start = time.perf_counter()
-                with products if fast else contextlib.nullcontext():
+                with products() if fast else contextlib.nullcontext():
                     model(torch.tensor([[p]]), cache=c, last=True)
                 return time.perf_counter() - start
             return run
@@ -108,7 +108,8 @@ def child(path, dtype_name, args):
             def run():
                 c = base.copy()
                 start = time.perf_counter()
-                _verify(model, block[:k + 1], c, fast=products if fast else False, trails=None if anew else trails)
+                with products() if fast else contextlib.nullcontext():
+                    _verify(model, block[:k + 1], c, trails=None if anew else trails)
                 return time.perf_counter() - start
             return run
 
@@ -116,7 +117,7 @@ def child(path, dtype_name, args):
             def run():
                 h = head.copy()
                 start = time.perf_counter()
-                with products:
+                with products():
                     g2 = head_read(model, [p], g, h, args.prompt)
                     head_guess(model, g2, vocab, c)
                 return time.perf_counter() - start
@@ -188,12 +189,12 @@ LAYERS = {"gate_proj": "gate/up", "up_proj": "gate/up", "down_proj": "down", "fc
 
 def products_by_shape(model, rounds, rows=4):
     """The model's own large fp32 weights, grouped by shape, each group multiplied by `rows` rows both
-    ways qwen/products.py offers, each way called once first, then alternated `rounds` times:
+    ways engine/products.py offers, each way called once first, then alternated `rounds` times:
     {shape: (weights, layer names, best ms per weight turned around, in oneDNN, the way
     products.linear takes: products.path)}."""
     import collections
     import torch
-    from qwen import products
+    from engine import products
     groups, names = collections.defaultdict(list), collections.defaultdict(set)
     for name, m in model.named_modules():
         if isinstance(m, torch.nn.Linear) and m.bias is None and products.takes(m.weight):
@@ -234,7 +235,7 @@ def report(r):
     s = r["step_s"]
     d = s["decode"]
     print(f"\n== {r['dtype']}, {r['threads']} threads ==")
-    print(f"  one decode step                                 {d * 1e3:8.1f} ms   (qwen/products.py; "
+    print(f"  one decode step                                 {d * 1e3:8.1f} ms   (engine/products.py; "
           f"with F.linear: {s['decode, F.linear'] * 1e3:.1f} ms)")
     for k in (1, 2, 3, 4):
         ratio = s[f"verify {k + 1}"] / d
@@ -242,12 +243,12 @@ def report(r):
               + ("   (goal <= 1.3)" if k == 3 else "")
               + ("   NOT PLAUSIBLE: a verify pass reads the same weights as a step; the machine was busy" if ratio < 1 else ""))
     print(f"  verify 4 tokens with F.linear (the plain path) / decode step {s['verify 4, F.linear'] / d:5.2f}"
-          f"   (the lines above: qwen/products.py)")
+          f"   (the lines above: engine/products.py)")
     print(f"  verify 4 tokens, trails made anew / decode step {s['verify 4, trail made anew'] / d:6.2f}"
           f"   (the verify lines above reuse one run's trails)")
     if "by_shape" in r:
         print("  4-row products by weight shape, ms per weight (best): turned around, (W @ x^T)^T | oneDNN"
-              "   (* qwen/products.py's choice)")
+              "   (* engine/products.py's choice)")
         for shape, (n, names, turned, onednn, chosen) in r["by_shape"].items():
             marks = {"turned": "*" if chosen == "turned" else " ", "oneDNN": "*" if chosen == "oneDNN" else " "}
             print(f"    {shape:<14} {turned:8.3f}{marks['turned']} | {onednn:7.3f}{marks['oneDNN']}   "

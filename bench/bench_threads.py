@@ -1,4 +1,4 @@
-"""Benchmark of the thread policy (qwen/threads.py): prefill and decode with 1 thread against torch's default.
+"""Benchmark of the thread policy (engine/threads.py): prefill and decode with 1 thread against torch's default.
 
 For each checkpoint (the built-in tiny one; with --full also a full-size one with the real 0.8B
 inventory and random values, bench/common.py) and each condition:
@@ -10,7 +10,7 @@ inventory and random values, bench/common.py) and each condition:
 one fresh process loads the model once and runs, alternately, `--rounds` times:
   1 thread      torch.set_num_threads(1);
   default       torch's default, one thread per core (what a chapter got before the policy);
-  policy        what qwen.threads.choose() picks there (printed), as chapters and chat now use.
+  policy        what engine.threads.choose() picks there (printed), as chapters and chat now use.
 Each run is a greedy generation of --new tokens after a --prompt-token prompt (qwen.generate.generate_ids):
 prefill = prompt tokens / seconds to the first new token; decode = the other new tokens / their seconds.
 The best run of each setting counts. The environment's OMP_NUM_THREADS and QWEN_THREADS are removed
@@ -38,10 +38,10 @@ SETTINGS = ("1 thread", "default", "policy")
 def child(path, rounds, prompt, new, out):
     """One process, one model; the three settings alternate, `rounds` times; the best of each."""
     import torch
-    from qwen import threads
+    from engine import threads
     from qwen.generate import generate_ids
     from qwen.model import load_model
-    from qwen.tiny import is_tiny
+    from engine.tiny import is_tiny
 
     torch.set_grad_enabled(False)
     model = load_model(path, vision=False)
@@ -115,9 +115,9 @@ def main():
     if args.child:
         return child(args.path, args.rounds, args.prompt, args.new, Path(args.out))
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from qwen.threads import cores
+    from engine.threads import cores
     print(f"{cores()} cores; `uptime`: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
-    code = "from qwen.tiny import tiny_model_path; print(tiny_model_path())"
+    code = "from engine.tiny import tiny_model_path; print(tiny_model_path())"
     models = {"tiny checkpoint": Path(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                                      env=ENV, check=True).stdout.strip())}
     full = args.full or args.keep

@@ -53,7 +53,7 @@ def write_tower_checkpoint(folder):
     import torch
     sys.path.insert(0, str(ROOT))
     from qwen.config import VisionConfig, vision_shapes
-    from qwen.tiny import write_checkpoint
+    from engine.tiny import write_checkpoint
 
     config = json.loads(MANIFEST.read_text(encoding="utf-8"))["config"]
     g = torch.Generator().manual_seed(0)

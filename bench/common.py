@@ -87,7 +87,7 @@ def write_full_checkpoint(folder):
     import torch
 
     sys.path.insert(0, str(ROOT))
-    from qwen.tiny import REAL_SHARD_NAME
+    from engine.tiny import REAL_SHARD_NAME
     from qwen.weights import DTYPES, INDEX_NAME
 
     manifest = json.loads(MANIFEST.read_text(encoding="utf-8"))
@@ -120,7 +120,7 @@ def write_full_checkpoint(folder):
                         else values.to(dtype).view(torch.int16).numpy().tobytes())
     index = {"metadata": {"total_size": offset}, "weight_map": {n: REAL_SHARD_NAME for n in sorted(tensors)}}
     (folder / INDEX_NAME).write_text(json.dumps(index, indent=2), encoding="utf-8")
-    from qwen.tiny import write_tokenizer_files
+    from engine.tiny import write_tokenizer_files
     return write_tokenizer_files(folder)                               # the real vocabulary
 
 

@@ -14,7 +14,7 @@
     python practice/judge.py --web        the same in the browser: a local page that edits, grades and
                                           tracks the exercises (--no-browser: only print its address)
     --json for tools, --lang en|zh, --tiny / --model PATH for the tensors to grade on.
-    In a notebook: from qwen.practice import check; check(204, rms_norm, gated_rms_norm)
+    In a notebook: from practice import check; check(204, rms_norm, gated_rms_norm)
 
 Your functions run in a sandbox (a fresh Python process, practice/_judge/sandbox.py) with a time and
 a memory limit, and send back plain data; the judge computes the expected values itself and compares. It never changes your file
@@ -58,7 +58,7 @@ from practice._judge import grading, jsontext, progress  # noqa: E402
 from practice._judge.files import read_regular, write_atomic  # noqa: E402
 from practice._judge.report import case_line, first_failing, report_lines, summary_line  # noqa: E402
 from practice._judge.exercises import BY_ID, EXERCISES, JUDGE, text  # noqa: E402
-from qwen.cli import pad, parser, report, setup  # noqa: E402
+from engine.cli import pad, parser, report, setup  # noqa: E402
 from qwen.lang import QwenError, T, set_lang  # noqa: E402
 
 WORK = Path(os.environ.get("QWEN_PRACTICE_DIR") or HERE)        # where the learner's files live
@@ -131,8 +131,8 @@ def digest(path):
 def model_for_checks(args):
     """The tensors to grade on: --tiny, --model / $QWEN_MODEL (asked for: no fallback), else the real
     model if on disk (no download), else tiny. A broken model is one line about the model."""
-    from qwen.tiny import tiny_model_path
-    from qwen.weights import ModelNotFound, find_model
+    from engine.tiny import tiny_model_path
+    from engine.hub import ModelNotFound, find_model
     if args.tiny:
         return tiny_model_path()
     try:

@@ -1,4 +1,4 @@
-"""Qwen3.5-0.8B rebuilt in plain PyTorch: the lesson, and the course's plumbing around it.
+"""Qwen3.5-0.8B rebuilt in plain PyTorch: the lesson.
 
 The lesson: the model's parts, in chapter order (what the chapters teach, and what to read):
     weights.py    ch01   the checkpoint's tensors, read lazily from safetensors; load() strictly
@@ -18,19 +18,9 @@ The lesson: the model's parts, in chapter order (what the chapters teach, and wh
     mtp.py        ch12   the multi-token-prediction head and speculative decoding
     quant.py      ch13   int8 and 4-bit weights
 
-The course's plumbing (needed to run the chapters, not part of the model):
-    cli.py        options, banners, section titles, printed claims, errors
-    lang.py       languages: every learner-facing sentence in English and Chinese
-    files.py      opening a checkpoint's files safely, and which files make one
-    hub.py        finding the model, and the download
-    tiny.py       the built-in tiny checkpoint (the real format, made-up numbers)
-    known.py      what the real model shows, beside a tiny-checkpoint figure
-    plots.py      the chapters' figures
-    pictures.py   the picture chapters 10 and 11 draw
-    chat.py       `python main.py chat`
-    threads.py    how many CPU threads torch uses
-    upcast.py     a faster bf16 prompt pass on CPUs without bf16 matmul
-    products.py   faster fp32 products of one and a few rows, for generation
-    practice.py   judge glue: check() from a notebook in any folder
-    mine.py       judge glue: --mine, the learner's solved parts in the model
+Below them: lang.py (every learner-facing sentence in English and Chinese), files.py (opening a
+checkpoint's files safely) and linear.py (the one product every projection computes: the seam the
+engine's faster kernels plug into). Everything else (the chapters' options and banners, the
+download, the tiny checkpoint, chat, plots, speed) is the engine, in engine/: it imports this
+package, and this package never imports it.
 """

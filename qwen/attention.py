@@ -47,6 +47,7 @@ import torch.nn as nn
 from qwen.cache import Room
 from qwen.norm import RMSNorm, ShapeError
 from qwen.rope import apply_rope
+from qwen.linear import Linear
 
 
 class Attention(nn.Module):
@@ -59,10 +60,10 @@ class Attention(nn.Module):
         self.scale = 1.0 / math.sqrt(self.head_dim)
         self.block = block
         hidden, inner, kv = cfg.hidden_size, self.heads * self.head_dim, self.kv_heads * self.head_dim
-        self.q_proj = nn.Linear(hidden, 2 * inner, bias=False)  # per head: query rows, then gate rows
-        self.k_proj = nn.Linear(hidden, kv, bias=False)
-        self.v_proj = nn.Linear(hidden, kv, bias=False)
-        self.o_proj = nn.Linear(inner, hidden, bias=False)
+        self.q_proj = Linear(hidden, 2 * inner, bias=False)  # per head: query rows, then gate rows
+        self.k_proj = Linear(hidden, kv, bias=False)
+        self.v_proj = Linear(hidden, kv, bias=False)
+        self.o_proj = Linear(inner, hidden, bias=False)
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)  # per head, over head_dim
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
 

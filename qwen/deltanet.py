@@ -37,6 +37,7 @@ import torch.nn.functional as F
 
 from qwen.lang import QwenError
 from qwen.norm import GatedRMSNorm, l2norm
+from qwen.linear import Linear
 
 
 def delta_rule_recurrent(q, k, v, g, beta, state=None, states=None):
@@ -262,17 +263,17 @@ class GatedDeltaNet(nn.Module):
         _check_heads(self.nk, self.nv)
         H, key_dim, value_dim = cfg.hidden_size, self.nk * self.dk, self.nv * self.dv
         self.conv_dim = 2 * key_dim + value_dim                                   # q, k, v share one conv
-        self.in_proj_qkv = nn.Linear(H, self.conv_dim, bias=False)
-        self.in_proj_z = nn.Linear(H, value_dim, bias=False)                      # the output gate
-        self.in_proj_b = nn.Linear(H, self.nv, bias=False)                        # beta, per value head
-        self.in_proj_a = nn.Linear(H, self.nv, bias=False)                        # decay input, per value head
+        self.in_proj_qkv = Linear(H, self.conv_dim, bias=False)
+        self.in_proj_z = Linear(H, value_dim, bias=False)                      # the output gate
+        self.in_proj_b = Linear(H, self.nv, bias=False)                        # beta, per value head
+        self.in_proj_a = Linear(H, self.nv, bias=False)                        # decay input, per value head
         self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, self.kernel, groups=self.conv_dim, bias=False)
         self.dt_bias = nn.Parameter(torch.ones(self.nv))
         # decay rates 1..16 at init; made on the CPU even when the model is built on "meta" (a linspace
         # there imports torch's symbolic-shape machinery: +72 MB for 16 numbers)
         self.A_log = nn.Parameter(torch.linspace(1, 16, self.nv, device="cpu").log())
         self.norm = GatedRMSNorm(self.dv, cfg.rms_norm_eps)
-        self.out_proj = nn.Linear(value_dim, H, bias=False)
+        self.out_proj = Linear(value_dim, H, bias=False)
 
     def forward(self, x, cache=None):
         B, T, _ = x.shape

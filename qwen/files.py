@@ -146,7 +146,7 @@ def missing_path(path, origin="path"):
                      path=path, origin=origin)
 
 
-# The files that make a checkpoint: qwen/weights.py reads them, qwen/hub.py checks a download has them all.
+# The files that make a checkpoint: qwen/weights.py reads them, engine/hub.py checks a download has them all.
 
 def weight_files(folder):
     """The .safetensors files of a checkpoint folder: from the index, else model.safetensors, else all.

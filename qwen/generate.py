@@ -38,8 +38,6 @@ import torch
 
 from qwen.cache import Cache, LayerCache  # noqa: F401  (re-exported: qwen.generate.Cache, the learner's import path)
 from qwen.lang import QwenError
-from qwen.products import FastProducts
-from qwen.upcast import prompt_pass
 
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 TEMPLATE_NAME = "chat_template.jinja"
@@ -361,13 +359,11 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
     if keep_at is not None and 0 < keep_at < ids.shape[1]:
         images = [(None, None)] * 2 if grid_thw is None else split_images(model.cfg, ids[0].tolist(), keep_at,
                                                                           pixel_values, grid_thw)
-    fast = FastProducts(model)                                                 # few rows' products (qwen/products.py)
-    with prompt_pass(model), fast:                                             # a bf16 prompt: qwen/upcast.py
-        if len(images) == 2:                                                   # None: keep_at cuts an image
-            model(ids[:, :keep_at], cache=cache, last=True, **_image_args(*images[0]))
-            kept.append(cache.copy())
-            ids = ids[:, keep_at:]                                             # (1, the rest)
-        logits = model(ids, cache=cache, last=True, **_image_args(*images[-1]))[0, -1, :vocab]   # (vocab,)
+    if len(images) == 2:                                                   # None: keep_at cuts an image
+        model(ids[:, :keep_at], cache=cache, last=True, **_image_args(*images[0]))
+        kept.append(cache.copy())
+        ids = ids[:, keep_at:]                                             # (1, the rest)
+    logits = model(ids, cache=cache, last=True, **_image_args(*images[-1]))[0, -1, :vocab]   # (vocab,)
     stats["prefill_s"] = time.perf_counter() - start
     start = time.perf_counter()
     for n in range(max_new_tokens):
@@ -379,8 +375,7 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
         if token in stop:
             return
         if n + 1 < max_new_tokens:
-            with fast:                                                         # one row on all of torch's threads
-                logits = model(torch.tensor([[token]]), cache=cache, last=True)[0, -1, :vocab]
+            logits = model(torch.tensor([[token]]), cache=cache, last=True)[0, -1, :vocab]
             stats["decode_s"] = time.perf_counter() - start
 
 

@@ -6,7 +6,7 @@ and `set_lang()` (from `--lang`, else $QWEN_LANG, else the locale) picks which h
 
 Errors a learner can cause (a missing folder, a broken file, a wrong shape) are raised as
 `QwenError`, which carries both languages too; scripts print it in one line, without a
-traceback, unless `--debug` is given (see `qwen.cli`).
+traceback, unless `--debug` is given (see `engine.cli`).
 """
 import contextlib
 import locale

@@ -20,6 +20,7 @@ the result cast back to the input's dtype once, at the end. No bias anywhere.
 """
 import torch.nn as nn
 import torch.nn.functional as F
+from qwen.linear import Linear
 
 
 class MLP(nn.Module):
@@ -27,9 +28,9 @@ class MLP(nn.Module):
 
     def __init__(self, hidden_size, intermediate_size):
         super().__init__()
-        self.gate_proj = nn.Linear(hidden_size, intermediate_size, bias=False)
-        self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=False)
-        self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False)
+        self.gate_proj = Linear(hidden_size, intermediate_size, bias=False)
+        self.up_proj = Linear(hidden_size, intermediate_size, bias=False)
+        self.down_proj = Linear(intermediate_size, hidden_size, bias=False)
 
     def forward(self, x):
         h = x.to(getattr(self.gate_proj, "weight", x).dtype)    # matmuls in the weights' dtype (quantized: x's)

@@ -40,6 +40,7 @@ from qwen.deltanet import GatedDeltaNet
 from qwen.embedding import Embedding
 from qwen.cache import Cache
 from qwen.lang import QwenError
+from qwen.linear import Linear, product
 from qwen.mlp import MLP
 from qwen.norm import GatedRMSNorm, RMSNorm
 from qwen.rope import RotaryEmbedding, image_grids, rope_index
@@ -82,7 +83,7 @@ class Qwen35(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         if not cfg.tie_word_embeddings:
-            self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+            self.lm_head = Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         with torch.device("cpu"):                           # no weights: computed from the config, for
             self.rotary = RotaryEmbedding(cfg)              # real even when the rest is built on "meta"
         self.visual = None                                  # the vision tower, set by load_model (chapter 10)
@@ -104,7 +105,7 @@ class Qwen35(nn.Module):
         """Final hidden states (..., hidden), already normalized -> scores (..., vocab) in fp32."""
         if self.output_layer is not None:                   # quantized (qwen/quant.py quantize_model)
             return self.output_layer(h).float()
-        return F.linear(h, self.output_weight).float()
+        return product(h, self.output_weight).float()          # qwen/linear.py: the one product seam
 
     def forward(self, ids, cache=None, last=False, keep=None, pixel_values=None, grid_thw=None):
         """ids (batch, seq) or (seq,). With a cache, positions continue from cache.length (+ the

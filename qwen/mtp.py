@@ -68,9 +68,8 @@ from qwen.generate import Cache, distribution, sample
 from qwen.lang import QwenError
 from qwen.model import DecoderLayer
 from qwen.norm import RMSNorm
-from qwen.products import FastProducts, linear
-from qwen.upcast import prompt_pass
 from qwen.weights import FLOAT_DTYPES, load
+from qwen.linear import Linear, product
 
 MAX_DRAFTS = 8          # drafts per round: at an acceptance of 0.8 the 9th would be used 13% of the time
 
@@ -84,7 +83,7 @@ class MTPHead(nn.Module):
         H, eps = cfg.hidden_size, cfg.rms_norm_eps
         self.pre_fc_norm_embedding = RMSNorm(H, eps)
         self.pre_fc_norm_hidden = RMSNorm(H, eps)
-        self.fc = nn.Linear(2 * H, H, bias=False)                    # [embedding; hidden] -> hidden
+        self.fc = Linear(2 * H, H, bias=False)                    # [embedding; hidden] -> hidden
         self.layers = nn.ModuleList(DecoderLayer(cfg, None, kind="full_attention") for _ in range(layers))
         self.norm = RMSNorm(H, eps)
 
@@ -183,7 +182,7 @@ def head_guess(model, g, vocab=None, cut=None):
     """The head's guess from its hidden state g (1, 1, hidden): the most likely token id, among the
     first `vocab` ids, or among the ids of a DraftVocabulary `cut`."""
     if cut is not None:
-        return int(cut.ids[linear(g[0, -1], cut.weight).float().argmax()])
+        return int(cut.ids[product(g[0, -1], cut.weight).float().argmax()])
     return int(model.logits(g[0, -1])[:vocab].argmax())
 
 
@@ -194,7 +193,7 @@ def head_scores(model, g, size, cut=None):
         return model.logits(g[0, -1])[:size]
     scores = torch.full((size,), float("-inf"))
     inside = cut.ids < size
-    scores[cut.ids[inside]] = linear(g[0, -1], cut.weight).float()[inside]
+    scores[cut.ids[inside]] = product(g[0, -1], cut.weight).float()[inside]
     return scores
 
 
@@ -233,7 +232,7 @@ def teacher_forced_acceptance(model, ids, vocab=None, cut=None, rows=64):
         if cut is None:
             guess = model.logits(g[0, s:e])[:, :vocab].argmax(-1)
         else:
-            guess = cut.ids[F.linear(g[0, s:e], cut.weight).float().argmax(-1)]
+            guess = cut.ids[product(g[0, s:e], cut.weight).float().argmax(-1)]
         agree += int((guess == greedy).sum())
     n = g.shape[1] - 1
     return agree / n, n
@@ -390,19 +389,17 @@ def _read_prompt(model, ids, cache, keep_at, kept):
     return logits[0, -1], torch.cat(hidden + [h], 1)                 # (vocab,), (1, prompt, hidden)
 
 
-def _verify(model, block, cache, fast=True, trails=None):
+def _verify(model, block, cache, trails=None):
     """The main model reads the block (p and the drafts) in one forward pass, every linear-attention
     layer keeping its trail: (logits (len, vocab), hidden states after the final norm (1, len, hidden),
-    the trails). fast: fp32 matrix products as qwen/products.py FastProducts (the same numbers, to rounding);
-    a FastProducts of this model (a decode loop's, made once: making one walks the whole model) is used as it is.
+    the trails).
     trails: a run's own (`new_trails`), whose memory each pass reuses; None: new ones.
     No gradient is recorded (a verify pass only chooses tokens; the trails are written with out=)."""
     trails = new_trails(model) if trails is None else trails
     for lc, trail in zip(cache.layers, trails):
         lc.trail = trail
     try:
-        with torch.no_grad(), \
-                (fast if isinstance(fast, FastProducts) else FastProducts(model)) if fast else contextlib.nullcontext():
+        with torch.no_grad():
             logits, hidden = _forward(model, torch.tensor([block]), cache)
     finally:
         for lc in cache.layers:
@@ -439,11 +436,8 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
                  rounds=0, drafted=0, accepted=0, draft_s=0.0, verify_s=0.0)
     start = time.perf_counter()
     head_at = cache.length                                         # the position of the first prompt token
-    fast = FastProducts(model)                                     # the products generate_ids uses (qwen/products.py)
-    long_rows = prompt_pass(model)                                 # made once too: it looks at every module
-    trails = new_trails(model)                                     # and the trails, whose memory each pass reuses
-    with long_rows, fast:                                          # as generate_ids reads it (qwen/upcast.py)
-        logits, hidden = _read_prompt(model, ids, cache, keep_at, kept)
+    trails = new_trails(model)                                     # made once: each pass reuses their memory
+    logits, hidden = _read_prompt(model, ids, cache, keep_at, kept)
     size = logits.shape[-1] if vocab is None else vocab           # the ids a token may be
     stats["prefill_s"] = time.perf_counter() - start
     if max_new_tokens <= 0:                                        # (plain generation reads the prompt too)
@@ -469,22 +463,20 @@ def speculative_ids(model, ids, k=3, *, max_new_tokens=128, stop=(), cache=None,
             return int(torch.multinomial(q[-1], 1, generator=generator))
 
         if n > 0:
-            with fast:
-                with long_rows:                                    # the first read is the whole prompt
-                    g = head_read(model, todo, todo_hidden, head_cache, head_at)[:, -1:]   # (1, 1, hidden)
-                head_at += len(todo)
-                read = head_cache[0].k.shape[2]
+            g = head_read(model, todo, todo_hidden, head_cache, head_at)[:, -1:]   # (1, 1, hidden)
+            head_at += len(todo)
+            read = head_cache[0].k.shape[2]
+            guesses.append(guess(g))
+            for j in range(1, n):                              # the head's own output feeds it
+                g = head_read(model, guesses[-1:], g, head_cache, head_at + j - 1, step=j)
                 guesses.append(guess(g))
-                for j in range(1, n):                              # the head's own output feeds it
-                    g = head_read(model, guesses[-1:], g, head_cache, head_at + j - 1, step=j)
-                    guesses.append(guess(g))
             for lc in head_cache.layers:                           # its guesses came from its own
                 cut_attention(lc, read)                            # hidden states: cut back
             if drafts is not None and not sampling:
                 guesses = [int(t) for t in drafts(list(out), list(guesses))][:n]
         t1 = time.perf_counter()
         block = [p] + guesses                                      # (n + 1,) read in one pass
-        logits, H, trails = _verify(model, block, cache, fast, trails)
+        logits, H, trails = _verify(model, block, cache, trails)
         if sampling:                                               # the model's distributions after each
             P = torch.stack([probabilities(row, size, **warpers) for row in logits])   # (n + 1, size)
             a, nxt = accept_sampled(guesses, torch.stack(q) if q else P[:0], P, generator)

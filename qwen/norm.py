@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 class ShapeError(ValueError):
     """A wrong input shape. Carries the message in English and Chinese (`en`, `zh`); str() is the
-    English one, and qwen.cli prints the learner's language. (This module depends on torch only.)"""
+    English one, and engine.cli prints the learner's language. (This module depends on torch only.)"""
 
     def __init__(self, en, zh):
         self.en, self.zh = en, zh

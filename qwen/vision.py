@@ -40,6 +40,7 @@ from qwen.config import VisionConfig  # noqa: F401  (re-exported: qwen.vision.Vi
 from qwen.image import preprocess  # noqa: F401  (re-exported: qwen.vision.preprocess, issue 18's name)
 from qwen.lang import QwenError
 from qwen.rope import apply_rope, image_grids, inverse_frequencies, rope_index  # noqa: F401  (rope_index re-exported: qwen.vision.rope_index)
+from qwen.linear import Linear
 
 LAYER_NORM_EPS = 1e-6                    # every LayerNorm of the tower (the config does not say it)
 
@@ -161,8 +162,8 @@ class VisionAttention(nn.Module):
     def __init__(self, vcfg):
         super().__init__()
         self.heads, self.head_dim = vcfg.num_heads, vcfg.head_dim
-        self.qkv = nn.Linear(vcfg.hidden_size, 3 * vcfg.hidden_size, bias=True)
-        self.proj = nn.Linear(vcfg.hidden_size, vcfg.hidden_size, bias=True)
+        self.qkv = Linear(vcfg.hidden_size, 3 * vcfg.hidden_size, bias=True)
+        self.proj = Linear(vcfg.hidden_size, vcfg.hidden_size, bias=True)
 
     def forward(self, x, cos, sin, lengths, attentions=None):
         n = x.shape[0]
@@ -183,8 +184,8 @@ class VisionMLP(nn.Module):
 
     def __init__(self, vcfg):
         super().__init__()
-        self.linear_fc1 = nn.Linear(vcfg.hidden_size, vcfg.intermediate_size, bias=True)
-        self.linear_fc2 = nn.Linear(vcfg.intermediate_size, vcfg.hidden_size, bias=True)
+        self.linear_fc1 = Linear(vcfg.hidden_size, vcfg.intermediate_size, bias=True)
+        self.linear_fc2 = Linear(vcfg.intermediate_size, vcfg.hidden_size, bias=True)
 
     def forward(self, x):
         return self.linear_fc2(F.gelu(self.linear_fc1(x), approximate="tanh"))
@@ -214,8 +215,8 @@ class PatchMerger(nn.Module):
         super().__init__()
         merged = vcfg.hidden_size * vcfg.spatial_merge_size ** 2
         self.norm = nn.LayerNorm(vcfg.hidden_size, eps=LAYER_NORM_EPS)
-        self.linear_fc1 = nn.Linear(merged, merged, bias=True)
-        self.linear_fc2 = nn.Linear(merged, out_hidden, bias=True)
+        self.linear_fc1 = Linear(merged, merged, bias=True)
+        self.linear_fc2 = Linear(merged, out_hidden, bias=True)
 
     def forward(self, x):
         x = self.norm(x).view(-1, self.linear_fc1.in_features)           # (tokens, m*m*hidden)

@@ -15,13 +15,15 @@ in (bf16, a few fp32); the code that computes with them decides when to upcast.
 
 Public API, used by every chapter and by learners' notebooks:
 
-    from qwen.weights import Config, find_model, load, load_weights
+    from qwen.weights import Config, load, load_weights
+
+    from engine.hub import find_model
     path = find_model()                     # a folder: given, $QWEN_MODEL, HF cache, or download
     cfg = Config.load(path)                 # cfg.hidden_size, cfg.layer_types, ...
     W = load_weights(path)                  # W["layers.0.input_layernorm.weight"] -> tensor
     load(module, W, "layers.0.input_layernorm.")   # strict, key by key
 
-(Config lives in qwen/config.py and find_model in qwen/hub.py; both are importable from here.)
+(Config lives in qwen/config.py and find_model in engine/hub.py; both are importable from here.)
 
 Each section below reads top to bottom as the happy path; what can be wrong with a file is
 checked in one place per section (`_check_*`), and every failure is one line naming the file.
@@ -43,7 +45,6 @@ from pathlib import Path
 
 from qwen.config import Config, VisionConfig, language_model_shapes, read_json, vision_shapes  # noqa: F401  (Config, read_json: re-exported)
 from qwen.files import INDEX_NAME, PICKLE_SUFFIXES, kind_of, missing_path, open_file, weight_files  # noqa: F401  (INDEX_NAME, PICKLE_SUFFIXES: re-exported)
-from qwen.hub import COURSE_FILES, DEFAULT_REPO, ModelNotFound, find_model  # noqa: F401  (re-exported: the learner's import path)
 from qwen.lang import QwenError
 
 # torch is imported only where tensors are made: finding a model, reading a config or a header

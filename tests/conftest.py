@@ -55,7 +55,7 @@ os.environ.pop("QWEN_PLOT", None)                      # figures only where a te
 os.environ.pop("QWEN_FIGURES", None)
 os.environ["QWEN_CACHE"] = str(_TMP / "qwen-cache")
 os.environ["QWEN_LANG"] = "en"
-# Threads: the tests compute on tiny checkpoints, work too small to split across threads (qwen/threads.py),
+# Threads: the tests compute on tiny checkpoints, work too small to split across threads (engine/threads.py),
 # and `-n auto` already runs one xdist worker per core. So one torch thread per test process, set before
 # torch is imported and inherited by every script a test starts. torch's default, one thread per core in
 # every worker, oversubscribed the cores (issue 23: on a loaded 2-core machine one decoding test took
@@ -107,11 +107,11 @@ _building = []                                   # the controller's thread that 
 
 def pytest_configure(config):
     """Under xdist, the controller builds the tiny checkpoint once, in a thread, while the workers start and
-    collect (~15 s of CPU each); a worker that needs it first waits for it (qwen.tiny's lock). Built before
+    collect (~15 s of CPU each); a worker that needs it first waits for it (engine.tiny's lock). Built before
     the workers started, it was ~10 s (torch's import, the real tokenizer's merges) with one core busy."""
     if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):
         import threading
-        from qwen.tiny import tiny_model_path
+        from engine.tiny import tiny_model_path
         _building.append(threading.Thread(target=tiny_model_path, name="tiny checkpoint"))
         _building[0].start()
 
@@ -199,7 +199,7 @@ def english():
 @pytest.fixture(scope="session")
 def tiny_path():
     """The built-in tiny checkpoint, in the session's own cache folder."""
-    from qwen.tiny import tiny_model_path
+    from engine.tiny import tiny_model_path
     return tiny_model_path()
 
 

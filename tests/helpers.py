@@ -55,7 +55,7 @@ def write_transformers_checkpoint(folder, layout="text", dtype=torch.float32, ti
         tensors = {**load_file(file), **{k: v.to(dtype).contiguous() for k, v in extra.items()}}
         save_file(tensors, file, metadata={"format": "pt"})
     if tokenizer:
-        from qwen.tiny import write_tokenizer_files
+        from engine.tiny import write_tokenizer_files
         write_tokenizer_files(folder)
     return folder
 

@@ -5,10 +5,11 @@ import shutil
 import pytest
 
 from qwen.lang import QwenError, set_lang
-from qwen.tiny import REAL_SHARD_NAME, write_tiny
-from qwen.weights import INDEX_NAME, find_model, load, load_weights
+from engine.tiny import REAL_SHARD_NAME, write_tiny
+from qwen.weights import INDEX_NAME, load, load_weights
 
 
+from engine.hub import find_model
 @pytest.fixture
 def ckpt(tmp_path):
     return write_tiny(tmp_path / "ckpt")

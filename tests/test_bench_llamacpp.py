@@ -91,7 +91,7 @@ def test_summary_takes_medians_and_the_largest_rss():
 
 
 def test_prompt_ids_are_the_same_for_all_and_below_the_special_tokens():
-    from qwen.tiny import FIRST_SPECIAL_ID
+    from engine.tiny import FIRST_SPECIAL_ID
     ids = bench.prompt_ids(512)
     assert ids == bench.prompt_ids(512) and len(ids) == 512 and len(set(ids)) > 400
     assert 0 <= min(ids) and max(ids) < bench.ID_LIMIT <= FIRST_SPECIAL_ID

@@ -11,6 +11,6 @@ def test_ch11_names_the_picture_it_was_given(tiny_path, tmp_path):
     assert ns["picture_name"] == str(path) and ns["image"].size == (60, 44)
     assert f"{path}: 60 x 44 pixels" in out.split("2. The prompt with an image")[1]
     ns, out = _chapter("ch11_seeing.py", tiny_path, "--max-new-tokens", "2")       # the default: chapter 10's picture
-    from qwen.pictures import demo_image
+    from engine.pictures import demo_image
     assert ns["image"].size == demo_image().size
     assert f"{ns['picture_name']}: {ns['image'].width} x {ns['image'].height} pixels" in out

@@ -42,7 +42,7 @@ def test_the_mix_is_called_a_mix_only_when_its_rounds_differ(short_and_long):
 def _head_changed(tiny_path, folder, change):
     """The tiny checkpoint with its mtp.* tensors changed by change(tensors)."""
     from safetensors.torch import load_file, save_file
-    from qwen.tiny import REAL_SHARD_NAME
+    from engine.tiny import REAL_SHARD_NAME
     shutil.copytree(tiny_path, folder)
     tensors = load_file(folder / REAL_SHARD_NAME)
     change(tensors)

@@ -4,7 +4,7 @@ A chapter computes a number, names it, then prints it (one line = one claim). He
 from the whole-course run that tests/test_chapters.py reads (`python main.py --lang en`, on the tiny
 checkpoint, with every chapter's defaults): conftest's course_namespaces keeps the plain values each
 chapter named, and the claim is checked on the number itself, whatever language or format prints it.
-Every chapter also says where the code it teaches is (`taught`, from qwen/cli.py show_code), and
+Every chapter also says where the code it teaches is (`taught`, from engine/cli.py show_code), and
 that place must be the code's own def or class line.
 """
 import math
@@ -42,7 +42,7 @@ def test_each_chapter_says_where_the_code_it_teaches_is(chapter_run, n):
 
 def test_code_option_prints_the_source_from_the_module(tiny_path, capsys):
     import inspect
-    from qwen.cli import chapter, show_code
+    from engine.cli import chapter, show_code
     from qwen.norm import RMSNorm
     ch = chapter("t", "t", argv=["--tiny", "--code"])
     place = show_code(ch, RMSNorm)
@@ -171,7 +171,7 @@ def test_ch12_mtp_claims(chapter_run):
 def test_a_notebook_shows_the_code_without_asking(tiny_path, monkeypatch, capsys):
     import inspect
     import types
-    from qwen.cli import chapter, show_code
+    from engine.cli import chapter, show_code
     from qwen.mlp import MLP
     shown = []
     monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
@@ -188,7 +188,7 @@ def test_a_notebook_shows_the_code_without_asking(tiny_path, monkeypatch, capsys
 
 def test_the_where_line_in_chinese(tiny_path, capsys):
     from helpers import chinese_text_problems
-    from qwen.cli import chapter, show_code
+    from engine.cli import chapter, show_code
     from qwen.lang import set_lang
     from qwen.rope import apply_rope
     ch = chapter("t", "t", argv=["--tiny", "--lang", "zh"])

@@ -23,7 +23,7 @@ def width(text):
 
 def section_of(out, title):
     """The lines of one section: from its title to the next blank line, without the line that says where
-    a figure was written (course_zh runs with --plot: qwen/plots.py's 'wrote PATH' ends a section)."""
+    a figure was written (course_zh runs with --plot: engine/plots.py's 'wrote PATH' ends a section)."""
     start = out.index(title)
     lines = out[start:out.index("\n\n", start)].splitlines()
     return [line for line in lines if not re.match(r"  (wrote|已写出) \S+\.png$", line)]
@@ -363,7 +363,7 @@ def test_main_chat_with_an_option_it_lacks_says_so(capsys):
 
 def test_chapter_api_reads_the_environment(tiny_path, monkeypatch, capsys):
     """Notebook users choose with QWEN_TINY / QWEN_LANG / QWEN_MODEL instead of flags."""
-    import qwen.cli as cli
+    import engine.cli as cli
     from qwen.lang import get_lang, set_lang
 
     monkeypatch.setattr(cli, "_banner_shown", False)
@@ -392,7 +392,7 @@ ipython.get_ipython = lambda: types.SimpleNamespace(config={"IPKernelApp": {}})
 sys.modules.update({"IPython": ipython, "ipykernel": types.ModuleType("ipykernel"),
                     "ipykernel.zmqshell": types.ModuleType("ipykernel.zmqshell")})
 sys.argv = ["ipykernel_launcher.py", "-f", "/tmp/kernel-1234.json"]
-from qwen.cli import chapter
+from engine.cli import chapter
 print("TINY", chapter("c", "c").tiny)                       # no model, offline: the Hub client is imported
 """
 
@@ -435,8 +435,8 @@ def test_ch05(course_en):
     import math
 
     from conftest import MANIFEST
-    from qwen.cli import count
-    from qwen.tiny import language_model_shapes
+    from engine.cli import count
+    from engine.tiny import language_model_shapes
     from qwen.weights import Config
 
     out = _chapter(course_en, "ch05_mlp.py")
@@ -497,7 +497,7 @@ def test_plots(course_zh, run_script, tmp_path):
                  "ch10_attention.png", "ch12_speculative.png"):
         assert (figures / name).stat().st_size > 10_000, name
     assert (figures / "ch03_final_norm.png").is_file()
-    from qwen.plots import find_cjk_font        # the child's own lookup: it also finds, by file, a font
+    from engine.plots import find_cjk_font        # the child's own lookup: it also finds, by file, a font
     found = find_cjk_font() is not None         # installed after matplotlib's font cache was built
     assert ("没有找到中文字体" in course_zh) == (not found)          # no font: one line, the labels stay in English
 
@@ -568,7 +568,7 @@ def test_ch08_tables_align_in_chinese(course_zh):
 
 def test_ch09_cache_sizes_name_their_dtype_and_match_chapter_7(course_en, tiny_path):
     """The cache keeps k and v in fp32: ch09's sizes say so, and are chapter 7's bf16 sizes times 2."""
-    from qwen.cli import size
+    from engine.cli import size
     from qwen.weights import Config
     cfg = Config.load(tiny_path)
     out = _chapter(course_en, "ch09_generate.py")
@@ -631,7 +631,7 @@ def test_ch09_finds_the_template_in_tokenizer_config_and_replies_as_long_as_from
     ChatTemplate.load finds it too). And `python main.py 9` replied at most 24 tokens, ch09 alone 64."""
     import json
     import shutil
-    from qwen.cli import CHAPTER_REPLY_TOKENS
+    from engine.cli import CHAPTER_REPLY_TOKENS
     folder = tmp_path / "ckpt"
     shutil.copytree(tiny_path, folder)
     config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
@@ -684,7 +684,7 @@ def test_ch09_device_without_a_gpu_says_so_in_one_line(run_script):
 NO_DYNAMO = """
 import sys
 from qwen.model import load_model
-from qwen.tiny import tiny_model_path
+from engine.tiny import tiny_model_path
 model = load_model(tiny_model_path())
 print("VISUAL", model.visual is not None, "DYNAMO", "torch._dynamo" in sys.modules)
 """
@@ -706,8 +706,8 @@ def test_chapters_in_one_process_read_the_tokenizer_once(tiny_path, tmp_path, mo
     import json
     import os
     import shutil
-    import qwen.cli as cli
-    from qwen.tiny import tokenizer_json
+    import engine.cli as cli
+    from engine.tiny import tokenizer_json
     from qwen.tokenizer import Tokenizer
 
     loads = []
@@ -732,7 +732,7 @@ def test_chapters_in_one_process_read_the_tokenizer_once(tiny_path, tmp_path, mo
 
 
 def test_ch10(course_en):
-    from qwen.cli import count
+    from engine.cli import count
     out = _chapter(course_en, "ch10_vision.py")
     assert "the chapter's own picture: 448 x 448 pixels, a red square, a blue circle, a green triangle, the word 'CAT'" in out
     assert "resized to 96 x 96 pixels (multiples of 8 = patch 4 x merge 2): grid (t, h, w) = (1, 24, 24)" in out
@@ -908,7 +908,7 @@ def _without_mtp(tiny_path, folder):
     import json
     import shutil
     from safetensors.torch import load_file, save_file
-    from qwen.tiny import REAL_SHARD_NAME
+    from engine.tiny import REAL_SHARD_NAME
     shutil.copytree(tiny_path, folder)
     tensors = {k: v for k, v in load_file(folder / REAL_SHARD_NAME).items() if not k.startswith("mtp.")}
     save_file(tensors, folder / REAL_SHARD_NAME, metadata={"format": "pt"})
@@ -983,25 +983,6 @@ def test_ch10_ch11_take_a_picture_with_a_side_under_one_block(run_script, tmp_pa
     assert errors == [] and f"{thin}: 40 x 7 pixels" in r.stdout, errors
 
 
-def test_ch09_says_what_the_hand_loops_contexts_do():
-    """Section 6's loop "in a dozen lines" runs inside qwen/upcast.py's and qwen/products.py's contexts
-    (as generate_ids): a learner reading the notebook must be told, in both languages, that they are
-    speed only and why they are there, not left to guess whether the loop needs them to be right."""
-    text = (ROOT / "ch09_generate.py").read_text(encoding="utf-8")
-    tree = ast.parse(text)
-    speed = {a.asname or a.name: node.module for node in tree.body if isinstance(node, ast.ImportFrom)
-             and node.module in ("qwen.upcast", "qwen.products") for a in node.names}
-    loop = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "decode_loop")
-    used = {speed[n.func.id] for n in ast.walk(loop) if isinstance(n, ast.Call) and getattr(n.func, "id", None) in speed}
-    assert used == {"qwen.upcast", "qwen.products"}
-    cell = text.split("## 6. The loop itself")[1].split("# %%")[0]
-    english, chinese = cell.split("`generate_ids` 做的一切")
-    for module in used:
-        path = module.replace(".", "/") + ".py"
-        assert path in english and path in chinese, path
-    assert "for speed only" in english and "只为速度" in chinese
-
-
 # ---------------------------------------------------------------- a chapter's options from QWEN_<OPTION>
 
 def test_a_chapters_options_are_read_from_qwen_environment_variables(run_script):
@@ -1020,7 +1001,7 @@ def test_a_chapters_options_are_read_from_qwen_environment_variables(run_script)
 def test_options_from_the_environment_in_process(monkeypatch):
     """The rule, in the options plumbing: typed as the option is (int), store_true from 1/true, choices
     checked; a bad value is one QwenError naming the variable, in either language."""
-    from qwen.cli import chapter, env_name
+    from engine.cli import chapter, env_name
     from qwen.lang import QwenError, set_lang
     assert env_name("--max-new-tokens") == "QWEN_MAX_NEW_TOKENS" and env_name("--image") == "QWEN_IMAGE"
     options = {"--image": dict(default=None, help=("a picture", "图像")),

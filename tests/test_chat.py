@@ -140,7 +140,7 @@ def test_a_reply_stopped_inside_the_model_keeps_the_conversation_and_a_sound_cac
 
 
 def test_commands_are_not_sent_to_the_model(tiny_path, capsys):
-    from qwen.chat import chat_loop
+    from engine.chat import chat_loop
     lines = iter(["/help", "/nope", "hello " + ATTACK, "/quit", "never read"])
     chat_loop(tiny_path, max_new_tokens=3, read=lambda prompt: next(lines))
     out, err = capsys.readouterr()
@@ -156,7 +156,7 @@ def test_commands_are_not_sent_to_the_model(tiny_path, capsys):
 def test_a_one_token_reply_claims_no_decode_speed(tiny_path, capsys):
     """A reply of one token had no decode step (its token comes from the prefill's logits), yet the
     speed line said "then 337.7 tokens/s": one token over the microseconds of one sample call."""
-    from qwen.chat import chat_loop
+    from engine.chat import chat_loop
     lines = iter(["hello", "/quit"])
     chat_loop(tiny_path, max_new_tokens=1, read=lambda prompt: next(lines))
     err = capsys.readouterr().err
@@ -168,7 +168,7 @@ def test_the_vision_tower_is_read_only_for_a_chat_with_a_picture(tiny_path, tmp_
     """A text chat leaves the tower unread (0.8B's: 100 M parameters, 400 MB in fp32); --image reads it."""
     import qwen.model
     from PIL import Image
-    from qwen.chat import chat_loop
+    from engine.chat import chat_loop
     loaded, real = [], qwen.model.load_model
     monkeypatch.setattr(qwen.model, "load_model", lambda *a, **kw: loaded.append(real(*a, **kw)) or loaded[-1])
     picture = tmp_path / "red.png"
@@ -182,7 +182,7 @@ def test_reset_in_a_chat_with_a_picture_says_the_picture_goes_again(tiny_path, t
     """After /reset the picture goes with the next message (the same prompt as the first turn's);
     the line said only "(conversation and cache cleared)", as if the picture were gone too."""
     from PIL import Image
-    from qwen.chat import chat_loop
+    from engine.chat import chat_loop
     picture = tmp_path / "red.png"
     Image.new("RGB", (64, 64), (200, 30, 30)).save(picture)
     lines = iter(["what is it?", "/reset", "what is it?", "/quit"])

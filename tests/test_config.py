@@ -5,7 +5,7 @@ import pytest
 
 from conftest import MANIFEST
 from qwen.lang import QwenError
-from qwen.tiny import tiny_config
+from engine.tiny import tiny_config
 from qwen.weights import Config
 
 REAL = json.loads(MANIFEST.read_text(encoding="utf-8"))["config"]

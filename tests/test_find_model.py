@@ -6,10 +6,8 @@ from pathlib import Path
 import pytest
 
 from qwen.lang import QwenError, set_lang
-from qwen.tiny import REAL_SHARD_NAME
-from qwen.weights import COURSE_FILES, DEFAULT_REPO, ModelNotFound, find_model
-
-
+from engine.tiny import REAL_SHARD_NAME
+from engine.hub import COURSE_FILES, DEFAULT_REPO, ModelNotFound, find_model
 def folder(path):
     path.mkdir(parents=True, exist_ok=True)
     (path / "config.json").write_text("{}", encoding="utf-8")
@@ -106,8 +104,8 @@ def test_downloads_only_the_course_files_when_online(tmp_path, monkeypatch, no_c
         return str(target)
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
-    monkeypatch.setattr("qwen.hub._hub_offline", lambda: False)
-    monkeypatch.setattr("qwen.hub._unreachable", lambda endpoint: None)     # online
+    monkeypatch.setattr("engine.hub._hub_offline", lambda: False)
+    monkeypatch.setattr("engine.hub._unreachable", lambda endpoint: None)     # online
     assert find_model("Qwen/Qwen3.5-2B") == target
     assert [c[2] for c in calls] == [True, False] and calls[1][0] == "Qwen/Qwen3.5-2B"
     wanted = lambda name: any(fnmatch.fnmatch(name, p) for p in calls[1][1])
@@ -126,8 +124,8 @@ def test_a_failed_download_becomes_the_same_clear_message(monkeypatch, no_cache)
         raise OSError("Name or service not known")
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fail)
-    monkeypatch.setattr("qwen.hub._hub_offline", lambda: False)
-    monkeypatch.setattr("qwen.hub._unreachable", lambda endpoint: None)     # the host answers, the download fails
+    monkeypatch.setattr("engine.hub._hub_offline", lambda: False)
+    monkeypatch.setattr("engine.hub._unreachable", lambda endpoint: None)     # the host answers, the download fails
     with pytest.raises(ModelNotFound, match="Name or service not known"):
         find_model()
 
@@ -151,8 +149,8 @@ def test_an_incomplete_cached_download_is_resumed_not_used(monkeypatch, no_cache
         return real(repo_id, local_files_only=True, **kw)
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", resume)
-    monkeypatch.setattr("qwen.hub._hub_offline", lambda: False)
-    monkeypatch.setattr("qwen.hub._unreachable", lambda endpoint: None)     # online
+    monkeypatch.setattr("engine.hub._hub_offline", lambda: False)
+    monkeypatch.setattr("engine.hub._unreachable", lambda endpoint: None)     # online
     assert find_model() == snap and calls == [True, False]
 
 
@@ -174,7 +172,7 @@ def test_without_network_nothing_is_downloaded_and_the_reason_says_so(monkeypatc
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", record)
-    monkeypatch.setattr("qwen.hub._hub_offline", lambda: False)
+    monkeypatch.setattr("engine.hub._hub_offline", lambda: False)
     monkeypatch.setattr(socket, "create_connection", no_network)
     for name in PROXIES:                                           # behind a proxy the client decides
         monkeypatch.delenv(name, raising=False)
@@ -184,7 +182,7 @@ def test_without_network_nothing_is_downloaded_and_the_reason_says_so(monkeypatc
     assert e.value.reason.startswith("no network") and "huggingface.co:443" in e.value.reason
 
 
-CHAPTER_START = "from qwen.cli import chapter\nchapter('a', 'a', argv=[])\n"
+CHAPTER_START = "from engine.cli import chapter\nchapter('a', 'a', argv=[])\n"
 PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 
 

@@ -14,7 +14,7 @@ FILE = "model.safetensors-00001-of-00001.safetensors"
 
 def _broken_checkpoint(folder, key, index, value):
     """The built-in tiny checkpoint's tensors, with tensors[key][index] = value."""
-    from qwen.tiny import tiny_config, tiny_tensors, write_checkpoint
+    from engine.tiny import tiny_config, tiny_tensors, write_checkpoint
     tensors = tiny_tensors()
     tensors[key] = tensors[key].clone()
     tensors[key][index] = value

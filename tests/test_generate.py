@@ -257,7 +257,7 @@ def test_top_k_sampling_draws_from_the_renormalized_k_best():
 
 
 def test_chat_loop_streams_resets_and_reports_the_cache_in_readable_units(tiny_path, capsys):
-    from qwen.chat import chat_loop
+    from engine.chat import chat_loop
     lines = iter(["hello", "", "again", "/reset", "你好"])
 
     def read(prompt):

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from conftest import ROOT
-from qwen.tiny import REAL_SHARD_NAME, tiny_config, write_checkpoint
+from engine.tiny import REAL_SHARD_NAME, tiny_config, write_checkpoint
 from qwen.weights import INDEX_NAME
 
 SHARD = REAL_SHARD_NAME
@@ -508,7 +508,7 @@ def test_a_tower_weight_stored_as_integers_is_one_line_naming_it(tmp_path):
     VisionModel ... Only Tensors of floating point dtype can require gradients"."""
     from qwen.lang import QwenError
     from qwen.model import load_model
-    from qwen.tiny import tiny_tensors
+    from engine.tiny import tiny_tensors
     t = tiny_tensors()
     t["model.visual.merger.norm.weight"] = t["model.visual.merger.norm.weight"].to(torch.int32)
     folder = write_checkpoint(tmp_path, t, tiny_config())
@@ -524,7 +524,7 @@ def test_a_vision_config_that_disagrees_with_the_tower_names_config_json(tmp_pat
     same folder still works when the vision_config cannot even be read."""
     from qwen.lang import QwenError
     from qwen.model import load_model
-    from qwen.tiny import tiny_tensors
+    from engine.tiny import tiny_tensors
     config = tiny_config()
     config["vision_config"] = {**config["vision_config"], "patch_size": 2 * config["vision_config"]["patch_size"]}
     folder = write_checkpoint(tmp_path, tiny_tensors(), config)

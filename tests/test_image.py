@@ -16,7 +16,7 @@ from PIL import Image
 from qwen.image import (REAL_SETTINGS, ImageSettings, image_settings, load_image, patchify, preprocess,
                         repeat_frames, smart_resize)
 from qwen.lang import QwenError, set_lang
-from qwen.tiny import TINY_PREPROCESSOR_CONFIG
+from engine.tiny import TINY_PREPROCESSOR_CONFIG
 
 hf_pil = pytest.importorskip("transformers.models.qwen2_vl.image_processing_pil_qwen2_vl")
 

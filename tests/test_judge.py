@@ -55,7 +55,7 @@ def _grade_body(judge, tmp_path, ex_id, body, name="mine.py"):
     f = tmp_path / name
     f.write_text(body, encoding="utf-8") if isinstance(body, str) else f.write_bytes(body)
     from practice._judge.exercises import BY_ID
-    from qwen.tiny import tiny_model_path
+    from engine.tiny import tiny_model_path
     return judge.grade(BY_ID[ex_id], f, tiny_model_path())
 
 
@@ -195,7 +195,7 @@ def test_unknown_option_is_a_usage_error(judge, capsys, monkeypatch):
     assert main(judge, capsys, "--frobnicate")[0] == 2
     monkeypatch.setitem(sys.modules, "ipykernel", sys)            # a process that imported ipykernel (a notebook
     assert main(judge, capsys, "--frobnicate")[0] == 2            # test ran first): still a usage error
-    from qwen.cli import parser, setup                            # only a kernel's own -f file is let through
+    from engine.cli import parser, setup                            # only a kernel's own -f file is let through
     for kernel in (["-f", "/tmp/kernel-1.json"], ["-f", "/tmp/k.json", "--HistoryManager.hist_file=:memory:"],
                    ["--f=/tmp/k.json"]):                          # as ipykernel, nbclient and VS Code start one
         assert setup(parser("x", "x"), kernel).lang in ("en", "zh", None)

@@ -19,7 +19,7 @@ NEW_MISTAKES = {  # wrong/ file -> the diagnosis it must be named with (each got
 
 def _grade(judge, ex_id, file, explain_all=False):
     from practice._judge.grading import grade
-    from qwen.tiny import tiny_model_path
+    from engine.tiny import tiny_model_path
     return grade(judge.BY_ID[ex_id], tiny_model_path(), file=file, explain_all=explain_all)
 
 
@@ -64,7 +64,7 @@ def test_231_decode_step_without_the_scale_fails_on_enough_rows(judge):
     failed = [c for c in result["cases"] if not c["ok"]]
     assert len(failed) == 3 and all(c["diagnosis"]["name"] == "no_scale" for c in failed), judge.summary_line(result)
     from practice._judge.exercises import Context
-    from qwen.tiny import tiny_model_path
+    from engine.tiny import tiny_model_path
     cases = judge.BY_ID["231"].cases(Context(tiny_model_path(), ROOT))
     assert [c.args[2].shape[0] for c in cases] == [64, 16, 8]               # rows (decode steps) per case
 
@@ -82,7 +82,7 @@ REFERENCE_232 = (JUDGE / "solutions" / "s232.py").read_text(encoding="utf-8")
 
 def _case(judge, ex_id, start):
     from practice._judge.exercises import Context
-    from qwen.tiny import tiny_model_path
+    from engine.tiny import tiny_model_path
     cases = judge.BY_ID[ex_id].cases(Context(tiny_model_path(), ROOT))
     return next(c for c in cases if c.name[0].startswith(start))
 

@@ -10,7 +10,7 @@ JUDGE = ROOT / "practice" / "_judge"
 
 def _grade(judge, ex_id, file, explain_all=False):
     from practice._judge.grading import grade
-    from qwen.tiny import tiny_model_path
+    from engine.tiny import tiny_model_path
     return grade(judge.BY_ID[ex_id], tiny_model_path(), file=file, explain_all=explain_all)
 
 
@@ -42,7 +42,7 @@ def test_240_cases_reach_every_branch(judge, tmp_path):
     """Plain rounding, both bounds, the max(factor, ...) floor, and rounding that alone crosses a bound."""
     from practice._judge.exercises import Context
     from qwen.image import smart_resize
-    from qwen.tiny import tiny_model_path
+    from engine.tiny import tiny_model_path
     cases = judge.BY_ID["240"].cases(Context(tiny_model_path(), tmp_path))
     branches = set()
     for c in cases:
@@ -61,7 +61,7 @@ def test_241_merge_block_rows_are_the_ones_the_merger_joins(judge, tmp_path):
     """Rows 4k .. 4k + 3 are one 2 x 2 block: reshaping to (blocks, 4 * row) puts neighbours together."""
     import torch
     from practice._judge.exercises import Context
-    from qwen.tiny import tiny_model_path
+    from engine.tiny import tiny_model_path
     case = judge.BY_ID["241"].cases(Context(tiny_model_path(), tmp_path))[0]
     frames, P, T, m = case.args
     rows = case.expected

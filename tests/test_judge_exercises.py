@@ -53,7 +53,7 @@ WRONG = [
 def _grade_as_learner(judge, ex_id, source, tmp_path):
     """The file graded as the learner's own (its exercise's file name, in a folder of its own)."""
     from practice._judge.grading import grade
-    from qwen.tiny import tiny_model_path
+    from engine.tiny import tiny_model_path
     ex = judge.BY_ID[ex_id]
     mine = tmp_path / "mine" / ex.filename
     mine.parent.mkdir(parents=True, exist_ok=True)
@@ -75,7 +75,7 @@ def ambiguous_cases(ex_id, name, tmp_path):
     import importlib
 
     from practice._judge.exercises import BY_ID, Context, text
-    from qwen.tiny import tiny_model_path
+    from engine.tiny import tiny_model_path
     ex = BY_ID[ex_id]
     table = getattr(importlib.import_module(f"practice._judge.exercises.{ex.chapter}"), f"MISTAKES_{ex_id}", None)
     if table is None or name not in table:
@@ -127,7 +127,7 @@ def test_242_says_the_rule_get_rope_index_computes_and_checks_it(judge, tmp_path
     """The statement gave two rules that disagree when t > max(h, w) / merge ("p += max(h, w) // merge" and
     "the image's largest position + 1"): it says the first, and a case tells them apart."""
     from practice._judge.exercises import Context
-    from qwen.tiny import tiny_model_path
+    from engine.tiny import tiny_model_path
     statement = judge.BY_ID["242"].starter.read_text(encoding="utf-8").split('"""')[1]
     assert "largest position + 1" not in statement and "get_rope_index" in statement
     assert "最大位置 + 1" not in statement
@@ -141,7 +141,7 @@ def test_260_scales_are_checked_relative_to_their_size(judge, tmp_path):
     """The scales are 1e-4 .. 1e-2; an atol of 1e-5 let a scale 0.5% off pass. The right codes with scales
     0.5% too large now fail; 1 part in 10 million (fp32 rounding of another order) still passes."""
     from practice._judge.grading import grade
-    from qwen.tiny import tiny_model_path
+    from engine.tiny import tiny_model_path
     ex = judge.BY_ID["260"]
     reference = ex.solution.read_text(encoding="utf-8")
     verdicts = {}
@@ -160,7 +160,7 @@ def test_every_wrong_file_is_named_only_with_its_own_mistake(judge, tmp_path, ex
     """The older wrong files too, now that more mistakes are known: none is named with a new one. (Graded
     where they are: some import the reference for the function they do not get wrong.)"""
     from practice._judge.grading import grade
-    from qwen.tiny import tiny_model_path
+    from engine.tiny import tiny_model_path
     for file, name in judge.BY_ID[ex_id].wrong.items():
         result = grade(judge.BY_ID[ex_id], tiny_model_path(), file=JUDGE / "wrong" / file)
         assert result["status"] == "fail" and _named(result) == {name}, (file, _named(result))

@@ -17,7 +17,7 @@ JUDGE = ROOT / "practice" / "_judge"
 @pytest.fixture(scope="module")
 def ctx(tmp_path_factory):
     from practice._judge.exercises import Context
-    from qwen.tiny import tiny_model_path
+    from engine.tiny import tiny_model_path
     return Context(tiny_model_path(), tmp_path_factory.mktemp("scratch"))
 
 

@@ -151,7 +151,7 @@ def test_a_huge_frame_header_does_not_grow_the_judge(tmp_path):
     hostile.write_text(frame_writer(frame), encoding="utf-8")
     good.write_text((ROOT / "practice" / "_judge" / "solutions" / "s205.py").read_text(encoding="utf-8"), encoding="utf-8")
     script = ("import resource, sys, json\nsys.path.insert(0, %r)\nimport practice.judge as judge\n"
-              "from qwen.tiny import tiny_model_path\nimport torch\nmodel = tiny_model_path()\nrows = []\n"
+              "from engine.tiny import tiny_model_path\nimport torch\nmodel = tiny_model_path()\nrows = []\n"
               "for f in sys.argv[1:]:\n"
               "    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
               "    r = judge.grade(judge.BY_ID['205'], f, model)\n"

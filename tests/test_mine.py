@@ -1,4 +1,4 @@
-"""--mine (qwen/mine.py): the learner's passing solutions run in the model in place of the course's parts.
+"""--mine (practice/mine.py): the learner's passing solutions run in the model in place of the course's parts.
 
 The reference solutions, put in as the learner's files, must give the course's logits (prompt and
 cached decode steps) and the same greedy tokens; every part must really be in the path (a changed
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from practice._judge.exercises import BY_ID
-from qwen import mine
+from practice import mine
 from qwen.generate import generate_ids
 
 PROMPT = [9419, 11, 1879, 0, 3838, 374, 279, 6722, 315, 9625, 30] * 3    # 33 tokens: more than one conv window
@@ -85,7 +85,7 @@ def test_reference_solutions_as_mine_give_the_course_logits_and_greedy_tokens(mo
 @pytest.mark.parametrize("k", [1, 3])
 def test_reference_delta_rule_as_mine_through_speculative_decoding(model, references, k):
     """--mine with --speculative (chapter 9, the chat): the learner's delta rule fills each verify
-    pass's trail, token by token (qwen/mine.py), so drafts rejected at chosen steps still give the
+    pass's trail, token by token (practice/mine.py), so drafts rejected at chosen steps still give the
     plain greedy tokens and a state equal to plain decoding's."""
     from qwen.mtp import speculative_ids
     with torch.no_grad():

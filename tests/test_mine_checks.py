@@ -1,4 +1,4 @@
-"""--mine's checks at every call (qwen/mine.py: Mine, _Guard), and what its lines name.
+"""--mine's checks at every call (practice/mine.py: Mine, _Guard), and what its lines name.
 
 Hostile learner files, written to a temp practice folder and graded by the judge as --mine grades
 them: each passes the judge, then misbehaves only inside the model (changes the model's weights
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from practice._judge.exercises import BY_ID
-from qwen import mine
+from practice import mine
 from qwen.generate import generate_ids
 
 PROMPT = [9419, 11, 1879, 0, 3838, 374, 279, 6722, 315, 9625, 30] * 3    # 33 tokens

@@ -120,7 +120,7 @@ def test_cache_holds_what_each_layer_needs(checkpoint):
 def test_decoder_layer_is_pre_norm():
     """x + mixer(norm1(x)), then + mlp(norm2(x)): with both sublayers replaced by known functions."""
     from qwen.weights import Config
-    from qwen.tiny import tiny_config
+    from engine.tiny import tiny_config
     cfg = Config.from_dict(tiny_config(), source="tiny")
     layer = DecoderLayer(cfg, 0)
     layer.mix = lambda h, cos, sin, cache=None: 2 * h
@@ -166,7 +166,7 @@ def test_loading_is_strict_reads_the_vision_tower_and_the_whole_mtp_head(tmp_pat
 
 def test_meta_build_allocates_nothing_until_loaded():
     from qwen.weights import Config
-    from qwen.tiny import tiny_config
+    from engine.tiny import tiny_config
     with torch.device("meta"):
         model = Qwen35(Config.from_dict(tiny_config(), source="tiny"))
     real = [p for p in model.parameters() if not p.is_meta]              # only the 16-number A_log inits

@@ -68,7 +68,7 @@ def test_head_equals_a_reference_from_transformers_layers(tiny_path, tiny):
     built from transformers' Qwen3_5DecoderLayer / Qwen3_5RMSNorm with the checkpoint's mtp.* weights."""
     hf = pytest.importorskip("transformers.models.qwen3_5.modeling_qwen3_5")
     from hf_layers import causal_mask, hf_positions
-    from qwen.tiny import TINY_TEXT_CONFIG
+    from engine.tiny import TINY_TEXT_CONFIG
     config = hf.Qwen3_5TextConfig(**{k: v for k, v in TINY_TEXT_CONFIG.items() if k != "model_type"})
     config._attn_implementation = "eager"
     W = load_weights(tiny_path)
@@ -383,13 +383,13 @@ def test_teacher_forced_acceptance_counts_the_heads_agreements_along_a_text(hf_m
 
 
 def test_the_fast_verify_pass_computes_what_the_plain_one_does(hf_model, monkeypatch):
-    """The verify pass through qwen/products.py's paths (oneDNN, or the product turned around):
+    """The verify pass through engine/products.py's paths (oneDNN, or the product turned around):
     the same numbers to fp32 rounding, the same greedy tokens, the same trails; the model's layers are
     put back after (a plain forward afterwards uses F.linear again). This checkpoint's layers are all
     under products.MIN_VALUES: the floor is lowered, or fast and plain would be the same products."""
-    from qwen import products
+    from engine import products
     from qwen.mtp import _verify
-    from qwen.products import few_rows_linear
+    from engine.products import few_rows_linear
     monkeypatch.setattr(products, "MIN_VALUES", 1)
     rows, real = [], products.linear
     monkeypatch.setattr(products, "linear", lambda x, w: rows.append(x.numel() // x.shape[-1]) or real(x, w))
@@ -400,10 +400,11 @@ def test_the_fast_verify_pass_computes_what_the_plain_one_does(hf_model, monkeyp
     base = hf_model.new_cache()
     hf_model(torch.tensor([HF_PROMPT]), cache=base)
     block = [3, 17, 99, 250]
-    fast, fast_h, fast_trails = _verify(hf_model, block, base.copy(), fast=True)
+    with products.fast():
+        fast, fast_h, fast_trails = _verify(hf_model, block, base.copy())
     assert rows and set(rows) == {len(block)}                            # every product: the block's 4 rows
     rows.clear()
-    plain, plain_h, plain_trails = _verify(hf_model, block, base.copy(), fast=False)
+    plain, plain_h, plain_trails = _verify(hf_model, block, base.copy())
     assert rows == []                                                    # F.linear only
     assert torch.allclose(fast, plain, atol=1e-4, rtol=1e-4) and torch.equal(fast.argmax(-1), plain.argmax(-1))
     assert torch.allclose(fast_h, plain_h, atol=1e-5, rtol=1e-4)
@@ -455,8 +456,8 @@ def test_a_verify_pass_with_autograd_on_and_weights_that_want_gradients(hf_folde
     base = m.new_cache()
     with torch.no_grad():
         m(torch.tensor([HF_PROMPT]), cache=base)
-        want, _, want_trails = _verify(m, [3, 17, 99], base.copy(), fast=False)
+        want, _, want_trails = _verify(m, [3, 17, 99], base.copy())
     m.requires_grad_(True)
-    got, _, trails = _verify(m, [3, 17, 99], base.copy(), fast=False)
+    got, _, trails = _verify(m, [3, 17, 99], base.copy())
     assert not got.requires_grad and torch.equal(got, want)
     assert all(torch.equal(a.states, b.states) for a, b in zip(trails, want_trails) if a is not None)

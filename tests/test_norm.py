@@ -9,7 +9,7 @@ from conftest import MANIFEST
 from qwen.lang import QwenError
 from qwen.model import model_norms
 from qwen.norm import GatedRMSNorm, RMSNorm, ShapeError, l2norm
-from qwen.tiny import write_checkpoint
+from engine.tiny import write_checkpoint
 from qwen.weights import Config, load, load_weights
 
 G = torch.Generator().manual_seed(1234)

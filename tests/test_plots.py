@@ -15,7 +15,7 @@ from conftest import ROOT
 
 pytest.importorskip("matplotlib")
 
-NO_CJK_FONT = ("import qwen.plots as plots\n"
+NO_CJK_FONT = ("import engine.plots as plots\n"
                "plots.CJK_FONTS, plots.CJK_KEYWORDS = (), ()\n"       # as on a machine without a CJK font
                "plots.cjk_files = lambda: ()\n")
 
@@ -114,11 +114,11 @@ def _make_font(path, chars, family="Test CJK"):
 
 @pytest.fixture
 def fresh_fonts(monkeypatch):
-    """qwen.plots as in a new process: no font looked up yet, matplotlib's settings put back after."""
+    """engine.plots as in a new process: no font looked up yet, matplotlib's settings put back after."""
     import matplotlib
     from matplotlib import font_manager
 
-    import qwen.plots as plots
+    import engine.plots as plots
     monkeypatch.setattr(plots, "_fonts", None)
     monkeypatch.setattr(plots, "_said_no_font", False)
     monkeypatch.setattr(font_manager.fontManager, "ttflist", list(font_manager.fontManager.ttflist))
@@ -203,8 +203,8 @@ def test_main_plot_runs_every_chapter_with_its_figures(tmp_path, tiny_path):
 
 def test_plot_options_and_qwen_plot(tiny_path, monkeypatch):
     """--plot's default is QWEN_PLOT; the folder is --out, else QWEN_FIGURES, else out/figures."""
-    import qwen.cli as cli
-    from qwen.plots import figures_folder
+    import engine.cli as cli
+    from engine.plots import figures_folder
     monkeypatch.setattr(cli, "_banner_shown", True)
     monkeypatch.delenv("QWEN_FIGURES", raising=False)
     monkeypatch.setenv("QWEN_PLOT", "1")
@@ -223,7 +223,7 @@ def test_a_figures_folder_that_cannot_be_made_is_one_line(tmp_path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import qwen.plots as plots
+    import engine.plots as plots
     from qwen.lang import QwenError
     blocker = tmp_path / "a-file"
     blocker.write_text("", encoding="utf-8")

@@ -1,11 +1,11 @@
-"""qwen/products.py: generation's few-row products compute what F.linear does (to fp32 rounding),
+"""engine/products.py: generation's few-row products compute what F.linear does (to fp32 rounding),
 are used only inside FastProducts, only for large fp32 CPU weights, and leave the model as it was."""
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from qwen import products
+from engine import products
 from qwen.generate import generate_ids
 from qwen.model import load_model
 
@@ -91,7 +91,7 @@ class _Stand(nn.Module):
         self.big = nn.Linear(1024, 1024, bias=False)                     # 1M values: taken
         self.small = nn.Linear(1024, 16, bias=False)                     # the gates' size: kept
         self.biased = nn.Linear(1024, 1024)                              # a bias: kept
-        self.half = nn.Linear(1024, 1024, bias=False).to(torch.bfloat16)  # bf16: kept (qwen/upcast.py)
+        self.half = nn.Linear(1024, 1024, bias=False).to(torch.bfloat16)  # bf16: kept (engine/upcast.py)
         self.output_weight = nn.Parameter(torch.randn(2048, 1024))
         self.output_layer = None
 
@@ -169,9 +169,9 @@ def test_a_decode_loop_finds_the_layers_once(tiny_path, monkeypatch):
 
 
 def test_a_learners_output_layer_runs_in_generation_and_stays(tiny_path):
-    """--mine's 203 (qwen/mine.py) puts the learner's tied_logits on the model instance: generation
+    """--mine's 203 (practice/mine.py) puts the learner's tied_logits on the model instance: generation
     must run it (not bypass it with its own), and leave it there for Mine.remove to take out."""
-    from qwen import mine
+    from practice import mine
     model, calls = load_model(tiny_path, vision=False), []
     found = mine.Solutions({"203": {"embed": lambda ids, w: F.embedding(ids, w),
                                     "tied_logits": lambda h, w: calls.append(h.shape) or F.linear(h, w)}}, [], "")

@@ -1,11 +1,11 @@
-"""qwen/products.py, more: a product autograd records keeps its gradient, the MTP head's drafts and verify pass
+"""engine/products.py, more: a product autograd records keeps its gradient, the MTP head's drafts and verify pass
 read through it, and the bench its docstring cites says what it measures. (A file of its own: tests/test_products.py
 is being changed on main at the same time; FAST is the context under either of its names.)"""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from qwen import products
+from engine import products
 from qwen.generate import generate_ids
 from qwen.model import load_model
 

@@ -1,7 +1,7 @@
 """Telling the published Qwen3.5-0.8B from other checkpoints, and the labels on trained-behaviour claims.
 
 A checkpoint in the real format with random weights has the real names, shapes and dtypes; only
-values tell it from the published one (qwen/known.py: CH03's figures of two norm weights). Chapters
+values tell it from the published one (engine/known.py: CH03's figures of two norm weights). Chapters
 10-13 label what they say about a trained model's behaviour (where a head looks, what a reply says,
 how often a draft is accepted, how many greedy tokens quantizing keeps) on any checkpoint not
 shown to be the published one; before, only the built-in tiny checkpoint got the labels."""
@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from conftest import ROOT
-from qwen.known import CH03, MANIFEST, is_published, published_gaps
+from engine.known import CH03, MANIFEST, is_published, published_gaps
 from qwen.weights import Config, load_weights
 
 
@@ -75,7 +75,7 @@ def _chapter(script, folder, *args):
 def random_real_format(tiny_path, tmp_path_factory):
     """The built-in tiny checkpoint's files without its marker: the real format, random weights, and
     nothing that says 'tiny'."""
-    from qwen.tiny import MARKER
+    from engine.tiny import MARKER
     folder = tmp_path_factory.mktemp("random") / "ck"
     shutil.copytree(tiny_path, folder)
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))

@@ -352,7 +352,7 @@ def test_a_nan_weight_in_the_file_is_one_line_naming_the_file_and_the_key(tmp_pa
     """load_quantized (main.py 9 / chat --quant) said only 'layers.0.mlp.down_proj.weight: row 3 holds nan':
     which file of the checkpoint, not said. Now the file too, in both languages."""
     from qwen.lang import set_lang
-    from qwen.tiny import tiny_config, tiny_tensors, write_checkpoint
+    from engine.tiny import tiny_config, tiny_tensors, write_checkpoint
     tensors = tiny_tensors()
     key = "model.language_model.layers.0.mlp.down_proj.weight"
     tensors[key] = tensors[key].clone()
@@ -414,7 +414,7 @@ def test_exercise_260_names_an_epsilon_scale_for_what_it_is(judge, tmp_path):
     of zeros) was told "got the scale 0 ... w / 0 is NaN": neither was so. Now its own diagnosis; the
     scale 0 keeps zero_scale's."""
     from practice._judge.exercises import BY_ID
-    from qwen.tiny import tiny_model_path
+    from engine.tiny import tiny_model_path
     named = {}
     for name, body in (("eps", EPSILON_260), ("zero", EPSILON_260.replace(".clamp_min(1e-12)", "").replace(
             "return torch.round(w / scale[:, None])", "return torch.nan_to_num(torch.round(w / scale[:, None]))"))):

@@ -93,7 +93,7 @@ def test_a_prompt_is_tishici_a_hint_is_tishi():
     assert len(prompts) >= 4 and not [p for p in prompts if "提示词" not in p[1] or re.search(r"提示(?!词)", p[1])], prompts
     hints = [(en, zh) for _, en, zh in pairs if re.search(r"(?<![-{.])\bhints?\b", en, re.I)]
     assert hints and all("提示" in zh for _, zh in hints), [h for h in hints if "提示" not in h[1]]
-    for name in [*sorted(p.name for p in ROOT.glob("ch[0-9][0-9]_*.py")), "main.py", "qwen/chat.py", "qwen/generate.py"]:
+    for name in [*sorted(p.name for p in ROOT.glob("ch[0-9][0-9]_*.py")), "main.py", "engine/chat.py", "qwen/generate.py"]:
         assert not re.search(r"提示(?!词)", _source(name)), name                     # no hints there: only prompts
 
 
@@ -180,7 +180,7 @@ def test_the_judges_chinese_text(judge, tiny_path):
 # ---------------------------------------------------------------- the download failure, said once
 
 FALLBACK_TWICE = """
-from qwen.cli import chapter
+from engine.cli import chapter
 chapter("a", "a", argv=[])
 chapter("b", "b", argv=[])                                   # a notebook running a second chapter
 """
@@ -197,7 +197,7 @@ def test_a_mirror_that_failed_is_not_suggested_again(run_script, monkeypatch):
     assert r.returncode == 1 and "http://127.0.0.1:9 failed" in r.stderr, r.stderr
     assert "use a mirror" not in r.stderr and "check the connection and the address in HF_ENDPOINT" in r.stderr
     from huggingface_hub import constants
-    from qwen.weights import ModelNotFound, find_model
+    from engine.hub import ModelNotFound, find_model
     with pytest.raises(ModelNotFound) as without:
         find_model()
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
@@ -212,7 +212,7 @@ def test_a_mirror_that_failed_is_not_suggested_again(run_script, monkeypatch):
 def test_find_model_reads_qwen_tiny(tiny_path, monkeypatch, tmp_path):
     """The README's blocks call find_model(): with QWEN_TINY=1 (a notebook's first cell) they need no
     real model; a folder given by name still wins."""
-    from qwen.weights import find_model
+    from engine.hub import find_model
     monkeypatch.setenv("QWEN_TINY", "1")
     assert find_model() == tiny_path
     (tmp_path / "config.json").write_text("{}", encoding="utf-8")
@@ -225,7 +225,7 @@ try:
     from practice import check
 except ImportError:
     print("practice: not importable here")
-from qwen.practice import check
+from practice import check
 def l2norm(x, eps=1e-6):
     h = x.double()
     return (h * torch.rsqrt((h * h).sum(-1, keepdim=True) + eps)).to(x.dtype)

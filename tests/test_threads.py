@@ -1,4 +1,4 @@
-"""The thread policy (qwen/threads.py): what it picks, that chapters apply it, that none leaks into the next."""
+"""The thread policy (engine/threads.py): what it picks, that chapters apply it, that none leaks into the next."""
 import subprocess
 import sys
 
@@ -7,7 +7,7 @@ import torch
 
 from conftest import ROOT
 from qwen.lang import QwenError, set_lang
-from qwen.threads import Choice, busy_cores, choose, note, use
+from engine.threads import Choice, busy_cores, choose, note, use
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_a_bad_qwen_threads_is_one_line_naming_it(value):
 
 def test_a_thread_count_far_past_the_cores_is_refused_or_capped():
     """QWEN_THREADS=999999 (or OMP_NUM_THREADS) reached torch.set_num_threads, which crashed (segfault, rc 139)."""
-    from qwen.threads import most_threads
+    from engine.threads import most_threads
     with pytest.raises(QwenError) as e:
         choose(small=True, env={"QWEN_THREADS": "999999"})
     assert "QWEN_THREADS=999999 is more threads than this machine can use" in e.value.en and "超出了" in e.value.zh
@@ -73,7 +73,7 @@ def test_use_sets_torchs_threads_and_note_says_how_many(restore_threads, capsys)
 def test_a_chapter_on_the_tiny_checkpoint_computes_with_one_thread(tiny_path, monkeypatch, restore_threads):
     """Chapter 9 on its own ran with torch's default, one thread per core: on a loaded 2-core machine
     prefill read 11 tokens/s, against 1776 with one thread."""
-    import qwen.cli as cli
+    import engine.cli as cli
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(cli, "_banner_shown", True)
     torch.set_num_threads(2)
@@ -84,7 +84,7 @@ def test_a_chapter_on_the_tiny_checkpoint_computes_with_one_thread(tiny_path, mo
     assert torch.get_num_threads() == 3 and ch.threads.why_en == "QWEN_THREADS=3"
 
 
-SETS_ONE = ("import torch\nfrom qwen.cli import chapter\n"
+SETS_ONE = ("import torch\nfrom engine.cli import chapter\n"
             "ch = chapter('Chapter 7', 'Chapter 7')\ntorch.set_num_threads(1)\n")     # what chapter 7 did
 PROBE = "import torch\nprint('PROBE threads', torch.get_num_threads())\n"
 COURSE = r"""

@@ -1,10 +1,10 @@
-"""qwen/upcast.py: a bf16 prompt read with its projections in fp32 gives the plain bf16 model's numbers,
+"""engine/upcast.py: a bf16 prompt read with its projections in fp32 gives the plain bf16 model's numbers,
 and generation reads every bf16 prompt that way (issue 24), leaving decoding and fp32 as they are."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-from qwen import upcast
+from engine import upcast
 
 
 def _bf16_linear(out_f, in_f, seed=0):

@@ -16,7 +16,7 @@ from hf_layers import TEXT
 from qwen.config import Config, VisionConfig, vision_shapes
 from qwen.lang import QwenError
 from qwen.model import load_model
-from qwen.tiny import TINY_VISION_CONFIG, tiny_config, tiny_tensors
+from engine.tiny import TINY_VISION_CONFIG, tiny_config, tiny_tensors
 
 transformers = pytest.importorskip("transformers")
 

@@ -108,7 +108,7 @@ def test_rope_index_equals_get_rope_index(case, checkpoint):
 
 def test_text_after_a_448_image_continues_at_14_not_196():
     """The issue's example: 448 x 448 -> a 28 x 28 patch grid -> 14 x 14 = 196 tokens spanning 14 positions."""
-    from qwen.tiny import tiny_config
+    from engine.tiny import tiny_config
     from qwen.config import Config
     from qwen.vision import rope_index
     cfg = Config.from_dict(tiny_config())
@@ -344,7 +344,7 @@ def _picture(folder):
 
 def test_chat_image_goes_with_the_first_message(tiny_path, tmp_path, capsys):
     """python main.py chat --image PATH: the picture's tokens are in the first prompt, not the second."""
-    from qwen.chat import chat_loop
+    from engine.chat import chat_loop
     from qwen.vision import preprocess
     picture = _picture(tmp_path)
     grid = preprocess(picture, tiny_path)[1][0].tolist()
@@ -374,8 +374,8 @@ def test_chat_image_with_a_tower_less_checkpoint_stops_before_the_first_message(
     """A multimodal config.json whose model.visual.* tensors were stripped: before, the chat announced
     the image, waited for a message, and only then said the checkpoint has no vision tower."""
     import shutil
-    from qwen.chat import chat_loop
-    from qwen.tiny import tiny_config, tiny_tensors, write_checkpoint
+    from engine.chat import chat_loop
+    from engine.tiny import tiny_config, tiny_tensors, write_checkpoint
     folder = shutil.copytree(tiny_path, tmp_path / "stripped")            # tokenizer, template, preprocessor
     write_checkpoint(folder, {k: v for k, v in tiny_tensors().items() if not k.startswith("model.visual.")},
                      tiny_config())
@@ -391,7 +391,7 @@ def test_chat_image_with_a_tower_less_checkpoint_stops_before_the_first_message(
 
 def _grade_242(judge, file, explain_all=False):
     from practice._judge.grading import grade
-    from qwen.tiny import tiny_model_path
+    from engine.tiny import tiny_model_path
     return grade(judge.BY_ID["242"], tiny_model_path(), file=file, explain_all=explain_all)
 
 
@@ -414,7 +414,7 @@ def test_exercise_242_wrong_files_are_named_with_their_own_mistake(judge):
 def test_exercise_242_cases_are_the_448_example_and_the_edges(judge, tmp_path):
     """The first case is the issue's: text after a 448 x 448 image continues 14 positions on, not 196."""
     from practice._judge.exercises import Context
-    from qwen.tiny import tiny_model_path
+    from engine.tiny import tiny_model_path
     cases = judge.BY_ID["242"].cases(Context(tiny_model_path(), tmp_path))
     ids, grid, image, merge = cases[0].args
     assert grid.tolist() == [[1, 28, 28]] and int((ids == image).sum()) == 196

@@ -34,7 +34,7 @@ def served(tmp_path):
 
 def test_a_page_that_goes_away_before_its_answer_leaves_the_server_running(served):
     """A reload during Run closes the connection before the answer: writing to it raised SIGPIPE, whose
-    default action (qwen.cli sets it for `| head`) killed the server without a word."""
+    default action (engine.cli sets it for `| head`) killed the server without a word."""
     proc, port, token = served
     for _ in range(5):
         s = socket.create_connection(("127.0.0.1", port), timeout=10)

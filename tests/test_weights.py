@@ -8,7 +8,7 @@ import torch
 
 from conftest import MANIFEST
 from qwen.lang import QwenError
-from qwen.tiny import REAL_SHARD_NAME, language_model_shapes, tiny_config, tiny_tensors, write_tiny
+from engine.tiny import REAL_SHARD_NAME, language_model_shapes, tiny_config, tiny_tensors, write_tiny
 from qwen.weights import INDEX_NAME, Config, load, load_weights, read_header, short_name
 
 
@@ -71,7 +71,7 @@ def test_two_callers_at_once_build_the_tiny_checkpoint_once(tmp_path, monkeypatc
     """The test suite's controller builds it while the workers start, which then wait for it instead of
     building it again (the real tokenizer's merges: ~10 s of CPU); two notebooks opened at once, likewise."""
     import time
-    from qwen import tiny
+    from engine import tiny
     monkeypatch.setenv("QWEN_CACHE", str(tmp_path / "cache"))
     built = []
 
@@ -92,7 +92,7 @@ def test_two_callers_at_once_build_the_tokenizer_json_once(tmp_path, monkeypatch
     """tokenizer_json_path is asked for by the tiny checkpoint and by the checkpoints transformers writes
     (tests/helpers.py), possibly at the same time: the merges are derived once."""
     import time
-    from qwen import tiny
+    from engine import tiny
     monkeypatch.setenv("QWEN_CACHE", str(tmp_path / "cache"))
     read = []
 
@@ -128,7 +128,7 @@ LAYOUTS = [  # (key layout, shards, index, shard file name)
 
 @pytest.mark.parametrize("layout, shards, index, shard_name", LAYOUTS)
 def test_loader_reads_every_layout(tmp_path, layout, shards, index, shard_name):
-    from qwen.tiny import write_checkpoint
+    from engine.tiny import write_checkpoint
     expected = tiny_tensors(layout)
     kwargs = {"shard_name": shard_name} if shard_name else {}
     write_checkpoint(tmp_path, expected, tiny_config(layout), shards=shards, index=index, **kwargs)
@@ -250,7 +250,7 @@ def test_load_unexpected_key(tiny_path):
 
 
 def test_load_does_not_confuse_layer_1_with_layer_10(tmp_path):
-    from qwen.tiny import write_checkpoint
+    from engine.tiny import write_checkpoint
     t = {"model.language_model.layers.1.norm.weight": torch.ones(4, dtype=torch.bfloat16),
          "model.language_model.layers.10.norm.weight": torch.zeros(4, dtype=torch.bfloat16)}
     write_checkpoint(tmp_path, t, tiny_config())

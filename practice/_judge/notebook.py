@@ -98,7 +98,7 @@ def check(exercise, *functions, model=None, tiny=None, lang=None, **named):
         found = _pick(ex, functions, named)
         tiny = tiny if tiny is not None else os.environ.get("QWEN_TINY", "") not in ("", "0")
         args = types.SimpleNamespace(tiny=tiny, model=model)
-        from qwen.cli import _quiet_notebook_progress
+        from engine.cli import _quiet_notebook_progress
         _quiet_notebook_progress()                     # the Hub client's tqdm warns on import in Jupyter
         result = grading.grade(ex, judge.model_for_checks(args), functions=found, time_limit=judge.time_limit(),
                                memory=judge.memory_limit())

@@ -625,7 +625,7 @@ def serve(judge, args):
                                  "无法监听 127.0.0.1:{p}（{e}）：请换一个 --port", p=args.port, e=e.strerror or e)) from None
     from practice._judge import sandbox
     sandbox.prestart()                                             # its interpreter starts while the page loads
-    if hasattr(signal, "SIGPIPE"):                                 # qwen.cli set SIG_DFL for `| head`: here a closed
+    if hasattr(signal, "SIGPIPE"):                                 # engine.cli set SIG_DFL for `| head`: here a closed
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)              # connection would kill the server without a word
     url = address(app)
     print(T("The practice page is at {u}\n(only this computer can open it; Ctrl-C stops the server)",

@@ -149,7 +149,7 @@ class Context:
     one), a scratch folder for files, and seeded generators."""
 
     def __init__(self, model_path, scratch):
-        from qwen.tiny import is_tiny
+        from engine.tiny import is_tiny
         from qwen.weights import Config, load_weights
         self.path = Path(model_path)
         self.cfg = Config.load(self.path)

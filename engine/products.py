@@ -50,8 +50,8 @@ How it is wired in: qwen/generate.py's generate_ids (so generate, Chat and chapt
 qwen/mtp.py (the head's drafts, the verify pass) read through it. The model is not changed:
 inside the context the chosen layers get an instance `forward` (and the model an instance
 `logits`), removed on the way out, so what a learner prints or calls outside generation is the
-plain nn.Linear; one that already has its own (--mine's parts, qwen/mine.py) keeps it. bf16
-weights keep their own path (qwen/upcast.py reads a bf16 prompt); other devices keep F.linear, and
+plain nn.Linear; one that already has its own (--mine's parts, practice/mine.py) keeps it. bf16
+weights keep their own path (engine/upcast.py reads a bf16 prompt); other devices keep F.linear, and
 CPUs without oneDNN keep it for one row and turn every product of 2 to FEW_ROWS rows around.
 """
 import functools
@@ -141,7 +141,7 @@ class FastProducts:
     finding them walks the whole model).
 
     A layer that already has a `forward` on the instance, and a model with its own `logits` (a
-    learner's part, qwen/mine.py; another FastProducts active on the same model) keep theirs: they
+    learner's part, practice/mine.py; another FastProducts active on the same model) keep theirs: they
     run, and they are still there after (the way out removes only what this one set)."""
 
     def __init__(self, model):
@@ -180,3 +180,20 @@ def _layer(module, x):
 
 def _logits(model, h):
     return linear(h, model.output_weight).float()                    # as Qwen35.logits: (..., vocab) fp32
+
+
+def fast_product(x, weight, bias=None):
+    """The engine's kernel behind qwen/linear.py's seam: a few-row fp32 product by `linear`'s paths,
+    a long bf16 prompt's product in fp32 (engine/upcast.py); None (the lesson's F.linear) for the rest."""
+    from engine import upcast
+    if bias is None and serves(x, weight) and path(x, weight) is not F.linear:
+        return linear(x, weight)
+    if upcast.pays(x, weight) and upcast.emulated_bf16() and upcast._same_dtype_bias(bias, weight):
+        return upcast.linear(x, weight, bias)
+    return None
+
+
+def fast():
+    """`with fast():` the model's products run through `fast_product` (the same numbers, to rounding)."""
+    from qwen.linear import kernel
+    return kernel(fast_product)

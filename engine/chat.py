@@ -36,16 +36,18 @@ SAMPLING = dict(temperature=0.7, top_k=20, top_p=0.8, seed=0)     # Qwen's sugge
 
 
 def chat_loop(path, max_new_tokens=512, think=False, read=input, image=None, speculative=None, temperature=None,
-              quant=None, mine=False):
+              quant=None, parts=None):
     """image: a picture that goes with the first message (chapter 11). speculative=k: the MTP head drafts
     k tokens a step (qwen/mtp.py, chapter 12), with the same sampling (the accept / reject rule keeps
     its distribution). temperature: None for Qwen's 0.7 (top-k 20, top-p 0.8), 0 for greedy replies.
-    quant: "int8" or "int4", the weights quantized (qwen/quant.py, chapter 13). mine=True: your solved
-    exercises in the model (qwen/mine.py)."""
+    quant: "int8" or "int4", the weights quantized (qwen/quant.py, chapter 13). parts: a function (model, probe ids)
+    that puts other parts into the model (main.py --mine passes practice/mine.py's put_in)."""
     import torch
 
-    with torch.no_grad():          # for the chat only: a notebook (or a test) that called it goes on with gradients
-        return _chat_loop(path, max_new_tokens, think, read, image, speculative, temperature, quant, mine)
+    from engine.products import fast
+
+    with torch.no_grad(), fast():  # for the chat only: a notebook (or a test) that called it goes on with gradients
+        return _chat_loop(path, max_new_tokens, think, read, image, speculative, temperature, quant, parts)
 
 
 def load_chat_image(path, image):
@@ -59,7 +61,7 @@ def load_chat_image(path, image):
 
 
 def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None, temperature=None, quant=None,
-               mine=False):
+               parts=None):
     import torch
     from qwen.generate import Chat
     from qwen.model import load_model
@@ -70,7 +72,7 @@ def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None, 
     if quant is None:
         model = load_model(path, dtype=torch.float32, vision=picture is not None)   # the tower only for a picture
     else:                                                          # read and quantized a block of rows at a time
-        from qwen.cli import size
+        from engine.cli import size
         from qwen.quant import load_quantized, weight_bytes
         model = load_quantized(path, quant, vision=picture is not None)
         before, stored = model.stored
@@ -82,9 +84,8 @@ def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None, 
                         "{path} 没有视觉塔（model.visual.* 张量），所以读不了 --image。请使用多模态检查点"
                         "（Qwen/Qwen3.5-0.8B），或者不带 --image 对话。", path=path)
     tok = Tokenizer.load(path)
-    if mine:                                                       # probed on the chat template's first words
-        from qwen.mine import put_in
-        put_in(model, tok.encode("Hello! 你好！"))
+    if parts is not None:                                          # probed on the chat template's first words
+        parts(model, tok.encode("Hello! 你好！"))
     sampling = SAMPLING if temperature is None else {**SAMPLING, "temperature": temperature}
     if speculative is None:
         chat = Chat(model, tok, enable_thinking=think, **sampling)
@@ -170,7 +171,7 @@ def reply(chat, line, max_new_tokens, **image):
 def speed_line(chat, stats):
     """Reading the prompt (prefill) and writing the reply (decode) timed apart, as in ch09: one rate
     over both would mostly measure the prompt's length. And how much of the prompt a kept cache had read."""
-    from qwen.cli import size
+    from engine.cli import size
     n = stats["new_tokens"]                                   # the first comes from the prefill: n - 1 decode steps
     then = (tr("then {d:.1f} tokens/s", "然后 {d:.1f} 词元/秒", d=(n - 1) / max(stats["decode_s"], 1e-9)) if n > 1
             else tr("no decode step", "没有解码步骤"))

@@ -6,7 +6,7 @@ Shapes with plain colours and a short word give the tower something to tell apar
 shape is (the position table, the 2D rotary positions), its colour (the patch embedding), and
 letters (fine detail inside a few patches).
 
-    from qwen.pictures import demo_image, DEMO_WORD
+    from engine.pictures import demo_image, DEMO_WORD
     image = demo_image()                  # a 448 x 448 RGB PIL image
 """
 

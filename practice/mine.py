@@ -1,7 +1,7 @@
 """Your parts run the model: `--mine` puts the exercises you solved into Qwen3.5.
 
     python main.py 9 --mine              chapter 9 generates with your RMSNorm, MLP, delta rule ...
-    QWEN_MINE=1, or in a notebook:       from qwen.mine import use_mine; use_mine()
+    QWEN_MINE=1, or in a notebook:       from practice.mine import use_mine; use_mine()
 
 Why: the exercises are graded in isolation; here the same functions replace the course's in the
 whole model, on the same input, and the largest logit difference from the all-course model says
@@ -52,7 +52,7 @@ def use_mine(on=True):
 
 def wanted(args=None):
     """--mine on the command line, or QWEN_MINE=1 (use_mine() in a notebook)."""
-    from qwen.hub import env_flag
+    from engine.hub import env_flag
     return bool(getattr(args, "mine", False)) or env_flag(ENV)
 
 
@@ -299,8 +299,6 @@ class Solutions:
 
 
 def _judge():
-    from qwen.practice import _practice
-    _practice()
     from practice import judge
     return judge
 
@@ -426,7 +424,7 @@ class Mine:
 
     def refuse(self, ex_id, why):
         """Your part of `ex_id` is out from here on, in one line; the course's part is put back."""
-        from qwen.cli import say
+        from engine.cli import say
         if ex_id in self.refused:
             return
         self.refused[ex_id] = why
@@ -609,7 +607,7 @@ def put_in(model, probe_ids, model_path=None):
     course's, the largest logit difference from the course's parts on `probe_ids`. Returns the Mine
     (its parts stay in the model, checked at every call), or None when none is yours (the course's
     parts run)."""
-    from qwen.cli import say
+    from engine.cli import say
     ids = torch.as_tensor(probe_ids).reshape(1, -1)
     course_logits = model(ids)                            # (1, seq, vocab): before your files run here (their
     _references(list(PARTS))                              # top level may change torch or the course's modules),
@@ -640,7 +638,7 @@ def put_in(model, probe_ids, model_path=None):
 
 def _say_none(found):
     """No model part of yours passes: say so, and name the exercises that pass but are not model parts."""
-    from qwen.cli import say
+    from engine.cli import say
     others = _passed_elsewhere()
     if not others:
         say("  --mine: none of your exercises in {d} passes yet (python practice/judge.py): the course's parts run",
@@ -674,7 +672,7 @@ def _probe(model, found, ids):
     """(Mine, its logits on ids). Your function that raises or differs in the model is refused by its
     guard (Mine); what may still raise here is the course's code around a part: then each part is
     tried alone, and the ones that raise are named and left out."""
-    from qwen.cli import say
+    from engine.cli import say
     mine = Mine(model, found)
     try:
         return mine, _run(model, ids)

@@ -7,7 +7,7 @@
 `chapter()` parses the options (--model --tiny --lang --debug, and --plot --out when asked),
 sets the language, finds the checkpoint, prints the tiny-checkpoint banner (once per run), and
 returns an object with `args`, `path`, `cfg`, `W` (lazy weights), `tiny`, `tokenizer`, and
-`threads` (the thread count it set for the chapter, and why: qwen/threads.py).
+`threads` (the thread count it set for the chapter, and why: engine/threads.py).
 Notebook users choose without flags: QWEN_TINY=1, QWEN_LANG=zh, QWEN_MODEL=/path, QWEN_PLOT=1, QWEN_MINE=1,
 and a chapter's own options as QWEN_<OPTION> (--image -> QWEN_IMAGE, --max-new-tokens -> QWEN_MAX_NEW_TOKENS;
 the command line wins). Unknown options (Jupyter's `-f kernel.json`) are ignored inside a notebook.
@@ -166,9 +166,8 @@ def _excepthook(kind, exc, tb):
 def model_path(args, quiet=False):
     """The checkpoint to use: --tiny or $QWEN_TINY, --model, $QWEN_MODEL, the cache or a download, else tiny."""
     global _fallback_said
-    from qwen.tiny import tiny_model_path
-    from qwen.weights import DEFAULT_REPO, ModelNotFound, find_model
-
+    from engine.tiny import tiny_model_path
+    from engine.hub import DEFAULT_REPO, ModelNotFound, find_model
     if args.tiny or _env_flag("QWEN_TINY"):
         return tiny_model_path()
     name = args.model or os.environ.get("QWEN_MODEL")
@@ -195,7 +194,7 @@ def fallback_line(repo, error):
     """One line before the banner: why `repo` is not used (not cached, and offline or the download failed)
     and that the tiny checkpoint is. The banner under it says how to get the real model."""
     from huggingface_hub import constants
-    from qwen.hub import NO_NETWORK
+    from engine.hub import NO_NETWORK
     reason = getattr(error, "reason", "") or ""
     if _env_flag("HF_HUB_OFFLINE") or bool(getattr(constants, "HF_HUB_OFFLINE", False)):
         why_en, why_zh = "HF_HUB_OFFLINE is set", "设置了 HF_HUB_OFFLINE"
@@ -219,9 +218,8 @@ def not_found(repo, download, error=None):
     `error`: the loader's ModelNotFound, whose "(reason)" after the Hub's address is kept."""
     import re
     from huggingface_hub import constants
-    from qwen.hub import through_mirror
-    from qwen.weights import DEFAULT_REPO, ModelNotFound
-
+    from engine.hub import through_mirror
+    from engine.hub import DEFAULT_REPO, ModelNotFound
     offline = _env_flag("HF_HUB_OFFLINE") or bool(getattr(constants, "HF_HUB_OFFLINE", False))
     get = "python main.py download" + ("" if repo == DEFAULT_REPO else f" --model {repo}")
     found = re.search(r"the Hub at \S+ \((.*)\)\.\n", getattr(error, "en", "") or "")
@@ -249,7 +247,7 @@ _banner_shown = False
 def banner(cfg, again=False):
     """Say plainly, once per run (at the top), when the numbers are not Qwen3.5's."""
     global _banner_shown
-    from qwen.tiny import is_tiny
+    from engine.tiny import is_tiny
 
     if not is_tiny(cfg) or (_banner_shown and not again):
         return
@@ -289,7 +287,7 @@ def count(n):
 
 
 def _env_flag(name):
-    from qwen.hub import env_flag                   # one rule for QWEN_TINY=1 and the like (imported late: start-up)
+    from engine.hub import env_flag                   # one rule for QWEN_TINY=1 and the like (imported late: start-up)
     return env_flag(name)
 
 
@@ -332,15 +330,15 @@ class Chapter:
 
     def __init__(self, args, path, cfg):
         self.args, self.path, self.cfg = args, path, cfg
-        from qwen.tiny import is_tiny
+        from engine.tiny import is_tiny
         self.tiny = is_tiny(cfg)                       # True: the built-in tiny checkpoint, made-up numbers
         self.labelled = []                             # claims labelled as not shown to hold (unproven)
 
     @functools.cached_property
     def published_gaps(self):
         """[(figure, this checkpoint's value, the published one)] where this checkpoint differs from
-        the published Qwen3.5-0.8B (qwen/known.py; [] when it shows every figure the course knows)."""
-        from qwen.known import published_gaps
+        the published Qwen3.5-0.8B (engine/known.py; [] when it shows every figure the course knows)."""
+        from engine.known import published_gaps
         from qwen.weights import UnknownTensor
         if self.tiny:
             return [("tiny", True, False)]
@@ -410,30 +408,30 @@ class Chapter:
         return ids, [f"#{i}" for i in ids]
 
     def pyplot(self):
-        """matplotlib.pyplot ready to draw (qwen.plots: Agg on the command line, Jupyter's backend in
+        """matplotlib.pyplot ready to draw (engine.plots: Agg on the command line, Jupyter's backend in
         a notebook, a CJK font where the system has one), or None, said in one line, without matplotlib.
 
         Without a CJK font the figures' labels stay in English and one line says so."""
-        from qwen import plots
+        from engine import plots
         plt, self.plot_lang = plots.pyplot()
         return plt
 
     def save(self, fig, name):
         """Write a figure into the figures folder (--out, $QWEN_FIGURES, else out/figures), say so in
         one line, and show it inline in a notebook."""
-        from qwen import plots
+        from engine import plots
         return plots.save(fig, name, self.args.out)
 
     def label(self, en, zh, **fields):
         """Text for a figure: in the learner's language, or English when no CJK font was found; a
         character no font has (a token's in the text) is written as an escape, never as a box."""
-        from qwen import plots
+        from engine import plots
         text = zh if getattr(self, "plot_lang", get_lang()) == "zh" else en
         return plots.fonts().escape(text.format(**fields) if fields else text)
 
     def ticks(self, ids, pieces):
         """Tick labels for tokens: each piece where the fonts can draw it, else its id ('#12345')."""
-        from qwen import plots
+        from engine import plots
         return plots.token_labels(ids, pieces)
 
 
@@ -486,8 +484,8 @@ def _add_options(p, options):
 
 def chapter(en, zh, plot=False, options=None, argv=None, mine=False):
     """Start a chapter: options, language, checkpoint, config, the banner. Returns a `Chapter`.
-    mine=True: the chapter builds the model and takes --mine (your solved exercises in it: qwen/mine.py)."""
-    from qwen import threads
+    mine=True: the chapter builds the model and takes --mine (your solved exercises in it: practice/mine.py)."""
+    from engine import threads
     from qwen.weights import Config
 
     _quiet_notebook_progress()
@@ -517,8 +515,22 @@ def chapter(en, zh, plot=False, options=None, argv=None, mine=False):
     banner(cfg)
     say("\n" + "=" * 78 + "\n{title}\n" + "=" * 78, "\n" + "=" * 78 + "\n{title}\n" + "=" * 78, title=tr(en, zh))
     ch = Chapter(args, path, cfg)
-    ch.threads = threads.use(threads.choose(small=ch.tiny))     # the tiny checkpoint: 1 (qwen/threads.py)
+    ch.threads = threads.use(threads.choose(small=ch.tiny))     # the tiny checkpoint: 1 (engine/threads.py)
+    _fast_products()                                           # the engine's kernel behind qwen/linear.py
     return ch
+
+
+_SPEED = []                                                     # the fast-products context, entered once
+
+
+def _fast_products():
+    """The chapter computes its products through engine/products.py's kernel (qwen/linear.py's seam),
+    from here to the end of the process: the same numbers as F.linear, to fp32 rounding."""
+    from engine import products
+    if not _SPEED:
+        context = products.fast()
+        context.__enter__()
+        _SPEED.append(context)
 
 
 def show_code(ch, *objects):

@@ -33,7 +33,7 @@ def find_model(name_or_path=None, *, download=True):
     first cell), the built-in tiny checkpoint: the README's code then runs without the real model.
     """
     if name_or_path is None and env_flag("QWEN_TINY"):
-        from qwen.tiny import tiny_model_path
+        from engine.tiny import tiny_model_path
         return tiny_model_path()
     for value, origin in ((name_or_path, "argument"), (os.environ.get("QWEN_MODEL"), "QWEN_MODEL")):
         if value:
