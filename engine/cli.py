@@ -534,8 +534,8 @@ def _fast_products():
 
 
 def show_code(ch, *objects):
-    """The code this chapter teaches, taken from its module with `inspect` (never a second copy that
-    could drift): shown in a notebook, printed with --code, else one line of where it is (file:line).
+    """The code this chapter teaches (functions, classes, or a whole module file), taken from its
+    module with `inspect` (never a second copy that could drift): shown in a notebook, printed with --code, else one line of where it is (file:line).
     Returns [(name, file, line)], file relative to the repository, line the one its def/class is on."""
     import inspect
     root = Path(__file__).resolve().parents[1]
@@ -545,8 +545,11 @@ def show_code(ch, *objects):
         lines, start = inspect.getsourcelines(obj)
         file = Path(inspect.getsourcefile(obj)).resolve()
         file = file.relative_to(root).as_posix() if file.is_relative_to(root) else str(file)
-        start += next(i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "class ")))
-        name = obj.__qualname__
+        if inspect.ismodule(obj):                                  # a whole lesson file, as the seed shows norm.py
+            start, name = 1, obj.__name__
+        else:
+            start += next(i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "class ")))
+            name = obj.__qualname__
         places.append((name, file, start))
         shown.append((f"# {file}:{start}  {name}", inspect.getsource(obj)))
     notebook = "ipykernel" in sys.modules
