@@ -1,157 +1,139 @@
-"""The package's structure, read from the source: who imports whom, and which files are the lesson.
+"""The repository's structure, read from the source with ast: who imports whom, and how big the lesson is.
 
-The rule enforced on qwen/'s import graph (built with ast; an import at a module's top level and one
-inside a function are listed apart):
-  1. no cycle among module-level imports;
-  2. the model and its parts (LESSON_MODEL) import nothing above them, at any level: no generation,
-     no download, no command line (the model depends only on its parts);
-  3. with both kinds together there is no cycle either, but for the function-level imports listed in
-     LATE_CYCLES with their reason.
+Layers, lowest first: qwen/ (the lesson) < engine/ (speed and convenience) < practice/ (the judge)
+< the chapters, main.py and bench/. A file imports only files of its own layer or below, and inside
+qwen/ only files before it in chapter order (ORDER). Imports at any level count (a function-local
+import is still a dependency), there is no cycle, and nothing is whitelisted.
 """
 import ast
-import re
+
+import pytest
 
 from conftest import ROOT
 
 QWEN = ROOT / "qwen"
-MODULES = sorted(p.stem for p in QWEN.glob("*.py"))
-# What the model is built from: it may import these and qwen/config, files, lang, weights (reading).
-LESSON_MODEL = {"embedding", "norm", "mlp", "rope", "attention", "deltanet", "cache", "vision", "image", "model"}
-BELOW_MODEL = LESSON_MODEL | {"config", "files", "lang", "weights", "hub", "tiny", "tokenizer"}
-# The multi-token-prediction head is one more decoder layer (qwen/mtp.py imports qwen/model.py); the
-# model attaches it when the checkpoint has one, and generation hands speculative decoding to it.
-LATE_CYCLES = {("model", "mtp"): "load_model attaches the optional MTP head",
-               ("generate", "mtp"): "generate_ids hands speculative decoding to qwen/mtp.py"}
+# The lesson, lowest first: a file may import only the files before it.
+ORDER = ["lang", "files", "config", "weights", "tokenizer", "embedding", "norm", "rope", "linear", "mlp", "cache",
+         "attention", "deltanet", "model", "generate", "image", "vision", "mtp", "quant"]
+LAYERS = {"qwen": 1, "engine": 2, "practice": 3}                 # anything else in the repository: 4
+OPTIONAL = {"PIL", "jinja2", "numpy"}                            # what qwen/ may import inside a function
+MAX_LINES, MAX_LESSON = 300, 3500
+SKIP = ("tests", ".venv", "out", "practice/_judge/starters", "practice/_judge/solutions",
+        "practice/_judge/equivalent", "practice/_judge/wrong")
 
 
-def _targets(node):
-    """The qwen modules one import statement names."""
-    if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-        if node.module == "qwen":
-            return {a.name for a in node.names if a.name in MODULES}
-        if node.module.startswith("qwen."):
-            return {node.module.split(".")[1]}
-    if isinstance(node, ast.Import):
-        return {a.name.split(".")[1] for a in node.names if a.name.startswith("qwen.")}
-    return set()
-
-
-def import_graph(folder=QWEN):
-    """{module: (module-level imports, function-level imports)} of the package in `folder`."""
-    graph = {}
-    for path in sorted(folder.glob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        top = set().union(*(_targets(n) for n in tree.body), set())
-        inner = set()
-        for fn in ast.walk(tree):
-            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                inner |= set().union(*(_targets(n) for n in ast.walk(fn)), set())
-        graph[path.stem] = (top - {path.stem}, inner - top - {path.stem})
-    return graph
-
-
-def _reaches(edges, start, goal):
-    seen, todo = set(), [start]
-    while todo:
-        m = todo.pop()
-        if m == goal:
-            return True
-        if m not in seen:
-            seen.add(m)
-            todo += edges.get(m, ())
-    return False
-
-
-def _cycle_edges(edges):
-    """The edges a -> b that lie on a cycle (b leads back to a)."""
-    return sorted((a, b) for a in edges for b in edges[a] if _reaches(edges, b, a))
-
-
-def test_no_cycle_among_module_level_imports():
-    graph = import_graph()
-    assert _cycle_edges({m: top for m, (top, _) in graph.items()}) == []
-
-
-def test_the_model_imports_only_its_parts():
-    """qwen/model.py took its Cache from qwen/generate.py: the model depended on generation."""
-    graph = import_graph()
-    for m in sorted(LESSON_MODEL & graph.keys()):
-        top, inner = graph[m]
-        assert top <= BELOW_MODEL, (m, top - BELOW_MODEL)
-        assert inner <= BELOW_MODEL | {"mtp"}, (m, inner - BELOW_MODEL)
-    assert "generate" not in graph["model"][0] | graph["model"][1]
-
-
-def test_no_cycle_even_through_late_imports_but_the_listed_ones():
-    """engine/hub.py and qwen/weights.py imported each other (weights lazily, for find_model)."""
-    graph = import_graph()
-    edges = {m: top | inner for m, (top, inner) in graph.items()}
-    for a, b in LATE_CYCLES:
-        edges[a] = edges[a] - {b}
-    assert _cycle_edges(edges) == []
-    for a, b in LATE_CYCLES:                                        # each listed one is late, and still needed
-        assert b in graph[a][1] and b not in graph[a][0], (a, b)
-
-
-def test_the_learners_import_paths_still_work():
-    from qwen.generate import Cache, LayerCache                     # tests, notebooks
-    from qwen.weights import Config, load, load_weights  # noqa: F401  (qwen/weights.py's docstring)
-    from engine.hub import find_model
-    import qwen.cache
-    assert Cache is qwen.cache.Cache and LayerCache is qwen.cache.LayerCache
-
-
-def _raises_outside_checks(path):
-    """(function, line) of each raise outside a `_check_...` function of the module at `path`."""
-    found = []
-
-    def walk(node, owner):
-        for child in ast.iter_child_nodes(node):
-            name = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else owner
-            if isinstance(child, ast.Raise) and not (owner or "").startswith("_check"):
-                found.append((owner, child.lineno))
-            walk(child, name)
-    walk(ast.parse(path.read_text(encoding="utf-8")), None)
+def sources():
+    """{dotted module name: path} of every Python file of the repository but the tests and exercise files."""
+    found = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(SKIP) or "/." in "/" + rel or rel.endswith(".egg-info"):
+            continue
+        parts = rel[:-3].split("/")
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
     return found
 
 
-def test_forward_paths_read_as_the_math():
-    """The bad-input checks of the norms and the delta rule stood in the middle of the forward paths
-    (delta_rule_chunked's chunk, causal_conv's window, GatedRMSNorm's gate): each module keeps them
-    in its `_check_...` functions, with the same messages (tests/test_norm.py, test_deltanet.py)."""
-    for module in ("norm", "deltanet"):
-        assert _raises_outside_checks(QWEN / f"{module}.py") == [], module
+def _resolve(name, modules):
+    """The repository module an imported dotted name is, or None (a library)."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
 
 
-def _listed(text, start, end=None, pattern=r"\b(\w+)\.py\b"):
-    """The `name.py` file names between the text `start` and the text `end`."""
-    part = text[text.index(start):text.index(end) if end else None]
-    return re.findall(pattern, part, flags=re.M)
+def imports(path, modules):
+    """[(imported module, line, inside a function)] of the file at `path`, repository modules only."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    inside = {id(n) for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+              for n in ast.walk(fn) if n is not fn}
+    out = []
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [f"{node.module}.{a.name}" for a in node.names]
+        for name in names:
+            target = _resolve(name, modules)
+            if target is not None:
+                out.append((target, node.lineno, id(node) in inside))
+    return out
 
 
-def _split(doc):
-    """(lesson, plumbing) of the package docstring: the file each of its list's lines starts with."""
-    line = r"^    (\w+)\.py "
-    return (_listed(doc, "The lesson:", "The course's plumbing", line), _listed(doc, "The course's plumbing", None, line))
+def layer(module):
+    return LAYERS.get(module.split(".")[0], 4)
 
 
-def test_the_package_docstring_lists_every_file_once_as_lesson_or_plumbing():
-    """A reader of qwen/ sees first which files are the lesson and which the plumbing."""
+def graph():
+    modules = sources()
+    return modules, {m: imports(p, modules) for m, p in modules.items()}
+
+
+def test_nothing_imports_upward():
+    modules, edges = graph()
+    upward = [(m, t, line) for m, targets in edges.items() for t, line, _ in targets if layer(t) > layer(m)]
+    assert upward == []
+
+
+def test_the_lesson_imports_only_what_comes_before_it():
+    modules, edges = graph()
+    assert sorted(m.split(".")[1] for m in modules if m.startswith("qwen.")) == sorted(ORDER)
+    rank = {f"qwen.{m}": i for i, m in enumerate(ORDER)}
+    wrong = [(m, t, line) for m, targets in edges.items() if m in rank
+             for t, line, _ in targets if t != "qwen" and t not in rank or t in rank and rank[t] >= rank[m]]
+    assert wrong == []
+
+
+def test_no_cycle_anywhere_in_the_repository():
+    modules, edges = graph()
+    succ = {m: {t for t, _, _ in targets if t != m} for m, targets in edges.items()}
+    state, cycles = {}, []
+
+    def visit(m, stack):
+        state[m] = 1
+        for t in sorted(succ.get(m, ())):
+            if state.get(t) == 1:
+                cycles.append(stack[stack.index(t):] + [t])
+            elif t not in state:
+                visit(t, stack + [t])
+        state[m] = 2
+    for m in sorted(succ):
+        if m not in state:
+            visit(m, [m])
+    assert cycles == []
+
+
+def test_the_lesson_imports_inside_functions_only_what_is_optional():
+    """A function-local import hides a dependency; in qwen/ it is only for an optional library."""
+    late = []
+    for path in sorted(QWEN.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)):
+                        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                        late += [(path.name, node.lineno, n) for n in names if n.split(".")[0] not in OPTIONAL]
+    assert late == []
+
+
+@pytest.mark.parametrize("name", ORDER)
+def test_each_lesson_file_is_hand_sized(name):
+    lines = (QWEN / f"{name}.py").read_text(encoding="utf-8").count("\n")
+    assert lines <= MAX_LINES, (name, lines)
+
+
+def test_the_lesson_is_hand_sized():
+    total = sum(p.read_text(encoding="utf-8").count("\n") for p in QWEN.glob("*.py"))
+    assert total < MAX_LESSON, total
+
+
+def test_the_package_docstring_lists_the_lesson_in_its_order():
+    """A reader opening qwen/ sees every lesson file once, in the order it is built."""
+    import re
+
     import qwen
-    doc = qwen.__doc__
-    lesson, plumbing = _split(doc)
-    files = [m for m in MODULES if m != "__init__"]
-    assert sorted(lesson + plumbing) == files                      # each exactly once, none made up
-    chapters = [int(c) for c in re.findall(r"^    \w+\.py +ch(\d\d) ", doc, flags=re.M)]
-    assert len(chapters) == len(lesson) and chapters == sorted(chapters)   # the lesson in chapter order
-
-
-def test_the_readme_names_the_same_split_in_both_languages():
-    import qwen
-    lesson, plumbing = _split(qwen.__doc__)
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## The `qwen` package"):readme.index("```python", readme.index("## The `qwen` package"))]
-    english, chinese = section[:section.index("课程本身")], section[section.index("课程本身"):]
-    for text, rest in ((english, "The rest of"), (chinese, "其余的文件")):
-        assert _listed(text, text[:10], rest) == lesson
-        assert sorted(_listed(text, rest)) == sorted(plumbing + ["__init__"])
+    listed = re.findall(r"^    (\w+)\.py\b", qwen.__doc__, flags=re.M)
+    assert sorted(listed) == sorted(ORDER) and len(listed) == len(ORDER)
