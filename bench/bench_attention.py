@@ -2,7 +2,7 @@
 
     python bench/bench_attention.py [--keep DIR] [--repeat N]
 
-Targets (issue 11): each of ch04, ch05, ch06 wall <= 2.5x `import torch` alone and peak RSS <=
+Targets: each of ch04, ch05, ch06 wall <= 2.5x `import torch` alone and peak RSS <=
 600 MB (a chapter touches one layer's weights, not the model); qwen.attention's hand-written
 causal attention (matmul, mask, fp32 softmax, matmul) within 1.5x of
 F.scaled_dot_product_attention at seq 1024, fp32, on the 0.8B shapes (8 query heads, 2 kv

@@ -14,7 +14,7 @@ small operations, the recurrent form's above all):
 Peak extra memory of each form at 2048 tokens: the growth of peak RSS while it runs once, each in
 a fresh process that has only the inputs loaded.
 
-Targets (issue 12): chunked >= 5x faster than recurrent at 2048 tokens, on the clock a learner
+Targets: chunked >= 5x faster than recurrent at 2048 tokens, on the clock a learner
 sees (wall time, torch's default threads; the ratio on one thread is printed beside it);
 chunked <= 1.2x transformers' chunked (CPU time, one thread: the stable clock here); ch07 wall
 <= 3x `import torch` on the full-size checkpoint.

@@ -1,4 +1,4 @@
-"""Our model against llama.cpp (and transformers), side by side, on the full-size checkpoint (issue 24).
+"""Our model against llama.cpp (and transformers), side by side, on the full-size checkpoint.
 
 What a learner who wants Qwen3.5-0.8B to talk on a laptop CPU compares: llama.cpp through
 llama-cpp-python, on the same checkpoint, converted by the `convert_hf_to_gguf.py` that ships
@@ -29,7 +29,7 @@ shared, and one number alone means little; the load is printed before and after.
 glibc's allocator runs as a learner gets it (no MALLOC_* settings); --pinned runs every contender
 with bench/common.py's pinned thresholds instead, as bench_model.py's timings do.
 
-Then each goal of issue 24 as one line, its ratio and met / missed; the exit status is 1 when one
+Then each goal as one line, its ratio and met / missed; the exit status is 1 when one
 is missed (as bench_model.py's targets). Without llama-cpp-python: one line on how to get it, exit 0.
 
     python bench/bench_llamacpp.py [--keep DIR] [--sdist llama_cpp_python-X.tar.gz] [--threads 2]
@@ -81,7 +81,7 @@ CONVERTED = ("f32", "bf16")                           # convert_hf_to_gguf.py --
 QUANTIZED = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M"}   # from the bf16 file
 CONVERTER = "vendor/llama.cpp/convert_hf_to_gguf.py"  # inside the sdist
 
-# issue 24's goals: (name, kind, ours, theirs, limit); decode: ours tokens/s / theirs >= limit,
+# the goals: (name, kind, ours, theirs, limit); decode: ours tokens/s / theirs >= limit,
 # rss: ours / theirs <= limit, prefill: ours bf16 seconds / ours fp32 seconds <= limit
 GOALS = (("fp32 decode", "decode", "ours-fp32", "llama-f32", 0.9),
          ("bf16 decode", "decode", "ours-bf16", "llama-bf16", 0.9),

@@ -10,7 +10,7 @@ settings. Accuracy: --cases seeded vectors (tests/test_generate.py's generator) 
 float64 reference by a full sort: in how many the kept set differs, by how many tokens at most,
 and in how many it holds less than p.
 
-Targets (issue 23): ours differs from the float64 reference in 0 cases and never holds less than
+Targets: ours differs from the float64 reference in 0 cases and never holds less than
 p; ours takes <= 0.5x the old filter's time on every kind (at least twice as fast).
 """
 import argparse

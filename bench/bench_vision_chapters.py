@@ -2,7 +2,7 @@
 
     python bench/bench_vision_chapters.py [--rounds 5] [--full] [--keep DIR]
 
-Target (issue 18): ch10_vision.py --tiny within 3x `python -c "import torch"`. The two commands
+Target: ch10_vision.py --tiny within 3x `python -c "import torch"`. The two commands
 alternate, each in a fresh process, `--rounds` times; the best of each counts (the load of a
 shared machine only ever adds time). With --full, chapter 10 also runs once on a full-size
 checkpoint (the real 0.8B inventory, random values, bench/common.py: 1.75 GB written to a temp

@@ -58,8 +58,8 @@ os.environ["QWEN_LANG"] = "en"
 # Threads: the tests compute on tiny checkpoints, work too small to split across threads (engine/threads.py),
 # and `-n auto` already runs one xdist worker per core. So one torch thread per test process, set before
 # torch is imported and inherited by every script a test starts. torch's default, one thread per core in
-# every worker, oversubscribed the cores (issue 23: on a loaded 2-core machine one decoding test took
-# 79 s, 18 s with one thread; the suite 7.5-9.5 minutes). A learner's QWEN_THREADS would change what
+# every worker, oversubscribes the cores (a decoding test on a loaded 2-core machine ran several times
+# slower). A learner's QWEN_THREADS would change what
 # the chapters print.
 os.environ["OMP_NUM_THREADS"] = "1"
 os.environ.pop("QWEN_THREADS", None)
@@ -90,7 +90,7 @@ socket.socket.connect = _no_network
 # The garbage collector is off while the tests are collected. Collecting imports torch and transformers
 # (hundreds of thousands of objects) and rewrites every assert (millions of short-lived AST nodes), and
 # each full pass of the collector walked all of it again: `pytest --collect-only -n 2` took 10.7-10.8 s
-# of CPU, 7.9-8.8 s with the collector off (Dec 2). Freezing what is alive after (gc.freeze) saved 2 s
+# of CPU, about a quarter less with the collector off. Freezing what is alive after (gc.freeze) saved 2 s
 # more, but frozen objects are invisible to gc.get_objects(), which the hostile solutions of the judge's
 # tests search: a test of what a solution can find would find less than in a learner's judge.
 @pytest.hookimpl(hookwrapper=True)
@@ -131,12 +131,12 @@ COURSE_TIMEOUT = 360
 # last: dispatched after the courses are built, they never wait under a lock, and their few milliseconds
 # each even out the end of the session. Those that also run a script (run_script: chapter 9 again, 5-10 s)
 # go two thirds through the others instead, when the courses are built: at the end of the list they sat
-# in one worker's last batch behind the browser test while the other worker, done, waited 25 s (00:05 run).
+# in one worker's last batch behind the browser test while the other worker, done, waited idle.
 # (course_en's process runs the courses on the transformers-written checkpoints too: run_courses_on_checkpoints.)
 FIRST_FIXTURES = ("course_en", "course_zh")
 # Long tests that read no course and share nothing with their neighbours go right after the second leader
 # (course_zh's run is the shorter): in file order the browser test (8.6 s, Chromium) came last, and one worker
-# ran it while the other, done, waited 9 s (05:28 run, Dec 2).
+# ran it while the other, done, waited idle.
 EARLY = ("tests/test_web_browser.py::test_the_scenario_in_a_real_browser",)
 
 

@@ -1,5 +1,5 @@
 """bench/bench_llamacpp.py without llama.cpp: the skip line, the table and the goals from given numbers,
-the converter found in an sdist and the folder and command prepared for it (issue 24, section 4).
+the converter found in an sdist and the folder and command prepared for it.
 
 Nothing here needs llama-cpp-python or its build: the course's environment does not have it."""
 import json

@@ -210,7 +210,7 @@ def test_main_rejects_unknown_chapters_and_download_offline_says_what_to_do(run_
 
 
 def test_main_hands_a_chapters_own_options_to_that_chapter(run_script):
-    """`python main.py 9 --prompt "..."` (ch09's README options) used to stop at main.py's usage."""
+    """`python main.py 9 --prompt "..."` (ch09's README options) reaches the chapter, not main.py's usage."""
     r = run_script("main.py", "9", "--tiny", "--prompt", "What is 2+2?", "--max-new-tokens", "2")
     assert r.returncode == 0, r.stderr
     assert "user\\nWhat is 2+2?<|im_end|>" in r.stdout and "reply 2 tokens" in r.stdout
@@ -223,7 +223,7 @@ def test_main_hands_a_chapters_own_options_to_that_chapter(run_script):
 
 
 def test_ch09_sends_an_empty_prompt_as_given(run_script):
-    """--prompt "" used to be replaced, silently, by the default message."""
+    """--prompt "" is sent as given (an empty user turn), never replaced silently by the default message."""
     r = run_script("ch09_generate.py", "--tiny", "--prompt", "", "--max-new-tokens", "1")
     assert r.returncode == 0, r.stderr
     assert "'<|im_start|>user\\n<|im_end|>" in r.stdout and "Say hello" not in r.stdout

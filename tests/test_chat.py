@@ -35,7 +35,7 @@ def count(ids, tok, name):
 
 
 def test_special_token_text_in_a_user_message_is_text(tok, tiny_path):
-    """The issue's message used to be read as the end of the user's turn and a new system turn."""
+    """A message holding the template's own markers is text of the user's turn, not a new system turn."""
     template = ChatTemplate.load(tiny_path)
     ids = prompt_ids(tok, ATTACK, template=template)
     head, tail = "<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"

@@ -21,7 +21,7 @@ def test_transformers_checkpoints_have_the_promised_layouts(tmp_path):
 
 def test_a_test_session_leaves_no_folder_behind(tmp_path):
     """The session's folder (tiny checkpoint, Hugging Face cache, the checkpoints transformers
-    writes) is removed when pytest ends: runs used to leave ~30 MB each in the system's temp.
+    writes) is removed when pytest ends: nothing is left in the system's temp.
     The session runs one quick test that writes into the session's Hugging Face cache and leaves its
     hf-home folder there, so the folder removed is not an empty one (a test of test_mlp.py, writing a
     transformers checkpoint, took 5.0 s of CPU here, this one 1.0 s)."""

@@ -519,8 +519,8 @@ def test_a_tower_weight_stored_as_integers_is_one_line_naming_it(tmp_path):
 
 
 def test_a_vision_config_that_disagrees_with_the_tower_names_config_json(tmp_path):
-    """Before: "Shape mismatch for model.visual.patch_embed.proj.weight ... Check the config numbers
-    used to build the module", naming neither config.json nor what to do. A text-only load of the
+    """A vision_config that disagrees with the tower's tensors is one line naming config.json and what to
+    do, not a bare shape mismatch. A text-only load of the
     same folder still works when the vision_config cannot even be read."""
     from qwen.lang import QwenError
     from qwen.model import load_model

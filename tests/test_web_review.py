@@ -1,4 +1,4 @@
-"""practice/judge.py --web under attack: what an attacker's review of the page's server found.
+"""practice/judge.py --web under attack: attacks on the page's server.
 
 Each test is one finding, sent with the standard library (or raw sockets where http.client is too
 polite), and checks the refusal or the survival, and that nothing ran."""
