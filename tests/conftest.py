@@ -89,8 +89,8 @@ socket.socket.connect = _no_network
 
 # The garbage collector is off while the tests are collected. Collecting imports torch and transformers
 # (hundreds of thousands of objects) and rewrites every assert (millions of short-lived AST nodes), and
-# each full pass of the collector walked all of it again: `pytest --collect-only -n 2` took 10.7-10.8 s
-# of CPU, about a quarter less with the collector off. Freezing what is alive after (gc.freeze) saved 2 s
+# each full pass of the collector walked all of it again (`pytest --collect-only -n 2` takes about a
+# quarter less CPU with the collector off). Freezing what is alive after (gc.freeze) saved 2 s
 # more, but frozen objects are invisible to gc.get_objects(), which the hostile solutions of the judge's
 # tests search: a test of what a solution can find would find less than in a learner's judge.
 @pytest.hookimpl(hookwrapper=True)
