@@ -48,17 +48,11 @@ def delta_rule_recurrent(q, k, v, g, beta, state=None, states=None):
     g is a log decay, <= 0 (the layer's -exp(A_log) * softplus(...) always is): a positive g
     makes S grow, which the rule is not meant for (the chunked form overflows sooner than this one).
     Returns out (batch, heads, seq, dv) and the final state (batch, heads, dk, dv), both fp32.
-    states: None, or a tensor (seq, batch, heads, dk, dv), fp32, that receives the state after
-    every token (speculative decoding rolls back to one, qwen/mtp.py Trail): token t's forget step
-    writes into states[t], so a verify pass reuses the memory of the last one. Call it so without
-    autograd (no_grad or inference_mode, as generation does): a tensor written with out= records
-    no gradient.
-    When no gradient is recorded (generating), the correction is added into the new S in place:
-    writing S + k error^T out makes two more tensors of the state's size per token, and a fresh
-    tensor costs more than the arithmetic on it (bench/bench_speculative.py, Dec 2, the full-size
-    model, a verify pass of 4 tokens with the correction written out against in place: 1.81 against
-    1.78 decode steps in fp32, 1.38 against 1.32 in bf16; with glibc's default allocator, a median
-    of 312 against 204 ms).
+    states: None, or an fp32 tensor (seq, batch, heads, dk, dv) that receives the state after every
+    token (speculative decoding rolls back to one: `Trail`); token t's forget step writes into
+    states[t]. Call it so without autograd: a tensor written with out= records no gradient.
+    Without autograd the correction is added into the new S in place (no two more state-sized
+    tensors per token).
     """
     q, k, v, g, beta = (t.float() for t in (q, k, v, g, beta))
     B, H, T, dk = k.shape
@@ -177,9 +171,8 @@ def _check_state(state, shape):
     for every sequence): each head's (dk, dv) matrix is always given whole."""
     if state is None:
         return
-    # compared by hand, right-aligned as broadcasting does: torch.broadcast_shapes would import
-    # torch's symbolic-shape machinery (sympy): 0.3 s and +34 MB of memory, measured, at the first
-    # decode step of every generation
+    # compared by hand, right-aligned as broadcasting does (torch.broadcast_shapes would import
+    # torch's symbolic-shape machinery, sympy, at the first decode step)
     if not isinstance(state, torch.Tensor):
         raise QwenError("delta rule: the state is a {t}, not a tensor; pass None or a tensor of shape "
                         "(batch, heads, dk, dv) = {want}.",
@@ -240,6 +233,25 @@ def _check_heads(nk, nv):
                         nv=nv, nk=nk)
 
 
+class Trail:
+    """What one layer keeps while verifying drafts (qwen/mtp.py): its conv input window and its state
+    after every token. The states go into memory kept from one verify pass to the next (`slots`):
+    fresh memory every pass costs more than the rule's arithmetic."""
+
+    def __init__(self):
+        self.window = None              # (batch, conv_channels, kernel - 1 + tokens)
+        self.states = None              # (tokens, batch, value_heads, dk, dv) fp32: after each token
+        self.memory = None              # what states is cut from: the largest pass so far
+
+    def slots(self, shape, device):
+        """Room for this pass's states (tokens, batch, heads, dk, dv), fp32 on `device`."""
+        m = self.memory
+        if m is None or m.shape[1:] != shape[1:] or len(m) < shape[0] or m.device != torch.device(device):
+            self.memory = torch.empty(shape, dtype=torch.float32, device=device)
+        self.states = self.memory[:shape[0]]
+        return self.states
+
+
 class GatedDeltaNet(nn.Module):
     """One linear-attention layer of Qwen3.5, with the checkpoint's parameter names.
 
@@ -249,10 +261,9 @@ class GatedDeltaNet(nn.Module):
     replaced with the new ones. One token with a cache takes one recurrent step; longer inputs
     use the chunked form (continuing from the cached state if there is one).
 
-    A cache with a `trail` (qwen/mtp.py: a speculative verification of a few tokens) also keeps
-    what a rollback needs: trail.window, the conv's whole input window, and trail.states, the state
-    after every token (the recurrent form, token by token, as plain decoding computes it), written
-    into the trail's own memory (trail.slots).
+    A cache whose `trail` is set (qwen/mtp.py, a verify pass of a few tokens) also keeps what a
+    rollback needs: trail.window, the conv's whole input window, and trail.states, the state after
+    every token (the recurrent form, as plain decoding computes it), in the trail's own memory.
     """
 
     def __init__(self, cfg):
@@ -278,8 +289,7 @@ class GatedDeltaNet(nn.Module):
     def forward(self, x, cache=None):
         B, T, _ = x.shape
         q, k, v, g, beta = self.rule_inputs(x, cache)                            # (B, nv, T, ...) fp32
-        state = None if cache is None else cache.state
-        trail = getattr(cache, "trail", None)
+        state, trail = (None, None) if cache is None else (cache.state, cache.trail)
         if trail is not None:                                                    # every token's state kept
             slots = trail.slots((T, B, self.nv, self.dk, self.dv), q.device)     # (T, B, nv, dk, dv) fp32
             out, state = delta_rule_recurrent(q, k, v, g, beta, state, states=slots)
@@ -322,7 +332,7 @@ class GatedDeltaNet(nn.Module):
         x = torch.cat([past.to(x.dtype), x], -1)                                 # (B, conv_dim, kernel-1+T)
         if cache is not None:
             cache.conv = x[:, :, x.shape[-1] - (self.kernel - 1):].clone()       # the next call's window
-            if getattr(cache, "trail", None) is not None:
+            if cache.trail is not None:
                 cache.trail.window = x                                           # every token's window
         if x.shape[-1] < self.kernel:                                            # no new token: no output
             y = x[:, :, :0]
