@@ -211,17 +211,17 @@ class Chat:
             keep_at = None                                       # already past it: the saved copy stays
         out, pieces, kept, whole, rest = [], [], [], False, ids[self.reused:]
         first = (0, 0.0)                                         # tokens read before the copy, seconds
-        at = None if keep_at is None else keep_at - self.reused
-        parts = [] if at is None or not 0 < at < len(rest) else (
-            split_images(self.model.cfg, rest, at, *images[-1]) if self.grids else [(None, None)] * 2)
-        if len(parts) == 2:                                      # (1: the point falls inside an image)
-            start = time.perf_counter()
-            with torch.inference_mode():                         # as generate_ids reads the rest
-                self.model(torch.tensor([rest[:at]]), cache=cache, last=True, **_image_args(*parts[0]))
-            kept.append(cache.copy())
-            rest, images, first = rest[at:], [parts[1]], (at, time.perf_counter() - start)
         stats = {} if stats is None else stats
         try:
+            at = None if keep_at is None else keep_at - self.reused
+            parts = [] if at is None or not 0 < at < len(rest) else (
+                split_images(self.model.cfg, rest, at, *images[-1]) if self.grids else [(None, None)] * 2)
+            if len(parts) == 2:                                      # (1: the point falls inside an image)
+                start = time.perf_counter()
+                with torch.inference_mode():                         # as generate_ids reads the rest
+                    self.model(torch.tensor([rest[:at]]), cache=cache, last=True, **_image_args(*parts[0]))
+                kept.append(cache.copy())
+                rest, images, first = rest[at:], [parts[1]], (at, time.perf_counter() - start)
             for piece in generate(self.model, self.tok, rest, max_new_tokens=max_new_tokens, cache=cache,
                                   stats=stats, ids_out=out, chat=False, decode=self.decode,
                                   **_image_args(*images[-1]), **self.sampling):

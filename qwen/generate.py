@@ -84,7 +84,7 @@ def top_p_filter(logits, p):
     if p == 1:
         return logits
     probs = logits.double().softmax(-1)                                    # (..., vocab) float64
-    ordered, order = probs.sort(-1, descending=True, stable=True)         # most likely first
+    ordered, order = probs.sort(dim=-1, descending=True, stable=True)     # most likely first
     mass = ordered.cumsum(-1)                                              # mass up to each token
     keep = torch.ones_like(ordered, dtype=torch.bool)
     keep[..., 1:] = mass[..., :-1] < p                                     # the mass before it is below p
