@@ -1,10 +1,9 @@
 """Reading ahead: the checkpoint's multi-token-prediction (MTP) head drafts, the model checks.
 
-Why: a decode step reads every weight of the model to produce one token; on a CPU (and on a GPU
-at batch 1) that is memory-bound, so reading k + 1 tokens in one forward pass costs little more
-than reading one. Qwen3.5 ships a small extra decoder layer, `mtp.*`, trained to guess the token
-after the next. Let it guess k tokens cheaply, then let the main model read all of them at once:
-where the model's own choice agrees with a guess, that token was produced for free.
+Why: a decode step reads every weight of the model for one token (memory-bound at batch 1), so
+reading k + 1 tokens in one pass costs little more. Qwen3.5 ships a small extra decoder layer,
+`mtp.*`, trained to guess the token after the next: let it guess k tokens cheaply, let the model
+read them all at once, and where the model's own choice agrees, that token came for free.
 
 The head, for the token at position t (the model has read tokens 0..t and chosen x_{t+1}):
 
@@ -15,24 +14,17 @@ The head, for the token at position t (the model has read tokens 0..t and chosen
     g = mtp.norm(x)                                      (1, T, hidden)
     guess for x_{t+2} = argmax(g @ E.T)                  the shared output layer
 
-hidden_t is taken after the main model's final norm, as vLLM's and SGLang's qwen3_5_mtp.py feed it
-(the hidden states their target model hands to its logits). The next guess feeds the head its own
-output g as the hidden, with its own guess as token. The pair (x_{t+1}, hidden_t) sits at position t.
+hidden_t is taken after the main model's final norm, as vLLM's and SGLang's qwen3_5_mtp.py feed it.
+The next guess feeds the head its own output g, with its own guess as token.
 
-Speculative decoding (`speculative_ids`), one round:
-  1. draft: the head reads what it has not read yet, then guesses d_1 .. d_k, each fed back;
-  2. verify: the main model reads [p, d_1 .. d_k] (p: the token chosen last) in one pass, giving
-     its own choice after each of them;
-  3. accept: greedy (`accepted`): the leading drafts equal to the model's greedy tokens, then the
-     model's own next token, so the output is plain greedy decoding's, token for token (in fp32: a
-     bf16 near-tie can flip). Sampling (`accept_sampled`, Leviathan et al. 2023; Chen et al. 2023):
-     each draft kept with probability min(1, p/q), so the output keeps plain sampling's distribution;
-  4. rollback: the caches must hold what plain decoding would. A KV cache goes back by position
-     (its `length`). A Gated DeltaNet state cannot be cut, so the verify pass keeps the state after
-     every token (qwen/deltanet.py Trail) and the one after the last accepted token is put back.
-
-A round yields on average (1 - a^(k+1)) / (1 - a) tokens at acceptance a per draft, for k head
-steps and one verify pass (bench/bench_speculative.py measures both).
+Speculative decoding (`speculative_ids`), one round: the head drafts d_1 .. d_k; the model reads
+[p, d_1 .. d_k] (p: the token chosen last) in one pass (`verify`); greedy, `accepted` keeps the
+leading drafts equal to the model's own choices, then the model's next token, so the output is
+plain greedy decoding's (in fp32: a bf16 near-tie can flip); sampling, `accept_sampled` (Leviathan
+et al. 2023; Chen et al. 2023) keeps plain sampling's distribution. Then the caches go back to what
+plain decoding would hold (`settle`): attention by position, each Gated DeltaNet layer to the state
+after the last accepted token, kept by the verify pass (qwen/deltanet.py Trail). A round yields
+(1 - a^(k+1)) / (1 - a) tokens at acceptance a (bench/bench_speculative.py measures the costs).
 """
 import numbers
 import time
@@ -69,8 +61,7 @@ class MTPHead(nn.Module):
         return Cache(len(self.layers))
 
     def forward(self, embedded, hidden, cos, sin, cache=None, step=0):
-        """embedded, hidden (batch, seq, hidden): embed(next tokens), the model's hidden states after its
-        final norm; cos, sin: the positions' rotations; step: which layer (0.8B has one)."""
+        """embedded, hidden (B, T, H): embed(next tokens), the model's final-norm hidden; step: which layer."""
         e = self.pre_fc_norm_embedding(embedded)                      # (B, T, H)
         h = self.pre_fc_norm_hidden(hidden.to(embedded.dtype))        # (B, T, H)
         x = self.fc(torch.cat([e, h], -1))                            # (B, T, 2H) -> (B, T, H): embedding first
@@ -127,8 +118,7 @@ def head_problem(cfg, W):
 
 
 def check_speculative(model, k):
-    """Refuse, in one line, what speculative decoding cannot do, before any token is read (the head is
-    loaded here when the model has none yet)."""
+    """Refuse, in one line, what speculative decoding cannot do, before any token is read (loads the head)."""
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= MAX_DRAFTS:
         raise QwenError("speculative = {k!r}: the number of tokens the MTP head drafts per step must be a whole "
                         "number from 1 to {top} (3 is a good start; more are almost never all accepted).",
@@ -136,23 +126,17 @@ def check_speculative(model, k):
                         "更多的几乎不会全被接受）。", k=k, top=MAX_DRAFTS)
     if model.mtp is None and model.path is not None:
         load_head(model)
-    if model.mtp is None and model.mtp_problem is not None:
-        why = model.mtp_problem
-        raise QwenError(why.en.rstrip(".") + ": run without --speculative.", why.zh.rstrip("。") + "：请不加 --speculative 运行。")
+    why = model.mtp_problem or QwenError(
+        "Speculative decoding needs the checkpoint's MTP head (mtp.* tensors), and {path} has none (transformers' "
+        "save_pretrained drops them).", "推测解码需要检查点里的 MTP 头（mtp.* 张量），而 {path} 里没有（transformers "
+        "的 save_pretrained 会丢掉它们）。", path=model.path or "the model")
     if model.mtp is None:
-        raise QwenError("Speculative decoding needs the checkpoint's MTP head (mtp.* tensors), and {path} has none "
-                        "(transformers' save_pretrained drops them): run without --speculative.",
-                        "推测解码需要检查点里的 MTP 头（mtp.* 张量），而 {path} 里没有（transformers 的 save_pretrained "
-                        "会丢掉它们）：请不加 --speculative 运行。", path=model.path or "the model")
+        raise QwenError(why.en.rstrip(".") + ": run without --speculative.", why.zh.rstrip("。") + "：请不加 --speculative 运行。")
 
 
-# --------------------------------------------------------------------------------------------
-# The head's step, the verify pass, the rollback
-# --------------------------------------------------------------------------------------------
 
 def head_read(model, tokens, hidden, cache, start, step=0):
-    """The head reads pairs (tokens[j], hidden[:, j]) at positions start, start + 1, ...; returns its
-    hidden states (1, len(tokens), hidden)."""
+    """The head reads pairs (tokens[j], hidden[:, j]) at positions start, ...: its states (1, len(tokens), hidden)."""
     device = model.embed_tokens.weight.device
     ids = torch.as_tensor(tokens, device=device).reshape(1, -1)      # (1, T)
     cos, sin = model.rotary(torch.arange(start, start + ids.shape[1], device=device))
@@ -160,8 +144,7 @@ def head_read(model, tokens, hidden, cache, start, step=0):
 
 
 def head_scores(model, g, out, drafted):
-    """The head's scores (vocab,) fp32 from its hidden state g (1, 1, hidden): the shared output layer.
-    (out: the tokens so far, drafted: this round's drafts so far; engine/speculative.py's choosers use them.)"""
+    """The head's scores (vocab,) from its state g (1, 1, hidden), by the shared output layer (out, drafted: unused)."""
     return model.logits(g[0, -1])
 
 
@@ -209,9 +192,6 @@ def settle(model, cache, trails, base, m):
     cache.length = base + m
 
 
-# --------------------------------------------------------------------------------------------
-# The accept rules, and the loop
-# --------------------------------------------------------------------------------------------
 
 def accepted(drafts, choices):
     """(how many drafts the model agrees with, the model's next token). choices: its greedy tokens
