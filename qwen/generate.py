@@ -44,20 +44,17 @@ def check_sampling(temperature=0.0, top_k=0, top_p=1.0, prompt=None):
     """This module's checks of what a learner passes, in one place, one line each, before any token is
     read. temperature: a finite number >= 0 (0: greedy, no draw); top_k: a whole number >= 0 (0 keeps
     every token); top_p: a number from 0 to 1 (1 keeps every token); prompt (ids): at least one."""
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or not (
-            math.isfinite(temperature) and temperature >= 0):
-        raise QwenError("temperature must be a number >= 0 (0 always picks the most likely token; Qwen suggests "
-                        "0.7), got {v!r}.",
-                        "temperature 必须是 >= 0 的数（0 表示总是选最可能的词元；Qwen 建议 0.7），实际是 {v!r}。",
-                        v=temperature)
-    if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 0:
-        raise QwenError("top_k must be a whole number >= 0 (0 keeps every token; Qwen suggests 20), got {v!r}.",
-                        "top_k 必须是 >= 0 的整数（0 表示保留所有词元；Qwen 建议 20），实际是 {v!r}。", v=top_k)
-    if isinstance(top_p, bool) or not isinstance(top_p, numbers.Real) or not 0 <= top_p <= 1:
-        raise QwenError("top_p must be a number from 0 to 1 (1 keeps every token, 0 only the most likely one; "
-                        "Qwen suggests 0.8), got {v!r}.",
-                        "top_p 必须是 0 到 1 之间的数（1 表示保留所有词元，0 只保留最可能的那个；Qwen 建议 0.8），"
-                        "实际是 {v!r}。", v=top_p)
+    real = lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool)        # noqa: E731
+    for name, v, ok, en, zh in (
+            ("temperature", temperature, real(temperature) and math.isfinite(temperature) and temperature >= 0,
+             "a number >= 0 (0 always picks the most likely token; Qwen suggests 0.7)",
+             ">= 0 的数（0 表示总是选最可能的词元；Qwen 建议 0.7）"),
+            ("top_k", top_k, isinstance(top_k, numbers.Integral) and not isinstance(top_k, bool) and top_k >= 0,
+             "a whole number >= 0 (0 keeps every token; Qwen suggests 20)", " >= 0 的整数（0 表示保留所有词元；Qwen 建议 20）"),
+            ("top_p", top_p, real(top_p) and 0 <= top_p <= 1, "a number from 0 to 1 (1 keeps every token, 0 only "
+             "the most likely one; Qwen suggests 0.8)", " 0 到 1 之间的数（1 表示保留所有词元，0 只保留最可能的那个；Qwen 建议 0.8）")):
+        if not ok:
+            raise QwenError(name + " must be " + en + ", got {v!r}.", name + " 必须是 " + zh.strip() + "，实际是 {v!r}。", v=v)
     if prompt is not None and len(prompt) == 0:
         raise QwenError("The prompt is empty: give at least one token.", "提示词为空：至少要有一个词元。")
 
