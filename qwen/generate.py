@@ -36,9 +36,7 @@ def kv_cache_bytes(cfg, tokens, itemsize, layers=None):
     return layers * 2 * cfg.num_key_value_heads * cfg.head_dim * tokens * itemsize
 
 
-# --------------------------------------------------------------------------------------------
 # Choosing the next token
-# --------------------------------------------------------------------------------------------
 
 def check_sampling(temperature=0.0, top_k=0, top_p=1.0, prompt=None):
     """This module's checks of what a learner passes, in one place, one line each, before any token is
@@ -125,9 +123,7 @@ def stop_ids(tok):
     return {tok.special[t] for t in STOP_TOKENS if t in tok.special}
 
 
-# --------------------------------------------------------------------------------------------
 # Text out, as it comes, and the chat template
-# --------------------------------------------------------------------------------------------
 
 class TextStream:
     """Token ids in, text out: bytes of a character split over tokens wait for the rest of it."""
@@ -157,8 +153,7 @@ class ChatTemplate:
 
         self.source, self.origin = source, origin
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
-        env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, **kw: json.dumps(
-            x, ensure_ascii=ensure_ascii, indent=indent)
+        env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, **kw: json.dumps(x, ensure_ascii=ensure_ascii, indent=indent)
         env.globals["raise_exception"] = _raise
         env.globals["strftime_now"] = lambda fmt: time.strftime(fmt)
         try:
@@ -170,11 +165,10 @@ class ChatTemplate:
     @classmethod
     def load(cls, folder):
         """From a model folder: chat_template.jinja, else the chat_template key of tokenizer_config.json."""
-        folder = Path(folder)
-        file = folder / TEMPLATE_NAME
+        file = Path(folder) / TEMPLATE_NAME
         if file.is_file():
             return cls(file.read_text(encoding="utf-8"), str(file))
-        config = folder / "tokenizer_config.json"
+        config = Path(folder) / "tokenizer_config.json"
         if config.is_file():
             text = json.loads(config.read_text(encoding="utf-8")).get("chat_template")
             if isinstance(text, str):
@@ -192,8 +186,7 @@ class ChatTemplate:
                 raise QwenError("Each chat message must be a dict with 'role' and 'content', got {m!r}.",
                                 "每条对话消息都必须是带 'role' 和 'content' 的 dict，实际是 {m!r}。", m=m)
         try:
-            return self._template.render(messages=messages, add_generation_prompt=add_generation_prompt,
-                                         **options)
+            return self._template.render(messages=messages, add_generation_prompt=add_generation_prompt, **options)
         except TemplateError as e:
             raise QwenError("The chat template ({file}) refused the messages: {why}",
                             "对话模板（{file}）拒绝了这些消息：{why}", file=self.origin, why=e) from None
@@ -204,9 +197,7 @@ def _raise(message):
     raise TemplateError(message)
 
 
-# --------------------------------------------------------------------------------------------
 # The generation loop
-# --------------------------------------------------------------------------------------------
 
 @torch.inference_mode()
 def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, top_p=1.0, seed=None,
