@@ -11,7 +11,7 @@ import torch
 
 from qwen.lang import QwenError
 from qwen.linear import product
-from qwen.mtp import forward, head_read, head_scores
+from qwen.mtp import MAX_DRAFTS, forward, head_read, head_scores
 
 
 class DraftVocabulary:
@@ -36,14 +36,18 @@ class DraftVocabulary:
 
 
 def replaying(drafts, scores=head_scores):
-    """A guess that verifies drafts(out, guesses) instead of the head's own guesses: the head still runs
-    (its scores from `scores`); drafts gets the tokens so far and this round's guesses so far, the
-    head's newest last, and returns the drafts to verify (the plain run's next tokens: all accepted;
-    wrong ones: all rejected)."""
+    """A guess that verifies drafts(out, guesses) instead of the head's own guesses (the plain run's
+    next tokens: all accepted; wrong ones: all rejected). The head still runs (its scores from
+    `scores`). drafts is asked once a round, at its first guess, with the tokens so far and as many
+    places as a round can have (the head's first guess, MAX_DRAFTS times): a replay that counts its
+    rounds sees each once."""
+    planned = []
+
     def guess(model, g, out, drafted):
         own = scores(model, g, out, drafted)                          # (vocab,)
-        token = drafts(list(out), list(drafted) + [int(own.argmax())])[len(drafted)]
-        return torch.full_like(own, float("-inf")).index_fill_(0, torch.tensor([int(token)]), 0.0)
+        if not drafted:                                               # a new round
+            planned[:] = [int(t) for t in drafts(list(out), [int(own.argmax())] * MAX_DRAFTS)]
+        return torch.full_like(own, float("-inf")).index_fill_(0, torch.tensor([planned[len(drafted)]]), 0.0)
     return guess
 
 
