@@ -18,10 +18,9 @@ MODULES = sorted(p.stem for p in QWEN.glob("*.py"))
 # What the model is built from: it may import these and qwen/config, files, lang, weights (reading).
 LESSON_MODEL = {"embedding", "norm", "mlp", "rope", "attention", "deltanet", "cache", "vision", "image", "model"}
 BELOW_MODEL = LESSON_MODEL | {"config", "files", "lang", "weights", "hub", "tiny", "tokenizer"}
-# The multi-token-prediction head is one more decoder layer (qwen/mtp.py imports qwen/model.py); the
-# model attaches it when the checkpoint has one, and generation hands speculative decoding to it.
-LATE_CYCLES = {("model", "mtp"): "load_model attaches the optional MTP head",
-               ("generate", "mtp"): "generate_ids hands speculative decoding to qwen/mtp.py"}
+# No import cycle is allowed: qwen/mtp.py loads its head into a model (load_head) and runs speculative
+# decoding itself; neither qwen/model.py nor qwen/generate.py imports it.
+LATE_CYCLES = {}
 
 
 def _targets(node):
