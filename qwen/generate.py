@@ -247,7 +247,7 @@ def generate(model, tok, prompt, *, max_new_tokens=128, chat=True, enable_thinki
             raise QwenError("Images go into a chat prompt (chat=True): plain text has no place for them.",
                             "图像只能放进对话提示词（chat=True）：纯文本里没有它们的位置。")
         template = ChatTemplate.load(model.path) if chat and template is None else template
-        if images and not _has_images(prompt):
+        if images:
             prompt = with_images(prompt, len(torch.as_tensor(grid_thw).reshape(-1, 3)))
     ids = prompt_ids(tok, prompt, chat=chat, template=template, enable_thinking=enable_thinking)
     ids = image_prompt_ids(ids, model.cfg, grid_thw) if images and not given_ids else ids
@@ -258,8 +258,12 @@ def generate(model, tok, prompt, *, max_new_tokens=128, chat=True, enable_thinki
             ids_out.append(token)
         if token in stop:
             break
-        yield from filter(None, [stream.push(token)])
-    yield from filter(None, [stream.flush()])
+        text = stream.push(token)
+        if text:                                                   # '' while a character is unfinished
+            yield text
+    rest = stream.flush()
+    if rest:
+        yield rest
 
 
 def prompt_ids(tok, prompt, *, chat=True, template=None, enable_thinking=False):
@@ -299,9 +303,11 @@ def image_prompt_ids(ids, cfg, grid_thw):
 
 def with_images(prompt, images):
     """A prompt string or message list with `images` image items put first into the first user
-    message's content (the real template's list content: {'type': 'image'}, {'type': 'text', ...})."""
+    message's content (the real template's list content: {'type': 'image'}, {'type': 'text', ...}),
+    unless some message already has image items."""
     messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
-    if not images:
+    if not images or any(isinstance(m.get("content"), (list, tuple)) and any(
+            isinstance(i, dict) and i.get("type") == "image" for i in m["content"]) for m in messages):
         return messages
     for m in messages:
         if m.get("role") == "user":
@@ -311,12 +317,3 @@ def with_images(prompt, images):
             return messages
     raise QwenError("An image goes into a user message, and these messages have none.",
                     "图像要放进用户消息里，但这些消息里没有用户消息。")
-
-
-def _has_images(prompt):
-    """True when a message list already has image items in some content."""
-    return not isinstance(prompt, str) and any(
-        isinstance(m, dict) and isinstance(m.get("content"), (list, tuple))
-        and any(isinstance(item, dict) and item.get("type") == "image" for item in m["content"]) for m in prompt)
-
-
