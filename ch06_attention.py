@@ -21,12 +21,12 @@
 
 # %%
 import math
-import types
 
 import torch
 import torch.nn.functional as F
 
 from qwen.attention import Attention
+from qwen.cache import LayerCache
 from engine.cli import chapter, say, section, show_code, size
 from engine.known import real_inventory
 from qwen.lang import tr
@@ -260,7 +260,7 @@ say("  SDPA(q, k, v, is_causal=True, enable_gqa=True) vs softmax(...) @ v by han
 
 # %%
 section(8, "With a cache: one token at a time", "使用缓存：一次一个词元")
-cache = types.SimpleNamespace(k=None, v=None)
+cache = LayerCache()                                                  # qwen/cache.py: k, v grow with each call
 with torch.no_grad():
     first = attn(x[:, :-1], cos[:-1], sin[:-1], cache=cache)                     # all but the last token
     last = attn(x[:, -1:], cos[-1:], sin[-1:], cache=cache)                      # the last token alone

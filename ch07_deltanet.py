@@ -17,12 +17,12 @@
 # %%
 import math
 import time
-import types
 
 import torch
 
 from engine import known
 from engine.cli import chapter, say, section, show_code, size
+from qwen.cache import LayerCache
 from qwen.deltanet import GatedDeltaNet, delta_rule_chunked, delta_rule_recurrent
 from qwen.lang import tr
 from qwen.norm import RMSNorm, l2norm
@@ -321,7 +321,7 @@ say("  final state: {shape}, fp32: what generation carries from token to token (
     "  最后的状态：{shape}，fp32：生成时从一个词元带到下一个词元的东西（第 9 章）", shape=list(state.shape))
 with torch.no_grad():
     full = layer(x)
-    cache = types.SimpleNamespace(conv=None, state=None)    # any object with these two attributes
+    cache = LayerCache()    # conv and state (qwen/cache.py), None at first
     steps = [layer(x[:, :-4], cache)] + [layer(x[:, t:t + 1], cache) for t in range(x.shape[1] - 4, x.shape[1])]
 cached_gap = (torch.cat(steps, 1) - full).abs().max().item()
 say("  the whole layer: {a} -> {b}; prefill then 4 single tokens with a cache == the whole text at once:\n"

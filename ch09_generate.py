@@ -16,18 +16,19 @@
 # Run: `python ch09_generate.py [--prompt "..."] [--max-new-tokens N] [--device cpu|cuda|mps] [--quant int8|int4] [--tiny] [--lang zh] [--mine]`
 
 # %%
+import functools
 import math
 import time
 
 import torch
 
 from engine.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, show_code, size, speculative_option
-from qwen.attention import ROOM
+from qwen.cache import ROOM
 from qwen.generate import ChatTemplate, TextStream, check_sampling, generate, kv_cache_bytes, prompt_ids, sample, stop_ids
 from qwen.lang import QwenError, tr
 from practice.mine import put_in
 from qwen.model import load_model
-from qwen.mtp import check_speculative
+from qwen.mtp import check_speculative, speculative_ids
 from engine.threads import note
 
 
@@ -157,8 +158,9 @@ if ready:
     reply_whole = False                                                 # until the reply has ended (a notebook's
     print("  ", end="", flush=True)                                     # interrupt can stop it inside a layer)
     reply = []
+    decode = generate_ids if speculative is None else functools.partial(speculative_ids, k=speculative)
     for piece in generate(model, tok, ids, max_new_tokens=args.max_new_tokens, stats=stats, ids_out=reply_ids,
-                          cache=reply_cache, speculative=speculative, **reply_sampling):
+                          cache=reply_cache, decode=decode, **reply_sampling):
         reply.append(piece)
         print(piece.replace("\n", "\n  "), end="", flush=True)
     print()
@@ -216,7 +218,7 @@ if ready:
     fixed = sum(cache[i].nbytes for i in linear_layers)
     k_cached = cache[full_layers[0]].k
     itemsize = k_cached.element_size()                                  # fp32: see qwen/attention.py
-    rooms = [cache[i].room for i in full_layers]                       # the buffers k and v are views of
+    rooms = [cache[i] for i in full_layers]                            # the buffers k and v are views of
     allocated = sum(r.k_buffer.nbytes + r.v_buffer.nbytes for r in rooms)
     say("  {n} tokens read: keys/values of {a} attention layers {kv}, conv windows + states of {b} linear layers {fx}",
         "  已读 {n} 个词元：{a} 个注意力层的键/值 {kv}，{b} 个线性层的卷积窗口 + 状态 {fx}",

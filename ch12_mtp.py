@@ -32,8 +32,8 @@ from engine.cli import CHAPTER_REPLY_TOKENS, chapter, count, pad, say, section, 
 from qwen.generate import ChatTemplate, generate_ids, prompt_ids, stop_ids
 from qwen.lang import QwenError, tr
 from qwen.model import DecoderLayer, load_model
-from qwen.mtp import (DraftVocabulary, MTPHead, accept_sampled, accepted, coverage, frequent_tokens, head_problem,
-                      speculative_ids, teacher_forced_acceptance)
+from engine.speculative import DraftVocabulary, coverage, frequent_tokens, replaying, teacher_forced_acceptance
+from qwen.mtp import MTPHead, accept_sampled, accepted, head_problem, load_head, speculative_ids
 from qwen.norm import RMSNorm
 from engine.threads import note
 from qwen.weights import load
@@ -71,7 +71,8 @@ elif not ready:
     say("  (no tokenizer or chat template in this folder: this chapter needs both; it stops here)",
         "  （这个文件夹里没有分词器或对话模板：本章两者都需要，到此为止）")
 else:
-    model = load_model(path, vision=False)               # the text model and its head: the tower is never used here
+    model = load_model(path, vision=False)               # the text model: the tower is never used here
+    load_head(model, ch.W)                               # and its MTP head (model.mtp)
     V = tok.vocab_size                                   # ids past it are padding rows (chapter 9)
 if ready:
     ch.unproven("the head's guesses", "  The tiny checkpoint's weights are random, its MTP head's too: the head guesses "
@@ -178,7 +179,7 @@ if ready:
     say("  the head's guess for token t + 2 = the model's greedy token there: {n} of {m} positions ({a:.0%})",
         "  MTP 头对词元 t + 2 的猜测 = 模型在那里的贪心选择：{m} 个位置中有 {n} 个（{a:.0%}）",
         n=round(right * (T - 2)), m=T - 2, a=right)
-    say("  the same count from qwen.mtp.teacher_forced_acceptance: {same}", "  qwen.mtp.teacher_forced_acceptance 给出同样的结果：{same}",
+    say("  the same count from engine.speculative.teacher_forced_acceptance: {same}", "  engine.speculative.teacher_forced_acceptance 给出同样的结果：{same}",
         same=(round(library * n_guesses), n_guesses) == (round(right * (T - 2)), T - 2))
     say("  the same with the inputs concatenated hidden first: {s:.0%}; with h_t taken before the final norm: {u:.0%}",
         "  同样的测量，拼接时隐藏状态在前：{s:.0%}；h_t 取自最终归一化之前：{u:.0%}", s=swapped, u=unnormed)
@@ -225,7 +226,7 @@ if ready:
     run = dict(max_new_tokens=args.max_new_tokens, stop=stop, vocab=V)
     plain_stats, spec_stats = {}, {}
     plain = list(generate_ids(model, prompt_tokens, stats=plain_stats, **run))
-    spec = list(generate_ids(model, prompt_tokens, speculative=K, stats=spec_stats, **run))
+    spec = list(speculative_ids(model, prompt_tokens, K, stats=spec_stats, **run))
     say("  prompt: {p!r} ({n} tokens, chapter 9's)", "  提示词：{p!r}（{n} 个词元，与第 9 章相同）", p=prompt,
         n=len(prompt_tokens))
     say("  reply ({n} tokens): {r!r}", "  回复（{n} 个词元）：{r!r}", n=len(spec), r=tok.decode([t for t in spec if t not in stop]))
@@ -304,7 +305,7 @@ if ready:
     for name, replay in replays.items():
         stats, cache = {}, model.new_cache()
         got = list(speculative_ids(model, prompt_tokens, K, max_new_tokens=n_replay, stop=stop, vocab=V, cache=cache,
-                                   stats=stats, drafts=replay))
+                                   stats=stats, guess=replaying(replay)))
         label = replay_label(name)
         replay_stats[name] = stats
         say("  {l}: {a} of {d} accepted, {r:.2f} tokens per forward pass; the plain greedy tokens: {same}",
@@ -384,7 +385,7 @@ if ready:
         print("  " + pad(name, 36) + pad(a, 8, right=True) + pad(b, 10, right=True))
     cut = DraftVocabulary(model, frequent_tokens(counted, seen))
     cut_stats = {}
-    with_cut = list(speculative_ids(model, prompt_tokens, K, stats=cut_stats, cut=cut, **run))
+    with_cut = list(speculative_ids(model, prompt_tokens, K, stats=cut_stats, guess=cut, **run))
     say("  the head guessing among these {n:,} ids ({r:.1%} of the output layer's rows): the plain greedy reply: {same}",
         "  MTP 头只在这 {n:,} 个编号里猜（输出层行数的 {r:.1%}）：与普通贪心解码的回复相同：{same}",
         n=len(cut), r=len(cut) / cfg.vocab_size, same=with_cut == plain)
@@ -529,8 +530,8 @@ if ready:
                                             "在偶然范围之内" if tv < band else "超出了偶然能给的范围"))
     say("  keeping every draft instead would give q's frequencies, {b:.3f} away from p",
         "  如果保留所有草稿，得到的是 q 的频率，与 p 相差 {b:.3f}", b=tv_kept)
-    say("  the same rule runs in generate_ids(..., speculative=K, temperature=0.7): python main.py chat --speculative 3",
-        "  generate_ids(..., speculative=K, temperature=0.7) 里用的就是这条规则：python main.py chat --speculative 3")
+    say("  the same rule runs in speculative_ids(..., temperature=0.7): python main.py chat --speculative 3",
+        "  speculative_ids(..., temperature=0.7) 里用的就是这条规则：python main.py chat --speculative 3")
 
 # %% [markdown]
 # ## How to explain it / 怎么讲给别人听

@@ -1,4 +1,4 @@
-"""Benchmark of the chat's cache reuse across turns (qwen/generate.py Chat): five turns, side by side.
+"""Benchmark of the chat's cache reuse across turns (engine/conversation.py Chat): five turns, side by side.
 
 Qwen3.5's chat template writes earlier replies without their <think> block, so a turn's prompt
 parts from the previous one right after '<|im_start|>assistant\\n'; without reuse every turn
@@ -31,7 +31,7 @@ MESSAGES = ("Hi there! Who are you?", "What is 2+2? Answer in one word.", "Tell 
 
 CHILD = r"""
 import json, sys, time, torch
-from qwen.generate import Chat
+from engine.conversation import Chat
 from qwen.model import load_model
 from qwen.tokenizer import Tokenizer
 path, new, rounds, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])

@@ -30,6 +30,7 @@ RUN = r"""
 import json, sys, time
 import numpy as np, torch
 sys.path.insert(0, "tests")
+from engine.sampling import top_p_filter as radix_top_p
 from qwen.generate import sample, top_p_filter
 from test_generate import _reference_cut, _vocab_cases
 from transformers.generation.logits_process import TopPLogitsWarper
@@ -52,7 +53,7 @@ def old_sample(logits, temperature, top_k, top_p, generator):
     token = int(torch.multinomial(probs, 1, generator=generator))
     return token if ids is None else int(ids[token])
 
-filters = {"ours": lambda x, p: top_p_filter(x, p), "old": old_top_p,
+filters = {"ours": lambda x, p: top_p_filter(x, p), "engine radix": lambda x, p: radix_top_p(x, p), "old": old_top_p,
            "transformers": lambda x, p: TopPLogitsWarper(p)(None, x[None])[0]}
 g = torch.Generator().manual_seed(0)
 flat = torch.randn(248320, generator=g)

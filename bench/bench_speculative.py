@@ -66,12 +66,13 @@ def child(path, dtype_name, args):
     import torch
     from qwen.generate import generate_ids
     from qwen.model import load_model
-    from qwen.mtp import (DraftVocabulary, _verify, coverage, frequent_tokens, head_guess, head_read, new_trails,
-                          speculative_ids)
+    from engine.speculative import DraftVocabulary, coverage, frequent_tokens, replaying as replayed
+    from qwen.mtp import head_read, head_scores, load_head, new_trails, speculative_ids, verify as _verify
     from engine.products import fast as fast_products
     from qwen.tokenizer import Tokenizer
 
     model = load_model(path, dtype=getattr(torch, dtype_name))
+    load_head(model)
     tok = Tokenizer.load(path)
     vocab = tok.vocab_size
     ids = torch.randint(0, 248000, (args.prompt,), generator=torch.Generator().manual_seed(1)).tolist()
@@ -119,7 +120,7 @@ def child(path, dtype_name, args):
                 start = time.perf_counter()
                 with products():
                     g2 = head_read(model, [p], g, h, args.prompt)
-                    head_guess(model, g2, vocab, c)
+                    int((c or head_scores)(model, g2, [], [])[:vocab].argmax())
                 return time.perf_counter() - start
             return run
 
@@ -150,22 +151,21 @@ def child(path, dtype_name, args):
     # speculative run's own output until it no longer changes (bf16 on random weights: 2 runs, Dec 2).
     reference, fixed = plain, False
     for settled in range(1, 5):
-        got = list(speculative_ids(model, ids, 3, max_new_tokens=args.new, vocab=vocab, cut=cut,
-                                   drafts=replaying(reference)))
+        got = list(speculative_ids(model, ids, 3, max_new_tokens=args.new, vocab=vocab,
+                                   guess=replayed(replaying(reference), cut)))
         fixed = got == reference
         if fixed:
             break
         reference = got
     out.update(replay_settled=settled, replay_fixed=fixed)
-    replay = replaying(reference)
+    replay = replayed(replaying(reference), cut)
     runs = {"plain": [], "speculative k=3, cut, replayed drafts": []}
     for _ in range(max(1, args.rounds // 2)):
         st = {}
         list(generate_ids(model, ids, max_new_tokens=args.new, vocab=vocab, stats=st))
         runs["plain"].append((args.new - 1) / st["decode_s"])
         st = {}
-        got = list(speculative_ids(model, ids, 3, max_new_tokens=args.new, vocab=vocab, stats=st, cut=cut,
-                                   drafts=replay))
+        got = list(speculative_ids(model, ids, 3, max_new_tokens=args.new, vocab=vocab, stats=st, guess=replay))
         runs["speculative k=3, cut, replayed drafts"].append((args.new - 1) / st["decode_s"])
         out.update(replay_rounds=st["rounds"], replay_accepted=st["accepted"], replay_drafted=st["drafted"],
                    replay_exact=got == plain, replay_first_difference=_first_difference(got, plain))
@@ -175,7 +175,7 @@ def child(path, dtype_name, args):
     for k in (1, 2, 3, 4):
         progress(f"exactness, the head's own guesses, k = {k}")
         st = {}
-        got = list(generate_ids(model, ids, max_new_tokens=args.new, vocab=vocab, stats=st, speculative=k))
+        got = list(speculative_ids(model, ids, k, max_new_tokens=args.new, vocab=vocab, stats=st))
         same = _first_difference(got, plain)
         exact[k] = f"yes ({len(plain)} of {len(plain)})" if got == plain else f"no (the first {same} of {len(plain)} match)"
         drafted += st["drafted"]

@@ -183,7 +183,8 @@ QUESTION = "Describe this picture in one sentence."
 def prompt_ids(path):
     """The chat prompt's ids with the image's pad tokens expanded (ours; transformers gets the same ids)."""
     from qwen.config import Config
-    from qwen.generate import ChatTemplate, chat_ids, image_prompt_ids, with_images
+    from engine.conversation import chat_ids
+    from qwen.generate import ChatTemplate, image_prompt_ids, with_images
     from qwen.tokenizer import Tokenizer
     from qwen.vision import preprocess
     grid = preprocess(image(), path)[1]

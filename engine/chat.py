@@ -3,7 +3,7 @@
 Each turn is sent through the checkpoint's chat template; the reply is streamed as it is
 generated (sampled: temperature 0.7, top-k 20, top-p 0.8, Qwen's suggestion without thinking;
 --temperature 0 for greedy replies).
-Only what no kept cache has read is read again (qwen/generate.py Chat); the line after each reply
+Only what no kept cache has read is read again (engine/conversation.py Chat); the line after each reply
 says how many of the prompt's tokens were reused.
 
 Commands: /help, /reset (clears the conversation and the cache), /quit. Ctrl-C during a reply
@@ -63,7 +63,7 @@ def load_chat_image(path, image):
 def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None, temperature=None, quant=None,
                parts=None):
     import torch
-    from qwen.generate import Chat
+    from engine.conversation import Chat
     from qwen.model import load_model
     from qwen.tokenizer import Tokenizer
 

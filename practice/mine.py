@@ -150,7 +150,7 @@ def _mlp(model, mine, swaps):
 def _attention(model, mine, swaps):
     """Yours reads the whole prompt at once (no cache in the exercise): the prompt pass. A decode step
     with a cache (the keys of earlier calls) runs the course's attention."""
-    from qwen.attention import Attention, remember
+    from qwen.attention import Attention
 
     def forward(self, x, cos, sin, cache=None):
         past = 0 if cache is None or cache.k is None else cache.k.shape[2]
@@ -168,7 +168,7 @@ def _attention(model, mine, swaps):
         q, k = rope(q, cos, sin).float(), rope(k, cos, sin).float()
         v = v.float()
         if cache is not None:
-            remember(cache, k, v)
+            cache.update(k, v)
         out = mine["gated_attention"](q, k, v, gate.reshape(B, T, H * D).float(), self.o_proj.weight.float())
         return out.to(x.dtype)                                    # (B, T, hidden)
     for m in _modules(model, Attention):
@@ -213,7 +213,7 @@ def _conv(model, mine, swaps):
         if cache is not None:
             window = torch.cat([left, qkv], 1).transpose(1, 2)                        # (B, C, K-1+T)
             cache.conv = window[:, :, window.shape[-1] - (K - 1):].clone()
-            if getattr(cache, "trail", None) is not None:
+            if cache.trail is not None:
                 cache.trail.window = window
         return F.silu(y)
     for m in _modules(model, GatedDeltaNet):

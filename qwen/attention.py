@@ -26,25 +26,23 @@ GQA without copies: the `group` query heads that share a kv head are stacked as 
 one matrix, (group * seq, head_dim), and multiplied by that kv head's keys once. No kv head
 is repeated in memory (repeat_kv in transformers copies them).
 
-The cache (optional; chapter 9 builds generation on it): any object with attributes `k` and `v`,
-None at first, then (batch, kv_heads, seq so far, head_dim) after k_norm and RoPE, in fp32. With a cache,
-the new keys and values are appended (`remember`: into buffers with room to spare, so a token
-does not copy the whole cache), the new queries attend over all of them (the causal mask
-shifted by the past length). cos and sin are for the new tokens' positions only.
+The cache (optional; chapter 9 builds generation on it): a qwen.cache.LayerCache. Its `update`
+writes the new keys and values (after k_norm and RoPE, fp32) after those kept, and the new queries
+attend over all of them (the causal mask shifted by the past length). cos and sin are for the new
+tokens' positions only.
 
 Precision: the projections run in the weights' dtype, the norms' statistics in fp32. q, k and v
 leave RoPE rounded to the weights' dtype (as transformers' are); the attention itself (scores,
 softmax, weights times values) then runs in fp32, and its result is rounded back once. Why not
 bf16 matmuls: each new number of keys is a new matmul shape, and the CPU's bf16 matmul library
-(oneDNN) keeps every shape it has seen (measured: +1.2 MB per generated token, up to ~1 GB). The
-cache keeps k and v in fp32: exactly the bf16 values, twice the bytes.
+(oneDNN) keeps every shape it has seen, so memory would grow with every token. The cache keeps k
+and v in fp32: exactly the bf16 values, twice the bytes.
 """
 import math
 
 import torch
 import torch.nn as nn
 
-from qwen.cache import Room
 from qwen.norm import RMSNorm, ShapeError
 from qwen.rope import apply_rope
 from qwen.linear import Linear
@@ -68,7 +66,7 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
 
     def forward(self, x, cos, sin, cache=None):
-        _check_inputs(self, x, cos)
+        _check_inputs(self, x, cos, cache)
         B, T, _ = x.shape
         H, KV, D = self.heads, self.kv_heads, self.head_dim
         h = x.to(getattr(self.q_proj, "weight", x).dtype)       # matmuls in the weights' dtype (quantized: x's)
@@ -80,7 +78,7 @@ class Attention(nn.Module):
         q, k, v = q.float(), k.float(), v.float()                # the attention in fp32 (see Precision)
 
         if cache is not None:
-            k, v = remember(cache, k, v)                         # (B, KV, past + T, D): all so far
+            k, v = cache.update(k, v)                            # (B, KV, past + T, D): all so far
         past = k.shape[2] - T                                    # keys before this call's tokens
 
         out = causal_attention(q, k, v, self.scale, past, self.block)
@@ -92,55 +90,8 @@ class Attention(nn.Module):
         return f"heads={self.heads}, kv_heads={self.kv_heads}, head_dim={self.head_dim}"
 
 
-ROOM = 256                                                       # cache grows this many tokens at a time
-
-
-def remember(cache, k, v):
-    """Append this call's keys and values (B, KV, T, D) to the cache's; return all of them.
-
-    The same as cache.k = torch.cat((cache.k, k), dim=2), without copying everything kept so far
-    for every new token: k and v live in buffers with room for up to ROOM more tokens, and
-    cache.k, cache.v are views of the part in use. A full buffer is replaced by a larger one.
-    The buffers are written on only while cache.k and cache.v are still the views handed out last
-    (`room.k`, `room.v`): a k or v set by hand (a slice to rewind, a batch kept, None to start again) or a
-    copy of the cache that another copy has continued gets new buffers, so no tensor handed out
-    before ever changes. So do buffers made under torch.inference_mode (generate_ids) when the
-    cache is continued outside it (a cell after chapter 9's reply): torch forbids writing into them there.
-    """
-    past = 0 if cache.k is None else cache.k.shape[2]
-    for kept, new in ((cache.k, k), (cache.v, v)):
-        if kept is not None and (kept.dim() != 4 or kept.shape[:2] != new.shape[:2] or kept.shape[3] != new.shape[3]):
-            had, got = list(kept.shape), list(new.shape)
-            raise ShapeError(f"The attention cache holds keys/values of shape {had} (batch, kv_heads, seq, head_dim) "
-                             f"but this call's are {got}: a different batch needs a new cache (model.new_cache()).",
-                             f"注意力缓存里的键/值形状是 {had} (batch, kv_heads, seq, head_dim)，"
-                             f"而这次调用的是 {got}：批次不同时请用新的缓存 (model.new_cache())。")
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (k, v, cache.k, cache.v)):
-        # autograd keeps the keys each call attended to, for backward: a shared buffer written by
-        # the next call would change them. So with gradients, plain concatenation.
-        cache.k, cache.v = (k, v) if past == 0 else (torch.cat((cache.k, k), 2), torch.cat((cache.v, v), 2))
-        return cache.k, cache.v
-    total = past + k.shape[2]
-    room = getattr(cache, "room", None)
-    ours = room is not None and cache.k is room.k and cache.v is room.v
-    if ours and room.k_buffer.is_inference() and not torch.is_inference_mode_enabled():
-        ours = False                                             # generate_ids' buffers, continued by hand
-    if not ours or room.k_buffer.shape[2] < total:
-        size = (total // ROOM + 1) * ROOM
-        room = Room(*(t.new_empty(t.shape[0], t.shape[1], size, t.shape[3]) for t in (k, v)))
-        if past:                                                 # (also when cache.k was set by hand)
-            room.k_buffer[:, :, :past], room.v_buffer[:, :, :past] = cache.k, cache.v
-        try:
-            cache.room = room
-        except AttributeError:                                   # a cache that takes no new attribute
-            pass                                                 # (__slots__): new buffers every call
-    room.k_buffer[:, :, past:total], room.v_buffer[:, :, past:total] = k, v
-    room.k, room.v = room.k_buffer[:, :, :total], room.v_buffer[:, :, :total]   # (in place: a copy of the cache sees it)
-    cache.k, cache.v = room.k, room.v
-    return cache.k, cache.v
-
-
-def _check_inputs(attn, x, cos):
+def _check_inputs(attn, x, cos, cache):
+    """This module's checks of its inputs, in one place: x's width, one position per token, the cache's batch."""
     hidden = attn.q_proj.in_features
     if x.dim() != 3 or x.shape[-1] != hidden:
         shape = list(x.shape)
@@ -152,6 +103,13 @@ def _check_inputs(attn, x, cos):
                          f"tokens only (with a cache, past + 0 .. past + {t} - 1).",
                          f"cos/sin 有 {n} 个位置，但 x 有 {t} 个词元：只传新词元的位置"
                          f"（有缓存时是 past + 0 .. past + {t} - 1）。")
+    held = None if cache is None or cache.k is None else list(cache.k.shape)
+    if held is not None and held[0] != x.shape[0]:
+        got = [x.shape[0], attn.kv_heads, x.shape[1], attn.head_dim]
+        raise ShapeError(f"The attention cache holds keys/values of shape {held} (batch, kv_heads, seq, head_dim) "
+                         f"but this call's are {got}: a different batch needs a new cache (model.new_cache()).",
+                         f"注意力缓存里的键/值形状是 {held} (batch, kv_heads, seq, head_dim)，"
+                         f"而这次调用的是 {got}：批次不同时请用新的缓存 (model.new_cache())。")
 
 
 def causal_attention(q, k, v, scale, past=0, block=128):

@@ -1,47 +1,59 @@
 """The cache: what each layer keeps between calls, so a new token does not read the prompt again.
 
-    full attention (6 of 24 layers in 0.8B)   k, v: (batch, kv_heads, seq, head_dim), grows by one
-                                              position per token
-    linear attention (18 of 24)                conv: the last kernel-1 conv inputs (a 3-token window)
-                                              state: (batch, heads, 128, 128) fp32, fixed size
+    full attention (6 of 24 layers in 0.8B)   k, v: (batch, kv_heads, seq, head_dim), one more per token
+    linear attention (18 of 24)                conv: the last kernel-1 conv inputs; state: (batch, heads,
+                                              128, 128) fp32, fixed size
 
-It is part of the model (the layers read and write it: qwen/attention.py, qwen/deltanet.py), so it
-lives below both the model and generation (qwen/generate.py, which fills it token by token).
+Going back (speculative decoding, chapter 12) is setting `length` lower: the next token writes
+over the positions after it, as gpt-fast's KVCache does. The layers read and write it.
 """
 from dataclasses import dataclass
 
 import torch
 
-
-@dataclass
-class Room:
-    """The buffers behind one attention layer's k and v, with room for more tokens than they hold
-    (qwen/attention.py remember). k and v are the views handed out last: while the layer's cache.k
-    and cache.v are still these, the next token is written into the buffers, with no copy."""
-    k_buffer: torch.Tensor             # (batch, kv_heads, capacity, head_dim), capacity a multiple of ROOM
-    v_buffer: torch.Tensor             # (batch, kv_heads, capacity, head_dim)
-    k: torch.Tensor = None             # k_buffer[:, :, :seq]: the part in use
-    v: torch.Tensor = None             # v_buffer[:, :, :seq]
+ROOM = 256                             # the key/value buffers grow this many positions at a time
 
 
+@dataclass(eq=False, repr=False)
 class LayerCache:
-    """What one layer keeps between calls. Attention uses k, v; Gated DeltaNet uses conv, state."""
-
-    def __init__(self):
-        self.k = None                  # (batch, kv_heads, seq, head_dim), after k_norm and RoPE, fp32
-        self.v = None                  # (batch, kv_heads, seq, head_dim)
-        self.room = None               # Room: the buffers behind k and v (qwen/attention.py remember)
-        self.conv = None               # (batch, conv_channels, kernel - 1): the last conv inputs
-        self.state = None              # (batch, value_heads, key_head_dim, value_head_dim), fp32
+    """What one layer keeps between calls. Attention: k_buffer, v_buffer, length; Gated DeltaNet: conv,
+    state, and during a verify pass (qwen/mtp.py) `trail`, the state after every token."""
+    k_buffer: torch.Tensor = None      # (batch, kv_heads, capacity, head_dim) fp32, after k_norm and RoPE
+    v_buffer: torch.Tensor = None      # (batch, kv_heads, capacity, head_dim) fp32
+    length: int = 0                    # positions of the buffers in use
+    conv: torch.Tensor = None          # (batch, conv_channels, kernel - 1): the last conv inputs
+    state: torch.Tensor = None         # (batch, value_heads, key_head_dim, value_head_dim), fp32
+    trail: object = None               # a qwen.deltanet.Trail while a verify pass keeps every token's state
 
     @property
-    def nbytes(self):
-        """Bytes in use (the attention's buffers hold up to 256 tokens more: qwen/attention.py)."""
+    def k(self):                       # the keys in use: (batch, kv_heads, length, head_dim), or None
+        return None if self.k_buffer is None else self.k_buffer[:, :, :self.length]
+
+    v = property(lambda self: None if self.v_buffer is None else self.v_buffer[:, :, :self.length])
+
+    def update(self, k, v):
+        """Write k, v (B, KV, T, D) at positions length .. length + T - 1; return all, (B, KV, length + T, D).
+        New buffers when full, when autograd keeps what earlier calls read, or for buffers made under
+        inference_mode written outside it (torch forbids that)."""
+        start, end = self.length, self.length + k.shape[2]
+        b = self.k_buffer
+        if b is None or end > b.shape[2] or k.requires_grad or b.is_inference() > torch.is_inference_mode_enabled():
+            self.k_buffer, self.v_buffer = _grown(self.k, k, end), _grown(self.v, v, end)
+        self.k_buffer[:, :, start:end], self.v_buffer[:, :, start:end] = k, v
+        self.length = end
+        return self.k, self.v
+
+    @property
+    def nbytes(self):                  # bytes in use (the buffers hold up to ROOM positions more)
         return sum(t.nbytes for t in (self.k, self.v, self.conv, self.state) if t is not None)
 
-    def __repr__(self):
-        held = {n: tuple(t.shape) for n in ("k", "v", "conv", "state") if (t := getattr(self, n)) is not None}
-        return f"LayerCache({held})"
+
+def _grown(old, new, end):
+    """A buffer with room for more than `end` positions, holding `old` (the positions in use) first."""
+    buffer = new.new_empty(new.shape[0], new.shape[1], (end // ROOM + 1) * ROOM, new.shape[3])
+    if old is not None:
+        buffer[:, :, :old.shape[2]] = old
+    return buffer
 
 
 class Cache:
@@ -50,8 +62,8 @@ class Cache:
     def __init__(self, num_layers):
         self.layers = [LayerCache() for _ in range(num_layers)]
         self.length = 0                # tokens seen: the next token's index
-        self.delta = 0                 # the next token's position minus its index: 0 for text, negative after
-                                       # an image (its tokens span fewer positions: qwen/rope.py rope_index)
+        self.delta = 0                 # the next token's position minus its index: negative after an image
+        self.mtp = None                # the MTP head's own Cache during speculative decoding (qwen/mtp.py)
 
     def __getitem__(self, i):
         return self.layers[i]
@@ -59,26 +71,17 @@ class Cache:
     def __len__(self):
         return len(self.layers)
 
-    @property
-    def nbytes(self):
-        return sum(layer.nbytes for layer in self.layers)
+    nbytes = property(lambda self: sum(layer.nbytes for layer in self.layers))
 
     def copy(self):
-        """What the cache holds now, kept aside: this cache reads on, the copy can continue later
-        from here (a chat's next turn, qwen/generate.py Chat). A Gated DeltaNet state cannot be
-        rewound, so a point to come back to must be kept when the model passes it.
-
-        No tensor is copied: the modules never change a kept tensor in place (the delta rule and
-        the conv return new ones; the attention appends past the copy's length), and the copy
-        takes no `room`, so continuing it writes into buffers of its own (qwen/attention.py remember)."""
+        """What the cache holds now, kept to continue from later (a chat's next turn: a DeltaNet state
+        cannot be rewound). k and v are copied (this cache writes on into its buffers); conv and state
+        are shared: the layers replace them, never change them in place."""
         twin = Cache(0)
         twin.length, twin.delta = self.length, self.delta
-        for layer in self.layers:
-            kept = LayerCache()
-            kept.k, kept.v, kept.conv, kept.state = layer.k, layer.v, layer.conv, layer.state
-            twin.layers.append(kept)
+        twin.layers = [LayerCache(*(None if t is None else t.clone() for t in (lc.k, lc.v)), lc.length, lc.conv,
+                                  lc.state) for lc in self.layers]
         return twin
 
     def __repr__(self):
-        shift = "" if isinstance(self.delta, int) and self.delta == 0 else f", rope delta {self.delta}"
-        return f"Cache({len(self.layers)} layers, {self.length} tokens{shift}, {self.nbytes:,} bytes)"
+        return f"Cache({len(self.layers)} layers, {self.length} tokens, {self.nbytes:,} bytes)"

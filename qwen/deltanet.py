@@ -10,24 +10,19 @@ already predicts for the new key, k^T S, and writes only the error, scaled by be
     S = S + k (beta * (v - k^T S))^T     correct the prediction for k towards v
     o = S^T q                            read with the query
 
-After a write with beta = 1 and a unit-length k, reading k returns v exactly; that is why q and
-k are l2-normalized first. The gate exp(g) lets a head forget quickly (short memory) or keep
-almost everything (long memory).
+After a write with beta = 1 and a unit-length k, reading k returns v exactly (so q and k are
+l2-normalized first). The gate exp(g) lets a head forget quickly or keep almost everything.
 
-Two forms of the same rule, with one signature:
-- `delta_rule_recurrent`: token by token, as written above. It teaches, and one generated token
-  is exactly one step, but a prompt of n tokens costs n small sequential steps.
-- `delta_rule_chunked`: chunks of 64 tokens. Inside a chunk the corrections depend on each other
-  through a unit lower-triangular system, solved for all 64 tokens (and all heads) at once (the
-  WY / UT form); the chunks follow each other, handing S over: n / 64 steps of large matmuls.
+Two forms of the same rule, with one signature: `delta_rule_recurrent`, token by token as above
+(one generated token is one step); `delta_rule_chunked`, 64 tokens at a time, the corrections inside
+a chunk solved at once as a unit lower-triangular system (the WY / UT form): n / 64 large steps.
 
 The layer (`GatedDeltaNet`): projections; a causal depthwise conv (kernel 4) and silu over q, k
 and v; l2norm of q and k and q scaled by 1/sqrt(key_dim); beta = sigmoid(b); the log decay
 g = -exp(A_log) * softplus(a + dt_bias); the rule; the gated RMSNorm with gate z; out_proj.
 
-Dtypes: the projections and the conv run in the weights' dtype; l2norm, beta, the decay and
-the rule run in fp32 (the state is always fp32); the rule's output is cast back to the input's
-dtype once, before the gated norm (which keeps its own fp32 statistics).
+Dtypes: projections and conv in the weights' dtype; l2norm, beta, the decay and the rule in fp32
+(the state is always fp32); the rule's output cast back once, before the gated norm.
 """
 import math
 
@@ -48,17 +43,11 @@ def delta_rule_recurrent(q, k, v, g, beta, state=None, states=None):
     g is a log decay, <= 0 (the layer's -exp(A_log) * softplus(...) always is): a positive g
     makes S grow, which the rule is not meant for (the chunked form overflows sooner than this one).
     Returns out (batch, heads, seq, dv) and the final state (batch, heads, dk, dv), both fp32.
-    states: None, or a tensor (seq, batch, heads, dk, dv), fp32, that receives the state after
-    every token (speculative decoding rolls back to one, qwen/mtp.py Trail): token t's forget step
-    writes into states[t], so a verify pass reuses the memory of the last one. Call it so without
-    autograd (no_grad or inference_mode, as generation does): a tensor written with out= records
-    no gradient.
-    When no gradient is recorded (generating), the correction is added into the new S in place:
-    writing S + k error^T out makes two more tensors of the state's size per token, and a fresh
-    tensor costs more than the arithmetic on it (bench/bench_speculative.py, Dec 2, the full-size
-    model, a verify pass of 4 tokens with the correction written out against in place: 1.81 against
-    1.78 decode steps in fp32, 1.38 against 1.32 in bf16; with glibc's default allocator, a median
-    of 312 against 204 ms).
+    states: None, or an fp32 tensor (seq, batch, heads, dk, dv) that receives the state after every
+    token (speculative decoding rolls back to one: `Trail`); token t's forget step writes into
+    states[t]. Call it so without autograd: a tensor written with out= records no gradient.
+    Without autograd the correction is added into the new S in place (no two more state-sized
+    tensors per token).
     """
     q, k, v, g, beta = (t.float() for t in (q, k, v, g, beta))
     B, H, T, dk = k.shape
@@ -94,18 +83,13 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
     The errors depend on each other only through the earlier ones in the chunk: in matrix form
     (I + A) U = beta (V - exp(c) K S0), with A strictly lower triangular,
     A_tj = beta_t exp(c_t - c_j) k_t . k_j. So one unit-triangular solve gives all 64 errors at
-    once (the papers' WY / UT form: U = (I + A)^-1 times the right-hand side is the UT transform; here
-    the right-hand side already holds the incoming state's prediction, so no W matrix is formed),
-    and from them the chunk's outputs and the state handed to the next chunk:
+    once (the WY / UT form; the right-hand side holds S0's prediction, so no W matrix is formed):
 
         O  = exp(c) Q S0 + (Q K^T * decay) U        (what S0 predicts, plus this chunk's writes)
         S1 = exp(c_C) S0 + K^T (exp(c_C - c) U)     (S0 decayed to the chunk's end, plus the writes)
 
-    n tokens take n / 64 steps of matrix products over all heads at once, instead of n small
-    steps. (Measured on CPU, and kept: a chunk at a time, so that its tensors stay in the CPU's
-    cache; the inverse of (I + A), then a product, rather than a solve against the right-hand side.
-    Only the per-token decays, exp(c) and exp(c_C - c), are computed for all chunks at once. Each
-    exp(c_t - c_j) is exp(g_{j+1} + ... + g_t), summed as such: see (*) below.)
+    A chunk at a time keeps its tensors in the CPU's cache; each exp(c_t - c_j) is exp(g_{j+1} + ...
+    + g_t), summed as such (*).
     """
     q, k, v, g, beta = (t.float() for t in (q, k, v, g, beta))
     B, H, T, dk = k.shape
@@ -115,16 +99,10 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
     n = -(-T // chunk)                                                        # chunks; the last may be shorter
     q, k, v = q.reshape(B * H, T, dk), k.reshape(B * H, T, dk), v.reshape(B * H, T, dv)   # heads as a batch
     beta = beta.reshape(B * H, 1, T)                                          # a row: bc scales columns, bc.mT rows
-    # (*) Every decay between two tokens, exp(c_t - c_j), is taken from a sum of the log decays between
-    # them, never from the difference of two running sums: after strong decays c_t and c_j are near
-    # -10000 and their fp32 difference is off by |c| * 6e-8, an error in every exp(c_t - c_j) however
-    # close t and j are (a model initialised with std 0.15 makes decays of -200 per token: there the
-    # outputs were off by 2e-5 to 5e-5 relative in fp32; summed between, 3e-7, as the recurrent form).
-    # The sums are in float64 where the device has it (Apple's GPUs, MPS, do not: there fp32).
-    # A decay below exp(-80) forgets everything fp32 can hold: clamped there, so that g = -inf
-    # (forget all) puts no -inf into the sums (a nan in g's gradient), and a huge one no sum of -1e6.
-    # The last chunk is padded with g = 0 (no decay), so the decays to the chunk's end stop at its
-    # last real token.
+    # (*) A decay between two tokens is a sum of the log decays between them, never the difference of
+    # two running sums (near -10000 after strong decays, their fp32 difference is off by |c| * 6e-8);
+    # float64 where the device has it. Clamped at exp(-80) (g = -inf puts no -inf into the sums); the
+    # last chunk padded with g = 0, so the decays to its end stop at its last real token.
     g = F.pad(g.clamp(min=-80.0).reshape(B * H, T), (0, n * chunk - T))
     g = g.view(B * H, n, chunk).to(decay_dtype(g.device))                    # (BH, n, C): log decay per token
     start = g.cumsum(-1).exp().float()[..., None]                             # (BH, n, C, 1): exp(c_t), since S0
@@ -141,14 +119,11 @@ def delta_rule_chunked(q, k, v, g, beta, state=None, chunk=64):
         e = min(s + chunk, T)
         qc, kc, vc, bc = q[:, s:e], k[:, s:e], v[:, s:e], beta[:, :, s:e]     # (BH, C, d), (BH, 1, C)
         gi, st = g[:, i, :e - s], start[:, i, :e - s]                         # (BH, C), (BH, C, 1)
-        # (BH, C, C): exp(g_{j+1} + ... + g_t) for j <= t, 0 above: row m of the lower part holds g_m
-        # (m > j), summed down the rows. Above the diagonal the sum is empty (exp(0), masked after)
+        # (BH, C, C): exp(g_{j+1} + ... + g_t) for j <= t (row m holds g_m, summed down the rows), 0 above
         decay = gi[:, :, None].expand(-1, -1, e - s).tril(-1).cumsum(-2).float().exp().tril()
         kT = kc.transpose(-1, -2)                                             # (BH, dk, C)
-        # (in-place products, `mul_` and `baddbmm_` (+= a @ b), save a new tensor per step; here only on
-        # tensors autograd does not keep for backward, so gradients still flow)
         A = (kc @ kT).mul_(decay).mul_(bc.mT)                                 # (BH, C, C); diagonal unused
-        # (I + A)^-1, from X (I + A) = I: the same inverse, measured faster than solving (I + A) X = I
+        # (I + A)^-1, from X (I + A) = I (faster than solving (I + A) X = I); in-place only where no gradient
         inverse = torch.linalg.solve_triangular(A, eye[:e - s, :e - s].expand_as(A), upper=False, left=False,
                                                 unitriangular=True)
         rhs = torch.baddbmm(vc, kc * st, S, alpha=-1)                         # (BH, C, dv): V - e^c K S0
@@ -168,18 +143,13 @@ def decay_dtype(device):
     return torch.float32 if device.type == "mps" else torch.float64
 
 
-# --------------------------------------------------------------------------------------------
 # Bad input: this module's checks, in one place, so that the forward paths read as the math
-# --------------------------------------------------------------------------------------------
 
 def _check_state(state, shape):
-    """A state must be (batch, heads, dk, dv), or broadcast to it over batch and heads (one state
-    for every sequence): each head's (dk, dv) matrix is always given whole."""
+    """A state: (batch, heads, dk, dv), or broadcast to it over batch and heads (compared by hand:
+    torch.broadcast_shapes would import sympy at the first decode step)."""
     if state is None:
         return
-    # compared by hand, right-aligned as broadcasting does: torch.broadcast_shapes would import
-    # torch's symbolic-shape machinery (sympy): 0.3 s and +34 MB of memory, measured, at the first
-    # decode step of every generation
     if not isinstance(state, torch.Tensor):
         raise QwenError("delta rule: the state is a {t}, not a tensor; pass None or a tensor of shape "
                         "(batch, heads, dk, dv) = {want}.",
@@ -196,8 +166,7 @@ def _check_state(state, shape):
 
 
 def _check_slots(states, shape, inputs):
-    """`states` (delta_rule_recurrent) must be an fp32 tensor of exactly (seq, batch, heads, dk, dv),
-    and no input may want a gradient (a tensor written with out= records none)."""
+    """`states`: an fp32 tensor of (seq, batch, heads, dk, dv), and no input wanting a gradient."""
     if states is None:
         return
     if not isinstance(states, torch.Tensor) or tuple(states.shape) != shape or states.dtype != torch.float32:
@@ -220,7 +189,6 @@ def _check_chunk(chunk):
 
 
 def _check_window(past, want):
-    """The cached conv window, if it is (batch, conv_dim, kernel-1) for this call."""
     if past.shape != want:
         raise QwenError("The linear-attention cache holds a conv window of shape {had} (batch, conv_dim, "
                         "kernel-1) but this call needs {want}: a different batch needs a new cache "
@@ -240,6 +208,25 @@ def _check_heads(nk, nv):
                         nv=nv, nk=nk)
 
 
+class Trail:
+    """What one layer keeps while verifying drafts (qwen/mtp.py): its conv input window and its state
+    after every token. The states go into memory kept from one verify pass to the next (`slots`):
+    fresh memory every pass costs more than the rule's arithmetic."""
+
+    def __init__(self):
+        self.window = None              # (batch, conv_channels, kernel - 1 + tokens)
+        self.states = None              # (tokens, batch, value_heads, dk, dv) fp32: after each token
+        self.memory = None              # what states is cut from: the largest pass so far
+
+    def slots(self, shape, device):
+        """Room for this pass's states (tokens, batch, heads, dk, dv), fp32 on `device`."""
+        m = self.memory
+        if m is None or m.shape[1:] != shape[1:] or len(m) < shape[0] or m.device != torch.device(device):
+            self.memory = torch.empty(shape, dtype=torch.float32, device=device)
+        self.states = self.memory[:shape[0]]
+        return self.states
+
+
 class GatedDeltaNet(nn.Module):
     """One linear-attention layer of Qwen3.5, with the checkpoint's parameter names.
 
@@ -249,10 +236,9 @@ class GatedDeltaNet(nn.Module):
     replaced with the new ones. One token with a cache takes one recurrent step; longer inputs
     use the chunked form (continuing from the cached state if there is one).
 
-    A cache with a `trail` (qwen/mtp.py: a speculative verification of a few tokens) also keeps
-    what a rollback needs: trail.window, the conv's whole input window, and trail.states, the state
-    after every token (the recurrent form, token by token, as plain decoding computes it), written
-    into the trail's own memory (trail.slots).
+    A cache whose `trail` is set (qwen/mtp.py, a verify pass of a few tokens) also keeps what a
+    rollback needs: trail.window, the conv's whole input window, and trail.states, the state after
+    every token (the recurrent form, as plain decoding computes it), in the trail's own memory.
     """
 
     def __init__(self, cfg):
@@ -278,8 +264,7 @@ class GatedDeltaNet(nn.Module):
     def forward(self, x, cache=None):
         B, T, _ = x.shape
         q, k, v, g, beta = self.rule_inputs(x, cache)                            # (B, nv, T, ...) fp32
-        state = None if cache is None else cache.state
-        trail = getattr(cache, "trail", None)
+        state, trail = (None, None) if cache is None else (cache.state, cache.trail)
         if trail is not None:                                                    # every token's state kept
             slots = trail.slots((T, B, self.nv, self.dk, self.dv), q.device)     # (T, B, nv, dk, dv) fp32
             out, state = delta_rule_recurrent(q, k, v, g, beta, state, states=slots)
@@ -322,7 +307,7 @@ class GatedDeltaNet(nn.Module):
         x = torch.cat([past.to(x.dtype), x], -1)                                 # (B, conv_dim, kernel-1+T)
         if cache is not None:
             cache.conv = x[:, :, x.shape[-1] - (self.kernel - 1):].clone()       # the next call's window
-            if getattr(cache, "trail", None) is not None:
+            if cache.trail is not None:
                 cache.trail.window = x                                           # every token's window
         if x.shape[-1] < self.kernel:                                            # no new token: no output
             y = x[:, :, :0]

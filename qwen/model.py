@@ -23,9 +23,7 @@ already in the compute dtype is mapped from the file instead: no copy at all). T
 (`model.visual.*`, qwen/vision.py, chapter 10) is loaded the same way, strictly, into
 `model.visual` when the checkpoint has it and its config.json a "vision_config"; else
 `model.visual` is None (a text-only export). The multi-token-prediction head (`mtp.*`, chapter
-12) is loaded, strictly, as `model.mtp` when the checkpoint has all of it (else model.mtp is None:
-none at all, or a partial or mis-shaped set, whose one-line reason `model.mtp_problem` keeps for
---speculative, while the text model loads and decodes as usual);
+12) is left to qwen.mtp.load_head, which fills model.mtp (or model.mtp_problem, why it could not);
 language-model tensors the model has no place for (a rotary buffer some exports keep, a layer
 beyond the config) are not read, and listed in `model.unused`.
 """
@@ -89,7 +87,7 @@ class Qwen35(nn.Module):
         self.visual = None                                  # the vision tower, set by load_model (chapter 10)
         self.path = None                                    # the checkpoint folder, set by load_model
         self.unused = []                                    # checkpoint tensors it has no place for
-        self.mtp = None                                     # the MTP head (qwen/mtp.py), set by load_model
+        self.mtp = None                                     # the MTP head, set by qwen.mtp.load_head
         self.output_layer = None                            # a quantized output layer (qwen/quant.py, chapter 13)
         self.mtp_problem = None                             # why a checkpoint's mtp.* could not make it: a QwenError
 
@@ -261,10 +259,8 @@ def load_model(path, dtype=torch.float32, vision=True):
         with torch.device("meta"):
             model.visual = VisionModel(vcfg, out_hidden=cfg.hidden_size)
         load(model.visual, source, VISUAL)
-    from qwen.mtp import head_problem, load_head            # (qwen/mtp.py imports this module)
-    model.mtp_problem = head_problem(cfg, W)                # a partial or mis-shaped mtp.* set: why, in one line
-    model.mtp = None if model.mtp_problem else load_head(cfg, source)   # None too when the checkpoint has no mtp.*
-    model.unused = sorted(set(W) - source.read)             # e.g. a rotary buffer some exports keep: never read
+    model.unused = sorted(n for n in set(W) - source.read if not n.startswith("mtp."))   # never read (the
+    # MTP head's tensors are chapter 12's: qwen.mtp.load_head reads them), e.g. a rotary buffer some exports keep
     for name, t in [*model.named_parameters(), *model.named_buffers()]:
         if t.is_meta:
             raise QwenError("{name} was not loaded.", "{name} 没有被加载。", name=name)

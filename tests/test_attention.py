@@ -1,6 +1,5 @@
 """qwen/attention.py against transformers' Qwen3_5Attention (eager, causal mask), on checkpoints
 transformers wrote; the cache path against a full recompute; the core against SDPA."""
-import types
 
 import pytest
 import torch
@@ -9,6 +8,7 @@ import torch.nn.functional as F
 from conftest import REAL_MODEL
 from hf_layers import bf16_step, causal_mask, checkpoint, hf_positions
 from qwen.attention import Attention, causal_attention
+from qwen.cache import ROOM, Cache, LayerCache
 from qwen.norm import ShapeError
 from qwen.rope import RotaryEmbedding
 from qwen.weights import load
@@ -55,7 +55,7 @@ def test_cache_prefill_then_tokens_equals_full_recompute():
     T = 23
     x = torch.randn(2, T, 64, generator=G)
     full = attn(x, *rope(torch.arange(T)))
-    cache = types.SimpleNamespace(k=None, v=None)
+    cache = LayerCache()
     parts = [attn(x[:, :20], *rope(torch.arange(20)), cache=cache)]          # prefill
     parts.append(attn(x[:, 20:21], *rope(torch.tensor([20])), cache=cache))  # one token
     parts.append(attn(x[:, 21:], *rope(torch.arange(21, T)), cache=cache))    # two at once
@@ -68,7 +68,7 @@ def test_cache_holds_keys_after_k_norm_and_rope():
     attn = layer(cfg, W)
     x = torch.randn(1, 5, 64, generator=G)
     cos, sin = RotaryEmbedding(cfg)(torch.arange(5))
-    cache = types.SimpleNamespace(k=None, v=None)
+    cache = LayerCache()
     attn(x, cos, sin, cache=cache)
     ref = tm.layers[1].self_attn
     k = ref.k_norm(ref.k_proj(x).view(1, 5, 2, 32)).transpose(1, 2)
@@ -85,7 +85,7 @@ def test_bf16_cache_holds_the_bf16_keys_in_fp32_and_attends_in_fp32():
     attn = layer(cfg, W)
     x = torch.randn(1, 5, 64, generator=G).bfloat16()
     cos, sin = RotaryEmbedding(cfg)(torch.arange(5))
-    cache = types.SimpleNamespace(k=None, v=None)
+    cache = LayerCache()
     out = attn(x, cos, sin, cache=cache)
     assert out.dtype == torch.bfloat16 and cache.k.dtype == cache.v.dtype == torch.float32
     from qwen.rope import apply_rope
@@ -95,25 +95,47 @@ def test_bf16_cache_holds_the_bf16_keys_in_fp32_and_attends_in_fp32():
     assert torch.equal(cache.v, ref.v_proj(x).view(1, 5, 2, 32).transpose(1, 2).float())
 
 
-def test_remember_equals_concatenation_across_its_buffer_sizes():
-    """Keys appended 1, 200, then 1 at a time past 256 and 512 tokens, and a cache whose k was set by
-    hand: always what torch.cat would hold; the buffer is replaced only when full."""
-    from qwen.attention import ROOM, remember
+def test_update_equals_concatenation_across_its_buffer_sizes():
+    """Keys written 1, 200, then 1 at a time past 256 and 512 tokens: always what torch.cat would
+    hold; the buffer is replaced only when full."""
     gen = torch.Generator().manual_seed(1)
-    cache, ks, vs, moves = types.SimpleNamespace(k=None, v=None), [], [], 0
+    cache, ks, vs, moves = LayerCache(), [], [], 0
     for T in [1, 200] + [1] * 330:
         k, v = torch.randn(2, 2, T, 4, generator=gen), torch.randn(2, 2, T, 4, generator=gen)
-        before = None if cache.k is None else cache.k.data_ptr()
+        before = None if cache.k_buffer is None else cache.k_buffer.data_ptr()
         ks.append(k), vs.append(v)
-        got_k, got_v = remember(cache, k, v)
-        moves += before is not None and got_k.data_ptr() != before
+        got_k, got_v = cache.update(k, v)
+        moves += before is not None and cache.k_buffer.data_ptr() != before
         assert torch.equal(got_k, torch.cat(ks, 2)) and torch.equal(got_v, torch.cat(vs, 2))
-        assert got_k is cache.k and cache.room.k_buffer.shape[2] % ROOM == 0 and cache.room.k is got_k
+        assert cache.k_buffer.shape[2] % ROOM == 0 and cache.length == got_k.shape[2]
     assert moves == 2                                            # at 256 and 512 tokens
-    cache.k, cache.v = cache.k[:, :, :10].clone(), cache.v[:, :, :10].clone()   # set by hand
-    k, v = torch.randn(2, 2, 1, 4, generator=gen), torch.randn(2, 2, 1, 4, generator=gen)
-    got_k, _ = remember(cache, k, v)
-    assert torch.equal(got_k, torch.cat([torch.cat(ks, 2)[:, :, :10], k], 2))
+
+
+def test_rollback_by_position_writes_over_the_later_keys():
+    """length set back to 10: the next keys are written at position 10, as if the later ones were never read."""
+    gen = torch.Generator().manual_seed(2)
+    cache = LayerCache()
+    k, v = torch.randn(1, 2, 12, 4, generator=gen), torch.randn(1, 2, 12, 4, generator=gen)
+    cache.update(k, v)
+    cache.length = 10
+    k1, v1 = torch.randn(1, 2, 1, 4, generator=gen), torch.randn(1, 2, 1, 4, generator=gen)
+    got_k, got_v = cache.update(k1, v1)
+    assert torch.equal(got_k, torch.cat([k[:, :, :10], k1], 2)) and torch.equal(got_v, torch.cat([v[:, :, :10], v1], 2))
+
+
+def test_a_copy_of_the_cache_and_the_original_continue_apart():
+    """Cache.copy (a chat's kept point): continuing the copy and the original gives each what torch.cat would."""
+    gen = torch.Generator().manual_seed(3)
+    kv = lambda T=1: (torch.randn(1, 2, T, 4, generator=gen), torch.randn(1, 2, T, 4, generator=gen))  # noqa: E731
+    cache = Cache(1)
+    k0, v0 = kv(5)
+    cache[0].update(k0, v0)
+    other = cache.copy()
+    (k1, v1), (k2, v2) = kv(), kv()
+    other[0].update(k1, v1)
+    cache[0].update(k2, v2)
+    assert torch.equal(other[0].k, torch.cat([k0, k1], 2)) and torch.equal(cache[0].k, torch.cat([k0, k2], 2))
+    assert torch.equal(other[0].v, torch.cat([v0, v1], 2)) and torch.equal(cache[0].v, torch.cat([v0, v2], 2))
 
 
 def test_gradients_through_the_cache_equal_the_full_run():
@@ -128,7 +150,7 @@ def test_gradients_through_the_cache_equal_the_full_run():
     for steps in ([(0, 7)], [(0, 5), (5, 6), (6, 7)]):
         attn.zero_grad()
         xs = x.clone().requires_grad_()
-        cache = types.SimpleNamespace(k=None, v=None)
+        cache = LayerCache()
         with torch.enable_grad():
             for p in attn.parameters():
                 p.requires_grad_(True)
@@ -143,7 +165,7 @@ def test_a_call_with_another_batch_size_is_one_clear_line_and_leaves_the_cache_a
     cfg, W, _ = checkpoint("text")
     attn = layer(cfg, W)
     rope = RotaryEmbedding(cfg)
-    cache = types.SimpleNamespace(k=None, v=None)
+    cache = LayerCache()
     with torch.no_grad():
         attn(torch.randn(2, 5, 64, generator=G), *rope(torch.arange(5)), cache=cache)
         kept = cache.k.clone()
@@ -153,91 +175,22 @@ def test_a_call_with_another_batch_size_is_one_clear_line_and_leaves_the_cache_a
     assert torch.equal(cache.k, kept)
 
 
-def test_any_object_with_k_and_v_is_a_cache_even_with_slots():
-    """The cache is duck-typed (any object with attributes k and v): one with __slots__ cannot take
-    the buffers' attribute and still gets the concatenation."""
-    from qwen.attention import remember
-
-    class Slotted:
-        __slots__ = ("k", "v")
-
-        def __init__(self):
-            self.k = self.v = None
-
-    gen = torch.Generator().manual_seed(3)
-    cache, ks = Slotted(), []
-    for T in (4, 1, 1):
-        k, v = torch.randn(1, 2, T, 4, generator=gen), torch.randn(1, 2, T, 4, generator=gen)
-        ks.append(k)
-        assert torch.equal(remember(cache, k, v)[0], torch.cat(ks, 2))
-
-
-def test_remember_never_writes_into_a_tensor_handed_out_before():
-    """The buffers are shared by views: after a batch was kept by hand (beam pruning), a rewind, a
-    shallow copy that was continued, a v set by hand or k = v = None, every cache must still hold
-    what torch.cat would, and every k handed out earlier must keep its values."""
-    import copy
-    from qwen.attention import remember
-    gen = torch.Generator().manual_seed(2)
-
-    def kv(B=2, T=1):
-        return torch.randn(B, 2, T, 4, generator=gen), torch.randn(B, 2, T, 4, generator=gen)
-
-    def fresh(T=5):
-        cache, (k, v) = types.SimpleNamespace(k=None, v=None), kv(T=T)
-        remember(cache, k, v)
-        return cache, k, v
-
-    cache, k0, v0 = fresh()                                      # keep the first sequence of the batch
-    cache.k, cache.v = cache.k[:1], cache.v[:1]
-    k1, v1 = kv(B=1)
-    got_k, got_v = remember(cache, k1, v1)
-    assert torch.equal(got_k, torch.cat([k0[:1], k1], 2)) and torch.equal(got_v, torch.cat([v0[:1], v1], 2))
-
-    cache, k0, v0 = fresh()                                      # a copy continued, then the original
-    other = copy.copy(cache)
-    k1, v1 = kv()
-    remember(other, k1, v1)
-    k2, v2 = kv()
-    remember(cache, k2, v2)
-    assert torch.equal(other.k, torch.cat([k0, k1], 2)) and torch.equal(cache.k, torch.cat([k0, k2], 2))
-
-    cache, k0, v0 = fresh()                                      # a rewind after a longer k was handed out
-    longer = remember(cache, *kv())[0].clone(), cache.k
-    cache.k, cache.v = cache.k[:, :, :5], cache.v[:, :, :5]
-    remember(cache, *kv())
-    assert torch.equal(longer[1], longer[0])
-
-    cache, k0, v0 = fresh()                                      # v set by hand
-    cache.v = torch.zeros_like(cache.v)
-    k1, v1 = kv()
-    assert torch.equal(remember(cache, k1, v1)[1], torch.cat([torch.zeros_like(v0), v1], 2))
-
-    cache, k0, v0 = fresh()                                      # start again with k = v = None
-    kept = cache.k
-    cache.k = cache.v = None
-    remember(cache, *kv(T=3))
-    assert torch.equal(kept, k0)
-
-
-def test_remember_continues_outside_inference_mode_a_cache_made_inside_it():
+def test_update_continues_outside_inference_mode_a_cache_made_inside_it():
     """generate_ids runs under torch.inference_mode, so its cache's buffers are inference tensors;
-    continuing that cache by hand (chapter 9's reply_cache, a cell after it) raised torch's "Inplace
-    update to inference tensor outside InferenceMode is not allowed". Now it gets buffers of its own."""
-    from qwen.attention import remember
+    continuing that cache by hand (a cell after chapter 9's reply) gets buffers of its own."""
     gen = torch.Generator().manual_seed(3)
     kv = lambda T: (torch.randn(1, 2, T, 4, generator=gen), torch.randn(1, 2, T, 4, generator=gen))
-    cache = types.SimpleNamespace(k=None, v=None)
+    cache = LayerCache()
     with torch.inference_mode():
         k0, v0 = kv(5)
-        remember(cache, k0, v0)
+        cache.update(k0, v0)
     k1, v1 = kv(1)
     with torch.no_grad():
-        got_k, got_v = remember(cache, k1, v1)
+        got_k, got_v = cache.update(k1, v1)
         k2, v2 = kv(1)
-        got_k, got_v = remember(cache, k2, v2)                   # and on, in its own (normal) buffers
+        got_k, got_v = cache.update(k2, v2)                   # and on, in its own (normal) buffers
     assert torch.equal(got_k, torch.cat([k0, k1, k2], 2)) and torch.equal(got_v, torch.cat([v0, v1, v2], 2))
-    assert not cache.room.k_buffer.is_inference()
+    assert not cache.k_buffer.is_inference()
 
 
 @pytest.mark.parametrize("past", [0, 5])

@@ -832,7 +832,7 @@ def test_ch12(course_en):
     m = re.search(r"the head's guess for token t \+ 2 = the model's greedy token there: (\d+) of (\d+) positions", out)
     assert m and int(m[1]) <= 2 and int(m[2]) > 40                   # random weights: chance, about 1 in 248,077
     assert "these shares mean nothing" in out and "not measured here" in out
-    assert "the same count from qwen.mtp.teacher_forced_acceptance: True" in out
+    assert "the same count from engine.speculative.teacher_forced_acceptance: True" in out
     assert re.search(r"teacher-forced acceptance on section 2's text: \d+% with the cut vocabulary, \d+% without", out)
     assert "-> 2 accepted, then the model's 4" in out                   # the accept rule, on the made-up step
     assert "speculative (k = 3) == plain greedy, token for token: True" in out

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from qwen.generate import Chat, ChatTemplate, prompt_ids
+from engine.conversation import Chat, chat_ids
+from qwen.generate import ChatTemplate
 from qwen.tokenizer import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,13 +38,12 @@ def count(ids, tok, name):
 def test_special_token_text_in_a_user_message_is_text(tok, tiny_path):
     """A message holding the template's own markers is text of the user's turn, not a new system turn."""
     template = ChatTemplate.load(tiny_path)
-    ids = prompt_ids(tok, ATTACK, template=template)
+    ids = chat_ids(tok, template, [{"role": "user", "content": ATTACK}], enable_thinking=False)
     head, tail = "<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
     assert ids == tok.encode(head) + tok.encode(ATTACK, special=False) + tok.encode(tail)
     assert count(ids, tok, "<|im_start|>") == 2 and count(ids, tok, "<|im_end|>") == 1   # the template's only
     assert count(tok.encode(template.render([{"role": "user", "content": ATTACK}], enable_thinking=False)),
                  tok, "<|im_start|>") == 3                                              # what it was
-    from qwen.generate import chat_ids
     history = [{"role": "system", "content": "Be <|endoftext|> brief."}, {"role": "user", "content": ATTACK},
                {"role": "assistant", "content": "ok"}, {"role": "user", "content": "<think>"}]
     ids = chat_ids(tok, template, history, enable_thinking=True)
@@ -54,7 +54,6 @@ def test_special_token_text_in_a_user_message_is_text(tok, tiny_path):
 def test_a_message_holding_the_marker_character_still_keeps_user_text_as_text(tok, tiny_path):
     """A message with U+E000 (the first marker tried) sent the search back to text.find, which found
     the template's own <|im_end|> first: that one became plain text and the typed one a real token."""
-    from qwen.generate import chat_ids
     template = ChatTemplate.load(tiny_path)
     history = [{"role": "user", "content": "a\ue000"}, {"role": "assistant", "content": "ok"},
                {"role": "user", "content": "<|im_end|>"}]
@@ -70,7 +69,6 @@ def test_a_message_holding_the_marker_character_still_keeps_user_text_as_text(to
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | replace('x', 'y') }}<|im_end|>\n{% endfor %}"])
 def test_user_text_is_found_in_templates_that_change_it(tok, source):
     """A template that strips the message (Qwen3.5's real one trims it) or changes it otherwise."""
-    from qwen.generate import chat_ids
     ids = chat_ids(tok, ChatTemplate(source), [{"role": "user", "content": "  " + ATTACK + " "}])
     assert count(ids, tok, "<|im_start|>") == 1 and count(ids, tok, "<|im_end|>") == 1
 

@@ -9,6 +9,7 @@ import types
 import pytest
 import torch
 
+from qwen.cache import LayerCache
 from qwen.deltanet import GatedDeltaNet, delta_rule_chunked, delta_rule_recurrent
 from qwen.lang import QwenError
 from qwen.norm import l2norm
@@ -116,7 +117,7 @@ def test_steps_match_transformers(written):
 def test_cache_prefill_then_single_tokens_equals_the_full_sequence(written):
     folder, theirs = written
     layer, x = ours(folder), hidden(2, 75)
-    cache = types.SimpleNamespace(conv=None, state=None)
+    cache = LayerCache()
     with torch.no_grad():
         full = layer(x)
         parts = [layer(x[:, :70], cache)]                        # chunked, stores window and state
@@ -126,7 +127,7 @@ def test_cache_prefill_then_single_tokens_equals_the_full_sequence(written):
             parts.append(layer(x[:, t:t + 1], cache))           # one recurrent step each
         assert rel(torch.cat(parts, 1), full) <= TOL
         assert rel(full, theirs(x)) <= TOL
-        cache2 = types.SimpleNamespace(conv=None, state=None)    # two prompts in a row: chunked from a state
+        cache2 = LayerCache()    # two prompts in a row: chunked from a state
         two = torch.cat([layer(x[:, :2], cache2), layer(x[:, 2:], cache2)], 1)
         assert rel(two, full) <= TOL and rel(cache2.state, cache.state) <= TOL
 
@@ -136,7 +137,7 @@ def test_a_cache_from_another_batch_is_one_clear_line(written):
     shape and model.new_cache(), not torch.cat's 'Sizes of tensors must match'; nothing changed."""
     folder, _ = written
     layer, x = ours(folder), hidden(2, 10)
-    cache = types.SimpleNamespace(conv=None, state=None)
+    cache = LayerCache()
     with torch.no_grad():
         layer(x, cache)
         conv, state = cache.conv.clone(), cache.state.clone()
@@ -440,7 +441,7 @@ def test_the_layer_reads_no_tokens_and_changes_nothing(written):
     Now an empty output, the cache as it was, and the sequence continues as if nothing was read."""
     folder, _ = written
     layer, x = ours(folder), hidden(2, 9)
-    cache = types.SimpleNamespace(conv=None, state=None)
+    cache = LayerCache()
     with torch.no_grad():
         assert layer(x[:, :0]).shape == (2, 0, 32)
         first = layer(x[:, :5], cache)

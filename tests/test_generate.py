@@ -22,12 +22,12 @@ def tok(tiny_path):
 def test_layer_cache_starts_empty_and_counts_its_bytes():
     c = LayerCache()
     assert (c.k, c.v, c.conv, c.state) == (None, None, None, None) and c.nbytes == 0
-    c.k = torch.zeros(1, 2, 5, 16)
+    c.update(torch.zeros(1, 2, 5, 16), torch.zeros(1, 2, 5, 16))
     c.state = torch.zeros(1, 4, 8, 8)
-    assert c.nbytes == (2 * 5 * 16 + 4 * 8 * 8) * 4
+    assert c.k.shape == (1, 2, 5, 16) and c.nbytes == (2 * 2 * 5 * 16 + 4 * 8 * 8) * 4    # in use, not the buffers
     cache = Cache(3)
-    cache[1].v = torch.zeros(1, 2, 5, 16, dtype=torch.bfloat16)
-    assert len(cache) == 3 and cache.length == 0 and cache.nbytes == 2 * 5 * 16 * 2
+    cache[1].update(*[torch.zeros(1, 2, 5, 16, dtype=torch.bfloat16)] * 2)
+    assert len(cache) == 3 and cache.length == 0 and cache.nbytes == 2 * 2 * 5 * 16 * 2
 
 
 def test_kv_cache_bytes_for_the_real_shapes():
@@ -214,7 +214,7 @@ def test_generate_applies_the_chat_template(tok, tiny_path):
 
 
 def test_chat_continues_the_cache_when_the_history_is_unchanged(tok):
-    from qwen.generate import Chat
+    from engine.conversation import Chat
     plain = ChatTemplate("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
                          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
     reply = tok.encode("Fine, thanks.")
@@ -234,7 +234,7 @@ def test_chat_continues_the_cache_when_the_history_is_unchanged(tok):
 def test_chat_continues_from_a_kept_copy_when_the_template_rewrites_the_history(tok, tiny_path):
     """Qwen3.5's format drops old think blocks, so the next prompt parts from this one after the last
     '<|im_start|>assistant\n': the cache copied there continues (it was read from 0 again)."""
-    from qwen.generate import Chat
+    from engine.conversation import Chat
     model = ScriptedModel([0] + tok.encode("Hello") + [248046] + [0] + tok.encode("Bye") + [248046])
     model.path = tiny_path
     chat = Chat(model, tok)

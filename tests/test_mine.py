@@ -87,6 +87,7 @@ def test_reference_delta_rule_as_mine_through_speculative_decoding(model, refere
     """--mine with --speculative (chapter 9, the chat): the learner's delta rule fills each verify
     pass's trail, token by token (practice/mine.py), so drafts rejected at chosen steps still give the
     plain greedy tokens and a state equal to plain decoding's."""
+    from engine.speculative import replaying
     from qwen.mtp import speculative_ids
     with torch.no_grad():
         plain_cache = model.new_cache()
@@ -98,7 +99,7 @@ def test_reference_delta_rule_as_mine_through_speculative_decoding(model, refere
     yours = mine.Mine(model, mine.Solutions({"220": references.passed["220"]}, [], ""))
     try:
         cache, stats = model.new_cache(), {}
-        got = list(speculative_ids(model, PROMPT, k, max_new_tokens=12, cache=cache, drafts=drafts, stats=stats))
+        got = list(speculative_ids(model, PROMPT, k, max_new_tokens=12, cache=cache, guess=replaying(drafts), stats=stats))
     finally:
         yours.remove()
     assert got == plain and 0 < stats["accepted"] < stats["drafted"]

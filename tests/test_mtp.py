@@ -15,7 +15,8 @@ from helpers import write_transformers_checkpoint
 from qwen.generate import generate_ids
 from qwen.lang import QwenError
 from qwen.model import load_model
-from qwen.mtp import accepted, coverage, frequent_tokens, head_read, mtp_shapes, speculative_ids
+from engine.speculative import coverage, frequent_tokens, replaying
+from qwen.mtp import accepted, head_read, load_head, mtp_shapes, speculative_ids
 from qwen.weights import Config, load_weights
 
 MANIFEST = Path("/work/shared/qwen35/manifest.json")
@@ -27,7 +28,9 @@ N = 64
 
 @pytest.fixture(scope="module")
 def tiny(tiny_path):
-    return load_model(tiny_path)
+    model = load_model(tiny_path)
+    load_head(model)
+    return model
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +48,9 @@ def hf_folder(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def hf_model(hf_folder):
-    return load_model(hf_folder)
+    model = load_model(hf_folder)
+    load_head(model)
+    return model
 
 
 def test_mtp_shapes_match_the_real_inventory():
@@ -101,7 +106,7 @@ def test_speculative_equals_plain_greedy_on_the_tiny_checkpoint(tiny):
     plain = list(generate_ids(tiny, PROMPT, max_new_tokens=N))
     for k in (1, 4):
         stats = {}
-        assert list(generate_ids(tiny, PROMPT, max_new_tokens=N, speculative=k, stats=stats)) == plain, k
+        assert list(speculative_ids(tiny, PROMPT, k, max_new_tokens=N, stats=stats)) == plain, k
         assert stats["new_tokens"] == N and stats["rounds"] >= N // (k + 1)
 
 
@@ -114,7 +119,7 @@ def hf_plain(hf_model):
 def test_speculative_equals_plain_greedy_on_a_transformers_checkpoint(hf_model, hf_plain, k):
     plain = hf_plain
     stats = {}
-    assert list(generate_ids(hf_model, HF_PROMPT, max_new_tokens=N, speculative=k, stats=stats)) == plain
+    assert list(speculative_ids(hf_model, HF_PROMPT, k, max_new_tokens=N, stats=stats)) == plain
     assert stats["new_tokens"] == N
 
 
@@ -146,7 +151,7 @@ def test_forced_paths_give_plain_greedy_and_the_plain_caches(hf_model, k, path):
     wrong = {"all accepted": (), "all rejected": range(n), "mixed": (2, 3, 7, 12, 13, 14, 20)}[path]
     cache, stats = hf_model.new_cache(), {}
     out = list(speculative_ids(hf_model, HF_PROMPT, k, max_new_tokens=n, cache=cache, stats=stats,
-                               drafts=_replay(plain, wrong)))
+                               guess=replaying(_replay(plain, wrong))))
     assert out == plain
     if path == "all accepted":
         assert stats["accepted"] == stats["drafted"] > 0 and stats["rounds"] == -(-(n - 1) // (k + 1))
@@ -176,11 +181,11 @@ def test_stop_tokens_and_max_new_tokens_as_plain_generation(hf_model):
     want = list(generate_ids(hf_model, HF_PROMPT, max_new_tokens=30, stop=stop))
     assert want[-1] == plain[9] and len(want) <= 10
     for k in (1, 3):
-        assert list(generate_ids(hf_model, HF_PROMPT, max_new_tokens=30, stop=stop, speculative=k)) == want
+        assert list(speculative_ids(hf_model, HF_PROMPT, k, max_new_tokens=30, stop=stop)) == want
         for n in (0, 1, 2, 5):
             cache, plain_cache = hf_model.new_cache(), hf_model.new_cache()
             got = list(speculative_ids(hf_model, HF_PROMPT, k, max_new_tokens=n, cache=cache,
-                                       drafts=_replay(plain)))
+                                       guess=replaying(_replay(plain))))
             assert got == list(generate_ids(hf_model, HF_PROMPT, max_new_tokens=n, cache=plain_cache)) == plain[:n]
             _same_cache(cache, plain_cache)
 
@@ -198,17 +203,17 @@ def test_draft_vocabulary_helpers():
 
 
 def test_a_cut_draft_vocabulary_keeps_the_output_exact(tiny):
-    from qwen.mtp import DraftVocabulary
+    from engine.speculative import DraftVocabulary
     plain = list(generate_ids(tiny, PROMPT, max_new_tokens=12))
     cut = DraftVocabulary(tiny, range(1000))
     assert len(cut) == 1000
-    assert list(speculative_ids(tiny, PROMPT, 3, max_new_tokens=12, cut=cut)) == plain
+    assert list(speculative_ids(tiny, PROMPT, 3, max_new_tokens=12, guess=cut)) == plain
 
 
 @pytest.mark.parametrize("k", [0, -1, 2.5, True, "3", 9])
 def test_bad_k_is_one_line(hf_model, k):
     with pytest.raises(QwenError) as e:
-        next(generate_ids(hf_model, HF_PROMPT, max_new_tokens=4, speculative=k))
+        next(speculative_ids(hf_model, HF_PROMPT, k, max_new_tokens=4))
     assert "speculative" in str(e.value) and "\n" not in str(e.value)
 
 
@@ -277,13 +282,13 @@ def test_speculative_sampling_draws_only_what_plain_sampling_can_and_repeats_wit
     gives the same tokens, another seed others; drafts were drawn and some replaced."""
     settings = dict(max_new_tokens=24, temperature=1.0, top_k=2, seed=0)
     stats = {}
-    out = list(generate_ids(hf_model, HF_PROMPT, speculative=3, stats=stats, **settings))
+    out = list(speculative_ids(hf_model, HF_PROMPT, 3, stats=stats, **settings))
     assert len(out) == 24 and stats["drafted"] > 0 and stats["accepted"] < stats["drafted"]
     tokens = torch.tensor([HF_PROMPT + out])
     top2 = hf_model(tokens)[0, len(HF_PROMPT) - 1:-1].topk(2).indices                     # (24, 2)
     assert all(t in row.tolist() for t, row in zip(out, top2))
-    assert list(generate_ids(hf_model, HF_PROMPT, speculative=3, **settings)) == out
-    assert list(generate_ids(hf_model, HF_PROMPT, speculative=3, **{**settings, "seed": 1})) != out
+    assert list(speculative_ids(hf_model, HF_PROMPT, 3, **settings)) == out
+    assert list(speculative_ids(hf_model, HF_PROMPT, 3, **{**settings, "seed": 1})) != out
 
 
 def test_a_checkpoint_without_mtp_has_no_head_and_says_so_in_one_line(tmp_path):
@@ -291,7 +296,7 @@ def test_a_checkpoint_without_mtp_has_no_head_and_says_so_in_one_line(tmp_path):
     model = load_model(folder)
     assert model.mtp is None
     with pytest.raises(QwenError) as e:
-        next(generate_ids(model, HF_PROMPT, max_new_tokens=4, speculative=3))
+        next(speculative_ids(model, HF_PROMPT, 3, max_new_tokens=4))
     assert "mtp" in str(e.value) and "\n" not in str(e.value)
 
 
@@ -318,12 +323,13 @@ def test_a_broken_head_leaves_the_text_model_whole_and_says_why_in_one_line(hf_f
         said = ["mtp.layers.1.input_layernorm.weight is not a tensor of the MTP head config.json describes (1 layer(s))"]
     save_file({**load_file(file), **head}, file, metadata={"format": "pt"})
     model = load_model(folder)
+    load_head(model)
     assert model.mtp is None and all(s in str(model.mtp_problem) for s in said), str(model.mtp_problem)
     assert str(file) in str(model.mtp_problem)
     plain = list(generate_ids(model, HF_PROMPT, max_new_tokens=8))
     assert len(plain) == 8
     with pytest.raises(QwenError) as e:
-        next(generate_ids(model, HF_PROMPT, max_new_tokens=4, speculative=3))
+        next(speculative_ids(model, HF_PROMPT, 3, max_new_tokens=4))
     line = str(e.value)
     assert all(s in line for s in said) and "run without --speculative" in line and "\n" not in line, line
     tensors = load_file(file)
@@ -335,7 +341,7 @@ def test_a_broken_head_leaves_the_text_model_whole_and_says_why_in_one_line(hf_f
 
 def test_a_chat_with_speculative_decoding_says_what_plain_greedy_says(tiny_path, tiny):
     """Two turns: the same replies, and the live cache it keeps (continued the next turn) as plain's."""
-    from qwen.generate import Chat
+    from engine.conversation import Chat
     from qwen.tokenizer import Tokenizer
     tok = Tokenizer.load(tiny_path)
     plain, spec = Chat(tiny, tok), Chat(tiny, tok, speculative=2)
@@ -366,7 +372,7 @@ def test_the_head_reads_the_hidden_state_after_the_final_norm(hf_model):
 def test_teacher_forced_acceptance_counts_the_heads_agreements_along_a_text(hf_model):
     """Against a loop: at each t, the head's guess from (ids[t + 1], hidden_t) and the model's greedy
     token after ids[0 .. t + 1], each computed from scratch."""
-    from qwen.mtp import teacher_forced_acceptance
+    from engine.speculative import teacher_forced_acceptance
     text = [5, 11, 100, 7, 42, 42, 300, 9, 1, 77]
     share, n = teacher_forced_acceptance(hf_model, text, rows=3)
     agree = 0
@@ -388,7 +394,7 @@ def test_the_fast_verify_pass_computes_what_the_plain_one_does(hf_model, monkeyp
     put back after (a plain forward afterwards uses F.linear again). This checkpoint's layers are all
     under products.MIN_VALUES: the floor is lowered, or fast and plain would be the same products."""
     from engine import products
-    from qwen.mtp import _verify
+    from qwen.mtp import verify as _verify
     from engine.products import few_rows_linear
     monkeypatch.setattr(products, "MIN_VALUES", 1)
     rows, real = [], products.linear
@@ -418,7 +424,7 @@ def test_a_run_reuses_its_trails_memory_and_the_cache_owns_the_states_it_gets_ba
     """A verify pass writes its states into the trails' memory, which the next pass of the same run
     writes again (no fresh 1 MB per token on the full-size model); so `settle` hands the cache a copy:
     a copy of the cache kept between two passes (a chat's next turn) is left as it was."""
-    from qwen.mtp import _verify, new_trails, settle
+    from qwen.mtp import new_trails, settle, verify as _verify
     base = hf_model.new_cache()
     hf_model(torch.tensor([HF_PROMPT]), cache=base)
     trails, cache = new_trails(hf_model), base.copy()
@@ -437,7 +443,7 @@ def test_a_run_reuses_its_trails_memory_and_the_cache_owns_the_states_it_gets_ba
 def test_a_trail_makes_its_memory_where_the_states_are():
     """Trail.slots: fp32 on the device asked for, the memory kept while the shape fits, new when a
     pass is longer, of another batch or on another device."""
-    from qwen.mtp import Trail
+    from qwen.deltanet import Trail
     t = Trail()
     first = t.slots((4, 1, 2, 3, 3), "cpu")
     assert first.shape == (4, 1, 2, 3, 3) and first.dtype == torch.float32 and t.states is first
@@ -451,7 +457,7 @@ def test_a_verify_pass_with_autograd_on_and_weights_that_want_gradients(hf_folde
     """A learner may call _verify on a model they train (requires_grad on its weights, autograd on): the
     trails are written with out=, which autograd cannot record, so the pass records nothing, and its
     tokens and trails are those of the pass under no_grad."""
-    from qwen.mtp import _verify
+    from qwen.mtp import verify as _verify
     m = load_model(hf_folder)
     base = m.new_cache()
     with torch.no_grad():

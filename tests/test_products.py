@@ -1,5 +1,6 @@
 """engine/products.py: generation's few-row products compute what F.linear does (to fp32 rounding),
 are used only inside FastProducts, only for large fp32 CPU weights, and leave the model as it was."""
+import functools
 import pytest
 import torch
 import torch.nn as nn
@@ -8,6 +9,7 @@ import torch.nn.functional as F
 from engine import products
 from qwen.generate import generate_ids
 from qwen.model import load_model
+from qwen.mtp import speculative_ids
 
 
 def _pair(out_f, in_f, rows, seed=0):
@@ -284,7 +286,7 @@ def test_speculative_decoding_reads_the_prompt_as_plain_generation_and_finds_the
     first = id(model.layers[0].mlp.gate_proj.weight)
     assert (first, len(prompt)) in rows
     rows.clear(), made.clear()
-    assert list(generate_ids(model, prompt, max_new_tokens=8, speculative=2)) == plain
+    assert list(speculative_ids(model, prompt, 2, max_new_tokens=8)) == plain
     assert (first, len(prompt)) in rows and len(made) == 1
 
 
@@ -297,13 +299,13 @@ def test_a_reply_walks_the_model_a_fixed_number_of_times(tiny_path, monkeypatch)
     walks, real = [], type(model).modules
     monkeypatch.setattr(type(model), "modules", lambda self: walks.append(1) or real(self))
 
-    def count(**kwargs):
+    def count(decode=generate_ids):
         seen = []
         for n in (3, 12):
             walks.clear()
-            list(generate_ids(model, [5, 17, 99], max_new_tokens=n, **kwargs))
+            list(decode(model, [5, 17, 99], max_new_tokens=n))
             seen.append(len(walks))
         return seen
 
     assert len(set(count())) == 1
-    assert len(set(count(speculative=3))) == 1
+    assert len(set(count(functools.partial(speculative_ids, k=3)))) == 1

@@ -37,7 +37,7 @@ def test_speculative_drafts_and_verify_read_through_it(tiny_path, monkeypatch):
     prompt = [5, 17, 99, 250, 31]
     plain = list(generate_ids(model, prompt, max_new_tokens=10))
     calls, verifying = [], []
-    real_linear, real_verify = products.linear, mtp._verify
+    real_linear, real_verify = products.linear, mtp.verify
 
     def verify(*args, **kwargs):                                         # marks the products of a verify pass
         verifying.append(True)
@@ -49,8 +49,8 @@ def test_speculative_drafts_and_verify_read_through_it(tiny_path, monkeypatch):
     monkeypatch.setattr(products, "MIN_VALUES", 1)
     monkeypatch.setattr(products, "linear",
                         lambda x, w: calls.append((bool(verifying), x.numel() // x.shape[-1])) or real_linear(x, w))
-    monkeypatch.setattr(mtp, "_verify", verify)
-    assert list(generate_ids(model, prompt, max_new_tokens=10, speculative=3)) == plain
+    monkeypatch.setattr(mtp, "verify", verify)
+    assert list(mtp.speculative_ids(model, prompt, 3, max_new_tokens=10)) == plain
     assert (True, 4) in calls                                            # verify: p and 3 drafts
     assert (False, 1) in calls                                           # a draft step: the head's layer, its guess
 

@@ -87,7 +87,10 @@ def test_generate_reads_a_bf16_prompt_in_fp32_and_decodes_in_bf16(bf16_tiny, mon
     assert [type(m) for m in model.modules()] == kinds                   # nothing replaced or wrapped
     next(generate_ids(model, prompt[:upcast.MIN_ROWS - 1], max_new_tokens=1))
     assert len(calls) == linears                                         # a short prompt: bf16's own matmul
-    next(generate_ids(model, prompt, max_new_tokens=1, keep_at=3, kept=[]))   # 3, then MIN_ROWS
+    cache = model.new_cache()
+    with torch.inference_mode():
+        model(torch.tensor([prompt[:3]]), cache=cache, last=True)                # 3 (a chat's kept copy), then MIN_ROWS
+    next(generate_ids(model, prompt[3:], max_new_tokens=1, cache=cache))
     assert len(calls) == 2 * linears                                     # read in two parts: the long one in fp32
 
 
@@ -135,7 +138,9 @@ def test_the_mtp_head_reads_a_bf16_prompt_in_fp32_too(bf16_tiny, monkeypatch):
     head's read ran bf16's own matmuls: now it goes through the pass as the model's does."""
     from qwen.mtp import speculative_ids
     monkeypatch.setattr(upcast, "emulated_bf16", lambda: True)
+    from qwen.mtp import load_head
     model = bf16_tiny
+    load_head(model)
     head = [m.weight.data_ptr() for m in model.mtp.modules() if isinstance(m, torch.nn.Linear)]
     calls = []
     real = upcast.linear

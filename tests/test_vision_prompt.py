@@ -261,7 +261,8 @@ def test_typed_image_pad_opens_no_image_slot(tiny, tiny_path):
     """<|image_pad|> typed in a user's text, a string or a text item, is encoded as text: only the
     template's pad (one per image item) is the image token, and only it is expanded."""
     from qwen.config import Config
-    from qwen.generate import chat_ids, image_prompt_ids
+    from engine.conversation import chat_ids
+    from qwen.generate import image_prompt_ids
     tok, template = tiny
     cfg = Config.load(tiny_path)
     image = cfg.raw["image_token_id"]
@@ -293,7 +294,7 @@ def _tiny_image(model, t=1, h=8, w=12, seed=0):
 
 
 def _turns(model, tok, reuse):
-    from qwen.generate import Chat
+    from engine.conversation import Chat
     chat, out = Chat(model, tok, reuse=reuse), []
     pixels, grid = _tiny_image(model)
     for n, text in enumerate(("What is in the picture?", "And its colour?", "Thanks.")):
