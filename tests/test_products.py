@@ -153,21 +153,11 @@ def test_generation_reads_through_it_and_gives_the_plain_tokens(tiny_path, monke
     products.onednn_available()                                          # (its probe, before counting)
     onednn, real_onednn = [], products.onednn_linear
     monkeypatch.setattr(products, "onednn_linear", lambda *a: onednn.append(1) or real_onednn(*a))
-    assert list(generate_ids(model, prompt, max_new_tokens=12)) == plain
+    with products.fast():                                       # the engine's kernel, through qwen/linear.py
+        assert list(generate_ids(model, prompt, max_new_tokens=12)) == plain
     assert 1 in rows and len(prompt) in rows                             # decode steps and the prompt
     assert onednn or not products.onednn_available()
     assert all("forward" not in m.__dict__ for m in model.modules())
-
-
-def test_a_decode_loop_finds_the_layers_once(tiny_path, monkeypatch):
-    """Finding the layers walks the whole model (about 1 ms on the tiny checkpoint, as long as a tiny decode
-    step): generate_ids makes one FastProducts and enters it at every step."""
-    from qwen.generate import generate_ids
-    model, made = load_model(tiny_path), []
-    real = products.FastProducts.__init__
-    monkeypatch.setattr(products.FastProducts, "__init__", lambda self, m: made.append(1) or real(self, m))
-    assert len(list(generate_ids(model, [5, 17, 99], max_new_tokens=10))) == 10
-    assert len(made) == 1
 
 
 def test_a_learners_output_layer_runs_in_generation_and_stays(tiny_path):
@@ -272,24 +262,6 @@ def test_gradients_flow_as_through_f_linear(rows, two_threads):
     assert got is not None and torch.allclose(got, x.grad, atol=1e-4, rtol=1e-5)
 
 
-def test_speculative_decoding_reads_the_prompt_as_plain_generation_and_finds_the_layers_once(tiny_path, monkeypatch):
-    """speculative_ids' prefill must make the calls generate_ids' does (its first token is plain
-    generation's: qwen/mtp.py _read_prompt), so the prompt's rows go through `linear` in both; and the
-    drafts and every verify pass share one FastProducts (making one walks the whole model)."""
-    model, made, rows = load_model(tiny_path, vision=False), [], []
-    prompt = [5, 17, 99, 250, 31, 7]
-    monkeypatch.setattr(products, "MIN_VALUES", 1)
-    real, init = products.linear, products.FastProducts.__init__
-    monkeypatch.setattr(products, "linear", lambda x, w: rows.append((id(w), x.numel() // x.shape[-1])) or real(x, w))
-    monkeypatch.setattr(products.FastProducts, "__init__", lambda self, m: made.append(1) or init(self, m))
-    plain = list(generate_ids(model, prompt, max_new_tokens=8))
-    first = id(model.layers[0].mlp.gate_proj.weight)
-    assert (first, len(prompt)) in rows
-    rows.clear(), made.clear()
-    assert list(speculative_ids(model, prompt, 2, max_new_tokens=8)) == plain
-    assert (first, len(prompt)) in rows and len(made) == 1
-
-
 def test_a_reply_walks_the_model_a_fixed_number_of_times(tiny_path, monkeypatch):
     """FastProducts and the prompt pass look at every module when they are made: generate_ids and
     speculative_ids make each once per reply, so the modules are walked as often for 12 tokens as for 3
@@ -309,3 +281,26 @@ def test_a_reply_walks_the_model_a_fixed_number_of_times(tiny_path, monkeypatch)
 
     assert len(set(count())) == 1
     assert len(set(count(functools.partial(speculative_ids, k=3)))) == 1
+
+
+def test_the_kernel_seam_gives_the_plain_models_numbers(tiny_path):
+    """`with fast():` (engine/products.py behind qwen/linear.py's seam) changes how products are computed,
+    not what: a few-row decode step and a prompt give the plain path's logits to fp32 rounding, the
+    same greedy ids, and outside the context the plain F.linear runs again."""
+    from qwen.generate import generate_ids
+    from qwen.linear import product
+    model = load_model(tiny_path, vision=False)
+    ids = [3, 17, 99, 250, 8]
+    with torch.no_grad():
+        plain = model(torch.tensor([ids]))
+        with products.fast():
+            fast = model(torch.tensor([ids]))
+    assert torch.allclose(fast, plain, atol=1e-5, rtol=1e-5)
+    want = list(generate_ids(model, ids, max_new_tokens=6))
+    with products.fast():
+        got = list(generate_ids(model, ids, max_new_tokens=6))
+    assert got == want
+    w, x = torch.randn(2048, 1024), torch.randn(1, 3, 1024)            # a large weight, three rows
+    assert torch.allclose(products.fast_product(x, w), torch.nn.functional.linear(x, w), atol=1e-4, rtol=1e-5)
+    assert products.fast_product(x, w.double().float(), torch.zeros(2048)) is None   # a bias: declined
+    assert torch.equal(product(x, w), torch.nn.functional.linear(x, w))            # outside: F.linear exactly

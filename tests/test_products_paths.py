@@ -28,33 +28,6 @@ def test_a_product_autograd_records_keeps_its_gradient():
     assert torch.allclose(x.grad, want_x, atol=1e-5, rtol=1e-5)
 
 
-def test_speculative_drafts_and_verify_read_through_it(tiny_path, monkeypatch):
-    """With the size floor lowered (as above), the MTP head's draft steps multiply one row through
-    `linear` and the verify pass k + 1 rows, and the tokens are still plain greedy's. (At the real floor
-    no layer of a tiny checkpoint is taken, so a draft or a verify that lost the products' context went unseen.)"""
-    from qwen import mtp
-    model = load_model(tiny_path)
-    prompt = [5, 17, 99, 250, 31]
-    plain = list(generate_ids(model, prompt, max_new_tokens=10))
-    calls, verifying = [], []
-    real_linear, real_verify = products.linear, mtp.verify
-
-    def verify(*args, **kwargs):                                         # marks the products of a verify pass
-        verifying.append(True)
-        try:
-            return real_verify(*args, **kwargs)
-        finally:
-            verifying.pop()
-
-    monkeypatch.setattr(products, "MIN_VALUES", 1)
-    monkeypatch.setattr(products, "linear",
-                        lambda x, w: calls.append((bool(verifying), x.numel() // x.shape[-1])) or real_linear(x, w))
-    monkeypatch.setattr(mtp, "verify", verify)
-    assert list(mtp.speculative_ids(model, prompt, 3, max_new_tokens=10)) == plain
-    assert (True, 4) in calls                                            # verify: p and 3 drafts
-    assert (False, 1) in calls                                           # a draft step: the head's layer, its guess
-
-
 def test_the_bench_the_docstring_cites_says_it_measures_them():
     """The module docstring sends the reader to bench/bench_model.py's "1-row products" and "where one
     decode step goes": its --help names both (it named neither; --skip-kernels had no help at all)."""
