@@ -69,10 +69,10 @@ def child(path, dtype_name, args):
     from qwen.mtp import (DraftVocabulary, _verify, coverage, frequent_tokens, head_guess, head_read, new_trails,
                           speculative_ids)
     from engine.products import fast as fast_products
-    from qwen.tokenizer import Tokenizer
+    from engine.tokens import load_tokenizer
 
     model = load_model(path, dtype=getattr(torch, dtype_name))
-    tok = Tokenizer.load(path)
+    tok = load_tokenizer(path)
     vocab = tok.vocab_size
     ids = torch.randint(0, 248000, (args.prompt,), generator=torch.Generator().manual_seed(1)).tolist()
     cut_ids = frequent_tokens(prose_tokens(tok, PROSE), args.cut)

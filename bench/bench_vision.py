@@ -184,10 +184,10 @@ def prompt_ids(path):
     """The chat prompt's ids with the image's pad tokens expanded (ours; transformers gets the same ids)."""
     from qwen.config import Config
     from qwen.generate import ChatTemplate, chat_ids, image_prompt_ids, with_images
-    from qwen.tokenizer import Tokenizer
+    from engine.tokens import load_tokenizer
     from qwen.vision import preprocess
     grid = preprocess(image(), path)[1]
-    ids = chat_ids(Tokenizer.load(path), ChatTemplate.load(path), with_images(QUESTION, 1), enable_thinking=False)
+    ids = chat_ids(load_tokenizer(path), ChatTemplate.load(path), with_images(QUESTION, 1), enable_thinking=False)
     return image_prompt_ids(ids, Config.load(path), grid)
 
 

@@ -307,7 +307,7 @@ def _tokenizer(path):
     while its files stay the same: main.py runs chapters 2, 8 and 9 in one process, and each one
     read the 248k-entry vocabulary and merges again (about 2 s each on a 2-core machine). A file
     changed, added or removed (size, mtime or inode) loads it again."""
-    from qwen.tokenizer import Tokenizer
+    from engine.tokens import load_tokenizer
     folder = Path(path).expanduser().resolve()
     stats = []
     for name in _TOKENIZER_FILES:
@@ -321,7 +321,7 @@ def _tokenizer(path):
     key = (str(folder), tuple(stats))
     if key not in _tokenizers:
         _tokenizers.clear()                           # one folder at a time: a changed file drops the old one
-        _tokenizers[key] = Tokenizer.load(path)
+        _tokenizers[key] = load_tokenizer(path)
     return _tokenizers[key]
 
 

@@ -657,11 +657,11 @@ def test_ch09_without_a_template_stops_before_reading_the_weights(run_script, ti
 
 NO_GPU = """
 import runpy, sys, torch
-from qwen.tokenizer import Tokenizer
+import engine.tokens
 torch.cuda.is_available = lambda: False                # a CUDA build of torch on a machine without a GPU
 torch.version.cuda = "12.4"
-read = Tokenizer.load.__func__
-Tokenizer.load = classmethod(lambda cls, path: print("TOKENIZER READ") or read(cls, path))
+read = engine.tokens.load_tokenizer
+engine.tokens.load_tokenizer = lambda path, *a: print("TOKENIZER READ") or read(path, *a)
 sys.argv = ["ch09_generate.py", "--tiny", "--device", "cuda"] + sys.argv[1:]
 runpy.run_path("ch09_generate.py", run_name="__main__")
 """
@@ -708,11 +708,11 @@ def test_chapters_in_one_process_read_the_tokenizer_once(tiny_path, tmp_path, mo
     import shutil
     import engine.cli as cli
     from engine.tiny import tokenizer_json
-    from qwen.tokenizer import Tokenizer
+    import engine.tokens
 
     loads = []
-    real = Tokenizer.load.__func__
-    monkeypatch.setattr(Tokenizer, "load", classmethod(lambda cls, p: loads.append(p) or real(cls, p)))
+    real = engine.tokens.load_tokenizer
+    monkeypatch.setattr(engine.tokens, "load_tokenizer", lambda p, *a: loads.append(p) or real(p, *a))
     monkeypatch.setattr(cli, "_tokenizers", {})
     monkeypatch.setattr(cli, "_banner_shown", True)
     folder = tmp_path / "ckpt"

@@ -24,14 +24,14 @@ from qwen.weights import INDEX_NAME
 SHARD = REAL_SHARD_NAME
 GiB = 1 << 30
 
-# The child: runs each case as the library is used (Config.load, load_weights, Tokenizer.load,
+# The child: runs each case as the course uses it (Config.load, load_weights, engine's load_tokenizer,
 # then a read), under a memory limit and a 20-second (wall) alarm per case, for a read that blocks.
 CHILD = r"""
 import json, os, resource, signal, sys, time
 resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]), int(sys.argv[2])))
 from qwen.config import Config
 from qwen.weights import load_weights
-from qwen.tokenizer import Tokenizer
+from engine.tokens import load_tokenizer
 
 def peak_mb():   # VmHWM: this process's own peak (ru_maxrss would count the parent's size at fork)
     for line in open("/proc/self/status"):
@@ -42,7 +42,7 @@ def peak_mb():   # VmHWM: this process's own peak (ru_maxrss would count the par
 def alarm(*_):
     raise TimeoutError("took more than 20 s")
 
-CALLS = {"config": Config.load, "weights": load_weights, "tokenizer": Tokenizer.load}
+CALLS = {"config": Config.load, "weights": load_weights, "tokenizer": load_tokenizer}
 signal.signal(signal.SIGALRM, alarm)
 for case in json.loads(open(sys.argv[1], encoding="utf-8").read()):
     start = time.process_time()
