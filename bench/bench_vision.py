@@ -84,7 +84,8 @@ class Ours:
         import torch
         from qwen.model import VISUAL, _Converted
         from qwen.vision import VisionConfig, VisionModel
-        from qwen.weights import Config, load, load_weights
+        from qwen.config import Config
+        from qwen.weights import load, load_weights
         self.path = path
         with torch.device("meta"):
             self.tower = VisionModel(VisionConfig.from_config(Config.load(path)))

@@ -385,9 +385,9 @@ class Chapter:
 
     @functools.cached_property
     def W(self):
-        """{short name: tensor}, read from disk only when a tensor is touched."""
-        from qwen.weights import load_weights
-        return load_weights(self.path)
+        """{short name: tensor}, read from disk only when a tensor is touched (the folder checked first)."""
+        from engine.checkpoint import open_weights
+        return open_weights(self.path)
 
     @functools.cached_property
     def tokenizer(self):
@@ -486,7 +486,7 @@ def chapter(en, zh, plot=False, options=None, argv=None, mine=False):
     """Start a chapter: options, language, checkpoint, config, the banner. Returns a `Chapter`.
     mine=True: the chapter builds the model and takes --mine (your solved exercises in it: practice/mine.py)."""
     from engine import threads
-    from qwen.weights import Config
+    from qwen.config import Config
 
     _quiet_notebook_progress()
     p = parser(en, zh)

@@ -437,7 +437,7 @@ def test_ch05(course_en):
     from conftest import MANIFEST
     from engine.cli import count
     from engine.tiny import language_model_shapes
-    from qwen.weights import Config
+    from qwen.config import Config
 
     out = _chapter(course_en, "ch05_mlp.py")
     assert "x [11, 16] -> gate(x), up(x) [11, 48] -> silu(gate) * up [11, 48] -> down [11, 16]" in out
@@ -569,7 +569,7 @@ def test_ch08_tables_align_in_chinese(course_zh):
 def test_ch09_cache_sizes_name_their_dtype_and_match_chapter_7(course_en, tiny_path):
     """The cache keeps k and v in fp32: ch09's sizes say so, and are chapter 7's bf16 sizes times 2."""
     from engine.cli import size
-    from qwen.weights import Config
+    from qwen.config import Config
     cfg = Config.load(tiny_path)
     out = _chapter(course_en, "ch09_generate.py")
     assert "k and v are kept in fp32, 4 bytes a number; chapters 6 and 7 count bf16, 2 bytes" in out
