@@ -20,7 +20,8 @@ import torch
 from engine.cli import chapter, count, pad, say, section, show_code, size
 from engine.known import real_inventory
 from qwen.lang import tr
-from qwen.weights import Config, short_name
+from qwen.config import Config
+from qwen.weights import short_name
 
 ch = chapter("Chapter 1: what is in the checkpoint", "第 1 章：检查点里有什么")
 cfg, W = ch.cfg, ch.W                      # W has read the headers only: no tensor data yet
@@ -42,8 +43,8 @@ def real(en, zh, **fields):
 # `--code` 打印，否则只说它在哪里。
 
 # %%
-from qwen.weights import _read_header
-taught = show_code(ch, _read_header)
+from qwen.weights import read_header
+taught = show_code(ch, read_header)
 
 # %% [markdown]
 # ## 1. The folder / 文件夹

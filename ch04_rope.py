@@ -27,7 +27,8 @@ from engine.known import real_inventory
 from qwen.lang import tr
 from qwen.norm import RMSNorm
 from qwen.rope import RotaryEmbedding, apply_rope, inverse_frequencies, mrope_angles, rope_settings
-from qwen.weights import Config, load
+from qwen.config import Config
+from qwen.weights import load
 
 ch = chapter("Chapter 4: RoPE, positions by rotation", "第 4 章：旋转位置编码（RoPE）", plot=True)
 cfg, W = ch.cfg, ch.W

@@ -32,7 +32,8 @@ from qwen.mlp import MLP
 from qwen.model import load_model
 from qwen.norm import RMSNorm
 from engine.threads import choose, note, use
-from qwen.weights import Config, load, short_name
+from qwen.config import Config
+from qwen.weights import load, short_name
 
 ch = chapter("Chapter 5: the SwiGLU MLP", "第 5 章：SwiGLU MLP")
 cfg, W = ch.cfg, ch.W

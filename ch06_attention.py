@@ -32,7 +32,8 @@ from engine.known import real_inventory
 from qwen.lang import tr
 from qwen.norm import RMSNorm
 from qwen.rope import RotaryEmbedding, apply_rope
-from qwen.weights import Config, load
+from qwen.config import Config
+from qwen.weights import load
 
 ch = chapter("Chapter 6: full attention with an output gate", "第 6 章：带输出门的全注意力", plot=True)
 cfg, W = ch.cfg, ch.W

@@ -78,7 +78,7 @@ def run_chapter(script):
 
 
 def run_chapters(args, numbers):
-    from qwen.weights import Config
+    from qwen.config import Config
 
     from engine.tiny import is_tiny
 
@@ -233,7 +233,7 @@ def main(argv=None):
         return download(args)
     if args.what == "chat":
         from engine.chat import chat_loop
-        from qwen.weights import Config
+        from qwen.config import Config
         from engine.tiny import is_tiny
         path = model_path(args)
         cfg = Config.load(path)

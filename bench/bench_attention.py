@@ -29,7 +29,7 @@ SPEED = r"""
 import json, sys, time, torch, torch.nn.functional as F
 from qwen.attention import Attention, causal_attention
 from qwen.rope import RotaryEmbedding
-from qwen.weights import Config
+from qwen.config import Config
 torch.manual_seed(0)
 torch.set_num_threads(int(sys.argv[1]) or torch.get_num_threads())
 cfg = Config.from_dict(json.load(open(sys.argv[2], encoding="utf-8")))

@@ -33,12 +33,12 @@ CHILD = r"""
 import json, sys, time, torch
 from engine.conversation import Chat
 from qwen.model import load_model
-from qwen.tokenizer import Tokenizer
+from engine.tokens import load_tokenizer
 path, new, rounds, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 if threads:
     torch.set_num_threads(threads)
 torch.set_grad_enabled(False)
-model, tok = load_model(path, vision=False), Tokenizer.load(path)
+model, tok = load_model(path, vision=False), load_tokenizer(path)
 messages = json.loads(sys.argv[5])
 best = {}
 for r in range(rounds):

@@ -44,7 +44,8 @@ SPEED = r"""
 import json, sys, time, warnings, torch
 warnings.filterwarnings("ignore")
 from qwen.deltanet import GatedDeltaNet, delta_rule_chunked, delta_rule_recurrent
-from qwen.weights import Config, load, load_weights
+from qwen.config import Config
+from qwen.weights import load, load_weights
 import transformers.models.qwen3_5.modeling_qwen3_5 as hf
 import logging; logging.disable(logging.WARNING)
 folder, inputs_file = sys.argv[1], sys.argv[2]

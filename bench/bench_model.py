@@ -459,7 +459,7 @@ def child_kernels(path, dtype_name, out, rounds):
     import torch
     import torch.nn.functional as F
     from engine import products
-    from qwen.weights import Config
+    from qwen.config import Config
     cfg = Config.load(path)
     dtype = getattr(torch, dtype_name)
     g = torch.Generator().manual_seed(0)

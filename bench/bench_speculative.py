@@ -69,11 +69,11 @@ def child(path, dtype_name, args):
     from engine.speculative import DraftVocabulary, coverage, frequent_tokens, replaying as replayed
     from qwen.mtp import head_read, head_scores, load_head, new_trails, speculative_ids, verify as _verify
     from engine.products import fast as fast_products
-    from qwen.tokenizer import Tokenizer
+    from engine.tokens import load_tokenizer
 
     model = load_model(path, dtype=getattr(torch, dtype_name))
     load_head(model)
-    tok = Tokenizer.load(path)
+    tok = load_tokenizer(path)
     vocab = tok.vocab_size
     ids = torch.randint(0, 248000, (args.prompt,), generator=torch.Generator().manual_seed(1)).tolist()
     cut_ids = frequent_tokens(prose_tokens(tok, PROSE), args.cut)

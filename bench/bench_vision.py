@@ -84,7 +84,8 @@ class Ours:
         import torch
         from qwen.model import VISUAL, _Converted
         from qwen.vision import VisionConfig, VisionModel
-        from qwen.weights import Config, load, load_weights
+        from qwen.config import Config
+        from qwen.weights import load, load_weights
         self.path = path
         with torch.device("meta"):
             self.tower = VisionModel(VisionConfig.from_config(Config.load(path)))
@@ -184,11 +185,11 @@ def prompt_ids(path):
     """The chat prompt's ids with the image's pad tokens expanded (ours; transformers gets the same ids)."""
     from qwen.config import Config
     from engine.conversation import chat_ids
+    from engine.tokens import load_tokenizer
     from qwen.generate import ChatTemplate, image_prompt_ids, with_images
-    from qwen.tokenizer import Tokenizer
     from qwen.vision import preprocess
     grid = preprocess(image(), path)[1]
-    ids = chat_ids(Tokenizer.load(path), ChatTemplate.load(path), with_images(QUESTION, 1), enable_thinking=False)
+    ids = chat_ids(load_tokenizer(path), ChatTemplate.load(path), with_images(QUESTION, 1), enable_thinking=False)
     return image_prompt_ids(ids, Config.load(path), grid)
 
 

@@ -88,7 +88,8 @@ def write_full_checkpoint(folder):
 
     sys.path.insert(0, str(ROOT))
     from engine.tiny import REAL_SHARD_NAME
-    from qwen.weights import DTYPES, INDEX_NAME
+    from qwen.weights import DTYPES
+    from qwen.files import INDEX_NAME
 
     manifest = json.loads(MANIFEST.read_text(encoding="utf-8"))
     folder = Path(folder)

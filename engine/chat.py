@@ -65,7 +65,7 @@ def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None, 
     import torch
     from engine.conversation import Chat
     from qwen.model import load_model
-    from qwen.tokenizer import Tokenizer
+    from engine.tokens import load_tokenizer
 
     picture = None if image is None else load_chat_image(path, image)
     print(tr("Loading {path} ...", "正在加载 {path} ……", path=path), flush=True)
@@ -83,7 +83,7 @@ def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None, 
                         "multimodal checkpoint (Qwen/Qwen3.5-0.8B), or chat without --image.",
                         "{path} 没有视觉塔（model.visual.* 张量），所以读不了 --image。请使用多模态检查点"
                         "（Qwen/Qwen3.5-0.8B），或者不带 --image 对话。", path=path)
-    tok = Tokenizer.load(path)
+    tok = load_tokenizer(path)
     if parts is not None:                                          # probed on the chat template's first words
         parts(model, tok.encode("Hello! 你好！"))
     sampling = SAMPLING if temperature is None else {**SAMPLING, "temperature": temperature}

@@ -307,7 +307,7 @@ def _tokenizer(path):
     while its files stay the same: main.py runs chapters 2, 8 and 9 in one process, and each one
     read the 248k-entry vocabulary and merges again (about 2 s each on a 2-core machine). A file
     changed, added or removed (size, mtime or inode) loads it again."""
-    from qwen.tokenizer import Tokenizer
+    from engine.tokens import load_tokenizer
     folder = Path(path).expanduser().resolve()
     stats = []
     for name in _TOKENIZER_FILES:
@@ -321,7 +321,7 @@ def _tokenizer(path):
     key = (str(folder), tuple(stats))
     if key not in _tokenizers:
         _tokenizers.clear()                           # one folder at a time: a changed file drops the old one
-        _tokenizers[key] = Tokenizer.load(path)
+        _tokenizers[key] = load_tokenizer(path)
     return _tokenizers[key]
 
 
@@ -385,9 +385,9 @@ class Chapter:
 
     @functools.cached_property
     def W(self):
-        """{short name: tensor}, read from disk only when a tensor is touched."""
-        from qwen.weights import load_weights
-        return load_weights(self.path)
+        """{short name: tensor}, read from disk only when a tensor is touched (the folder checked first)."""
+        from engine.checkpoint import open_weights
+        return open_weights(self.path)
 
     @functools.cached_property
     def tokenizer(self):
@@ -486,7 +486,7 @@ def chapter(en, zh, plot=False, options=None, argv=None, mine=False):
     """Start a chapter: options, language, checkpoint, config, the banner. Returns a `Chapter`.
     mine=True: the chapter builds the model and takes --mine (your solved exercises in it: practice/mine.py)."""
     from engine import threads
-    from qwen.weights import Config
+    from qwen.config import Config
 
     _quiet_notebook_progress()
     p = parser(en, zh)

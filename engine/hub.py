@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from qwen.config import Config
-from qwen.files import INDEX_NAME, kind_of, missing_path, weight_files
+from qwen.files import INDEX_NAME, kind_of, missing_path
 from qwen.lang import QwenError, T
 
 DEFAULT_REPO = "Qwen/Qwen3.5-0.8B"
@@ -72,8 +72,9 @@ def _hub_offline():
 def _complete(folder):
     """A cached snapshot is usable when config.json and every weights file are there (an
     interrupted download leaves some out; downloading again resumes it)."""
+    from engine.checkpoint import check_files              # here: `main.py download` starts without torch
     try:
-        weight_files(folder)                               # raises when a shard of the index is missing
+        check_files(folder)                                # raises when a shard of the index is missing
         return kind_of(Path(folder) / "config.json") == "file"
     except QwenError:
         return False

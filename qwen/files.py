@@ -10,7 +10,7 @@ opened before anything is read; `read_json` adds a size limit and JSON's own fai
     with open_file(path) as f: ...      # a regular file, opened for reading
     data = read_json(path)              # a JSON file of the checkpoint
     names = list_folder(folder)         # the entries of a folder
-    files, index = weight_files(folder) # the .safetensors files of a checkpoint, the index's map
+    files = weight_files(folder)        # the .safetensors files of a checkpoint
 """
 import errno
 import json
@@ -25,7 +25,6 @@ from qwen.lang import QwenError
 # but parsing JSON costs over 15 bytes of memory per byte: a 90 MB file took 1.6 GB.
 MAX_JSON_BYTES = 32_000_000
 INDEX_NAME = "model.safetensors.index.json"
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
 
 
 def open_file(path):
@@ -146,55 +145,16 @@ def missing_path(path, origin="path"):
                      path=path, origin=origin)
 
 
-# The files that make a checkpoint: qwen/weights.py reads them, engine/hub.py checks a download has them all.
-
 def weight_files(folder):
-    """The .safetensors files of a checkpoint folder: from the index, else model.safetensors, else all.
-    Returns (files, the index's weight_map or None)."""
+    """The .safetensors files of a checkpoint folder: the index's shards, else model.safetensors, else all
+    (engine/checkpoint.py says what is wrong with an index, a missing shard or pickle-only weights)."""
     folder = Path(folder)
-    index = folder / INDEX_NAME
-    if kind_of(index) == "file":
-        weight_map = _check_index(index, read_json(index))
-        names = sorted(set(weight_map.values()))
-        for name in names:
-            if kind_of(folder / name) is None:
-                raise QwenError("{index} lists the shard {name}, but {folder} has no such file. "
-                                "The download is incomplete: run `python main.py download` again.",
-                                "{index} 列出了分片 {name}，但 {folder} 里没有这个文件。下载不完整："
-                                "请再运行一次 `python main.py download`。",
-                                index=index.name, name=name, folder=folder)
-        return [folder / n for n in names], weight_map
+    if kind_of(folder / INDEX_NAME) == "file":
+        return [folder / n for n in sorted(set(read_json(folder / INDEX_NAME)["weight_map"].values()))]
     names = list_folder(folder)
-    if "model.safetensors" in names:
-        return [folder / "model.safetensors"], None
-    shards = [folder / n for n in names if n.endswith(".safetensors")]
-    if shards:
-        return shards, None
-    pickles = [n for n in names if n.endswith(PICKLE_SUFFIXES)]
-    if pickles:
-        raise QwenError("{folder} holds only pickle weights ({names}). The course reads safetensors "
-                        "only: unpickling a file can run arbitrary code. Download the safetensors "
-                        "version of the model.",
-                        "{folder} 里只有 pickle 格式的权重（{names}）。本课程只读 safetensors："
-                        "反序列化 pickle 可能执行任意代码。请下载 safetensors 版本的模型。",
-                        folder=folder, names=", ".join(pickles))
-    raise QwenError("{folder} has no .safetensors weights. Download the model "
-                    "(python main.py download) or pass the folder that holds them.",
-                    "{folder} 里没有 .safetensors 权重。请下载模型（python main.py download），"
-                    "或给出存放权重的文件夹。", folder=folder)
-
-
-def _check_index(index, body):
-    weight_map = body.get("weight_map") if isinstance(body, dict) else None
-    if not isinstance(weight_map, dict) or not weight_map or not all(isinstance(v, str) for v in weight_map.values()):
-        raise QwenError("{file} is not a valid index: it needs a \"weight_map\" object of tensor name -> "
-                        "file name (strings), not empty. Download it again.",
-                        "{file} 不是有效的索引文件：需要非空的 \"weight_map\" 对象，内容是 张量名 -> 文件名"
-                        "（字符串）。请重新下载。", file=index)
-    outside = [v for v in weight_map.values() if Path(v).name != v or v in ("", ".", "..")]
-    if outside:
-        raise QwenError("{file} names the shard {name!r}, which is not a file name in the model folder. "
-                        "Download the index again.",
-                        "{file} 给出的分片 {name!r} 不是模型文件夹里的文件名。请重新下载索引文件。",
-                        file=index, name=outside[0])
-    return weight_map
+    names = ["model.safetensors"] if "model.safetensors" in names else [n for n in names if n.endswith(".safetensors")]
+    if not names:
+        raise QwenError("{folder} has no .safetensors weights. Download the model (python main.py download) or "
+                        "pass the folder that holds them.", "{folder} 里没有 .safetensors 权重。请下载模型"
+                        "（python main.py download），或给出存放权重的文件夹。", folder=folder)
+    return [folder / n for n in names]

@@ -43,7 +43,8 @@ from qwen.mlp import MLP
 from qwen.norm import GatedRMSNorm, RMSNorm
 from qwen.rope import RotaryEmbedding, image_grids, rope_index
 from qwen.vision import VisionConfig, VisionModel
-from qwen.weights import DTYPES, Config, check_finite_block, load, load_weights
+from qwen.weights import DTYPES, check_finite_block, load, load_weights
+from qwen.config import Config
 
 
 class DecoderLayer(nn.Module):

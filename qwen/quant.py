@@ -475,7 +475,8 @@ def load_quantized(path, mode, vision=False, kernel=True, share=None):
     int8 and an int4 model at once; the table is 254 MB of each at full size)."""
     from qwen.model import VISUAL, Qwen35
     from qwen.vision import VisionConfig, VisionModel
-    from qwen.weights import Config, load, load_weights
+    from qwen.config import Config
+    from qwen.weights import load, load_weights
     check_mode(mode)
     path = Path(path).expanduser()
     cfg, W = Config.load(path), load_weights(path)

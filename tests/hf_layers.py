@@ -67,7 +67,8 @@ def text_model(model):
 @functools.lru_cache(maxsize=None)
 def checkpoint(layout="text", dtype=torch.float32):
     """(Config, lazy weights, transformers' Qwen3_5TextModel) of a checkpoint written once per session."""
-    from qwen.weights import Config, load_weights
+    from qwen.config import Config
+    from qwen.weights import load_weights
     folder, model = hf_checkpoint(tempfile.mkdtemp(prefix=f"hf-{layout}-", dir=os.environ.get("TBH_TEST_TMP")),
                                   layout, dtype=dtype)                    # removed with the session's folder
     return Config.load(folder), load_weights(folder), text_model(model)

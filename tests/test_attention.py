@@ -233,7 +233,8 @@ def test_the_first_full_attention_layer_of_the_real_model_matches_transformers()
     """Layer 3 of Qwen3.5-0.8B as stored (bf16): attention, MLP and RoPE against transformers' modules."""
     transformers = pytest.importorskip("transformers")
     from qwen.mlp import MLP
-    from qwen.weights import Config, load_weights
+    from qwen.config import Config
+    from qwen.weights import load_weights
     from transformers.models.qwen3_5 import modeling_qwen3_5 as hf
 
     cfg, W = Config.load(REAL_MODEL), load_weights(REAL_MODEL)

@@ -1,4 +1,4 @@
-"""Every bad input the loader meets gives one clear message, and scripts print it without a traceback."""
+"""Every bad input the loader (engine/checkpoint.py's checks, then qwen/weights.py) meets gives one clear message, and scripts print it without a traceback."""
 import json
 import shutil
 
@@ -6,7 +6,9 @@ import pytest
 
 from qwen.lang import QwenError, set_lang
 from engine.tiny import REAL_SHARD_NAME, write_tiny
-from qwen.weights import INDEX_NAME, load, load_weights
+from qwen.files import INDEX_NAME
+from engine.checkpoint import open_weights
+from qwen.weights import load
 
 
 from engine.hub import find_model
@@ -83,12 +85,12 @@ CASES = [  # (how to break it, what the message must say)
 
 @pytest.mark.parametrize("breaker, message", CASES, ids=[c[0].__name__[6:] for c in CASES])
 def test_library_message(ckpt, breaker, message):
-    from qwen.weights import Config
+    from qwen.config import Config
     breaker(ckpt)
     with pytest.raises(QwenError) as e:
         find_model(ckpt)
         Config.load(ckpt)
-        load_weights(ckpt)
+        open_weights(ckpt)
     assert message in str(e.value)
     set_lang("zh")
     assert str(e.value) != e.value.en and str(e.value) == e.value.zh and e.value.zh.strip()
@@ -111,7 +113,7 @@ def test_debug_shows_the_traceback(ckpt, run_script):
 
 
 def test_unknown_tensor_name_suggests_close_names(ckpt):
-    W = load_weights(ckpt)
+    W = open_weights(ckpt)
     with pytest.raises(KeyError) as e:
         W["layers.0.input_layernorm.weigth"]
     assert "Did you mean: layers.0.input_layernorm.weight" in str(e.value)
@@ -122,7 +124,7 @@ def test_unknown_tensor_name_suggests_close_names(ckpt):
 def test_shape_mismatch_in_load(ckpt):
     import torch
     with pytest.raises(QwenError, match=r"Shape mismatch for norm\.weight.*\[32\].*\[16\]"):
-        load(torch.nn.LayerNorm(32, bias=False), load_weights(ckpt), "norm.")
+        load(torch.nn.LayerNorm(32, bias=False), open_weights(ckpt), "norm.")
 
 
 def test_index_that_lies_about_a_tensor(ckpt):
@@ -130,14 +132,14 @@ def test_index_that_lies_about_a_tensor(ckpt):
     index["weight_map"]["model.language_model.made_up.weight"] = REAL_SHARD_NAME
     (ckpt / INDEX_NAME).write_text(json.dumps(index), encoding="utf-8")
     with pytest.raises(QwenError, match="made_up.weight"):
-        load_weights(ckpt)
+        open_weights(ckpt)
 
 
 def test_nothing_is_written_to_a_broken_checkpoint(ckpt):
     break_truncated(ckpt)
     before = {p.name: p.read_bytes() for p in ckpt.iterdir()}
     with pytest.raises(QwenError):
-        load_weights(ckpt)
+        open_weights(ckpt)
     assert {p.name: p.read_bytes() for p in ckpt.iterdir()} == before
 
 

@@ -437,7 +437,7 @@ def test_ch05(course_en):
     from conftest import MANIFEST
     from engine.cli import count
     from engine.tiny import language_model_shapes
-    from qwen.weights import Config
+    from qwen.config import Config
 
     out = _chapter(course_en, "ch05_mlp.py")
     assert "x [11, 16] -> gate(x), up(x) [11, 48] -> silu(gate) * up [11, 48] -> down [11, 16]" in out
@@ -569,7 +569,7 @@ def test_ch08_tables_align_in_chinese(course_zh):
 def test_ch09_cache_sizes_name_their_dtype_and_match_chapter_7(course_en, tiny_path):
     """The cache keeps k and v in fp32: ch09's sizes say so, and are chapter 7's bf16 sizes times 2."""
     from engine.cli import size
-    from qwen.weights import Config
+    from qwen.config import Config
     cfg = Config.load(tiny_path)
     out = _chapter(course_en, "ch09_generate.py")
     assert "k and v are kept in fp32, 4 bytes a number; chapters 6 and 7 count bf16, 2 bytes" in out
@@ -657,11 +657,11 @@ def test_ch09_without_a_template_stops_before_reading_the_weights(run_script, ti
 
 NO_GPU = """
 import runpy, sys, torch
-from qwen.tokenizer import Tokenizer
+import engine.tokens
 torch.cuda.is_available = lambda: False                # a CUDA build of torch on a machine without a GPU
 torch.version.cuda = "12.4"
-read = Tokenizer.load.__func__
-Tokenizer.load = classmethod(lambda cls, path: print("TOKENIZER READ") or read(cls, path))
+read = engine.tokens.load_tokenizer
+engine.tokens.load_tokenizer = lambda path, *a: print("TOKENIZER READ") or read(path, *a)
 sys.argv = ["ch09_generate.py", "--tiny", "--device", "cuda"] + sys.argv[1:]
 runpy.run_path("ch09_generate.py", run_name="__main__")
 """
@@ -708,11 +708,11 @@ def test_chapters_in_one_process_read_the_tokenizer_once(tiny_path, tmp_path, mo
     import shutil
     import engine.cli as cli
     from engine.tiny import tokenizer_json
-    from qwen.tokenizer import Tokenizer
+    import engine.tokens
 
     loads = []
-    real = Tokenizer.load.__func__
-    monkeypatch.setattr(Tokenizer, "load", classmethod(lambda cls, p: loads.append(p) or real(cls, p)))
+    real = engine.tokens.load_tokenizer
+    monkeypatch.setattr(engine.tokens, "load_tokenizer", lambda p, *a: loads.append(p) or real(p, *a))
     monkeypatch.setattr(cli, "_tokenizers", {})
     monkeypatch.setattr(cli, "_banner_shown", True)
     folder = tmp_path / "ckpt"

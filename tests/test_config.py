@@ -6,7 +6,7 @@ import pytest
 from conftest import MANIFEST
 from qwen.lang import QwenError
 from engine.tiny import tiny_config
-from qwen.weights import Config
+from qwen.config import Config
 
 REAL = json.loads(MANIFEST.read_text(encoding="utf-8"))["config"]
 

@@ -13,7 +13,8 @@ from qwen.cache import LayerCache
 from qwen.deltanet import GatedDeltaNet, delta_rule_chunked, delta_rule_recurrent
 from qwen.lang import QwenError
 from qwen.norm import l2norm
-from qwen.weights import Config, load, load_weights
+from qwen.config import Config
+from qwen.weights import load, load_weights
 
 TOL = 1e-5
 PREFIX = "layers.0.linear_attn."

@@ -2,7 +2,8 @@
 import torch
 
 from helpers import write_transformers_checkpoint
-from qwen.weights import Config, load_weights
+from qwen.config import Config
+from qwen.weights import load_weights
 
 
 def test_transformers_checkpoints_have_the_promised_layouts(tmp_path):

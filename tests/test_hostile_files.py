@@ -19,19 +19,19 @@ import torch
 
 from conftest import ROOT
 from engine.tiny import REAL_SHARD_NAME, tiny_config, write_checkpoint
-from qwen.weights import INDEX_NAME
+from qwen.files import INDEX_NAME
 
 SHARD = REAL_SHARD_NAME
 GiB = 1 << 30
 
-# The child: runs each case as the library is used (Config.load, load_weights, Tokenizer.load,
+# The child: runs each case as the course opens it (Config.load, engine's open_weights and load_tokenizer,
 # then a read), under a memory limit and a 20-second (wall) alarm per case, for a read that blocks.
 CHILD = r"""
 import json, os, resource, signal, sys, time
 resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]), int(sys.argv[2])))
 from qwen.config import Config
-from qwen.weights import load_weights
-from qwen.tokenizer import Tokenizer
+from engine.checkpoint import open_weights as load_weights
+from engine.tokens import load_tokenizer
 
 def peak_mb():   # VmHWM: this process's own peak (ru_maxrss would count the parent's size at fork)
     for line in open("/proc/self/status"):
@@ -42,7 +42,8 @@ def peak_mb():   # VmHWM: this process's own peak (ru_maxrss would count the par
 def alarm(*_):
     raise TimeoutError("took more than 20 s")
 
-CALLS = {"config": Config.load, "weights": load_weights, "tokenizer": Tokenizer.load}
+CALLS = {"config": Config.load, "weights": load_weights, "tokenizer": load_tokenizer}
+BASE = peak_mb()                                       # after the imports (torch's among them)
 signal.signal(signal.SIGALRM, alarm)
 for case in json.loads(open(sys.argv[1], encoding="utf-8").read()):
     start = time.process_time()
@@ -56,12 +57,12 @@ for case in json.loads(open(sys.argv[1], encoding="utf-8").read()):
     out.update(id=case["id"], seconds=time.process_time() - start,
                peak_mb=peak_mb())
     print(json.dumps(out), flush=True)
-print(json.dumps({"peak_mb": peak_mb()}))
+print(json.dumps({"peak_mb": peak_mb() - BASE}))
 """
 
 
 def run_child(cases, tmp, prefix=(), memory=GiB):
-    """Run the cases in a child; ({id: result}, the child's peak RSS in MB, its stderr)."""
+    """Run the cases in a child; ({id: result}, the child's peak RSS in MB over its imports, its stderr)."""
     spec = Path(tmp) / "cases.json"
     spec.write_text(json.dumps(cases), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -348,7 +349,7 @@ def test_one_line_naming_the_file(results, case):
 def test_the_child_stayed_small_and_quiet(results):
     _, peak, err = results
     assert err == ""                                                    # no traceback, no warning
-    assert peak < 150, peak                                             # MB, all cases together
+    assert peak < 150, peak                                             # MB over the imports, all cases together
 
 
 
@@ -503,33 +504,32 @@ def test_rows_of_a_single_number_and_names_that_are_not_strings(tmp_path):
 
 
 def test_a_tower_weight_stored_as_integers_is_one_line_naming_it(tmp_path):
-    """The language model's tensors were checked (check_config), the tower's were not: a float
-    parameter stored as int32 (same shape) gave torch's "Error(s) in loading state_dict for
-    VisionModel ... Only Tensors of floating point dtype can require gradients"."""
+    """engine/checkpoint.py checks the tower's dtypes as the language model's: a float parameter stored
+    as int32 (same shape) is one line naming it, not torch's state_dict error."""
     from qwen.lang import QwenError
-    from qwen.model import load_model
+    from engine.checkpoint import open_weights
     from engine.tiny import tiny_tensors
     t = tiny_tensors()
     t["model.visual.merger.norm.weight"] = t["model.visual.merger.norm.weight"].to(torch.int32)
     folder = write_checkpoint(tmp_path, t, tiny_config())
     with pytest.raises(QwenError) as e:
-        load_model(folder)
+        open_weights(folder)
     assert "model.visual.merger.norm.weight is stored as I32, but a model's weights are floating-point" in str(e.value)
     assert "\n" not in str(e.value)
 
 
 def test_a_vision_config_that_disagrees_with_the_tower_names_config_json(tmp_path):
-    """A vision_config that disagrees with the tower's tensors is one line naming config.json and what to
-    do, not a bare shape mismatch. A text-only load of the
+    """The config's tower shapes against the stored ones, naming config.json. A text-only load of the
     same folder still works when the vision_config cannot even be read."""
     from qwen.lang import QwenError
     from qwen.model import load_model
+    from engine.checkpoint import open_weights
     from engine.tiny import tiny_tensors
     config = tiny_config()
     config["vision_config"] = {**config["vision_config"], "patch_size": 2 * config["vision_config"]["patch_size"]}
     folder = write_checkpoint(tmp_path, tiny_tensors(), config)
     with pytest.raises(QwenError) as e:
-        load_model(folder)
+        open_weights(folder)
     text = str(e.value)
     assert "config.json and the weights disagree: by the config, model.visual.patch_embed.proj.weight" in text, text
     config["vision_config"]["depth"] = 0                                  # unreadable: the text model loads

@@ -119,7 +119,7 @@ def test_cache_holds_what_each_layer_needs(checkpoint):
 
 def test_decoder_layer_is_pre_norm():
     """x + mixer(norm1(x)), then + mlp(norm2(x)): with both sublayers replaced by known functions."""
-    from qwen.weights import Config
+    from qwen.config import Config
     from engine.tiny import tiny_config
     cfg = Config.from_dict(tiny_config(), source="tiny")
     layer = DecoderLayer(cfg, 0)
@@ -141,7 +141,7 @@ def test_decoder_layer_is_pre_norm():
 def test_loading_is_strict_reads_the_vision_tower_and_the_whole_mtp_head(tmp_path, monkeypatch):
     from qwen import model as model_module
     from qwen.config import mtp_shapes
-    from qwen.weights import Config
+    from qwen.config import Config
     plain = write_transformers_checkpoint(tmp_path / "plain", layout="multimodal", tied=True)
     head = {n: torch.zeros(shape) for n, (shape, _) in mtp_shapes(Config.load(plain)).items()}
     folder = write_transformers_checkpoint(tmp_path / "mm", layout="multimodal", tied=True, extra=head)
@@ -167,7 +167,7 @@ def test_loading_is_strict_reads_the_vision_tower_and_the_whole_mtp_head(tmp_pat
 
 
 def test_meta_build_allocates_nothing_until_loaded():
-    from qwen.weights import Config
+    from qwen.config import Config
     from engine.tiny import tiny_config
     with torch.device("meta"):
         model = Qwen35(Config.from_dict(tiny_config(), source="tiny"))

@@ -16,8 +16,9 @@ from qwen.generate import generate_ids
 from qwen.lang import QwenError
 from qwen.model import load_model
 from engine.speculative import coverage, frequent_tokens, replaying
+from qwen.config import Config
 from qwen.mtp import accepted, head_read, load_head, mtp_shapes, speculative_ids
-from qwen.weights import Config, load_weights
+from qwen.weights import load_weights
 
 MANIFEST = Path("/work/shared/qwen35/manifest.json")
 BENCH_MANIFEST = Path(__file__).resolve().parents[1] / "bench" / "qwen3.5-0.8b-manifest.json"

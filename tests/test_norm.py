@@ -10,7 +10,8 @@ from qwen.lang import QwenError
 from qwen.model import model_norms
 from qwen.norm import GatedRMSNorm, RMSNorm, ShapeError, l2norm
 from engine.tiny import write_checkpoint
-from qwen.weights import Config, load, load_weights
+from qwen.config import Config
+from qwen.weights import load, load_weights
 
 G = torch.Generator().manual_seed(1234)
 

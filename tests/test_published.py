@@ -17,7 +17,8 @@ import torch
 
 from conftest import ROOT
 from engine.known import CH03, MANIFEST, is_published, published_gaps
-from qwen.weights import Config, load_weights
+from qwen.config import Config
+from qwen.weights import load_weights
 
 
 def _with_figures(stats, n=1024):

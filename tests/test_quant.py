@@ -325,7 +325,7 @@ def test_load_quantized_reads_no_weight_whole(tiny_path, monkeypatch):
 
 def load_model_meta(path):
     from qwen.model import Qwen35
-    from qwen.weights import Config
+    from qwen.config import Config
     with torch.device("meta"):
         return Qwen35(Config.load(path))
 

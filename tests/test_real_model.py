@@ -14,7 +14,8 @@ pytestmark = [pytest.mark.real_model,
 
 
 def test_the_loader_reads_the_real_file():
-    from qwen.weights import Config, load_weights
+    from qwen.config import Config
+    from qwen.weights import load_weights
     W, cfg = load_weights(REAL_MODEL), Config.load(REAL_MODEL)
     assert len(W.all_names) == 488 and len(W) == 320
     assert sum(W.info(n).numel for n in W) == 752_393_024

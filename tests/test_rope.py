@@ -7,7 +7,7 @@ import torch
 from conftest import MANIFEST
 from hf_layers import bf16_step, checkpoint, hf_positions
 from qwen.rope import RotaryEmbedding, apply_rope, inverse_frequencies, mrope_angles, rope_settings
-from qwen.weights import Config
+from qwen.config import Config
 
 G = torch.Generator().manual_seed(4)
 

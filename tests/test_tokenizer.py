@@ -7,6 +7,7 @@ import pytest
 
 from corpus import corpus
 from qwen.lang import QwenError
+from engine.tokens import FastTokenizer, load_tokenizer
 from qwen.tokenizer import BYTE_TO_CHAR, Tokenizer, to_bytes, to_symbols
 
 CORPUS = corpus()
@@ -14,7 +15,15 @@ CORPUS = corpus()
 
 @pytest.fixture(scope="module")
 def tok(tiny_path):
-    return Tokenizer.load(tiny_path)
+    return load_tokenizer(tiny_path)                   # the engine's: the lesson's ids, cached and compact
+
+
+def test_the_lesson_and_the_engine_give_the_same_ids(tok, tiny_path):
+    """qwen/tokenizer.py as chapter 2 teaches it, against engine/tokens.py's FastTokenizer, on the corpus."""
+    plain = Tokenizer.load(tiny_path)
+    assert type(plain) is Tokenizer and isinstance(tok, FastTokenizer)
+    bad = [s for s in CORPUS if plain.encode(s) != tok.encode(s) or plain.decode(tok.encode(s)) != tok.decode(tok.encode(s))]
+    assert not bad, bad[:3]
 
 
 def test_corpus_is_large_and_varied():
@@ -86,7 +95,7 @@ def test_vocab_and_merges_files_give_the_same_ids(tok, tiny_path, tmp_path):
     merges = ["#version: 0.2"] + [" ".join(m) for m in data["model"]["merges"]]
     (tmp_path / "merges.txt").write_text("\n".join(merges) + "\n", encoding="utf-8")
     (tmp_path / "tokenizer_config.json").write_bytes((tiny_path / "tokenizer_config.json").read_bytes())
-    t2 = Tokenizer.load(tmp_path)
+    t2 = load_tokenizer(tmp_path)
     assert t2.ignore_merges and t2.special == tok.special
     words = ["人力资源", "俱乐部", "加拿大", "新加坡"]
     differ = [s for s in CORPUS + words if t2.encode(s) != tok.encode(s)]
@@ -149,6 +158,7 @@ def test_long_pieces_take_the_compact_path_with_the_same_ids(tok):
 MEMORY = r"""
 import ctypes
 import json
+from engine.tokens import FastTokenizer
 from qwen.tokenizer import BYTE_TO_CHAR, Tokenizer, to_symbols
 
 def status(key):
@@ -169,7 +179,7 @@ for _ in range(6):
     merges.append((token, token))
     token += token
     vocab[token] = len(vocab)
-tok = Tokenizer(vocab, merges, {})
+tok = FastTokenizer(vocab, merges, {})
 text = "人" * 40_000                                   # 120 KB, one piece: no break anywhere
 print(json.dumps([peak_growth_mb(lambda: tok.encode(text)), peak_growth_mb(lambda: tok.bpe(to_symbols(text)))]))
 """
@@ -205,10 +215,10 @@ def test_decode_out_of_range_names_the_id(tok, bad_id, words):
 
 def test_missing_tokenizer_files(tmp_path):
     with pytest.raises(QwenError, match="has no tokenizer.json"):
-        Tokenizer.load(tmp_path)
+        load_tokenizer(tmp_path)
     (tmp_path / "vocab.json").write_text("{}", encoding="utf-8")
     with pytest.raises(QwenError, match="but no merges.txt"):
-        Tokenizer.load(tmp_path)
+        load_tokenizer(tmp_path)
 
 
 @pytest.mark.parametrize("model, kind", [
@@ -219,14 +229,14 @@ def test_missing_tokenizer_files(tmp_path):
 def test_tokenizer_of_another_family(tmp_path, model, kind):
     (tmp_path / "tokenizer.json").write_text(json.dumps({"model": model, "pre_tokenizer": None}), encoding="utf-8")
     with pytest.raises(QwenError, match="another model family") as e:
-        Tokenizer.load(tmp_path)
+        load_tokenizer(tmp_path)
     assert kind in str(e.value)
 
 
 def test_tokenizer_json_not_json(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{", encoding="utf-8")
     with pytest.raises(QwenError, match="not valid JSON"):
-        Tokenizer.load(tmp_path)
+        load_tokenizer(tmp_path)
 
 
 def test_nfc_follows_pythons_unicode_tables(tok, hf):
@@ -287,7 +297,7 @@ def test_text_between_the_split_rules_matches_is_kept():
 def test_a_catastrophic_split_rule_is_one_line_not_a_hang():
     """(a|aa)+$ on 'aaa...ab' backtracks exponentially: matching stops after a time limit."""
     import time
-    tok = Tokenizer(byte_vocab(), [], {}, pattern=r"(a|aa)+$", source="x/tokenizer.json")
+    tok = FastTokenizer(byte_vocab(), [], {}, pattern=r"(a|aa)+$", source="x/tokenizer.json")
     start = time.perf_counter()
     with pytest.raises(QwenError, match=r"x/tokenizer.json: its split rule .* took too long") as e:
         tok.encode("a" * 60 + "b")
@@ -308,28 +318,28 @@ def test_odd_arguments_are_one_line(tok):
 
 
 def test_the_same_folder_is_read_once_until_a_file_changes(tmp_path, monkeypatch):
-    """Tokenizer.load of a folder whose files are as they were gives the tokenizer already read (the
+    """load_tokenizer of a folder whose files are as they were gives the tokenizer already read (the
     README's blocks, each a fresh namespace, read the 248k vocabulary three times: ~2 s of CPU each).
     A file changed (even with its mtime put back), added, or written in the last 2 s is read again."""
-    import qwen.tokenizer as tokenizer_module
+    import engine.tokens as tokens_module
     reads = []
-    real = Tokenizer.from_vocab_and_merges.__func__
-    monkeypatch.setattr(Tokenizer, "from_vocab_and_merges", classmethod(lambda cls, f: reads.append(f) or real(cls, f)))
+    real = tokens_module.from_vocab_and_merges
+    monkeypatch.setattr(tokens_module, "from_vocab_and_merges", lambda cls, f: reads.append(f) or real(cls, f))
     vocab = tmp_path / "vocab.json"
     vocab.write_text(json.dumps({BYTE_TO_CHAR[b]: b for b in range(256)}), encoding="utf-8")
     (tmp_path / "merges.txt").write_text("#version: 0.2\n", encoding="utf-8")
-    assert Tokenizer.load(tmp_path) is not Tokenizer.load(tmp_path) and len(reads) == 2    # just written: racy
-    monkeypatch.setattr(tokenizer_module, "_SETTLED_NS", 0, raising=False)                # as if written long ago
-    first = Tokenizer.load(tmp_path)
-    assert Tokenizer.load(tmp_path) is first and Tokenizer.load(str(tmp_path) + "/.") is first and len(reads) == 3
+    assert load_tokenizer(tmp_path) is not load_tokenizer(tmp_path) and len(reads) == 2    # just written: racy
+    monkeypatch.setattr(tokens_module, "_SETTLED_NS", 0, raising=False)                # as if written long ago
+    first = load_tokenizer(tmp_path)
+    assert load_tokenizer(tmp_path) is first and load_tokenizer(str(tmp_path) + "/.") is first and len(reads) == 3
     st = vocab.stat()
     vocab.write_text(json.dumps({BYTE_TO_CHAR[b]: 255 - b for b in range(256)}), encoding="utf-8")   # same size
     os.utime(vocab, ns=(st.st_atime_ns, st.st_mtime_ns))                    # and its mtime put back
-    second = Tokenizer.load(tmp_path)
+    second = load_tokenizer(tmp_path)
     assert second is not first and len(reads) == 4 and second.encode("a") == [255 - ord("a")]
     (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 100}), encoding="utf-8")
     with pytest.raises(QwenError, match=r"config\.json: the field"):          # config.json added: read again
-        Tokenizer.load(tmp_path)
+        load_tokenizer(tmp_path)
 
 
 def test_a_token_outside_the_byte_alphabet_is_one_line_when_decoded():

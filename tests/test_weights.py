@@ -9,7 +9,9 @@ import torch
 from conftest import MANIFEST
 from qwen.lang import QwenError
 from engine.tiny import REAL_SHARD_NAME, language_model_shapes, tiny_config, tiny_tensors, write_tiny
-from qwen.weights import INDEX_NAME, Config, load, load_weights, read_header, short_name
+from qwen.files import INDEX_NAME
+from qwen.config import Config
+from qwen.weights import load, load_weights, read_header, short_name
 
 
 def test_shape_rules_reproduce_the_real_checkpoint():

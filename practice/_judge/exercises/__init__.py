@@ -150,10 +150,11 @@ class Context:
 
     def __init__(self, model_path, scratch):
         from engine.tiny import is_tiny
-        from qwen.weights import Config, load_weights
+        from qwen.config import Config
+        from engine.checkpoint import open_weights
         self.path = Path(model_path)
         self.cfg = Config.load(self.path)
-        self.W = load_weights(self.path)
+        self.W = open_weights(self.path)
         self.tiny = is_tiny(self.cfg)
         self.scratch = Path(scratch)
 
