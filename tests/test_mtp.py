@@ -336,7 +336,7 @@ def test_a_broken_head_leaves_the_text_model_whole_and_says_why_in_one_line(hf_f
     tensors = load_file(file)
     tensors["model.layers.0.mlp.up_proj.weight"] = torch.zeros(7, 16)                # the text model: strict
     save_file(tensors, file, metadata={"format": "pt"})
-    with pytest.raises(QwenError, match=r"model\.layers\.0\.mlp\.up_proj\.weight has shape \[32, 16\], but"):
+    with pytest.raises(QwenError, match=r"layers\.0\.mlp\.up_proj\.weight.*\[32, 16\].*\[7, 16\]"):
         load_model(folder)
 
 
