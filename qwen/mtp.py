@@ -63,7 +63,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from qwen.config import mtp_layers, mtp_shapes  # noqa: F401  (mtp_shapes: the head's shape rules)
+from qwen.config import mtp_layers
 from qwen.generate import Cache, distribution, sample
 from qwen.lang import QwenError
 from qwen.model import DecoderLayer

@@ -13,7 +13,9 @@ import torch.nn.functional as F
 
 from conftest import MANIFEST
 from hf_layers import TEXT
-from qwen.config import Config, VisionConfig, vision_shapes
+from engine.checkpoint import open_weights
+from engine.shapes import vision_shapes
+from qwen.config import Config, VisionConfig
 from qwen.lang import QwenError
 from qwen.model import load_model
 from engine.tiny import TINY_VISION_CONFIG, tiny_config, tiny_tensors
@@ -158,9 +160,12 @@ def _copy(folder, to):
 def test_loading_errors_name_the_key_and_both_shapes(tower_checkpoint, tmp_path):
     key = "model.visual.blocks.1.attn.qkv.bias"
     wrong = _rewrite(_copy(tower_checkpoint[0], tmp_path / "wrong"), lambda t: t.update({key: torch.zeros(95)}))
-    with pytest.raises(QwenError, match=r"config\.json and the weights disagree: by the config, "   # as for the text model's
-                                        r"model\.visual\.blocks\.1\.attn\.qkv\.bias has shape \[96\], but .* stores \[95\]"):
+    with pytest.raises(QwenError, match=r"model\.visual\.blocks\.1\.attn\.qkv\.bias: the module expects \[96\], "
+                                        r"the checkpoint has \[95\]"):          # qwen.weights.load, key by key
         load_model(wrong)
+    with pytest.raises(QwenError, match=r"config\.json and the weights disagree: by the config, "   # the engine's check
+                                        r"model\.visual\.blocks\.1\.attn\.qkv\.bias has shape \[96\], but .* stores \[95\]"):
+        open_weights(wrong)
     missing = _rewrite(_copy(tower_checkpoint[0], tmp_path / "missing"), lambda t: t.pop("model.visual.merger.norm.bias"))
     with pytest.raises(QwenError, match=r"model\.visual\.merger\.norm\.bias"):
         load_model(missing)
