@@ -52,7 +52,8 @@ def write_tower_checkpoint(folder):
     values (LayerNorm weights around 1), in the real shard name, with its index."""
     import torch
     sys.path.insert(0, str(ROOT))
-    from qwen.config import VisionConfig, vision_shapes
+    from engine.shapes import vision_shapes
+    from qwen.config import VisionConfig
     from engine.tiny import write_checkpoint
 
     config = json.loads(MANIFEST.read_text(encoding="utf-8"))["config"]

@@ -15,7 +15,8 @@ import json
 import math
 from pathlib import Path
 
-from qwen.config import Config, VisionConfig, language_model_shapes, vision_shapes
+from engine.shapes import language_model_shapes, vision_shapes
+from qwen.config import Config, VisionConfig
 from qwen.files import INDEX_NAME, kind_of, list_folder, missing_path, open_file, read_json
 from qwen.lang import QwenError
 from qwen.weights import DTYPES, FLOAT_DTYPES, load_weights, short_name

@@ -10,7 +10,7 @@ shape rules, only smaller. Its values are random (seeded, so every machine gets 
 bytes) and its norm weights are drawn so that a forgotten `1 +` or two swapped norms change
 the results visibly. Every script that uses it says so: its numbers are not Qwen3.5's.
 
-`language_model_shapes(cfg)` (in qwen/config.py) is the architecture's shape rules in one place; the
+`language_model_shapes(cfg)` (in engine/shapes.py) is the architecture's shape rules in one place; the
 tests check it against the real checkpoint's 320 language-model tensors.
 """
 import base64
@@ -24,7 +24,8 @@ import zlib
 from pathlib import Path
 
 from qwen.lang import QwenError
-from qwen.config import Config, VisionConfig, language_model_shapes, mtp_shapes, vision_shapes  # noqa: F401  (tests import them from here)
+from engine.shapes import language_model_shapes, mtp_shapes, vision_shapes
+from qwen.config import Config, VisionConfig
 from qwen.files import INDEX_NAME
 
 TINY_VERSION = 6

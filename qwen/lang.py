@@ -1,8 +1,7 @@
 """Learner-facing text in two languages, from one source.
 
-Every sentence a learner reads is written once, as a pair: `tr("English", "中文")`.
-The pair lives next to the code that prints it, so the two versions cannot drift apart,
-and `set_lang()` (from `--lang`, else $QWEN_LANG, else the locale) picks which half is shown.
+Every sentence a learner reads is written once, as a pair next to the code that prints it:
+`tr("English", "中文")`; `set_lang()` (from `--lang`, else $QWEN_LANG, else the locale) picks the half shown.
 
 Errors a learner can cause (a missing folder, a broken file, a wrong shape) are raised as
 `QwenError`, which carries both languages too; scripts print it in one line, without a
@@ -24,11 +23,9 @@ def detect_lang():
         value = os.environ.get(var, "")
         if value:
             return "zh" if value.lower().startswith("zh") else "en"
-    try:
-        code = locale.getlocale()[0] or ""
-    except ValueError:
-        code = ""
-    return "zh" if code.lower().startswith("zh") else "en"
+    with contextlib.suppress(ValueError):
+        return "zh" if (locale.getlocale()[0] or "").lower().startswith("zh") else "en"
+    return "en"
 
 
 def set_lang(lang=None):
@@ -42,13 +39,12 @@ def set_lang(lang=None):
 
 
 def get_lang():
-    return getattr(_here, "lang", None) or _lang or set_lang()
+    return getattr(_here, "lang", None) or _lang or set_lang()             # this thread's, else the process's
 
 
 @contextlib.contextmanager
 def speaking(lang):
-    """Within the block, this thread speaks `lang` and no other thread is affected: the practice page's
-    server answers each request in the language its page shows (qwen.lang's choice is otherwise global)."""
+    """Within the block, this thread speaks `lang`, no other: the practice page answers each request in its language."""
     if lang not in LANGS:
         raise ValueError(f"unknown language {lang!r}: use one of {', '.join(LANGS)}")
     before, _here.lang = getattr(_here, "lang", None), lang
@@ -68,7 +64,7 @@ def tr(en, zh, **fields):
     return zh.format(**fields) if fields else zh
 
 
-T = tr      # the old name, still imported by qwen/weights.py, qwen/tokenizer.py and practice/
+T = tr      # the short name the judge uses
 
 
 class QwenError(Exception):

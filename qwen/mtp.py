@@ -32,7 +32,7 @@ import time
 import torch
 import torch.nn as nn
 
-from qwen.config import mtp_layers, mtp_shapes  # noqa: F401  (mtp_shapes: the head's shape rules)
+from qwen.config import mtp_layers
 from qwen.deltanet import Trail
 from qwen.generate import Cache, check_sampling, distribution, sample
 from qwen.lang import QwenError

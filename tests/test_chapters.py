@@ -436,7 +436,7 @@ def test_ch05(course_en):
 
     from conftest import MANIFEST
     from engine.cli import count
-    from engine.tiny import language_model_shapes
+    from engine.shapes import language_model_shapes
     from qwen.config import Config
 
     out = _chapter(course_en, "ch05_mlp.py")

@@ -140,7 +140,7 @@ def test_decoder_layer_is_pre_norm():
 
 def test_loading_is_strict_reads_the_vision_tower_and_the_whole_mtp_head(tmp_path, monkeypatch):
     from qwen import model as model_module
-    from qwen.config import mtp_shapes
+    from engine.shapes import mtp_shapes
     from qwen.config import Config
     plain = write_transformers_checkpoint(tmp_path / "plain", layout="multimodal", tied=True)
     head = {n: torch.zeros(shape) for n, (shape, _) in mtp_shapes(Config.load(plain)).items()}

@@ -15,9 +15,10 @@ from helpers import write_transformers_checkpoint
 from qwen.generate import generate_ids
 from qwen.lang import QwenError
 from qwen.model import load_model
+from engine.shapes import mtp_shapes
 from engine.speculative import coverage, frequent_tokens, replaying
 from qwen.config import Config
-from qwen.mtp import accepted, head_read, load_head, mtp_shapes, speculative_ids
+from qwen.mtp import accepted, head_read, load_head, speculative_ids
 from qwen.weights import load_weights
 
 MANIFEST = Path("/work/shared/qwen35/manifest.json")

@@ -13,7 +13,9 @@ import torch.nn.functional as F
 
 from conftest import MANIFEST
 from hf_layers import TEXT
-from qwen.config import Config, VisionConfig, vision_shapes
+from engine.checkpoint import open_weights
+from engine.shapes import vision_shapes
+from qwen.config import Config, VisionConfig
 from qwen.lang import QwenError
 from qwen.model import load_model
 from engine.tiny import TINY_VISION_CONFIG, tiny_config, tiny_tensors
@@ -160,6 +162,8 @@ def test_loading_errors_name_the_key_and_both_shapes(tower_checkpoint, tmp_path)
     wrong = _rewrite(_copy(tower_checkpoint[0], tmp_path / "wrong"), lambda t: t.update({key: torch.zeros(95)}))
     with pytest.raises(QwenError, match=r"model\.visual\.blocks\.1\.attn\.qkv\.bias.*\[96\].*\[95\]"):   # key, both shapes
         load_model(wrong)
+    with pytest.raises(QwenError, match=r"model\.visual\.blocks\.1\.attn\.qkv\.bias.*\[96\].*\[95\]"):   # the engine's check
+        open_weights(wrong)
     missing = _rewrite(_copy(tower_checkpoint[0], tmp_path / "missing"), lambda t: t.pop("model.visual.merger.norm.bias"))
     with pytest.raises(QwenError, match=r"model\.visual\.merger\.norm\.bias"):
         load_model(missing)

@@ -8,7 +8,8 @@ import torch
 
 from conftest import MANIFEST
 from qwen.lang import QwenError
-from engine.tiny import REAL_SHARD_NAME, language_model_shapes, tiny_config, tiny_tensors, write_tiny
+from engine.shapes import language_model_shapes
+from engine.tiny import REAL_SHARD_NAME, tiny_config, tiny_tensors, write_tiny
 from qwen.files import INDEX_NAME
 from qwen.config import Config
 from qwen.weights import load, load_weights, read_header, short_name
