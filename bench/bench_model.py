@@ -20,7 +20,7 @@ qwen.generate.generate_ids; transformers: generate() with its DynamicCache, time
 Then, in fp32: logits of a 32-token input and 32 greedy tokens, ours against transformers';
 and our decode time per token at 256, 1024 and 4096 tokens of context.
 
-Where a decode step goes (issue 24): one step after a 32-token prompt, timed part by part with
+Where a decode step goes: one step after a 32-token prompt, timed part by part with
 plain timers around the output layer, the other projections, the delta rule, attention (the
 scores and the KV append), the norms, the conv and the embedding; the rest is Python, dispatch
 and the small ops between them (rope, gates, reshapes, residual adds), and the number of aten
@@ -28,7 +28,7 @@ ops a step dispatches times the measured cost of one tiny op estimates the dispa
 bandwidth reached is the bytes of weights a step reads (all of them once, the tied table once
 for the logits) over the step time, against this machine's read bandwidth measured in the same
 run (torch.sum over a 1 GiB fp32 tensor, same threads, in its own process). These sections run
-with glibc's allocator as a learner gets it (issue 24: pinning it made our prefill slower), and
+with glibc's allocator as a learner gets it (pinning it made our prefill slower), and
 the first variant's breakdown once more pinned, beside it: the delta rule's 1 MiB states sit
 exactly at the pinned mmap threshold.
 
@@ -62,6 +62,7 @@ adds; the goal is bf16 within 1.3x of fp32.
                                 [--skip-ablation] [--skip-kernels] [--ablation-rounds 9]
 """
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -565,24 +566,25 @@ def _peak_since_reset():
 
 def child_prompt(path, dtype_name, out, rounds):
     """Prefill seconds of PROMPT tokens (to the first new token) through generate_ids, as a learner's run
-    reads a prompt: fp32 ("plain"), or bf16 as generate_ids reads it (engine/upcast.py's prompt pass:
-    "upcast") and, with rounds > 0, also with bf16's own matmuls ("plain"). Wall and CPU seconds, and
-    the peak RSS each pass adds (after a short warm-up prompt, so the weights' pages are resident)."""
+    reads a prompt: fp32 ("plain"), or bf16 inside engine.products.fast(), whose kernel computes its
+    projections in fp32 (engine/upcast.py: "upcast"), and, with rounds > 0, also with bf16's own matmuls
+    ("plain"). Wall and CPU seconds, and the peak RSS each pass adds (after a short warm-up prompt, so the
+    weights' pages are resident)."""
     import torch
     from engine import upcast
+    from engine.products import fast
     from qwen.generate import generate_ids
     model = _build(path, dtype_name)
     next(generate_ids(model, _ids(16, 1)[0].tolist(), max_new_tokens=1))   # warm-up: every weight read once
     ids = _ids(PROMPT, 2)[0].tolist()
-    fast = isinstance(upcast.prompt_pass(model), upcast.PromptPass)
-    default, result = upcast.MIN_ROWS, {}
-    passes = ([("upcast", default)] if fast else []) + ([("plain", 1 << 62)] if rounds or not fast else [])
-    for name, rows in passes:
-        upcast.MIN_ROWS = rows                                    # 2^62: no call takes the fp32 path
+    upcasts = dtype_name == "bfloat16" and upcast.emulated_bf16()
+    passes = ([("upcast", fast)] if upcasts else []) + ([("plain", contextlib.nullcontext)] if rounds or not upcasts else [])
+    result = {}
+    for name, context in passes:
         stats, rose, cpu = {}, _peak_since_reset(), time.process_time()
-        next(generate_ids(model, ids, max_new_tokens=1, stats=stats))
+        with context():
+            next(generate_ids(model, ids, max_new_tokens=1, stats=stats))
         result[name] = dict(wall=stats["prefill_s"], cpu=time.process_time() - cpu, peak_mb=rose())
-    upcast.MIN_ROWS = default
     out.write_text(json.dumps(result))
 
 
@@ -775,14 +777,18 @@ def main():
         if args.threads:
             torch.set_num_threads(args.threads)
         out = Path(args.out)
-        {"ours": lambda: child_ours(args.path, args.dtype, out), "hf": lambda: child_hf(args.path, args.dtype, out),
-         "fidelity": lambda: child_fidelity(args.path, out), "context": lambda: child_context(args.path, out),
-         "speed": lambda: child_speed(args.path, args.dtype, out, args.rounds),
-         "bandwidth": lambda: child_bandwidth(out), "breakdown": lambda: child_breakdown(args.path, args.dtype, out),
-         "decode": lambda: child_decode(args.path, args.dtype, out),
-         "ablate": lambda: child_ablate(args.path, args.dtype, out, args.rounds),
-         "kernels": lambda: child_kernels(args.path, args.dtype, out, args.rounds),
-         "prompt": lambda: child_prompt(args.path, args.dtype, out, args.rounds)}[args.child]()
+        from engine.products import fast
+        speed = contextlib.nullcontext() if args.child == "prompt" else fast()   # as a chapter runs the model
+        with speed:
+            run = {"ours": lambda: child_ours(args.path, args.dtype, out), "hf": lambda: child_hf(args.path, args.dtype, out),
+             "fidelity": lambda: child_fidelity(args.path, out), "context": lambda: child_context(args.path, out),
+             "speed": lambda: child_speed(args.path, args.dtype, out, args.rounds),
+             "bandwidth": lambda: child_bandwidth(out), "breakdown": lambda: child_breakdown(args.path, args.dtype, out),
+             "decode": lambda: child_decode(args.path, args.dtype, out),
+             "ablate": lambda: child_ablate(args.path, args.dtype, out, args.rounds),
+             "kernels": lambda: child_kernels(args.path, args.dtype, out, args.rounds),
+             "prompt": lambda: child_prompt(args.path, args.dtype, out, args.rounds)}[args.child]
+            run()
         return
 
     threads = args.threads or int(subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],

@@ -11,6 +11,6 @@ does so through the lesson's declared seams (qwen/linear.py's product kernel), n
     pictures.py   the picture chapters 10 and 11 look at
     chat.py       `python main.py chat`
     threads.py    how many CPU threads torch uses
-    products.py   faster fp32 products of one and a few rows, behind the product seam
-    upcast.py     a faster bf16 prompt pass on CPUs without bf16 matmul
+    products.py   the kernel behind qwen/linear.py: faster fp32 products of one and a few rows
+    upcast.py     its path for long bf16 inputs on CPUs without bf16 arithmetic
 """
