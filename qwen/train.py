@@ -45,23 +45,28 @@ class RMSNormFunction(torch.autograd.Function):
     Backward, with g = dy * (1 + w) (the gradient reaching x / rms):
         dx = r * (g - x * r^2 * mean(g * x))        the second term: x moves its own rms too
         dw = sum over every position of dy * x * r
-    Statistics in fp32, as the forward; each gradient is cast to its input's dtype once."""
+    Statistics in fp32 at least (float64 stays float64, for gradcheck); each gradient is cast
+    to its input's dtype once."""
 
     @staticmethod
     def forward(ctx, x, weight, eps=1e-6):
-        h = x.float()
+        h = x.to(_at_least_fp32(x))
         r = torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)            # (..., 1)
         ctx.save_for_backward(x, weight, r)
-        return (h * r * (1.0 + weight.float())).to(x.dtype)
+        return (h * r * (1.0 + weight.to(h.dtype))).to(x.dtype)
 
     @staticmethod
     def backward(ctx, dy):
         x, weight, r = ctx.saved_tensors
-        h, dy32 = x.float(), dy.float()
-        g = dy32 * (1.0 + weight.float())                                 # (..., dim)
+        h, dy32 = x.to(r.dtype), dy.to(r.dtype)
+        g = dy32 * (1.0 + weight.to(r.dtype))                                 # (..., dim)
         dx = r * (g - h * r.pow(2) * (g * h).mean(-1, keepdim=True))      # (..., dim)
         dw = (dy32 * h * r).reshape(-1, h.shape[-1]).sum(0)               # (dim,)
         return dx.to(x.dtype), dw.to(weight.dtype), None
+
+
+def _at_least_fp32(t):
+    return torch.promote_types(t.dtype, torch.float32)
 
 
 def rms_norm(x, weight, eps=1e-6):
