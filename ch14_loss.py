@@ -153,11 +153,14 @@ say("  {p} parameters: weights + gradients + 2 moments = {k} bytes; formula 16 x
 
 
 def saved_bytes(seq, checkpoint=False):
-    """Bytes of the tensors autograd saves for backward in one forward of `seq` tokens."""
+    """Bytes of the tensors autograd saves for backward in one forward of `seq` tokens, the
+    weights left out (they are kept anyway), each storage counted once."""
     seen = {}
 
     def pack(t):
-        seen[(t.untyped_storage().data_ptr(), t.dtype)] = t.untyped_storage().nbytes()
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in weights:
+            seen[ptr] = t.untyped_storage().nbytes()
         return t
     run_ids = torch.arange(seq)[None] % ch.cfg.vocab_size
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -172,11 +175,14 @@ def saved_bytes(seq, checkpoint=False):
     return sum(seen.values())
 
 
+weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
 activations = {seq: saved_bytes(seq) for seq in (16, 32, 64)}
 checkpointed = {seq: saved_bytes(seq, checkpoint=True) for seq in (16, 32, 64)}
 for seq in activations:
     plain_kb, ckpt_kb = activations[seq] / 1024, checkpointed[seq] / 1024
-    say("  {s} tokens: activations kept {a:.0f} KiB; with checkpointing {c:.0f} KiB",
-        "  {s} 个词元：保存的激活 {a:.0f} KiB；用检查点时 {c:.0f} KiB", s=seq, a=plain_kb, c=ckpt_kb)
+    scores_kb = seq * ch.cfg.vocab_size * 4 / 1024                  # the fp32 log-softmax over the vocabulary
+    say("  {s} tokens: activations kept {a:.0f} KiB; with checkpointing {c:.0f} KiB; of which the scores, seq x V x 4 bytes: {o:.0f} KiB",
+        "  {s} 个词元：保存的激活 {a:.0f} KiB；用检查点时 {c:.0f} KiB；其中输出分数 seq x V x 4 字节：{o:.0f} KiB",
+        s=seq, a=plain_kb, c=ckpt_kb, o=scores_kb)
 if ch.tiny:
     say("  (these are the tiny model's sizes, not Qwen3.5-0.8B's)", "  （这些是小模型的大小，不是 Qwen3.5-0.8B 的）")
