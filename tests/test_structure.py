@@ -14,7 +14,7 @@ from conftest import ROOT
 QWEN = ROOT / "qwen"
 # The lesson, lowest first: a file may import only the files before it.
 ORDER = ["lang", "files", "config", "weights", "tokenizer", "embedding", "norm", "rope", "linear", "mlp", "cache",
-         "attention", "deltanet", "model", "generate", "image", "vision", "mtp", "quant"]
+         "attention", "deltanet", "model", "generate", "image", "vision", "mtp", "quant", "train"]
 LAYERS = {"qwen": 1, "engine": 2, "practice": 3}                 # anything else in the repository: 4
 OPTIONAL = {"PIL", "jinja2", "numpy"}                            # what qwen/ may import inside a function
 MAX_LINES, MAX_LESSON = 300, 3500
