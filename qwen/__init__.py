@@ -20,6 +20,7 @@ Each file imports only the files above it in this list (tests/test_structure.py 
     vision.py     ch10   the vision tower
     mtp.py        ch12   the multi-token-prediction head and speculative decoding
     quant.py      ch13   int8 and 4-bit weights
+    train.py      ch14   the next-token loss, a backward by hand, AdamW, clipping, the schedule
 
 Everything else (the chapters' options and banners, the download, the tiny checkpoint, chat, plots,
 speed) is the engine, in engine/: it imports this package, and this package never imports it.
