@@ -28,11 +28,11 @@ ch = chapter("Chapter 1: what is in the checkpoint", "第 1 章：检查点里�
 
 # %% [markdown]
 # ## The code / 代码
-# What this chapter is about, the header reader, as `qwen/weights.py` has it (read from the module
-# itself): shown in a notebook, printed with `--code`, else where it is.
+# What this chapter is about, the header reader and the lazy mapping: `qwen/weights.py`, the whole file, read from the
+# module itself (never a second copy): shown in a notebook, printed with `--code`, else where it is.
 #
-# 本章讲的东西：文件头的读取，就是 `qwen/weights.py` 里的代码（直接从模块读出）：notebook 里直接显示，
-# `--code` 打印，否则只说它在哪里。
+# 本章讲的东西：文件头的读取和按需读取的映射：`qwen/weights.py` 的完整文件，直接从模块读出（不是另一份拷贝）：
+# notebook 里直接显示，`--code` 打印，否则只说它在哪里。
 
 # %%
 taught = show_code(ch, qwen.weights)

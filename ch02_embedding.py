@@ -27,11 +27,11 @@ ch = chapter("Chapter 2: from text to vectors and back", "第 2 章：从文字�
 
 # %% [markdown]
 # ## The code / 代码
-# What this chapter is about, the lookup and the tied scores, as `qwen/embedding.py` has it (read from the module
-# itself): shown in a notebook, printed with `--code`, else where it is.
+# What this chapter is about, the tokenizer, the lookup and the tied scores: `qwen/tokenizer.py` and `qwen/embedding.py`, the whole file, read from the
+# module itself (never a second copy): shown in a notebook, printed with `--code`, else where it is.
 #
-# 本章讲的东西：查表和共享输出层的打分，就是 `qwen/embedding.py` 里的代码（直接从模块读出）：notebook 里直接显示，
-# `--code` 打印，否则只说它在哪里。
+# 本章讲的东西：分词器、查表和共享输出层的打分：`qwen/tokenizer.py` 和 `qwen/embedding.py` 的完整文件，直接从模块读出（不是另一份拷贝）：
+# notebook 里直接显示，`--code` 打印，否则只说它在哪里。
 
 # %%
 taught = show_code(ch, qwen.tokenizer, qwen.embedding)

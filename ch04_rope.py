@@ -50,11 +50,11 @@ def wavelengths(rotary_dim, theta):
 
 # %% [markdown]
 # ## The code / 代码
-# What this chapter is about, the rotation, as `qwen/rope.py` has it (read from the module
-# itself): shown in a notebook, printed with `--code`, else where it is.
+# What this chapter is about, the rotation: `qwen/rope.py`, the whole file, read from the
+# module itself (never a second copy): shown in a notebook, printed with `--code`, else where it is.
 #
-# 本章讲的东西：旋转，就是 `qwen/rope.py` 里的代码（直接从模块读出）：notebook 里直接显示，
-# `--code` 打印，否则只说它在哪里。
+# 本章讲的东西：旋转：`qwen/rope.py` 的完整文件，直接从模块读出（不是另一份拷贝）：
+# notebook 里直接显示，`--code` 打印，否则只说它在哪里。
 
 # %%
 from qwen.rope import rotate_half

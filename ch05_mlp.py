@@ -44,11 +44,11 @@ ids, names = ch.sentence(SENTENCE)                    # token ids and their read
 
 # %% [markdown]
 # ## The code / 代码
-# What this chapter is about, the SwiGLU MLP, as `qwen/mlp.py` has it (read from the module
-# itself): shown in a notebook, printed with `--code`, else where it is.
+# What this chapter is about, the SwiGLU MLP: `qwen/mlp.py`, the whole file, read from the
+# module itself (never a second copy): shown in a notebook, printed with `--code`, else where it is.
 #
-# 本章讲的东西：SwiGLU MLP，就是 `qwen/mlp.py` 里的代码（直接从模块读出）：notebook 里直接显示，
-# `--code` 打印，否则只说它在哪里。
+# 本章讲的东西：SwiGLU MLP：`qwen/mlp.py` 的完整文件，直接从模块读出（不是另一份拷贝）：
+# notebook 里直接显示，`--code` 打印，否则只说它在哪里。
 
 # %%
 taught = show_code(ch, MLP)

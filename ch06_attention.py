@@ -48,11 +48,11 @@ T = len(ids)
 
 # %% [markdown]
 # ## The code / 代码
-# What this chapter is about, the attention's forward and its causal core, as `qwen/attention.py` has it (read from the module
-# itself): shown in a notebook, printed with `--code`, else where it is.
+# What this chapter is about, the gated full attention and its causal core: `qwen/attention.py`, the whole file, read from the
+# module itself (never a second copy): shown in a notebook, printed with `--code`, else where it is.
 #
-# 本章讲的东西：注意力的前向计算及其因果核心，就是 `qwen/attention.py` 里的代码（直接从模块读出）：notebook 里直接显示，
-# `--code` 打印，否则只说它在哪里。
+# 本章讲的东西：带门的全注意力及其因果核心：`qwen/attention.py` 的完整文件，直接从模块读出（不是另一份拷贝）：
+# notebook 里直接显示，`--code` 打印，否则只说它在哪里。
 
 # %%
 from qwen.attention import causal_attention

@@ -57,11 +57,11 @@ with torch.no_grad():                                    # layer L's input on th
 
 # %% [markdown]
 # ## The code / 代码
-# What this chapter is about, the delta rule, token by token, and the layer's forward, as `qwen/deltanet.py` has it (read from the module
-# itself): shown in a notebook, printed with `--code`, else where it is.
+# What this chapter is about, the delta rule, token by token and in chunks, and the layer: `qwen/deltanet.py`, the whole file, read from the
+# module itself (never a second copy): shown in a notebook, printed with `--code`, else where it is.
 #
-# 本章讲的东西：逐词元的 delta 规则，以及这一层的前向计算，就是 `qwen/deltanet.py` 里的代码（直接从模块读出）：notebook 里直接显示，
-# `--code` 打印，否则只说它在哪里。
+# 本章讲的东西：逐词元和分块的 delta 规则，以及这一层：`qwen/deltanet.py` 的完整文件，直接从模块读出（不是另一份拷贝）：
+# notebook 里直接显示，`--code` 打印，否则只说它在哪里。
 
 # %%
 taught = show_code(ch, delta_rule_recurrent, GatedDeltaNet.forward)
