@@ -17,6 +17,7 @@ import re
 
 import torch
 
+import qwen.weights
 from engine.cli import chapter, count, pad, say, section, show_code, size
 from engine.known import real_inventory
 from qwen.lang import tr
@@ -24,7 +25,19 @@ from qwen.config import Config
 from qwen.weights import short_name
 
 ch = chapter("Chapter 1: what is in the checkpoint", "第 1 章：检查点里有什么")
-cfg, W = ch.cfg, ch.W                      # W has read the headers only: no tensor data yet
+
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the header reader and the lazy mapping: `qwen/weights.py`, the whole file, read from the
+# module itself (never a second copy): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：文件头的读取和按需读取的映射：`qwen/weights.py` 的完整文件，直接从模块读出（不是另一份拷贝）：
+# notebook 里直接显示，`--code` 打印，否则只说它在哪里。
+
+# %%
+taught = show_code(ch, qwen.weights)
+cfg, W = ch.cfg, ch.W                          # W has read the headers only: no tensor data yet
 REAL = real_inventory() if ch.tiny else None   # Qwen3.5-0.8B's published inventory, shown next to tiny figures
 
 
@@ -33,18 +46,6 @@ def real(en, zh, **fields):
     if REAL:
         say("  Qwen3.5-0.8B: " + en, "  Qwen3.5-0.8B：" + zh, **fields)
 
-
-# %% [markdown]
-# ## The code / 代码
-# What this chapter is about, the header reader, as `qwen/weights.py` has it (read from the module
-# itself): shown in a notebook, printed with `--code`, else where it is.
-#
-# 本章讲的东西：文件头的读取，就是 `qwen/weights.py` 里的代码（直接从模块读出）：notebook 里直接显示，
-# `--code` 打印，否则只说它在哪里。
-
-# %%
-from qwen.weights import read_header
-taught = show_code(ch, read_header)
 
 # %% [markdown]
 # ## 1. The folder / 文件夹
@@ -61,12 +62,17 @@ section(1, "The files in the model folder", "模型文件夹里的文件")
 say("  {p}", "  {p}", p=ch.path)
 files = sorted(f for f in ch.path.iterdir() if f.is_file())
 for f in files:
-    say("  {n} {s:>10}", "  {n} {s:>10}", n=pad(f.name, 48), s=size(f.stat().st_size))
-say("  {k} files, {s} in all", "  共 {k} 个文件，{s}", k=len(files), s=size(sum(f.stat().st_size for f in files)))
+    name, nbytes = pad(f.name, 48), size(f.stat().st_size)
+    say("  {n} {s:>10}", "  {n} {s:>10}", n=name, s=nbytes)
+n_files, all_bytes = len(files), size(sum(f.stat().st_size for f in files))
+say("  {k} files, {s} in all", "  共 {k} 个文件，{s}", k=n_files, s=all_bytes)
 if REAL:
     weights_file = max(REAL["files"], key=lambda f: f["size"])
-    real("{k} files, {s}; the weights: {w} ({ws})", "{k} 个文件，{s}；权重：{w}（{ws}）", k=len(REAL["files"]),
-         s=size(sum(f["size"] for f in REAL["files"])), w=weights_file["name"], ws=size(weights_file["size"]))
+    real_files, real_bytes = len(REAL["files"]), size(sum(f["size"] for f in REAL["files"]))
+    weights_name, weights_bytes = weights_file["name"], size(weights_file["size"])
+    real("{k} files, {s}; the weights: {w} ({ws})", "{k} 个文件，{s}；权重：{w}（{ws}）",
+         k=real_files, s=real_bytes, w=weights_name, ws=weights_bytes)
+
 
 # %% [markdown]
 # ## 2. A safetensors header, by hand / 手工读 safetensors 文件头
@@ -86,23 +92,30 @@ with open(info.file, "rb") as f:
     raw = f.read(n)
 header = json.loads(raw)                             # name -> {"dtype", "shape", "data_offsets"}
 begin, end = header[info.name]["data_offsets"]       # relative to the first byte after the header
-same = (info.offset, info.nbytes) == (8 + n + begin, end - begin)
+start, stop = 8 + n + begin, 8 + n + end             # where the tensor's bytes are in the file
+same = (info.offset, info.nbytes) == (start, stop - start)
+verdict = tr("same", "一致") if same else tr("DIFFERENT", "不一致")
+first8_hex, entries = first8.hex(" "), sum(key != "__metadata__" for key in header)
+metadata = header.get("__metadata__", tr("none", "无"))
+entry = json.dumps(header[info.name])
+padding = len(raw) - len(raw.rstrip(b" "))
 say("  file: {f}", "  文件：{f}", f=info.file.name)
 say("  first 8 bytes: {h} -> header length n = {n:,} bytes", "  前 8 个字节：{h} -> 文件头长度 n = {n:,} 字节",
-    h=first8.hex(" "), n=n)
-say("  entries: {k} tensors; __metadata__: {m}", "  条目：{k} 个张量；__metadata__：{m}",
-    k=sum(key != "__metadata__" for key in header), m=header.get("__metadata__", tr("none", "无")))
-say('  "{name}": {entry}', '  "{name}": {entry}', name=info.name, entry=json.dumps(header[info.name]))
+    h=first8_hex, n=n)
+say("  entries: {k} tensors; __metadata__: {m}", "  条目：{k} 个张量；__metadata__：{m}", k=entries, m=metadata)
+say('  "{name}": {entry}', '  "{name}": {entry}', name=info.name, entry=entry)
 say("  its bytes: {a:,} .. {b:,} of the file; qwen.weights says offset {o:,}, {k:,} bytes -> {ok}",
     "  它的字节：文件的第 {a:,} .. {b:,} 字节；qwen.weights 给出偏移 {o:,}、{k:,} 字节 -> {ok}",
-    a=8 + n + begin, b=8 + n + end, o=info.offset, k=info.nbytes, ok=tr("same", "一致") if same else tr("DIFFERENT", "不一致"))
+    a=start, b=stop, o=info.offset, k=info.nbytes, ok=verdict)
 say("  header padded with {p} spaces, so the data starts at a multiple of 8 bytes",
-    "  文件头末尾补了 {p} 个空格，使数据从 8 的整数倍字节处开始", p=len(raw) - len(raw.rstrip(b" ")))
+    "  文件头末尾补了 {p} 个空格，使数据从 8 的整数倍字节处开始", p=padding)
 if REAL:
     st = REAL["safetensors"]
+    real_n = st["header_json_bytes"] + st["header_padding_bytes"]
     real("{k} entries, n = {n:,} bytes ({p} of them padding), no __metadata__",
          "{k} 个条目，n = {n:,} 字节（其中 {p} 个是填充），没有 __metadata__",
-         k=st["tensor_count"], n=st["header_json_bytes"] + st["header_padding_bytes"], p=st["header_padding_bytes"])
+         k=st["tensor_count"], n=real_n, p=st["header_padding_bytes"])
+
 
 # %% [markdown]
 # ## 3. The config's numbers / 配置里的数字
@@ -114,8 +127,9 @@ if REAL:
 
 # %%
 section(3, "The numbers in config.json", "config.json 里的数字")
-say("  layout: {how}", "  结构：{how}", how=tr("multimodal, language model under text_config", "多模态，语言模型的数字在 text_config 下")
-    if "text_config" in cfg.raw else tr("flat, text-only", "扁平，纯文本模型"))
+layout = tr("multimodal, language model under text_config", "多模态，语言模型的数字在 text_config 下") \
+    if "text_config" in cfg.raw else tr("flat, text-only", "扁平，纯文本模型")
+say("  layout: {how}", "  结构：{how}", how=layout)
 split = cfg.hidden_size // cfg.num_attention_heads
 rows = [
     ("hidden_size", cfg.hidden_size, tr("hidden size: width of every token's vector", "隐藏维度：每个词元向量的宽度")),
@@ -135,13 +149,14 @@ rows = [
     ("tie_word_embeddings", cfg.tie_word_embeddings, tr("output layer = embedding table", "输出层就是嵌入表")),
 ]
 for key, value, why in rows:
-    say("  {k} {v:>10}   {w}", "  {k} {v:>10}   {w}", k=pad(key, 24), v=str(value), w=why)
+    key, value = pad(key, 24), str(value)
+    say("  {k} {v:>10}   {w}", "  {k} {v:>10}   {w}", k=key, v=value, w=why)
 if REAL:
     rc = Config.from_dict(REAL["config"])
+    tied_zh = "共享嵌入" if rc.tie_word_embeddings else "不共享嵌入"
     real("hidden_size {h}, {L} layers, head_dim {d}, vocab_size {v:,}, tied {t}",
          "hidden_size {h}，{L} 层，head_dim {d}，vocab_size {v:,}，{tz}",
-         h=rc.hidden_size, L=rc.num_hidden_layers, d=rc.head_dim, v=rc.vocab_size, t=rc.tie_word_embeddings,
-         tz="共享嵌入" if rc.tie_word_embeddings else "不共享嵌入")
+         h=rc.hidden_size, L=rc.num_hidden_layers, d=rc.head_dim, v=rc.vocab_size, t=rc.tie_word_embeddings, tz=tied_zh)
 
 
 # %% [markdown]
@@ -186,23 +201,26 @@ def inventory(tensors, cfg):
 
 
 def show(groups):
-    say("  {g} {t} {p} {b}", "  {g} {t} {p} {b}", g=pad(tr("group", "分组"), 36),
-        t=pad(tr("tensors", "张量数"), 8, right=True), p=pad(tr("parameters", "参数量"), 12, right=True),
-        b=pad(tr("bytes", "字节"), 10, right=True))
-    for name, (k, p, b) in sorted(groups.items(), key=lambda item: -item[1][1]):
-        say("  {g} {k:>8} {p:>12} {b:>10}", "  {g} {k:>8} {p:>12} {b:>10}", g=pad(name, 36), k=k, p=count(p), b=size(b))
+    """The inventory as a table: one row per group, the largest first."""
+    g, t = pad(tr("group", "分组"), 36), pad(tr("tensors", "张量数"), 8, right=True)
+    p, b = pad(tr("parameters", "参数量"), 12, right=True), pad(tr("bytes", "字节"), 10, right=True)
+    say("  {g} {t} {p} {b}", "  {g} {t} {p} {b}", g=g, t=t, p=p, b=b)
+    for name, (k, params, nbytes) in sorted(groups.items(), key=lambda item: -item[1][1]):
+        name, params, nbytes = pad(name, 36), count(params), size(nbytes)
+        say("  {g} {k:>8} {p:>12} {b:>10}", "  {g} {k:>8} {p:>12} {b:>10}", g=name, k=k, p=params, b=nbytes)
 
 
 section(4, "The tensor inventory", "张量清单")
 show(inventory(((f, W.info(f).numel, W.info(f).nbytes) for f in W.all_names), cfg))
-lm = sum(W.info(name).numel for name in W)
+n_tensors, lm = len(W), sum(W.info(name).numel for name in W)
 say("  the language model the course builds: {k} tensors, {p:,} parameters",
-    "  本课程要搭的语言模型：{k} 个张量，{p:,} 个参数", k=len(W), p=lm)
+    "  本课程要搭的语言模型：{k} 个张量，{p:,} 个参数", k=n_tensors, p=lm)
 if REAL:
     say("  Qwen3.5-0.8B (its published inventory):", "  Qwen3.5-0.8B（公开的张量清单）：")
     nbytes = {"BF16": 2, "F32": 4}
     show(inventory(((f, math.prod(t["shape"]), math.prod(t["shape"]) * nbytes[t["dtype"]])
                     for f, t in REAL["tensors"].items()), Config.from_dict(REAL["config"])))
+
 
 # %% [markdown]
 # ## 5. Two dtypes / 两种数据类型
@@ -226,9 +244,11 @@ by_dtype = {}
 for full in W.all_names:
     by_dtype.setdefault(W.info(full).dtype, []).append(full)
 for dtype, names in sorted(by_dtype.items(), key=lambda item: -len(item[1])):
-    kinds = sorted({re.sub(r"^.*?layers\.\d+\.", "", n) for n in names}) if len(by_dtype) > 1 and len(names) < len(W.all_names) / 4 else []
-    say("  {dt:<5} {k:>4} tensors{kinds}", "  {dt:<5} {k:>4} 个张量{kinds}", dt=dtype, k=len(names),
-        kinds=("   " + tr(", ", "、").join(kinds)) if kinds else "")
+    few = len(by_dtype) > 1 and len(names) < len(W.all_names) / 4           # name the kinds of a small group
+    kinds = sorted({re.sub(r"^.*?layers\.\d+\.", "", n) for n in names}) if few else []
+    k, kinds = len(names), ("   " + tr(", ", "、").join(kinds)) if kinds else ""
+    say("  {dt:<5} {k:>4} tensors{kinds}", "  {dt:<5} {k:>4} 个张量{kinds}", dt=dtype, k=k, kinds=kinds)
+
 
 # %% [markdown]
 # ## 6. The 3 : 1 layer pattern / 3 : 1 的层排布
@@ -238,16 +258,18 @@ for dtype, names in sorted(by_dtype.items(), key=lambda item: -len(item[1])):
 
 # %%
 section(6, "Linear-attention and full-attention layers", "线性注意力层与全注意力层")
-say("  {s}", "  {s}", s=" ".join("F" if t == "full_attention" else "L" for t in cfg.layer_types))
+pattern = " ".join("F" if t == "full_attention" else "L" for t in cfg.layer_types)
+say("  {s}", "  {s}", s=pattern)
 nl, nf = len(cfg.linear_attention_layers), len(cfg.full_attention_layers)
+where = tr(", ", "、").join(map(str, cfg.full_attention_layers))
 say("  L = linear attention: {n} layer{s}", "  L = 线性注意力：{n} 层", n=nl, s="" if nl == 1 else "s")
-say("  F = full attention: {n} layer{s} ({i})", "  F = 全注意力：{n} 层（{i}）", n=nf, s="" if nf == 1 else "s",
-    i=tr(", ", "、").join(map(str, cfg.full_attention_layers)))
+say("  F = full attention: {n} layer{s} ({i})", "  F = 全注意力：{n} 层（{i}）", n=nf, s="" if nf == 1 else "s", i=where)
 for kind, layers, en, zh in (("linear_attn", cfg.linear_attention_layers, "one linear-attention block", "一个线性注意力块"),
                              ("self_attn", cfg.full_attention_layers, "one full-attention block", "一个全注意力块")):
     if layers:
-        say("  parameters of " + en + ": {p}", "  " + zh + "的参数：{p}",
-            p=count(sum(W.info(k).numel for k in W.names_under(f"layers.{layers[0]}.{kind}."))))
+        block = count(sum(W.info(k).numel for k in W.names_under(f"layers.{layers[0]}.{kind}.")))
+        say("  parameters of " + en + ": {p}", "  " + zh + "的参数：{p}", p=block)
+
 
 # %% [markdown]
 # ## 7. Memory / 内存
@@ -258,13 +280,15 @@ for kind, layers, en, zh in (("linear_attn", cfg.linear_attention_layers, "one l
 # %%
 section(7, "Memory: bf16 against fp32", "内存：bf16 与 fp32")
 embed = W.info("embed_tokens.weight").numel
-say("  language model in bf16: {a}; in fp32: {b}", "  语言模型用 bf16：{a}；用 fp32：{b}", a=size(2 * lm), b=size(4 * lm))
+in_bf16, in_fp32, embed_count, embed_share = size(2 * lm), size(4 * lm), count(embed), embed / lm
+say("  language model in bf16: {a}; in fp32: {b}", "  语言模型用 bf16：{a}；用 fp32：{b}", a=in_bf16, b=in_fp32)
 say("  the embedding table: {e} parameters = {p:.0%} of the language model",
-    "  嵌入表：{e} 个参数 = 语言模型的 {p:.0%}", e=count(embed), p=embed / lm)
+    "  嵌入表：{e} 个参数 = 语言模型的 {p:.0%}", e=embed_count, p=embed_share)
 if REAL:
     lm_real = REAL["counts"]["params"]["language_model"]
-    real("{a} in bf16; the embedding table is {p:.0%} of it", "bf16 下 {a}；嵌入表占 {p:.0%}",
-         a=size(2 * lm_real), p=248320 * 1024 / lm_real)
+    real_bf16, real_share = size(2 * lm_real), 248320 * 1024 / lm_real
+    real("{a} in bf16; the embedding table is {p:.0%} of it", "bf16 下 {a}；嵌入表占 {p:.0%}", a=real_bf16, p=real_share)
+
 
 # %% [markdown]
 # ## 8. What bf16 can hold / bf16 能存什么
@@ -284,13 +308,14 @@ if REAL:
 # %%
 section(8, "A stored value, and the limits of bf16", "一个存储的数值，以及 bf16 的极限")
 w = W["layers.0.input_layernorm.weight"]
+w4 = [round(x, 4) for x in w[:4].float().tolist()]
 say("  layers.0.input_layernorm.weight[:4] = {v} ({dt}): the stored w; the scale applied is 1 + w",
-    "  layers.0.input_layernorm.weight[:4] = {v}（{dt}）：存的是 w，实际乘的缩放是 1 + w",
-    v=[round(x, 4) for x in w[:4].float().tolist()], dt=w.dtype)
+    "  layers.0.input_layernorm.weight[:4] = {v}（{dt}）：存的是 w，实际乘的缩放是 1 + w", v=w4, dt=w.dtype)
 x = w[0].bfloat16()
-b = f"{x.view(torch.int16).item() & 0xFFFF:016b}"
+value, bits = x.item(), f"{x.view(torch.int16).item() & 0xFFFF:016b}"
+sign, exponent, mantissa = bits[0], bits[1:9], bits[9:]
 say("  {x:+.6f} in bf16 bits: sign {s} | exponent {e} | mantissa {m}", "  {x:+.6f} 的 bf16 位：符号 {s} | 指数 {e} | 尾数 {m}",
-    x=x.item(), s=b[0], e=b[1:9], m=b[9:])
+    x=value, s=sign, e=exponent, m=mantissa)
 word = "Hello"
 vocab_file = next((ch.path / f for f in ("vocab.json", "tokenizer.json") if (ch.path / f).is_file()), None)
 found = vocab_file and re.search(r'"%s":\s*(\d+)' % word, vocab_file.read_text(encoding="utf-8"))   # a text search:
@@ -298,20 +323,25 @@ if not found or int(found[1]) >= W.info("embed_tokens.weight").shape[0]:        
     say("  (no tokenizer files with {w!r} here: the example token row is skipped)",            # whole tokenizer
         "  （这里没有含 {w!r} 的分词器文件：跳过示例词元的那一行）", w=word)
 else:
-    row = W.rows("embed_tokens.weight", [int(found[1])])[0]                # one row, read from the file
+    word_id = int(found[1])
+    row = W.rows("embed_tokens.weight", [word_id])[0]                # one row, read from the file
+    row4 = [round(v, 4) for v in row[:4].float().tolist()]
     say("  embed_tokens.weight[{i}][:4] = {v} (the row of the token {w!r}, id from {f})",
-        "  embed_tokens.weight[{i}][:4] = {v}（词元 {w!r} 的那一行，编号来自 {f}）", i=int(found[1]), w=word,
-        f=vocab_file.name, v=[round(v, 4) for v in row[:4].float().tolist()])
+        "  embed_tokens.weight[{i}][:4] = {v}（词元 {w!r} 的那一行，编号来自 {f}）", i=word_id, w=word,
+        f=vocab_file.name, v=row4)
 one = torch.tensor(1.0, dtype=torch.bfloat16)
 up = (torch.nextafter(one, torch.tensor(2.0, dtype=torch.bfloat16)) - one).item()
 down = (one - torch.nextafter(one, torch.tensor(0.0, dtype=torch.bfloat16))).item()
+largest, digits = torch.finfo(torch.bfloat16).max, 8 * math.log10(2)
 say("  bf16 keeps fp32's range (largest {mx:.2e}), with 8 significant bits (about {d:.1f} decimal digits)",
-    "  bf16 保留了 fp32 的范围（最大 {mx:.2e}），有效位 8 个二进制位（约 {d:.1f} 位十进制）",
-    mx=torch.finfo(torch.bfloat16).max, d=8 * math.log10(2))
+    "  bf16 保留了 fp32 的范围（最大 {mx:.2e}），有效位 8 个二进制位（约 {d:.1f} 位十进制）", mx=largest, d=digits)
+up_log, down_log = int(math.log2(up)), int(math.log2(down))
 say("  gap above 1: {u:g} (2^{a}); below 1: {d:g} (2^{b})", "  1 之上的间隔：{u:g}（2^{a}）；1 之下：{d:g}（2^{b}）",
-    u=up, a=int(math.log2(up)), d=down, b=int(math.log2(down)))
+    u=up, a=up_log, d=down, b=down_log)
 for v in (1.001, 257.0, 0.001):
-    say("  {v!r:>6} stored in bf16 becomes {b!r}", "  {v!r:>6} 存成 bf16 后变成 {b!r}", v=v, b=torch.tensor(v).bfloat16().item())
+    stored = torch.tensor(v).bfloat16().item()
+    say("  {v!r:>6} stored in bf16 becomes {b!r}", "  {v!r:>6} 存成 bf16 后变成 {b!r}", v=v, b=stored)
+
 
 # %% [markdown]
 # ## How to explain it / 怎么讲给别人听

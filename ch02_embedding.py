@@ -13,6 +13,8 @@
 # %%
 import torch
 
+import qwen.embedding
+import qwen.tokenizer
 from engine.cli import chapter, count, pad, say, section, show_code, size
 from qwen.embedding import Embedding, logits, row_norms
 from qwen.lang import tr
@@ -21,6 +23,18 @@ from qwen.weights import load
 
 ch = chapter("Chapter 2: from text to vectors and back", "第 2 章：从文字到向量，再回到文字",
              options={"--text": dict(default="Hello! 毕老师！1 + 1 = 2", help=("the text to tokenize", "要切分的文字"))})
+
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the tokenizer, the lookup and the tied scores: `qwen/tokenizer.py` and `qwen/embedding.py`, the whole file, read from the
+# module itself (never a second copy): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：分词器、查表和共享输出层的打分：`qwen/tokenizer.py` 和 `qwen/embedding.py` 的完整文件，直接从模块读出（不是另一份拷贝）：
+# notebook 里直接显示，`--code` 打印，否则只说它在哪里。
+
+# %%
+taught = show_code(ch, qwen.tokenizer, qwen.embedding)
 cfg, W, tok = ch.cfg, ch.W, ch.tokenizer
 ROWS = cfg.vocab_size                                        # rows of the embedding table
 N_BPE = (min(tok.special.values()) if tok.special else tok.vocab_size) if tok else ROWS   # ids below: BPE tokens
@@ -29,17 +43,6 @@ N_BPE = (min(tok.special.values()) if tok.special else tok.vocab_size) if tok el
 def name(i):
     return repr(tok.readable(i)) if tok else f"#{i}"
 
-
-# %% [markdown]
-# ## The code / 代码
-# What this chapter is about, the lookup and the tied scores, as `qwen/embedding.py` has it (read from the module
-# itself): shown in a notebook, printed with `--code`, else where it is.
-#
-# 本章讲的东西：查表和共享输出层的打分，就是 `qwen/embedding.py` 里的代码（直接从模块读出）：notebook 里直接显示，
-# `--code` 打印，否则只说它在哪里。
-
-# %%
-taught = show_code(ch, Embedding, logits)
 
 # %% [markdown]
 # ## 1. Text -> pieces -> byte-level symbols -> tokens / 文字 -> 片段 -> 字节级符号 -> 词元
@@ -57,26 +60,31 @@ taught = show_code(ch, Embedding, logits)
 
 # %%
 section(1, "From text to token ids", "从文字到词元编号")
+text = ch.args.text
 if tok is None:
     ids = list(range(min(8, ROWS)))
+    first, last = ids[0], ids[-1]
     say("  (no tokenizer files in this folder: this section is skipped; the examples use ids {a}..{b})",
-        "  （这个文件夹里没有分词器文件：跳过本节；后面的例子用编号 {a}..{b}）", a=ids[0], b=ids[-1])
+        "  （这个文件夹里没有分词器文件：跳过本节；后面的例子用编号 {a}..{b}）", a=first, b=last)
 else:
-    ids = tok.encode(ch.args.text)
-    say("  text: {t!r} -> {n} pieces -> {k} tokens", "  文字：{t!r} -> {n} 个片段 -> {k} 个词元",
-        t=ch.args.text, n=len(tok.pieces(ch.args.text)), k=len(ids))
-    say("  {a} {b} {c}", "  {a} {b} {c}", a=pad(tr("piece", "片段"), 16), b=pad(tr("byte-level symbols", "字节级符号"), 22),
-        c=tr("tokens (id 'text')", "词元（编号 '文字'）"))
-    for piece in tok.pieces(ch.args.text):
+    ids, pieces = tok.encode(text), tok.pieces(text)
+    n_pieces, n_ids = len(pieces), len(ids)
+    say("  text: {t!r} -> {n} pieces -> {k} tokens", "  文字：{t!r} -> {n} 个片段 -> {k} 个词元", t=text, n=n_pieces, k=n_ids)
+    head = pad(tr("piece", "片段"), 16), pad(tr("byte-level symbols", "字节级符号"), 22), tr("tokens (id 'text')", "词元（编号 '文字'）")
+    say("  {a} {b} {c}", "  {a} {b} {c}", a=head[0], b=head[1], c=head[2])
+    for piece in pieces:
         symbols = piece if piece in tok.special else to_symbols(piece)
-        say("  {p} {s} {t}", "  {p} {s} {t}", p=pad(repr(piece), 16), s=pad(repr(symbols), 22),
-            t=tr(", ", "、").join(f"{i} {tok.readable(i)!r}" for i in tok.encode(piece)))
-    say("  UTF-8 bytes: '毕' {a}, '𠀀' {b}", "  UTF-8 字节数：'毕' {a} 个，'𠀀' {b} 个",
-        a=len("毕".encode()), b=len("𠀀".encode()))
-    say("  decode(encode(text)) == text: {ok}", "  decode(encode(文字)) 还原出原文：{ok}", ok=tok.decode(ids) == ch.args.text)
+        tokens = tr(", ", "、").join(f"{i} {tok.readable(i)!r}" for i in tok.encode(piece))
+        piece_col, symbols_col = pad(repr(piece), 16), pad(repr(symbols), 22)
+        say("  {p} {s} {t}", "  {p} {s} {t}", p=piece_col, s=symbols_col, t=tokens)
+    bmp, beyond = len("毕".encode()), len("𠀀".encode())
+    say("  UTF-8 bytes: '毕' {a}, '𠀀' {b}", "  UTF-8 字节数：'毕' {a} 个，'𠀀' {b} 个", a=bmp, b=beyond)
+    round_trip = tok.decode(ids) == text
+    say("  decode(encode(text)) == text: {ok}", "  decode(encode(文字)) 还原出原文：{ok}", ok=round_trip)
     if any(i >= ROWS for i in ids):
         ids = [i for i in ids if i < ROWS]
         say("  (ids beyond the table's {r} rows are left out below)", "  （超出嵌入表 {r} 行的编号下面不用）", r=ROWS)
+
 
 # %% [markdown]
 # ## 2. The embedding table / 嵌入表
@@ -92,23 +100,28 @@ section(2, "The embedding table: one row per token id", "嵌入表：每个词�
 embed = load(Embedding(ROWS, cfg.hidden_size, W.dtype("embed_tokens.weight")), W, "embed_tokens.")   # no copy
 E = embed.weight.detach()
 info = W.info("embed_tokens.weight")
+shape, on_disk, in_fp32 = list(E.shape), size(info.nbytes), size(4 * info.numel)
 say("  shape {s}, {dt}: {b} on disk; in fp32 it would take {f}", "  形状 {s}，{dt}：磁盘上 {b}；换成 fp32 要 {f}",
-    s=list(E.shape), dt=info.dtype, b=size(info.nbytes), f=size(4 * info.numel))
+    s=shape, dt=info.dtype, b=on_disk, f=in_fp32)
 if tok:
+    n_special = len(tok.special)
     say("  {bpe:,} BPE tokens + {sp} special tokens = {n:,} ids", "  {bpe:,} 个 BPE 词元 + {sp} 个特殊词元 = {n:,} 个编号",
-        bpe=N_BPE, sp=len(tok.special), n=tok.vocab_size)
+        bpe=N_BPE, sp=n_special, n=tok.vocab_size)
     if ROWS > tok.vocab_size:
+        last, unused, blocks = ROWS - 1, ROWS - tok.vocab_size, ROWS // 256
         say("  rows {a:,}..{z:,} ({k}) belong to no token; {r:,} = 256 x {m}",
             "  第 {a:,}..{z:,} 行（{k} 行）不属于任何词元；{r:,} = 256 x {m}",
-            a=tok.vocab_size, z=ROWS - 1, k=ROWS - tok.vocab_size, r=ROWS, m=ROWS // 256)
+            a=tok.vocab_size, z=last, k=unused, r=ROWS, m=blocks)
 if ch.tiny:
+    real_bytes = size(248320 * 1024 * 2)
     say("  (the tiny checkpoint ships Qwen3.5's own vocabulary: these ids and counts are Qwen3.5's)",
         "  （小检查点带的是 Qwen3.5 自己的词表：这些编号和数量就是 Qwen3.5 的）")
     say("  Qwen3.5-0.8B: shape [248320, 1024], BF16: {b} on disk", "  Qwen3.5-0.8B：形状 [248320, 1024]，BF16：磁盘上 {b}",
-        b=size(248320 * 1024 * 2))
+        b=real_bytes)
 vectors = embed(torch.tensor(ids))                                   # (tokens,) -> (tokens, hidden)
-say("  embed({k} ids) -> shape {s}, {dt}", "  embed({k} 个编号) -> 形状 {s}，{dt}", k=len(ids), s=list(vectors.shape),
-    dt=vectors.dtype)
+n_ids, vectors_shape = len(ids), list(vectors.shape)
+say("  embed({k} ids) -> shape {s}, {dt}", "  embed({k} 个编号) -> 形状 {s}，{dt}", k=n_ids, s=vectors_shape, dt=vectors.dtype)
+
 
 # %% [markdown]
 # ## 3. How long are the rows? / 每一行有多长？
@@ -125,17 +138,20 @@ say("  embed({k} ids) -> shape {s}, {dt}", "  embed({k} 个编号) -> 形状 {s}
 # %%
 section(3, "Row lengths |E[i]| (fp32, a slice at a time)", "每行的长度 |E[i]|（fp32，逐块计算）")
 norms = row_norms(E)                                                 # (rows,)
-q = torch.quantile(norms[:N_BPE][:1_000_000].float(), torch.tensor([0.01, 0.5, 0.99]))
+lo, median, hi = torch.quantile(norms[:N_BPE][:1_000_000].float(), torch.tensor([0.01, 0.5, 0.99])).tolist()
 say("  BPE rows: median {m:.3f}, 1% {lo:.3f}, 99% {hi:.3f}", "  BPE 词元的行：中位数 {m:.3f}，1% 分位 {lo:.3f}，99% 分位 {hi:.3f}",
-    m=q[1].item(), lo=q[0].item(), hi=q[2].item())
+    m=median, lo=lo, hi=hi)
 for label, largest in ((tr("longest ", "最长"), True), (tr("shortest", "最短"), False)):
     top = torch.topk(norms[:N_BPE], min(5, N_BPE), largest=largest).indices.tolist()
-    say("  {l} {r}", "  {l} {r}", l=pad(label, 8), r=tr("; ", "；").join(f"{name(i)} {norms[i]:.3f}" for i in top))
+    label, rows = pad(label, 8), tr("; ", "；").join(f"{name(i)} {norms[i]:.3f}" for i in top)
+    say("  {l} {r}", "  {l} {r}", l=label, r=rows)
 if tok and ROWS > tok.vocab_size:
+    special_mean, padding_mean = norms[N_BPE:tok.vocab_size].mean().item(), norms[tok.vocab_size:].mean().item()
     say("  special rows: mean {s:.3f}; padding rows: mean {p:.3f}", "  特殊词元的行：平均 {s:.3f}；填充行：平均 {p:.3f}",
-        s=norms[N_BPE:tok.vocab_size].mean().item(), p=norms[tok.vocab_size:].mean().item())
+        s=special_mean, p=padding_mean)
 if ch.tiny:
     say("  (tiny checkpoint: random rows, so no token is longer for a reason)", "  （小检查点：行是随机的，长短没有原因）")
+
 
 # %% [markdown]
 # ## 4. Neighbours / 近邻
@@ -157,9 +173,11 @@ scores = logits(E[qids], E)[:, :N_BPE]                               # (queries,
 cos = scores / (norms[qids, None] * norms[None, :N_BPE]).clamp_min(1e-12)   # dot / both lengths
 for i, row in zip(qids, cos):
     others = [j for j in row.topk(min(6, N_BPE)).indices.tolist() if j != i][:5]
-    say("  {w} -> {n}", "  {w} -> {n}", w=pad(name(i), 12), n=tr(", ", "，").join(f"{name(j)} {row[j]:.2f}" for j in others))
+    word, nearest = pad(name(i), 12), tr(", ", "，").join(f"{name(j)} {row[j]:.2f}" for j in others)
+    say("  {w} -> {n}", "  {w} -> {n}", w=word, n=nearest)
 if ch.tiny:
     say("  (tiny checkpoint: random rows; these neighbours mean nothing)", "  （小检查点：行是随机的，这些近邻没有含义）")
+
 
 # %% [markdown]
 # ## 5. Back to scores: logit = h . E / 变回分数：logit = h . E
@@ -172,13 +190,17 @@ if ch.tiny:
 
 # %%
 section(5, "The same table scores every token: logits = h @ E.T", "同一张表给每个词元打分：logits = h @ E.T")
-say("  tie_word_embeddings = {t}{extra}", "  tie_word_embeddings = {t}{extra}", t=str(cfg.tie_word_embeddings),   # the config's value
-    extra="" if cfg.tie_word_embeddings else tr(" (this checkpoint has its own lm_head; we use E to show the idea)",
-                                                "（这个检查点有自己的 lm_head；这里用 E 来说明道理）"))
+tied = str(cfg.tie_word_embeddings)                                  # the config's value
+extra = "" if cfg.tie_word_embeddings else tr(" (this checkpoint has its own lm_head; we use E to show the idea)",
+                                              "（这个检查点有自己的 lm_head；这里用 E 来说明道理）")
+say("  tie_word_embeddings = {t}{extra}", "  tie_word_embeddings = {t}{extra}", t=tied, extra=extra)
 for i, row in zip(qids[:4], scores):
+    own, rank, top = row[i].item(), int((row > row[i]).sum()) + 1, name(int(row.argmax()))
+    word = name(i)
     say("  h = E[{i}] ({w}): own logit {s:.3f} (= |E[i]|^2), rank #{r} of {n:,}; top {top}",
         "  h = E[{i}]（{w}）：自己的 logit {s:.3f}（= |E[i]|^2），排第 {r} 名（共 {n:,} 个）；第一名 {top}",
-        i=i, w=name(i), s=row[i].item(), r=int((row > row[i]).sum()) + 1, n=N_BPE, top=name(int(row.argmax())))
+        i=i, w=word, s=own, r=rank, n=N_BPE, top=top)
+
 
 # %% [markdown]
 # ## 6. The size of h sets how sharp the prediction is / h 的大小决定预测有多确定
@@ -198,19 +220,21 @@ for i, row in zip(qids[:4], scores):
 section(6, "The size of h sets how sharp the prediction is", "h 的大小决定预测有多确定")
 base = scores[0] / E[qids[0]].float().pow(2).mean().sqrt()           # logits of h = E[i] / RMS(E[i]): RMS(h) = 1
 spread = base.std().item()                                           # how far apart the logits are at RMS 1
-say("  ln({n:,}) = {m:.2f} nats: the entropy of a flat distribution", "  ln({n:,}) = {m:.2f} 奈特：平坦分布的熵",
-    n=N_BPE, m=torch.log(torch.tensor(float(N_BPE))).item())
+flat = torch.log(torch.tensor(float(N_BPE))).item()
+say("  ln({n:,}) = {m:.2f} nats: the entropy of a flat distribution", "  ln({n:,}) = {m:.2f} 奈特：平坦分布的熵", n=N_BPE, m=flat)
 for k in (0.1, 1, 3, 10, 30):                                        # sizes chosen so the logits' spread is k
     s = k / spread
     probs = torch.softmax(s * base, dim=-1)
+    top_p, entropy = probs.max().item(), torch.special.entr(probs).sum().item()
     say("  RMS(h) = {s:<8.3g} top probability {p:<8.2g} entropy {e:.2f} nats",
-        "  RMS(h) = {s:<8.3g} 最高概率 {p:<8.2g} 熵 {e:.2f} 奈特", s=s, p=probs.max().item(),
-        e=torch.special.entr(probs).sum().item())
+        "  RMS(h) = {s:<8.3g} 最高概率 {p:<8.2g} 熵 {e:.2f} 奈特", s=s, p=top_p, e=entropy)
 top2 = (s * base).topk(2).values                                      # at the largest size above
+gap, second = (top2[0] - top2[1]).item(), torch.exp(top2[1] - top2[0]).item()
 say("  at RMS(h) = {s:.3g} the two largest logits differ by {d:.2f}: the second gets {r:.0%} of the first's probability (e^-{d:.2f})",
-    "  RMS(h) = {s:.3g} 时最大的两个 logit 相差 {d:.2f}：第二名的概率是第一名的 {r:.0%}（e^-{d:.2f}）", s=s,
-    d=(top2[0] - top2[1]).item(), r=torch.exp(top2[1] - top2[0]).item())
-say("  parameters in the table: {n}", "  嵌入表的参数量：{n}", n=count(E.numel()))
+    "  RMS(h) = {s:.3g} 时最大的两个 logit 相差 {d:.2f}：第二名的概率是第一名的 {r:.0%}（e^-{d:.2f}）", s=s, d=gap, r=second)
+parameters = count(E.numel())
+say("  parameters in the table: {n}", "  嵌入表的参数量：{n}", n=parameters)
+
 
 # %% [markdown]
 # ## How to explain it / 怎么讲给别人听

@@ -16,6 +16,7 @@
 import torch
 import torch.nn.functional as F
 
+import qwen.norm
 from engine.cli import chapter, pad, say, section, show_code
 from engine.known import CH03, real_inventory
 from qwen.lang import tr
@@ -24,6 +25,18 @@ from qwen.norm import GatedRMSNorm, RMSNorm, l2norm
 from qwen.weights import load
 
 ch = chapter("Chapter 3: three normalizations", "第 3 章：三种归一化", plot=True)
+
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the two RMSNorms and l2norm: `qwen/norm.py`, the whole file, read from the
+# module itself (never a second copy): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：两种 RMSNorm 和 L2 归一化：`qwen/norm.py` 的完整文件，直接从模块读出（不是另一份拷贝）：
+# notebook 里直接显示，`--code` 打印，否则只说它在哪里。
+
+# %%
+taught = show_code(ch, qwen.norm)
 cfg, W = ch.cfg, ch.W
 H, EPS = cfg.hidden_size, cfg.rms_norm_eps
 torch.manual_seed(0)
@@ -48,17 +61,6 @@ def real(en, zh, **fields):
 
 
 # %% [markdown]
-# ## The code / 代码
-# What this chapter is about, the two RMSNorms, as `qwen/norm.py` has it (read from the module
-# itself): shown in a notebook, printed with `--code`, else where it is.
-#
-# 本章讲的东西：两种 RMSNorm，就是 `qwen/norm.py` 里的代码（直接从模块读出）：notebook 里直接显示，
-# `--code` 打印，否则只说它在哪里。
-
-# %%
-taught = show_code(ch, RMSNorm, GatedRMSNorm)
-
-# %% [markdown]
 # ## 1. What RMSNorm does / RMSNorm 做了什么
 # y = x / sqrt(mean(x^2) + eps) * (1 + w): divide each vector by its root mean square, then
 # scale each dimension. eps sits inside the root, as in LLaMA's and transformers' code (and in
@@ -72,18 +74,21 @@ taught = show_code(ch, RMSNorm, GatedRMSNorm)
 # %%
 section(1, "RMSNorm rescales every vector to an RMS of 1", "RMSNorm 把每个向量缩放到均方根为 1")
 plain = RMSNorm(H, EPS)                     # w = 0: a scale of exactly 1
-say("  RMS before: {a}; after RMSNorm with w = 0: {b}", "  之前的均方根：{a}；经过 w = 0 的 RMSNorm 之后：{b}",
-    a=first3(x), b=first3(plain(x)))
-say("  cosine(x, RMSNorm(x)) = {c:.6f}: the direction is kept", "  cosine(x, RMSNorm(x)) = {c:.6f}：方向不变",
-    c=F.cosine_similarity(x[0, 0], plain(x)[0, 0], dim=0).item())
+before, after = first3(x), first3(plain(x))
+direction = F.cosine_similarity(x[0, 0], plain(x)[0, 0], dim=0).item()
+say("  RMS before: {a}; after RMSNorm with w = 0: {b}", "  之前的均方根：{a}；经过 w = 0 的 RMSNorm 之后：{b}", a=before, b=after)
+say("  cosine(x, RMSNorm(x)) = {c:.6f}: the direction is kept", "  cosine(x, RMSNorm(x)) = {c:.6f}：方向不变", c=direction)
 v = torch.tensor([1.0, 2.0, 3.0, 4.0])
 by_hand = v / v.pow(2).mean().sqrt()                                 # squares 1, 4, 9, 16; mean 7.5; root 2.7386
+by_module = RMSNorm(4, EPS)(v)
+hand4, module4 = [round(e, 4) for e in by_hand.tolist()], [round(e, 4) for e in by_module.tolist()]
 say("  by hand, [1, 2, 3, 4] / sqrt(7.5) = {y}; RMSNorm(4) gives {n}", "  手算 [1, 2, 3, 4] / sqrt(7.5) = {y}；RMSNorm(4) 给出 {n}",
-    y=[round(e, 4) for e in by_hand.tolist()], n=[round(e, 4) for e in RMSNorm(4, EPS)(v).tolist()])
+    y=hand4, n=module4)
 small = torch.full((4,), 1e-3)
+inside, outside = rms(RMSNorm(4, EPS)(small)).item(), rms(small / (rms(small) + EPS)).item()
 say("  a vector of RMS 0.001: eps inside the root -> RMS {a:.3f}; outside (the article's formula) -> {b:.3f}",
-    "  均方根为 0.001 的向量：eps 在根号里 -> 均方根 {a:.3f}；在根号外（文章的公式）-> {b:.3f}",
-    a=rms(RMSNorm(4, EPS)(small)).item(), b=rms(small / (rms(small) + EPS)).item())
+    "  均方根为 0.001 的向量：eps 在根号里 -> 均方根 {a:.3f}；在根号外（文章的公式）-> {b:.3f}", a=inside, b=outside)
+
 
 # %% [markdown]
 # ## 2. The file stores w, the norm multiplies by 1 + w / 文件存 w，归一化乘以 1 + w
@@ -101,16 +106,18 @@ say("  a vector of RMS 0.001: eps inside the root -> RMS {a:.3f}; outside (the a
 section(2, "Why the scale is stored as w, applied as 1 + w", "为什么缩放存成 w、用的时候乘 1 + w")
 for value in (1.0, 0.25, 0.001):
     b = torch.tensor(value).bfloat16()
+    stored = b.item()
     up = (torch.nextafter(b, torch.tensor(float("inf"), dtype=torch.bfloat16)) - b).float().item()
-    say("  next bf16 number above {v:g}: {gap:.3g} away", "  {v:g} 之上的下一个 bf16 数：相差 {gap:.3g}", v=b.item(), gap=up)
+    say("  next bf16 number above {v:g}: {gap:.3g} away", "  {v:g} 之上的下一个 bf16 数：相差 {gap:.3g}", v=stored, gap=up)
+lost, kept = torch.tensor(1.001).bfloat16().item(), torch.tensor(0.001).bfloat16().item()
 say("  1 + 0.001 in bf16 -> {a:.4f} (the update is lost); 0.001 in bf16 -> {b:.6f} (kept)",
-    "  bf16 存 1 + 0.001 得到 {a:.4f}（更新被吞掉）；存 0.001 得到 {b:.6f}（保留下来）",
-    a=torch.tensor(1.001).bfloat16().item(), b=torch.tensor(0.001).bfloat16().item())
+    "  bf16 存 1 + 0.001 得到 {a:.4f}（更新被吞掉）；存 0.001 得到 {b:.6f}（保留下来）", a=lost, b=kept)
 w0 = W["layers.0.input_layernorm.weight"].float()
 as_scale = (1 + w0).bfloat16().float() - 1          # what storing the scale itself would keep of w
+changed, by_up_to = (as_scale != w0).float().mean().item(), (as_scale - w0).abs().max().item()
 say("  storing 1 + w instead of w would change {c:.0%} of layers.0.input_layernorm's values, by up to {m:.1e}",
-    "  如果存 1 + w 而不是 w，layers.0.input_layernorm 的数值会有 {c:.0%} 改变，最大改变 {m:.1e}",
-    c=(as_scale != w0).float().mean().item(), m=(as_scale - w0).abs().max().item())
+    "  如果存 1 + w 而不是 w，layers.0.input_layernorm 的数值会有 {c:.0%} 改变，最大改变 {m:.1e}", c=changed, m=by_up_to)
+
 
 # %% [markdown]
 # ## 3. The learned scales / 学到的缩放
@@ -129,26 +136,31 @@ say("  storing 1 + w instead of w would change {c:.0%} of layers.0.input_layerno
 section(3, "The scales this checkpoint stores", "这个检查点存的缩放")          # learned only on trained weights
 norm0 = load(RMSNorm(H, EPS), W, "layers.0.input_layernorm.")
 final = load(RMSNorm(H, EPS), W, "norm.")
+after_norm0, after_final = first3(norm0(x)), first3(final(x))
 say("  RMS after layers.0.input_layernorm: {a}; after the final norm: {b}",
-    "  经过 layers.0.input_layernorm 后的均方根：{a}；经过最后的归一化后：{b}", a=first3(norm0(x)), b=first3(final(x)))
+    "  经过 layers.0.input_layernorm 后的均方根：{a}；经过最后的归一化后：{b}", a=after_norm0, b=after_final)
 real("{a}; {b}", "{a}；{b}", a=CH03["after_layer0_input_norm"], b=CH03["after_final_norm"])
 for key, known in (("layers.0.input_layernorm.weight", CH03["layer0_w"]), ("norm.weight", CH03["final_w"])):
     w = W[key].float()
+    column, mean, lo, hi = pad(key, 32), w.mean().item(), w.min().item(), w.max().item()
     say("  {k} stored w: mean {m:+.3f}, range [{lo:+.2f}, {hi:+.2f}]", "  {k} 存储的 w：均值 {m:+.3f}，范围 [{lo:+.2f}, {hi:+.2f}]",
-        k=pad(key, 32), m=w.mean().item(), lo=w.min().item(), hi=w.max().item())
+        k=column, m=mean, lo=lo, hi=hi)
     real("{k} mean {m:+.3f}, range [{lo:+.2f}, {hi:+.2f}]", "{k} 均值 {m:+.3f}，范围 [{lo:+.2f}, {hi:+.2f}]",
          k=key, m=known["mean"], lo=known["min"], hi=known["max"])
 rows = torch.randint(0, cfg.vocab_size, (512,), generator=g)
 E = W.rows("embed_tokens.weight", rows).float()                     # (512, H): 512 rows read from the file
 h1, hf = plain(x[0, 0]), final(x[0, 0])                              # the same vector, scale 1 and the final scale
+rms_rows, rms_h = rms(E).mean().item(), rms(hf).item()
 say("  RMS of 512 rows of E: {e:.3f}; RMS(h) after the final norm: {h:.2f}", "  E 的 512 行的均方根：{e:.3f}；最后的归一化之后 RMS(h)：{h:.2f}",
-    e=rms(E).mean().item(), h=rms(hf).item())
+    e=rms_rows, h=rms_h)
+spread1, spread_final = (E @ h1).std().item(), (E @ hf).std().item()
+ratio = spread_final / spread1
 say("  logits' spread over those rows: {a:.3f} with scale 1, {b:.3f} with the final scale ({r:.1f} times)",
-    "  这些行上 logits 的离散程度：缩放为 1 时 {a:.3f}，用最后的缩放时 {b:.3f}（{r:.1f} 倍）",
-    a=(E @ h1).std().item(), b=(E @ hf).std().item(), r=(E @ hf).std().item() / (E @ h1).std().item())
+    "  这些行上 logits 的离散程度：缩放为 1 时 {a:.3f}，用最后的缩放时 {b:.3f}（{r:.1f} 倍）", a=spread1, b=spread_final, r=ratio)
+real_scale = 1 + CH03["final_w"]["mean"]
 real("the final scale 1 + w averages {s:.2f}; RMS(h) after it {h} (after a scale of 1: 1.00)",
-     "最后的缩放 1 + w 平均为 {s:.2f}；之后 RMS(h) 为 {h}（缩放为 1 时是 1.00）",
-     s=1 + CH03["final_w"]["mean"], h=CH03["after_final_norm"][0])
+     "最后的缩放 1 + w 平均为 {s:.2f}；之后 RMS(h) 为 {h}（缩放为 1 时是 1.00）", s=real_scale, h=CH03["after_final_norm"][0])
+
 
 # %% [markdown]
 # ## 4. Precision: bf16 in, bf16 out, statistics in fp32 / 精度：bf16 进、bf16 出，统计量升到 fp32
@@ -169,18 +181,21 @@ xd = xb.double()                                                     # float64 r
 ref = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + EPS) * (1 + wq.double())
 all_bf16 = xb * torch.rsqrt(xb.pow(2).mean(-1, keepdim=True) + EPS) * (1 + wq.bfloat16())
 e32, e16 = (yb.double() - ref).abs().max().item(), (all_bf16.double() - ref).abs().max().item()
+ratio = e16 / max(e32, 1e-30)
 say("  input {a} -> output {b}", "  输入 {a} -> 输出 {b}", a=xb.dtype, b=yb.dtype)
 say("  max error against float64: statistics in fp32 {a:.1e}; everything in bf16 {b:.1e} (ratio {r:.1f})",
-    "  与 float64 相比的最大误差：统计量用 fp32 {a:.1e}；全部用 bf16 {b:.1e}（比值 {r:.1f}）", a=e32, b=e16, r=e16 / max(e32, 1e-30))
+    "  与 float64 相比的最大误差：统计量用 fp32 {a:.1e}；全部用 bf16 {b:.1e}（比值 {r:.1f}）", a=e32, b=e16, r=ratio)
 normed = (xb.float() * torch.rsqrt(xb.float().pow(2).mean(-1, keepdim=True) + EPS))
 llama = normed.bfloat16() * (1 + wq.float()).bfloat16()             # round first, then the weight, in bf16
 fused = F.rms_norm(xb, (H,), weight=(1 + wq).bfloat16(), eps=EPS)   # 1 + w rounded to bf16
 exact = F.rms_norm(xb.float(), (H,), weight=1 + wq.float(), eps=EPS).bfloat16()
+differ = {name: (y != yb).float().mean().item() for name, y in (("llama", llama), ("fused", fused), ("exact", exact))}
 say("  bf16 outputs that differ from ours: LLaMA's order {a:.0%}; F.rms_norm, bf16 1 + w {b:.0%}; "
     "F.rms_norm in fp32, 1 + w.float() {c:.0%}",
     "  与我们的结果不同的 bf16 输出：LLaMA 的顺序 {a:.0%}；F.rms_norm 用 bf16 的 1 + w {b:.0%}；"
     "F.rms_norm 在 fp32 中、用 1 + w.float() {c:.0%}",
-    a=(llama != yb).float().mean().item(), b=(fused != yb).float().mean().item(), c=(exact != yb).float().mean().item())
+    a=differ["llama"], b=differ["fused"], c=differ["exact"])
+
 
 # %% [markdown]
 # ## 5. The gated RMSNorm / 带门的 RMSNorm
@@ -198,15 +213,22 @@ section(5, "Gated RMSNorm: normalize, then a gate decides how much passes", "带
 L0, DV = cfg.linear_attention_layers[0], cfg.linear_value_head_dim
 gated = load(GatedRMSNorm(DV, EPS), W, f"layers.{L0}.linear_attn.norm.")
 head = torch.randn(4, DV, generator=g)                               # 4 head outputs
+gated_dtype, gated_mean = W.dtype(f"layers.{L0}.linear_attn.norm.weight"), gated.weight.float().mean().item()
 say("  layers.{l}.linear_attn.norm.weight: {dt}, mean {m:.3f}", "  layers.{l}.linear_attn.norm.weight：{dt}，均值 {m:.3f}",
-    l=L0, dt=W.dtype(f"layers.{L0}.linear_attn.norm.weight"), m=gated.weight.float().mean().item())
+    l=L0, dt=gated_dtype, m=gated_mean)
 for gate in (-6.0, 0.0, 6.0):
+    out_rms = rms(gated(head, torch.full_like(head, gate))).mean().item()
+    silu = F.silu(torch.tensor(gate)).item()
     say("  gate = {z:+.0f}: output RMS {r:.3f} (silu = {s:.3f})", "  门 = {z:+.0f}：输出的均方根 {r:.3f}（silu = {s:.3f}）",
-        z=gate, r=rms(gated(head, torch.full_like(head, gate))).mean().item(), s=F.silu(torch.tensor(gate)).item())
-z = (x[0].to(W.dtype(f"layers.{L0}.linear_attn.in_proj_z.weight")) @ W[f"layers.{L0}.linear_attn.in_proj_z.weight"].T)  # (3, heads * DV)
+        z=gate, r=out_rms, s=silu)
+Wz = W[f"layers.{L0}.linear_attn.in_proj_z.weight"]
+z = x[0].to(Wz.dtype) @ Wz.T                                         # (3, heads * DV)
 z = z.float().view(3, -1, DV)                                        # (tokens, value heads, DV)
+n_tokens, n_heads = z.shape[:2]
+silu_mean = F.silu(z).mean().item()
 say("  z = in_proj_z(x): {n} tokens x {k} heads x {d}; silu(z) mean {s:.3f}", "  z = in_proj_z(x)：{n} 个词元 x {k} 个头 x {d}；silu(z) 的均值 {s:.3f}",
-    n=z.shape[0], k=z.shape[1], d=DV, s=F.silu(z).mean().item())
+    n=n_tokens, k=n_heads, d=DV, s=silu_mean)
+
 
 # %% [markdown]
 # ## 6. l2norm, and q_norm / k_norm / L2 归一化，以及 q_norm / k_norm
@@ -221,15 +243,19 @@ say("  z = in_proj_z(x): {n} tokens x {k} heads x {d}; silu(z) mean {s:.3f}", " 
 
 # %%
 section(6, "l2norm, and the per-head q/k norms", "L2 归一化，以及按头的 q/k 归一化")
-say("  lengths after l2norm: {l}", "  L2 归一化之后的长度：{l}", l=[round(e, 3) for e in l2norm(x).norm(dim=-1).flatten()[:3].tolist()])
+lengths = [round(e, 3) for e in l2norm(x).norm(dim=-1).flatten()[:3].tolist()]
+say("  lengths after l2norm: {l}", "  L2 归一化之后的长度：{l}", l=lengths)
+tiny_vector = torch.full((128,), 1e-4)
+tiny_length, tiny_after, zero_after = tiny_vector.norm().item(), l2norm(tiny_vector).norm().item(), l2norm(torch.zeros(3)).tolist()
 say("  a vector of length {n:.1e} -> length {a:.4f}; the zero vector -> {z}", "  长度 {n:.1e} 的向量 -> 长度 {a:.4f}；零向量 -> {z}",
-    n=torch.full((128,), 1e-4).norm().item(), a=l2norm(torch.full((128,), 1e-4)).norm().item(), z=l2norm(torch.zeros(3)).tolist())
-F0 = cfg.full_attention_layers[0]
+    n=tiny_length, a=tiny_after, z=zero_after)
+F0, QH = cfg.full_attention_layers[0], cfg.num_attention_heads
 q_norm = load(RMSNorm(cfg.head_dim, EPS), W, f"layers.{F0}.self_attn.q_norm.")
-q = torch.randn(3, cfg.num_attention_heads, cfg.head_dim, generator=g) * torch.arange(1, cfg.num_attention_heads + 1)[:, None]
+q = torch.randn(3, QH, cfg.head_dim, generator=g) * torch.arange(1, QH + 1)[:, None]   # head i at RMS about i
+q_before, q_after = [round(v, 2) for v in rms(q)[0].tolist()], [round(v, 2) for v in rms(q_norm(q))[0].tolist()]
 say("  q (3 tokens, {k} heads, {d}): RMS per head {a} -> after q_norm {b}", "  q（3 个词元，{k} 个头，{d}）：每个头的均方根 {a} -> q_norm 之后 {b}",
-    k=cfg.num_attention_heads, d=cfg.head_dim, a=[round(v, 2) for v in rms(q)[0].tolist()],
-    b=[round(v, 2) for v in rms(q_norm(q))[0].tolist()])
+    k=QH, d=cfg.head_dim, a=q_before, b=q_after)
+
 
 # %% [markdown]
 # ## 7. LayerNorm and RMSNorm / 层归一化与均方根归一化
@@ -250,13 +276,15 @@ say("  q (3 tokens, {k} heads, {d}): RMS per head {a} -> after q_norm {b}", "  q
 # %%
 section(7, "LayerNorm against RMSNorm: RMS^2 = sigma^2 + mu^2", "层归一化与均方根归一化：RMS^2 = sigma^2 + mu^2")
 mu, var, ms = E.mean(-1), E.var(-1, unbiased=False), E.pow(2).mean(-1)
+identity_gap, mean_share = (ms - (var + mu * mu)).abs().max().item(), (mu.abs() / ms.sqrt()).mean().item()
 say("  512 rows of E: max |RMS^2 - (sigma^2 + mu^2)| = {d:.1e}; mean |mu| / RMS = {r:.3f}",
-    "  E 的 512 行：max |RMS^2 - (sigma^2 + mu^2)| = {d:.1e}；平均 |mu| / RMS = {r:.3f}",
-    d=(ms - (var + mu * mu)).abs().max().item(), r=(mu.abs() / ms.sqrt()).mean().item())
+    "  E 的 512 行：max |RMS^2 - (sigma^2 + mu^2)| = {d:.1e}；平均 |mu| / RMS = {r:.3f}", d=identity_gap, r=mean_share)
 for shift in (0.0, 3 * rms(E).mean().item()):
     ln, rn = F.layer_norm(E + shift, (H,), eps=EPS), F.rms_norm(E + shift, (H,), eps=EPS)
+    agree = F.cosine_similarity(ln, rn, dim=-1).mean().item()
     say("  rows + {s:.3f}: cosine(LayerNorm, RMSNorm) = {c:.4f}", "  各行加上 {s:.3f}：cosine(LayerNorm, RMSNorm) = {c:.4f}",
-        s=shift, c=F.cosine_similarity(ln, rn, dim=-1).mean().item())
+        s=shift, c=agree)
+
 
 # %% [markdown]
 # ## 8. Pre-Norm and Post-Norm / 前置归一化与后置归一化
@@ -277,15 +305,16 @@ section(8, "Pre-Norm (Qwen3.5) against Post-Norm, on a toy 24-layer stack", "前
 D = 256
 blocks = [torch.randn(D, D, generator=g) / D ** 0.5 for _ in range(24)]   # stand-ins for sublayers
 x0 = torch.randn(64, D, generator=g)
-for pre, label in ((True, ("Pre-Norm ", "前置归一化")), (False, ("Post-Norm", "后置归一化"))):
+for pre, en, zh in ((True, "Pre-Norm ", "前置归一化"), (False, "Post-Norm", "后置归一化")):
     z, seen = x0, []
     for Wl in blocks:
         z = z + RMSNorm(D)(z) @ Wl if pre else RMSNorm(D)(z + z @ Wl)
         seen.append((rms(z).mean().item(), F.cosine_similarity(z, x0, dim=-1).mean().item()))
+    (r1, c1), (r12, c12), (r24, c24) = seen[0], seen[11], seen[23]
     say("  {n}: stream RMS after layers 1/12/24 = {a:.2f}/{b:.2f}/{c:.2f}; cosine with the input {d:.3f}/{e:.3f}/{f:.3f}",
         "  {n}：第 1/12/24 层之后残差流的均方根 = {a:.2f}/{b:.2f}/{c:.2f}；与输入的余弦 {d:.3f}/{e:.3f}/{f:.3f}",
-        n=tr(*label),
-        a=seen[0][0], b=seen[11][0], c=seen[23][0], d=seen[0][1], e=seen[11][1], f=seen[23][1])
+        n=tr(en, zh), a=r1, b=r12, c=r24, d=c1, e=c12, f=c24)
+
 
 # %% [markdown]
 # ## 9. Every normalization of the model / 模型里所有的归一化
@@ -304,26 +333,32 @@ section(9, "Every normalization in the model, built from the config", "根据配
 norms = model_norms(cfg, W)                 # {prefix: module}, each loaded strictly from its own weight
 qk = sum("self_attn" in k for k in norms)
 gated_n = sum(isinstance(m, GatedRMSNorm) for m in norms.values())
+stream, total = len(norms) - qk - gated_n, len(norms)
 say("  language model: {a} residual-stream RMSNorms + {b} q/k RMSNorms + {c} gated RMSNorms = {n}",
     "  语言模型：残差流上 {a} 个 RMSNorm + {b} 个 q/k RMSNorm + {c} 个带门的 RMSNorm = {n} 个",
-    a=len(norms) - qk - gated_n, b=qk, c=gated_n, n=len(norms))
+    a=stream, b=qk, c=gated_n, n=total)
+
+
 def norm_weights(names, prefix):
     return sum(n.startswith(prefix) and "norm" in n and n.endswith(".weight") for n in names)
 
 
-say("  vision tower: {k} LayerNorms (chapter 10)", "  视觉塔：{k} 个层归一化（第 10 章）", k=norm_weights(W.all_names, "model.visual."))
-say("  MTP head: {m} RMSNorms (chapter 12)", "  多词元预测头：{m} 个 RMSNorm（第 12 章）", m=norm_weights(W.all_names, "mtp."))
+vision_norms, mtp_norms = norm_weights(W.all_names, "model.visual."), norm_weights(W.all_names, "mtp.")
+say("  vision tower: {k} LayerNorms (chapter 10)", "  视觉塔：{k} 个层归一化（第 10 章）", k=vision_norms)
+say("  MTP head: {m} RMSNorms (chapter 12)", "  多词元预测头：{m} 个 RMSNorm（第 12 章）", m=mtp_norms)
 if REAL:
+    real_vision, real_mtp = norm_weights(REAL["tensors"], "model.visual."), norm_weights(REAL["tensors"], "mtp.")
     say("  Qwen3.5-0.8B (published inventory): 79 in the language model; {v} LayerNorms in the vision tower; "
         "{m} RMSNorms in the MTP head",
         "  Qwen3.5-0.8B（公开的张量清单）：语言模型里 79 个；视觉塔里 {v} 个层归一化；多词元预测头里 {m} 个 RMSNorm",
-        v=norm_weights(REAL["tensors"], "model.visual."), m=norm_weights(REAL["tensors"], "mtp."))
+        v=real_vision, m=real_mtp)
 say("  1 + w per layer, mean (input_layernorm / post_attention_layernorm):", "  每层的 1 + w 均值（input_layernorm / post_attention_layernorm）：")
 scale = {k: 1 + m.weight.detach().float() for k, m in norms.items()}
 pairs = [f"{i}: {scale[f'layers.{i}.input_layernorm'].mean():.2f}/{scale[f'layers.{i}.post_attention_layernorm'].mean():.2f}"
          for i in range(cfg.num_hidden_layers)]
 for start in range(0, len(pairs), 6):
-    say("  {p}", "  {p}", p="   ".join(pairs[start:start + 6]))
+    line = "   ".join(pairs[start:start + 6])
+    say("  {p}", "  {p}", p=line)
 
 if ch.args.plot and (plt := ch.pyplot()):
     warn = "\n" + ch.label("(tiny checkpoint: made-up numbers)", "（小检查点：数值是编造的）") if ch.tiny else ""
@@ -341,6 +376,7 @@ if ch.args.plot and (plt := ch.pyplot()):
     ax.set(title=ch.label("Final norm: the scale 1 + w of each dimension", "最后的归一化：每一维的缩放 1 + w") + warn,
            xlabel="1 + w", ylabel=ch.label("dimensions", "维数"))
     ch.save(fig, "ch03_final_norm.png")
+
 
 # %% [markdown]
 # ## How to explain it / 怎么讲给别人听

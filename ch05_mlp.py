@@ -25,34 +25,36 @@ import time
 import torch
 import torch.nn.functional as F
 
+import qwen.mlp
 from engine.cli import chapter, count, say, section, show_code
 from engine.known import real_inventory
+from engine.threads import choose, note, use
 from qwen.lang import tr
 from qwen.mlp import MLP
 from qwen.model import load_model
 from qwen.norm import RMSNorm
-from engine.threads import choose, note, use
 from qwen.config import Config
 from qwen.weights import load, short_name
 
 ch = chapter("Chapter 5: the SwiGLU MLP", "第 5 章：SwiGLU MLP")
-cfg, W = ch.cfg, ch.W
-H, I = cfg.hidden_size, cfg.intermediate_size
-inventory = real_inventory()                          # Qwen3.5-0.8B's published inventory, for the lines after tiny figures
 
-SENTENCE = "The cat sat on the mat because it was tired."
-ids, names = ch.sentence(SENTENCE)                    # token ids and their readable pieces
 
 # %% [markdown]
 # ## The code / 代码
-# What this chapter is about, the SwiGLU MLP, as `qwen/mlp.py` has it (read from the module
-# itself): shown in a notebook, printed with `--code`, else where it is.
+# What this chapter is about, the SwiGLU MLP: `qwen/mlp.py`, the whole file, read from the
+# module itself (never a second copy): shown in a notebook, printed with `--code`, else where it is.
 #
-# 本章讲的东西：SwiGLU MLP，就是 `qwen/mlp.py` 里的代码（直接从模块读出）：notebook 里直接显示，
-# `--code` 打印，否则只说它在哪里。
+# 本章讲的东西：SwiGLU MLP：`qwen/mlp.py` 的完整文件，直接从模块读出（不是另一份拷贝）：
+# notebook 里直接显示，`--code` 打印，否则只说它在哪里。
 
 # %%
-taught = show_code(ch, MLP)
+taught = show_code(ch, qwen.mlp)
+cfg, W = ch.cfg, ch.W
+H, I = cfg.hidden_size, cfg.intermediate_size
+inventory = real_inventory()                          # Qwen3.5-0.8B's published inventory, for the lines after tiny figures
+SENTENCE = "The cat sat on the mat because it was tired."
+ids, names = ch.sentence(SENTENCE)                    # token ids and their readable pieces
+
 
 # %% [markdown]
 # ## 1. SwiGLU by hand on layer 0 / 在第 0 层上手算 SwiGLU
@@ -75,15 +77,18 @@ with torch.no_grad():
     h = F.silu(g) * u                                                            # (T, I): the gated hidden units
     y = h @ Wd.T                                                                 # (T, H)
     same = torch.equal(y, mlp(x))
+shapes = [list(t.shape) for t in (x, g, h, y)]
+dtype = str(y.dtype).replace("torch.", "")
 say("  x {x} -> gate(x), up(x) {g} -> silu(gate) * up {h} -> down {y}   ({d})",
     "  x {x} -> gate(x)、up(x) {g} -> silu(gate) * up {h} -> down {y}（{d}）",
-    x=list(x.shape), g=list(g.shape), h=list(h.shape), y=list(y.shape), d=str(y.dtype).replace("torch.", ""))
+    x=shapes[0], g=shapes[1], h=shapes[2], y=shapes[3], d=dtype)
 say("  by hand == MLP module, bit for bit: {s}", "  手算 == MLP 模块，逐位相同：{s}", s=same)
 wrong = (F.silu(u) * g) @ Wd.T                                                   # silu on the wrong projection
 wrong_gap, largest = (wrong.float() - y.float()).abs().max().item(), y.float().abs().max().item()
 say("  silu on up instead of gate changes the output by up to {d:.3f} (of {s:.3f}): the two are not interchangeable",
     "  把 silu 用在 up 而不是 gate 上，输出最多变化 {d:.3f}（输出最大 {s:.3f}）：两者不能互换",
     d=wrong_gap, s=largest)
+
 
 # %% [markdown]
 # ## 2. silu: a smooth switch / silu：平滑的开关
@@ -97,13 +102,14 @@ say("  silu on up instead of gate changes the output by up to {d:.3f} (of {s:.3f
 # %%
 section(2, "silu: a smooth switch", "silu：平滑的开关")
 z = torch.tensor([-6.0, -1.2785, 0.0, 1.0, 6.0])
-say("  z        " + "  ".join(f"{v:+7.3f}" for v in z.tolist()), "  z        " + "  ".join(f"{v:+7.3f}" for v in z.tolist()))
-say("  silu(z)  " + "  ".join(f"{v:+7.3f}" for v in F.silu(z).tolist()), "  silu(z)  " + "  ".join(f"{v:+7.3f}" for v in F.silu(z).tolist()))
-say("  relu(z)  " + "  ".join(f"{v:+7.3f}" for v in F.relu(z).tolist()), "  relu(z)  " + "  ".join(f"{v:+7.3f}" for v in F.relu(z).tolist()))
+for label, values in (("z", z), ("silu(z)", F.silu(z)), ("relu(z)", F.relu(z))):
+    row = "  ".join(f"{v:+7.3f}" for v in values.tolist())
+    say("  {l:<8} {r}", "  {l:<8} {r}", l=label, r=row)
 zz = torch.linspace(-10, 10, 200001, dtype=torch.float64)
 silu_min, silu_min_at = F.silu(zz).min().item(), zz[F.silu(zz).argmin()].item()
 say("  smallest silu on a fine grid: {m:.4f} at z = {at:.3f}", "  在细网格上 silu 的最小值：{m:.4f}，位于 z = {at:.3f}",
     m=silu_min, at=silu_min_at)
+
 
 # %% [markdown]
 # ## 3. Where the parameters are / 参数在哪里
@@ -121,36 +127,42 @@ section(3, "Where the parameters are", "参数在哪里")
 
 
 def mlp_share(c, shapes):
+    """(MLP parameters per layer, in all layers, all language-model parameters) from the config and the shapes."""
     per_layer = 3 * c.hidden_size * c.intermediate_size
     total = sum(torch.Size(shape).numel() for shape in shapes)
     return per_layer, per_layer * c.num_hidden_layers, total
 
 
 per, mlps, total = mlp_share(cfg, [W.shape(n) for n in W])
+share = mlps / total
 say("  per layer 3 x {h} x {i} = {p}; {n} layers: {m}; all language-model tensors: {t}; MLPs: {s:.1%}",
     "  每层 3 x {h} x {i} = {p}；{n} 层：{m}；语言模型全部张量：{t}；MLP 占 {s:.1%}",
-    h=H, i=I, p=count(per), n=cfg.num_hidden_layers, m=count(mlps), t=count(total), s=mlps / total)
+    h=H, i=I, p=count(per), n=cfg.num_hidden_layers, m=count(mlps), t=count(total), s=share)
 if ch.tiny and inventory:
     real = Config.from_dict(inventory["config"])
     lm = [t["shape"] for n, t in inventory["tensors"].items() if short_name(n) is not None]   # no vision, no mtp
     real_per, real_mlps, real_total = mlp_share(real, lm)
+    real_share = real_mlps / real_total
     say("  Qwen3.5-0.8B (its inventory): per layer {p}; {n} layers: {m}; language model: {t}; MLPs: {s:.1%}",
         "  Qwen3.5-0.8B（其张量清单）：每层 {p}；{n} 层：{m}；语言模型：{t}；MLP 占 {s:.1%}",
-        p=count(real_per), n=real.num_hidden_layers, m=count(real_mlps), t=count(real_total), s=real_mlps / real_total)
+        p=count(real_per), n=real.num_hidden_layers, m=count(real_mlps), t=count(real_total), s=real_share)
 
 
 def width_line(hidden, inter, prefix_en, prefix_zh):
-    r = inter / hidden
+    """One line: the SwiGLU's parameters against a plain 4x MLP's, from the two widths."""
+    prefix, r = tr(prefix_en, prefix_zh), inter / hidden
+    matrices, against_plain = 3 * r, 3 * r / 8
     say("  {p}intermediate / hidden = {r:.2f}: 3 matrices x {r:.2f} = {m:.1f} x hidden^2 per layer, against 2 x 4 = 8 "
         "for a plain 4x MLP ({x:.2f}x its parameters; 8/3 = 2.67 wide would match it)",
         "  {p}intermediate / hidden = {r:.2f}：每层 3 个矩阵 x {r:.2f} = {m:.1f} x hidden^2，普通 4 倍宽的 MLP 是 "
         "2 x 4 = 8（是它的 {x:.2f} 倍；宽 8/3 = 2.67 倍时才相等）",
-        p=tr(prefix_en, prefix_zh), r=r, m=3 * r, x=3 * r / 8)
+        p=prefix, r=r, m=matrices, x=against_plain)
 
 
 width_line(H, I, "", "")
 if ch.tiny and inventory:
     width_line(real.hidden_size, real.intermediate_size, "Qwen3.5-0.8B: ", "Qwen3.5-0.8B：")
+
 
 # %% [markdown]
 # ## 4. What the gate does on the sentence's tokens / 门在句子的词元上做了什么
@@ -164,20 +176,22 @@ if ch.tiny and inventory:
 section(4, "What the gate does on the sentence's tokens", "门在句子的词元上做了什么")
 sg = F.silu(g.float())
 off = (sg.abs() < 0.1).float().mean(-1)                                          # (T,)
-say("  tokens: {t}", "  词元：{t}", t=" ".join(repr(n) for n in names))
-say("  share of units with |silu(gate)| < 0.1, per token: {s}", "  每个词元 |silu(gate)| < 0.1 的单元比例：{s}",
-    s=" ".join(f"{v:.0%}" for v in off.tolist()))
+tokens, off_shares = " ".join(repr(n) for n in names), " ".join(f"{v:.0%}" for v in off.tolist())
+negative = (g < 0).float().mean().item()
+say("  tokens: {t}", "  词元：{t}", t=tokens)
+say("  share of units with |silu(gate)| < 0.1, per token: {s}", "  每个词元 |silu(gate)| < 0.1 的单元比例：{s}", s=off_shares)
 say("  gate < 0 (silu between -0.278 and 0) for {n:.0%} of all unit-token pairs",
-    "  在所有（单元，词元）对中，gate < 0（silu 在 -0.278 和 0 之间）的占 {n:.0%}", n=(g < 0).float().mean().item())
+    "  在所有（单元，词元）对中，gate < 0（silu 在 -0.278 和 0 之间）的占 {n:.0%}", n=negative)
 energy = h.float().pow(2).mean(0)                                                # (I,): mean square per unit
 top = energy.topk(3)
+units = tr(", ", "、").join(f"#{i} {v:.3g}" for i, v in zip(top.indices.tolist(), top.values.tolist()))
+top_share = top.values.sum().item() / energy.sum().item()
 say("  largest units (mean |h|^2 over the tokens): {u}; together {s:.1%} of the total over {i} units",
-    "  最大的单元（各词元 |h|^2 的均值）：{u}；三个合计占 {i} 个单元总量的 {s:.1%}",
-    u=tr(", ", "、").join(f"#{i} {v:.3g}" for i, v in zip(top.indices.tolist(), top.values.tolist())),
-    s=top.values.sum().item() / energy.sum().item(), i=I)
+    "  最大的单元（各词元 |h|^2 的均值）：{u}；三个合计占 {i} 个单元总量的 {s:.1%}", u=units, s=top_share, i=I)
 if ch.tiny:
     say("  (tiny checkpoint: made-up weights, so these shares describe random matrices, not Qwen3.5; run Qwen3.5-0.8B to see its units)",
         "  （小检查点：权重是编造的，这些比例描述的是随机矩阵而不是 Qwen3.5；用 Qwen3.5-0.8B 运行才能看到它的单元）")
+
 
 # %% [markdown]
 # ## 5. bf16 against fp32 on this CPU / 在这台 CPU 上比较 bf16 和 fp32
@@ -199,6 +213,7 @@ section(5, "bf16 against fp32 on this CPU", "在这台 CPU 上比较 bf16 和 fp
 
 
 def best_of(f, n=5):
+    """The fastest of n timed calls of f, in seconds (after one call to warm up)."""
     f()
     times = []
     for _ in range(n):
@@ -212,19 +227,21 @@ a32, w32 = torch.randn(64, 1024), torch.randn(3584, 1024) * 0.02
 a16, w16 = a32.bfloat16(), w32.bfloat16()
 ch.threads = use(choose(small=False))  # a Qwen3.5-0.8B-size product, on any checkpoint: big enough to split
 t32, t16 = best_of(lambda: a32 @ w32.T), best_of(lambda: a16 @ w16.T)
+ms32, ms16, slower = t32 * 1e3, t16 * 1e3, t16 / t32
 say("  (64 x 1024) @ (1024 x 3584): fp32 {a:.2f} ms, bf16 {b:.2f} ms: bf16 takes {r:.2f}x the fp32 time here",
     "  (64 x 1024) @ (1024 x 3584)：fp32 {a:.2f} 毫秒，bf16 {b:.2f} 毫秒：在这里 bf16 用时是 fp32 的 {r:.2f} 倍",
-    a=t32 * 1e3, b=t16 * 1e3, r=t16 / t32)
+    a=ms32, b=ms16, r=slower)
 note(ch.threads)
 ref = (a32.double() @ w16.double().T)                                            # the bf16 weights, exactly
 err16 = ((a16 @ w16.T).double() - (a16.double() @ w16.double().T)).abs().max().item()
+ref_max = ref.abs().max().item()
 say("  bf16 result vs the same bf16 inputs multiplied in float64: max error {e:.1e} (outputs up to {s:.2f})",
-    "  bf16 结果与同样的 bf16 输入在 float64 中相乘相比：最大误差 {e:.1e}（输出最大 {s:.2f}）",
-    e=err16, s=ref.abs().max().item())
+    "  bf16 结果与同样的 bf16 输入在 float64 中相乘相比：最大误差 {e:.1e}（输出最大 {s:.2f}）", e=err16, s=ref_max)
 default = inspect.signature(load_model).parameters["dtype"].default
+layer_dtype, model_dtype = str(mlp.gate_proj.weight.dtype).replace("torch.", ""), str(default).replace("torch.", "")
 say("  this chapter's layer computes in {a} (as stored); chapter 8's load_model converts to {b} by default",
-    "  本章的这一层用 {a} 计算（按存储的样子）；第 8 章的 load_model 默认转成 {b}",
-    a=str(mlp.gate_proj.weight.dtype).replace("torch.", ""), b=str(default).replace("torch.", ""))
+    "  本章的这一层用 {a} 计算（按存储的样子）；第 8 章的 load_model 默认转成 {b}", a=layer_dtype, b=model_dtype)
+
 
 # %% [markdown]
 # ## How to explain it / 怎么讲清楚
@@ -243,11 +260,15 @@ say("  this chapter's layer computes in {a} (as stored); chapter 8's load_model 
 # - Matmuls in the weights' dtype (bf16 here, as stored; fp32 in `load_model`'s model), one cast back
 #   to the input's dtype at the end.
 # - Practice: `python practice/judge.py 208` (the SwiGLU MLP).
+#
+# - `MLP(hidden, intermediate)`：gate_proj、up_proj、down_proj，没有偏置；down(silu(gate(x)) * up(x))。
+# - 矩阵乘法用权重的数据类型（这里按存储的样子是 bf16；`load_model` 的模型里是 fp32），最后转回输入的
+#   数据类型一次。
+# - 练习：`python practice/judge.py 208`（SwiGLU MLP）。
 
 # %%
 section(6, "Summary", "小结")
 say("  SwiGLU: down(silu(gate(x)) * up(x)); {h} -> {i} -> {h}; 3 matrices, {p} parameters per layer.",
-    "  SwiGLU：down(silu(gate(x)) * up(x))；{h} -> {i} -> {h}；3 个矩阵，每层 {p} 个参数。",
-    h=H, i=I, p=count(3 * H * I))
+    "  SwiGLU：down(silu(gate(x)) * up(x))；{h} -> {i} -> {h}；3 个矩阵，每层 {p} 个参数。", h=H, i=I, p=count(per))
 say("  Next: chapter 6, full attention. Practice: python practice/judge.py 208",
     "  下一章：第 6 章，全注意力。练习：python practice/judge.py 208")

@@ -25,10 +25,11 @@ import math
 import torch
 import torch.nn.functional as F
 
-from qwen.attention import Attention
+import qwen.attention
 from qwen.cache import LayerCache
 from engine.cli import chapter, say, section, show_code, size
 from engine.known import real_inventory
+from qwen.attention import Attention
 from qwen.lang import tr
 from qwen.norm import RMSNorm
 from qwen.rope import RotaryEmbedding, apply_rope
@@ -36,28 +37,28 @@ from qwen.config import Config
 from qwen.weights import load
 
 ch = chapter("Chapter 6: full attention with an output gate", "第 6 章：带输出门的全注意力", plot=True)
+
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the gated full attention and its causal core: `qwen/attention.py`, the whole file, read from the
+# module itself (never a second copy): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：带门的全注意力及其因果核心：`qwen/attention.py` 的完整文件，直接从模块读出（不是另一份拷贝）：
+# notebook 里直接显示，`--code` 打印，否则只说它在哪里。
+
+# %%
+taught = show_code(ch, qwen.attention)
 cfg, W = ch.cfg, ch.W
 L = cfg.full_attention_layers[0]                      # the first full-attention layer
 NH, KV, D = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
 G = NH // KV                                          # query heads per kv head
 inventory = real_inventory()                          # Qwen3.5-0.8B's published config, for the lines after tiny figures
 REAL = Config.from_dict(inventory["config"]) if inventory else None
-
 SENTENCE = "The cat sat on the mat because it was tired."
 ids, names = ch.sentence(SENTENCE)                    # token ids and their readable pieces
 T = len(ids)
 
-# %% [markdown]
-# ## The code / 代码
-# What this chapter is about, the attention's forward and its causal core, as `qwen/attention.py` has it (read from the module
-# itself): shown in a notebook, printed with `--code`, else where it is.
-#
-# 本章讲的东西：注意力的前向计算及其因果核心，就是 `qwen/attention.py` 里的代码（直接从模块读出）：notebook 里直接显示，
-# `--code` 打印，否则只说它在哪里。
-
-# %%
-from qwen.attention import causal_attention
-taught = show_code(ch, Attention.forward, causal_attention)
 
 # %% [markdown]
 # ## 1. The projections and their shapes / 投影及其形状
@@ -81,18 +82,21 @@ attn = load(Attention(cfg), W, f"layers.{L}.self_attn.").float()
 norm = load(RMSNorm(cfg.hidden_size, cfg.rms_norm_eps), W, f"layers.{L}.input_layernorm.")
 x = norm(W.rows("embed_tokens.weight", ids)).float()[None]                     # (1, T, hidden)
 for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-    say("  layers.{l}.self_attn.{n}.weight  {s}", "  layers.{l}.self_attn.{n}.weight  {s}",
-        l=L, n=name, s=list(W.shape(f"layers.{L}.self_attn.{name}.weight")))
+    shape = list(W.shape(f"layers.{L}.self_attn.{name}.weight"))
+    say("  layers.{l}.self_attn.{n}.weight  {s}", "  layers.{l}.self_attn.{n}.weight  {s}", l=L, n=name, s=shape)
+q_rows, k_rows = 2 * NH * D, KV * D
 say("  q_proj rows = heads ({h}) x {d} x 2 (query, then gate) = {r}; k_proj rows = kv heads ({kv}) x {d} = {k}",
     "  q_proj 的行数 = 头数（{h}）x {d} x 2（先查询后门）= {r}；k_proj 的行数 = 键值头数（{kv}）x {d} = {k}",
-    h=NH, d=D, r=2 * NH * D, kv=KV, k=KV * D)
+    h=NH, d=D, r=q_rows, kv=KV, k=k_rows)
 with torch.no_grad():
     q, gate = attn.q_proj(x).view(1, T, NH, 2, D).unbind(3)                     # (1, T, NH, D) each
-    k = attn.k_proj(x).view(1, T, KV, D)
-    v = attn.v_proj(x).view(1, T, KV, D)
+    k = attn.k_proj(x).view(1, T, KV, D)                                         # (1, T, KV, D)
+    v = attn.v_proj(x).view(1, T, KV, D)                                         # (1, T, KV, D)
+shapes = [list(t.shape) for t in (q, gate, k, v)]
 say("  {t} tokens: q {q}, gate {g}, k {k}, v {v}   (batch, tokens, heads, head_dim)",
     "  {t} 个词元：q {q}，gate {g}，k {k}，v {v}（批、词元、头、head_dim）",
-    t=T, q=list(q.shape), g=list(gate.shape), k=list(k.shape), v=list(v.shape))
+    t=T, q=shapes[0], g=shapes[1], k=shapes[2], v=shapes[3])
+
 
 # %% [markdown]
 # ## 2. q_norm and k_norm, per head, before RoPE / 每个头的 q_norm 和 k_norm，在 RoPE 之前
@@ -104,15 +108,23 @@ say("  {t} tokens: q {q}, gate {g}, k {k}, v {v}   (batch, tokens, heads, head_d
 
 # %%
 section(2, "q_norm and k_norm, per head, before RoPE", "每个头的 q_norm 和 k_norm，在 RoPE 之前")
-rms = lambda t: t.pow(2).mean(-1).sqrt()                                        # noqa: E731
+
+
+def rms(t):
+    return t.pow(2).mean(-1).sqrt()
+
+
 with torch.no_grad():
     qn, kn = attn.q_norm(q), attn.k_norm(k)
+    q_unit = RMSNorm(D, cfg.rms_norm_eps)(q)                                     # the same norm with a scale of 1
+before_lo, before_hi, after_lo, after_hi = rms(q).min().item(), rms(q).max().item(), rms(qn).min().item(), rms(qn).max().item()
+unit_rms = rms(q_unit).mean().item()
 say("  RMS of each query head, over the tokens: before {a:.3f} .. {b:.3f}, after q_norm {c:.3f} .. {d:.3f}",
     "  各查询头的均方根（所有词元）：归一化前 {a:.3f} .. {b:.3f}，q_norm 之后 {c:.3f} .. {d:.3f}",
-    a=rms(q).min().item(), b=rms(q).max().item(), c=rms(qn).min().item(), d=rms(qn).max().item())
+    a=before_lo, b=before_hi, c=after_lo, d=after_hi)
 say("  with the scale 1 + w of q_norm set to 1, the heads' RMS would be {r:.3f}: the scale is what moves it",
-    "  如果 q_norm 的缩放 1 + w 全是 1，各头的均方根会是 {r:.3f}：改变它的是缩放",
-    r=rms(RMSNorm(D, cfg.rms_norm_eps)(q)).mean().item())
+    "  如果 q_norm 的缩放 1 + w 全是 1，各头的均方根会是 {r:.3f}：改变它的是缩放", r=unit_rms)
+
 
 # %% [markdown]
 # ## 3. RoPE, then grouped-query attention / 先 RoPE，再分组查询注意力
@@ -129,8 +141,9 @@ cos, sin = RotaryEmbedding(cfg)(torch.arange(T))
 qr = apply_rope(qn.transpose(1, 2), cos, sin)                                   # (1, NH, T, D)
 kr = apply_rope(kn.transpose(1, 2), cos, sin)                                   # (1, KV, T, D)
 vr = v.transpose(1, 2)                                                          # (1, KV, T, D)
+readers = list(range(G))
 say("  query heads: {nh}, kv heads: {kv}; query heads {a} read kv head 0",
-    "  查询头 {nh} 个，键值头 {kv} 个；查询头 {a} 读键值头 0", nh=NH, kv=KV, a=list(range(G)))
+    "  查询头 {nh} 个，键值头 {kv} 个；查询头 {a} 读键值头 0", nh=NH, kv=KV, a=readers)
 
 
 def cache_bytes(tokens, layers, kv_heads, head_dim):
@@ -138,22 +151,25 @@ def cache_bytes(tokens, layers, kv_heads, head_dim):
 
 
 def cache_lines(heads, kv_heads, head_dim, layers, prefix_en, prefix_zh):
+    """The kv cache's size at three lengths: with the kv heads, and with one per query head."""
+    prefix = tr(prefix_en, prefix_zh)
     for tokens in (1024, 32768, 262144):
+        shared, own = size(cache_bytes(tokens, layers, kv_heads, head_dim)), size(cache_bytes(tokens, layers, heads, head_dim))
         say("  {p}kv cache for {t:>7,} tokens: {a:>9} with kv heads: {kv}; {b:>9} if each of the {h} query heads had its own",
             "  {p}{t:>7,} 个词元的键值缓存：{kv} 个键值头 {a:>9}；如果 {h} 个查询头各有自己的键值 {b:>9}",
-            p=tr(prefix_en, prefix_zh),
-            t=tokens, a=size(cache_bytes(tokens, layers, kv_heads, head_dim)),
-            b=size(cache_bytes(tokens, layers, heads, head_dim)), kv=kv_heads, h=heads)
+            p=prefix, t=tokens, a=shared, b=own, kv=kv_heads, h=heads)
 
 
+n_full = len(cfg.full_attention_layers)
 say("  per token and full-attention layer: k and v, each kv heads ({kv}) x {d} x 2 bytes (bf16); full-attention layers: {n}",
     "  每个词元、每个全注意力层：k 和 v，各为键值头数（{kv}）x {d} x 2 字节（bf16）；全注意力层数：{n}",
-    kv=KV, d=D, n=len(cfg.full_attention_layers))
+    kv=KV, d=D, n=n_full)
 say("  (linear-attention layers keep a state of fixed size instead: chapter 7)", "  （线性注意力层保存的是固定大小的状态：第 7 章）")
-cache_lines(NH, KV, D, len(cfg.full_attention_layers), "", "")
+cache_lines(NH, KV, D, n_full, "", "")
 if ch.tiny and REAL:
     cache_lines(REAL.num_attention_heads, REAL.num_key_value_heads, REAL.head_dim, len(REAL.full_attention_layers),
                 "Qwen3.5-0.8B (config): ", "Qwen3.5-0.8B（配置）：")
+
 
 # %% [markdown]
 # ## 4. The causal mask and the softmax in fp32 / 因果掩码和 fp32 中的 softmax
@@ -169,19 +185,23 @@ section(4, "The causal mask and the softmax in fp32", "因果掩码和 fp32 中�
 masked = torch.ones(T, T, dtype=torch.bool).triu(1)                             # True: may not look
 say("  mask for the first 5 tokens (x = may read, . = masked):", "  前 5 个词元的掩码（x = 可以读，. = 被遮住）：")
 for row in (~masked[:5, :5]).tolist():
-    say("    " + " ".join("x" if a else "." for a in row), "    " + " ".join("x" if a else "." for a in row))
+    marks = " ".join("x" if a else "." for a in row)
+    say("    {m}", "    {m}", m=marks)
 k_full = kr.repeat_interleave(G, dim=1)                                         # (1, NH, T, D): kv head h // G
-v_full = vr.repeat_interleave(G, dim=1)
+v_full = vr.repeat_interleave(G, dim=1)                                         # (1, NH, T, D)
 scores = (qr @ k_full.transpose(-1, -2)) / math.sqrt(D)                         # (1, NH, T, T)
 scores = scores.masked_fill(masked, float("-inf"))
 weights = torch.softmax(scores.float(), dim=-1)                                 # (1, NH, T, T), rows sum to 1
 row_sum_error = (weights.sum(-1) - 1).abs().max().item()
 future_is_zero = bool(torch.all(weights[..., masked] == 0))                     # no weight on a later key
+above = tr("all 0", "全是 0") if future_is_zero else tr("not all 0", "不全是 0")
+scores_shape = list(scores.shape)
 say("  scores {s}; softmax rows sum to 1: max |sum - 1| = {e:.1e}; weights above the diagonal: {z}",
     "  scores {s}；softmax 每行之和为 1：max |和 - 1| = {e:.1e}；对角线以上的权重：{z}",
-    s=list(scores.shape), e=row_sum_error, z=tr("all 0", "全是 0") if future_is_zero else tr("not all 0", "不全是 0"))
+    s=scores_shape, e=row_sum_error, z=above)
 first_weight = weights[0, 0, 0, 0].item()
 say("  the first token can only read itself: weight {w:.3f}", "  第一个词元只能读它自己：权重 {w:.3f}", w=first_weight)
+
 
 # %% [markdown]
 # ## 5. The attention pattern of a sentence / 一个句子的注意力模式
@@ -194,13 +214,15 @@ section(5, "The attention pattern of a sentence", "一个句子的注意力模�
 for t in range(T):
     w = weights[0, 0, t, : t + 1]
     j = int(w.argmax())
-    say("  {a:<12} -> {b:<12} {w:.2f}", "  {a:<12} -> {b:<12} {w:.2f}", a=repr(names[t]), b=repr(names[j]), w=w[j].item())
+    reader, read, weight = repr(names[t]), repr(names[j]), w[j].item()
+    say("  {a:<12} -> {b:<12} {w:.2f}", "  {a:<12} -> {b:<12} {w:.2f}", a=reader, b=read, w=weight)
 if ch.tiny:
     say("  (tiny checkpoint: made-up weights and embeddings as input: this pattern means nothing)",
         "  （小检查点：权重是编造的，输入又只是嵌入：这个模式没有意义）")
 else:
     say("  (the input is the embeddings, not the real residual stream: chapter 8 shows the real patterns)",
         "  （输入是嵌入而不是真实的残差流：第 8 章展示真实的模式）")
+
 
 # %% [markdown]
 # ## 6. The output gate, then o_proj / 输出门，然后 o_proj
@@ -213,23 +235,24 @@ else:
 # %%
 section(6, "The output gate, then o_proj", "输出门，然后 o_proj")
 heads_out = (weights @ v_full).transpose(1, 2).reshape(1, T, NH * D)            # (1, T, NH*D)
-s = torch.sigmoid(gate.reshape(1, T, NH * D))
+s = torch.sigmoid(gate.reshape(1, T, NH * D))                                    # (1, T, NH*D)
+gate_mean, gate_low, gate_high = s.mean().item(), (s < 0.1).float().mean().item(), (s > 0.9).float().mean().item()
 say("  sigmoid(gate) over {n:,} values: mean {m:.3f}, below 0.1: {lo:.0%}, above 0.9: {hi:.0%}",
     "  sigmoid(gate) 共 {n:,} 个值：均值 {m:.3f}，低于 0.1：{lo:.0%}，高于 0.9：{hi:.0%}",
-    n=s.numel(), m=s.mean().item(), lo=(s < 0.1).float().mean().item(), hi=(s > 0.9).float().mean().item())
+    n=T * NH * D, m=gate_mean, lo=gate_low, hi=gate_high)
 if ch.tiny:
     say("  (tiny checkpoint: made-up gate weights: these shares say nothing about Qwen3.5)",
         "  （小检查点：门的权重是编造的：这些比例与 Qwen3.5 无关）")
 with torch.no_grad():
     by_hand = attn.o_proj(heads_out * s)                                         # (1, T, hidden)
-    module = attn(x, cos, sin)
-hand_gap = (by_hand - module).abs().max().item()
-say("  by hand == Attention module: max |difference| {d:.1e} (outputs up to {m:.3f})",
-    "  手算 == Attention 模块：最大差 {d:.1e}（输出最大 {m:.3f}）", d=hand_gap, m=module.abs().max().item())
-with torch.no_grad():
+    module = attn(x, cos, sin)                                                   # (1, T, hidden)
     no_gate = attn.o_proj(heads_out)
+hand_gap, largest = (by_hand - module).abs().max().item(), module.abs().max().item()
+say("  by hand == Attention module: max |difference| {d:.1e} (outputs up to {m:.3f})",
+    "  手算 == Attention 模块：最大差 {d:.1e}（输出最大 {m:.3f}）", d=hand_gap, m=largest)
 gate_effect = (no_gate - module).abs().max().item()
 say("  without the gate the output would differ by up to {d:.3f}", "  如果没有门，输出最多相差 {d:.3f}", d=gate_effect)
+
 
 # %% [markdown]
 # ## 7. The same in one call: F.scaled_dot_product_attention / 一次调用：F.scaled_dot_product_attention
@@ -251,6 +274,7 @@ sdpa_gap = (sdpa - weights @ v_full).abs().max().item()
 say("  SDPA(q, k, v, is_causal=True, enable_gqa=True) vs softmax(...) @ v by hand: max |difference| {d:.1e}",
     "  SDPA(q, k, v, is_causal=True, enable_gqa=True) 与手算 softmax(...) @ v：最大差 {d:.1e}", d=sdpa_gap)
 
+
 # %% [markdown]
 # ## 8. With a cache: one token at a time / 使用缓存：一次一个词元
 # Generating, the model feeds one new token at a time. Its keys and values are appended to the
@@ -266,9 +290,10 @@ with torch.no_grad():
     first = attn(x[:, :-1], cos[:-1], sin[:-1], cache=cache)                     # all but the last token
     last = attn(x[:, -1:], cos[-1:], sin[-1:], cache=cache)                      # the last token alone
 cache_gap = (last - module[:, -1:]).abs().max().item()
+cached_shape = list(cache.k.shape)
 say("  cache after {t} tokens: k {k}; last token through the cache vs the full run: max |difference| {d:.1e}",
-    "  {t} 个词元之后的缓存：k {k}；最后一个词元经缓存计算与完整计算相比：最大差 {d:.1e}",
-    t=T, k=list(cache.k.shape), d=cache_gap)
+    "  {t} 个词元之后的缓存：k {k}；最后一个词元经缓存计算与完整计算相比：最大差 {d:.1e}", t=T, k=cached_shape, d=cache_gap)
+
 
 # %% [markdown]
 # ## Plots / 图
@@ -315,6 +340,11 @@ if ch.args.plot:
 # - q_proj per head: query rows, then gate rows; q_norm/k_norm per head before RoPE; scale 1/sqrt(head_dim);
 #   softmax in fp32; sigmoid(gate) before o_proj.
 # - Practice: `python practice/judge.py 209` (causal attention with GQA and the output gate).
+#
+# - `Attention(cfg)(x, cos, sin, cache=None)`：(批, 序列, 隐藏) -> (批, 序列, 隐藏)，因果。
+# - q_proj 每个头先是查询行、再是门行；RoPE 之前按头做 q_norm/k_norm；缩放 1/sqrt(head_dim)；
+#   softmax 用 fp32；o_proj 之前乘 sigmoid(gate)。
+# - 练习：`python practice/judge.py 209`（带 GQA 和输出门的因果注意力）。
 
 # %%
 section(9, "Summary", "小结")

@@ -19,17 +19,31 @@ import math
 import time
 
 import torch
+import torch.nn.functional as F
 
+import qwen.deltanet
 from engine import known
 from engine.cli import chapter, say, section, show_code, size
 from qwen.cache import LayerCache
+from engine.threads import choose, note, use
 from qwen.deltanet import GatedDeltaNet, delta_rule_chunked, delta_rule_recurrent
 from qwen.lang import tr
 from qwen.norm import RMSNorm, l2norm
-from engine.threads import choose, note, use
 from qwen.weights import load
 
 ch = chapter("Chapter 7: Gated DeltaNet (linear attention)", "第 7 章：Gated DeltaNet（线性注意力）", plot=True)
+
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, the delta rule, token by token and in chunks, and the layer: `qwen/deltanet.py`, the whole file, read from the
+# module itself (never a second copy): shown in a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：逐词元和分块的 delta 规则，以及这一层：`qwen/deltanet.py` 的完整文件，直接从模块读出（不是另一份拷贝）：
+# notebook 里直接显示，`--code` 打印，否则只说它在哪里。
+
+# %%
+taught = show_code(ch, qwen.deltanet)
 ch.threads = use(choose(small=True))    # small tensors: a second thread costs more than it saves (and section 7
                                         # then times the work itself, not how busy the other cores are)
 cfg, W = ch.cfg, ch.W
@@ -38,8 +52,8 @@ L = cfg.linear_attention_layers[0]                       # the first linear-atte
 layer = load(GatedDeltaNet(cfg), W, f"layers.{L}.linear_attn.")
 gen = torch.Generator().manual_seed(0)
 
-# A sentence and its Qwen3.5 token ids (tests/test_chapters.py checks them with the tokenizer;
-# loading the 248k-entry tokenizer would cost this chapter two seconds).
+# A sentence and its Qwen3.5 token ids (tests/test_chapters.py checks them with the tokenizer): one
+# sentence does not need the 248k-entry tokenizer loaded.
 TEXT = ("The cat sat on the mat. It was warm, so the cat fell asleep, and when it woke up the mat was gone. "
         "猫坐在垫子上。垫子很暖和，猫睡着了；醒来时，垫子不见了。")
 IDS = [760, 7993, 7338, 383, 279, 5344, 13, 1049, 557, 7948, 11, 748, 279, 7993, 10729, 31016, 11, 321, 948,
@@ -55,16 +69,6 @@ with torch.no_grad():                                    # layer L's input on th
     x = W.rows("embed_tokens.weight", ids)[None]         # then the input norm (exact for layer 0 only)
     x = load(RMSNorm(cfg.hidden_size, cfg.rms_norm_eps), W, f"layers.{L}.input_layernorm.")(x)   # (1, T, hidden)
 
-# %% [markdown]
-# ## The code / 代码
-# What this chapter is about, the delta rule, token by token, and the layer's forward, as `qwen/deltanet.py` has it (read from the module
-# itself): shown in a notebook, printed with `--code`, else where it is.
-#
-# 本章讲的东西：逐词元的 delta 规则，以及这一层的前向计算，就是 `qwen/deltanet.py` 里的代码（直接从模块读出）：notebook 里直接显示，
-# `--code` 打印，否则只说它在哪里。
-
-# %%
-taught = show_code(ch, delta_rule_recurrent, GatedDeltaNet.forward)
 
 # %% [markdown]
 # ## 1. A memory of fixed size / 大小固定的记忆
@@ -95,17 +99,21 @@ def memory(c):
 
 
 def memory_table(c):
+    """The fixed state against the KV cache, per token and at three lengths."""
     n_lin, n_full, state, kv = memory(c)
+    dk, dv, nv = c["linear_key_head_dim"], c["linear_value_head_dim"], c["linear_num_value_heads"]
+    per_head, fixed, per_token = dk * dv, size(state), size(n_full * kv)
     say("  per head S: {dk} x {dv} = {n:,} numbers; {nv} heads x {L} linear layers + conv windows (fp32): {s}, fixed",
         "  每个头的 S：{dk} x {dv} = {n:,} 个数；{nv} 个头 x {L} 个线性注意力层 + 卷积窗口（fp32）：{s}，固定不变",
-        dk=c["linear_key_head_dim"], dv=c["linear_value_head_dim"], n=c["linear_key_head_dim"] * c["linear_value_head_dim"],
-        nv=c["linear_num_value_heads"], L=n_lin, s=size(state))
+        dk=dk, dv=dv, n=per_head, nv=nv, L=n_lin, s=fixed)
     say("  KV cache of the {f} full-attention layers (bf16): {kv} per token", "  {f} 个全注意力层的键值缓存（bf16）：每个词元 {kv}",
-        f=n_full, kv=size(n_full * kv))
+        f=n_full, kv=per_token)
+    n_layers = n_lin + n_full
     for tokens in (1024, 32768, 262144):
+        kv_cache, all_full = size(tokens * n_full * kv), size(tokens * n_layers * kv)
         say("  {t:>7,} tokens: KV cache {a:>9}   linear-attention state {b:>9}   all {n} layers full attention: {c:>9}",
             "  {t:>7,} 个词元：键值缓存 {a:>9}   线性注意力状态 {b:>9}   若 {n} 层全是全注意力：{c:>9}",
-            t=tokens, a=size(tokens * n_full * kv), b=size(state), n=n_lin + n_full, c=size(tokens * (n_lin + n_full) * kv))
+            t=tokens, a=kv_cache, b=fixed, n=n_layers, c=all_full)
 
 
 text_config = cfg.raw.get("text_config", cfg.raw)
@@ -114,6 +122,7 @@ real = known.real_inventory()
 if ch.tiny and real is not None:                          # exact: these follow from the real config alone
     say("  Qwen3.5-0.8B, from its config.json:", "  Qwen3.5-0.8B，根据它的 config.json：")
     memory_table(real["config"]["text_config"])
+
 
 # %% [markdown]
 # ## 2. The delta rule is online regression / delta 规则就是在线回归
@@ -139,22 +148,22 @@ say("  |k^T S - v| before writing: {e:.3f}", "  写入前 |k^T S - v|：{e:.3f}"
 for beta in (1.0, 0.5, 0.1):
     S = S0 + torch.outer(k, beta * (v - k @ S0))         # one write of the delta rule
     after = (k @ S - v).norm().item()
+    ratio, kept = after / before, 1 - beta
     say("  beta = {b:.1f}: after the write {a:.3f} = {r:.3f} x before (1 - beta = {o:.1f})",
-        "  beta = {b:.1f}：写入后 {a:.3f} = 写入前的 {r:.3f} 倍（1 - beta = {o:.1f}）",
-        b=beta, a=after, r=after / before, o=1 - beta)
+        "  beta = {b:.1f}：写入后 {a:.3f} = 写入前的 {r:.3f} 倍（1 - beta = {o:.1f}）", b=beta, a=after, r=ratio, o=kept)
 S_plain, S_delta = torch.zeros(8, 4), torch.zeros(8, 4)
 for _ in range(2):                                       # write the same pair twice
     S_plain = S_plain + torch.outer(k, v)
     S_delta = S_delta + torch.outer(k, v - k @ S_delta)
 plain_reads, delta_reads = (k @ S_plain @ v / (v @ v)).item(), (k @ S_delta @ v / (v @ v)).item()
 say("  the same pair written twice: plain linear attention reads {p:.2f} x v, the delta rule {d:.2f} x v",
-    "  同一对写两次：普通线性注意力读出 {p:.2f} x v，delta 规则读出 {d:.2f} x v",
-    p=plain_reads, d=delta_reads)
-out, _ = delta_rule_recurrent(k[None, None, None], k[None, None, None], v[None, None, None], torch.zeros(1, 1, 1),
-                              torch.ones(1, 1, 1), S0[None, None])
+    "  同一对写两次：普通线性注意力读出 {p:.2f} x v，delta 规则读出 {d:.2f} x v", p=plain_reads, d=delta_reads)
+one_k, one_v = k[None, None, None], v[None, None, None]                       # (1, 1, 1, 8), (1, 1, 1, 4)
+out, _ = delta_rule_recurrent(one_k, one_k, one_v, torch.zeros(1, 1, 1), torch.ones(1, 1, 1), S0[None, None])
 read_back_error = (out[0, 0, 0] - v).norm().item()                            # a write with beta = 1, read by its key
 say("  delta_rule_recurrent, one step (g = 0, beta = 1), reading with q = k: |out - v| = {e:.1e}",
     "  delta_rule_recurrent 走一步（g = 0，beta = 1），用 q = k 读：|out - v| = {e:.1e}", e=read_back_error)
+
 
 # %% [markdown]
 # ## 3. Why q and k are l2-normalized / 为什么 q 和 k 要做 L2 归一化
@@ -182,31 +191,37 @@ for scale in (1.0, 2.0):
     for _ in range(4):
         S = S + torch.outer(kk, v - kk @ S)               # beta = 1
         errors.append((kk @ S - v).norm().item())
+    errors = tr(", ", "、").join(f"{x:.2g}" for x in errors)
     say("  |k| = {s:.0f}, beta = 1: error before, then after each of 4 writes of the same pair: {e}",
-        "  |k| = {s:.0f}，beta = 1：写入前的误差，以及同一对每次写入后的误差（共 4 次）：{e}",
-        s=scale, e=tr(", ", "、").join(f"{x:.2g}" for x in errors))
+        "  |k| = {s:.0f}，beta = 1：写入前的误差，以及同一对每次写入后的误差（共 4 次）：{e}", s=scale, e=errors)
 with torch.no_grad():
     q_, k_, v_, g_, beta_ = layer.rule_inputs(x)         # (1, heads, T, ...) fp32
+k_len, q_len = k_.norm(dim=-1), q_.norm(dim=-1)         # (1, heads, T)
+k_min, k_max, q_min, q_max = k_len.min().item(), k_len.max().item(), q_len.min().item(), q_len.max().item()
+T, q_scale = x.shape[1], DK ** -0.5
 say("  layer {l} on {t} tokens: |k| = {a:.4f} .. {b:.4f}; |q| = {c:.4f} .. {d:.4f}, 1/sqrt({dk}) = {e:.4f}",
     "  第 {l} 层、{t} 个词元：|k| = {a:.4f} .. {b:.4f}；|q| = {c:.4f} .. {d:.4f}，1/sqrt({dk}) = {e:.4f}",
-    l=L, t=x.shape[1], a=k_.norm(dim=-1).min().item(), b=k_.norm(dim=-1).max().item(),
-    c=q_.norm(dim=-1).min().item(), d=q_.norm(dim=-1).max().item(), dk=DK, e=DK ** -0.5)
+    l=L, t=T, a=k_min, b=k_max, c=q_min, d=q_max, dk=DK, e=q_scale)
 kd = l2norm(torch.randn(DK, generator=gen))[None, None, None]          # (1, 1, 1, dk): a unit key
 vd = torch.randn(1, 1, 1, DV, generator=gen)                           # its value
 Sd = torch.randn(1, 1, DK, DV, generator=gen)                          # a memory that holds something
 zero, one = torch.zeros(1, 1, 1), torch.ones(1, 1, 1)                  # g = 0, beta = 1
 read = {s: delta_rule_recurrent(kd * s, kd, vd, zero, one, Sd)[0].norm().item() / vd.norm().item()
-        for s in (1.0, DK ** -0.5)}                                    # |read| / |v|
+        for s in (1.0, q_scale)}                                       # |read| / |v|
+read_unit, read_scaled = read[1.0], read[q_scale]
+smaller = read_unit / read_scaled
 say("  a read after a beta = 1 write: q = k gives {a:.3f} x v; q = k / sqrt({dk}) gives {b:.3f} x v ({r:.1f}x smaller)",
     "  beta = 1 写入之后读出：q = k 得到 {a:.3f} x v；q = k / sqrt({dk}) 得到 {b:.3f} x v（是前者的 1/{r:.1f}）",
-    a=read[1.0], b=read[DK ** -0.5], dk=DK, r=read[1.0] / read[DK ** -0.5])
+    a=read_unit, b=read_scaled, dk=DK, r=smaller)
 with torch.no_grad():
     raw_k = layer.causal_conv(layer.in_proj_qkv(x)).split([layer.nk * DK, layer.nk * DK, layer.nv * layer.dv], -1)[1]
 ss = raw_k.float().reshape(*raw_k.shape[:-1], layer.nk, DK).pow(2).sum(-1).min().item()   # smallest |k|^2 before l2norm
+shortest = math.sqrt(ss / (ss + 1e-6))
 say("  (|k| can fall short of 1: l2norm's eps = 1e-06 sits inside the root; the smallest |k|^2 before it is "
     "{s:.2g}, and sqrt({s:.2g} / ({s:.2g} + 1e-06)) = {r:.4f})",
     "  （|k| 可能略小于 1：l2norm 的 eps = 1e-06 在根号里；归一化前最小的 |k|^2 是 {s:.2g}，"
-    "sqrt({s:.2g} / ({s:.2g} + 1e-06)) = {r:.4f}）", s=ss, r=math.sqrt(ss / (ss + 1e-6)))
+    "sqrt({s:.2g} / ({s:.2g} + 1e-06)) = {r:.4f}）", s=ss, r=shortest)
+
 
 # %% [markdown]
 # ## 4. The causal convolution: a window of 4 tokens / 因果卷积：4 个词元的窗口
@@ -223,19 +238,21 @@ say("  (|k| can fall short of 1: l2norm's eps = 1e-06 sits inside the root; the 
 section(4, "The causal depthwise convolution: 4 tokens, left-padded", "因果逐通道卷积：4 个词元，左侧补零")
 with torch.no_grad():
     mixed = layer.in_proj_qkv(x)                          # (1, T, conv channels)
-    y = layer.causal_conv(mixed)
+    y = layer.causal_conv(mixed)                          # (1, T, conv channels)
     poked = mixed.clone()
     poked[0, 10] += 1.0                                   # change token 10's input only
     changed = (layer.causal_conv(poked) != y).any(-1)[0].nonzero().flatten().tolist()
     w = layer.conv1d.weight[:, 0]                         # (channels, kernel)
-    first = torch.nn.functional.silu(w[:, -1] * mixed[0, 0])   # token 0: three zeros, then itself
+    first = F.silu(w[:, -1] * mixed[0, 0])                # token 0: three zeros, then itself
+conv_shape = list(layer.conv1d.weight.shape)
 say("  conv weight {shape}: one filter of {k} taps per channel ({c} channels = q, k and v together)",
     "  卷积权重 {shape}：每个通道一个 {k} 抽头的滤波器（{c} 个通道 = q、k、v 合在一起）",
-    shape=list(layer.conv1d.weight.shape), k=cfg.linear_conv_kernel_dim, c=layer.conv_dim)
+    shape=conv_shape, k=cfg.linear_conv_kernel_dim, c=layer.conv_dim)
 say("  changing token 10's input changes the outputs at tokens {c}", "  改变词元 10 的输入，改变的输出位置是 {c}", c=changed)
 first_token_ok = torch.allclose(y[0, 0], first)
 say("  token 0 sees 3 zeros, then itself: output == silu(w_last * x_0): {ok}",
     "  词元 0 看到 3 个零，然后是它自己：输出等于 silu(w_last * x_0)：{ok}", ok=first_token_ok)
+
 
 # %% [markdown]
 # ## 5. Decay and beta, per head and per token / 每个头、每个词元的衰减和 beta
@@ -251,23 +268,25 @@ say("  token 0 sees 3 zeros, then itself: output == silu(w_last * x_0): {ok}",
 # %%
 section(5, "Decay exp(g) and beta per head, on the tokens of a sentence", "每个头的衰减 exp(g) 和 beta（在一句话的词元上）")
 decay = g_[0].exp()                                       # (heads, T)
-half_life = math.log(0.5) / g_[0].median(-1).values      # tokens, per head
-say("  layer {l}, {t} tokens of: {text!r}...", "  第 {l} 层，{t} 个词元：{text!r}……", l=L, t=len(ids), text=TEXT[:40])
+half_life = math.log(0.5) / g_[0].median(-1).values      # (heads,): tokens
+n_ids, opening = len(ids), TEXT[:40]
+say("  layer {l}, {t} tokens of: {text!r}...", "  第 {l} 层，{t} 个词元：{text!r}……", l=L, t=n_ids, text=opening)
 say("  head   exp(g): median [min, max]     half-life (tokens)   beta: median",
     "  头     exp(g)：中位数 [最小，最大]    半衰期（词元）       beta：中位数")
-for h in range(NV):
-    say(f"  {h:>4}   {decay[h].median():.3f} [{decay[h].min():.3f}, {decay[h].max():.3f}]"
-        f"        {half_life[h]:10.1f}       {beta_[0, h].median():.3f}",
-        f"  {h:>4}   {decay[h].median():.3f} [{decay[h].min():.3f}, {decay[h].max():.3f}]"
-        f"        {half_life[h]:10.1f}       {beta_[0, h].median():.3f}")
+rows = torch.stack([decay.median(-1).values, decay.min(-1).values, decay.max(-1).values, half_life,
+                    beta_[0].median(-1).values], -1).tolist()     # (heads, 5)
+for h, (median, lo, hi, hl, b) in enumerate(rows):
+    say("  {h:>4}   {m:.3f} [{lo:.3f}, {hi:.3f}]        {hl:10.1f}       {b:.3f}",
+        "  {h:>4}   {m:.3f} [{lo:.3f}, {hi:.3f}]        {hl:10.1f}       {b:.3f}", h=h, m=median, lo=lo, hi=hi, hl=hl, b=b)
 per_layer = {}
 for i in cfg.linear_attention_layers:                    # from the weights alone: the decay at a = 0
     A_log, dt_bias = W[f"layers.{i}.linear_attn.A_log"].float(), W[f"layers.{i}.linear_attn.dt_bias"].float()
-    per_layer[i] = math.log(0.5) / (-A_log.exp() * torch.nn.functional.softplus(dt_bias))   # half-lives at a = 0
-spans = torch.stack(list(per_layer.values()))
+    per_layer[i] = math.log(0.5) / (-A_log.exp() * F.softplus(dt_bias))   # half-lives at a = 0
+spans = torch.stack(list(per_layer.values()))           # (linear layers, heads)
+n_heads, n_layers, shortest_hl, longest_hl = spans.numel(), len(per_layer), spans.min().item(), spans.max().item()
 say("  at a = 0 (weights only), the half-lives of all {n} heads in {m} layers span {lo:.3g} to {hi:.3g} tokens",
     "  在 a = 0 处（只看权重），{m} 层共 {n} 个头的半衰期从 {lo:.3g} 到 {hi:.3g} 个词元",
-    n=spans.numel(), m=len(per_layer), lo=spans.min().item(), hi=spans.max().item())
+    n=n_heads, m=n_layers, lo=shortest_hl, hi=longest_hl)
 
 fast, slow = half_life.argmin().item(), half_life.argmax().item()
 if ch.tiny:
@@ -276,9 +295,10 @@ if ch.tiny:
         "  （小检查点：A_log、dt_bias 和投影都是随机数，这些头和半衰期与 Qwen3.5 无关；\n"
         "  要看 Qwen3.5-0.8B 的 18 层 x 16 个头，请用它本身运行（python main.py download））")
 else:
+    fast_hl, slow_hl = half_life[fast].item(), half_life[slow].item()
     say("  fastest-forgetting head {f}: half-life {a:.1f} tokens; longest memory: head {s}, {b:.1f} tokens",
         "  遗忘最快的是头 {f}：半衰期 {a:.1f} 个词元；记得最久的是头 {s}：{b:.1f} 个词元",
-        f=fast, a=half_life[fast].item(), s=slow, b=half_life[slow].item())
+        f=fast, a=fast_hl, s=slow, b=slow_hl)
 
 if ch.args.plot and (plt := ch.pyplot()) is not None:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
@@ -297,6 +317,7 @@ if ch.args.plot and (plt := ch.pyplot()) is not None:
                  + (ch.label(" (tiny checkpoint: made-up numbers)", "（小检查点：数值是编造的）") if ch.tiny else ""))
     ch.save(fig, "ch07_decay.png")
 
+
 # %% [markdown]
 # ## 6. The rule, then the gated norm / 先是规则，然后是带门的 RMSNorm
 # Each head's output S^T q is normalized on its own (RMS 1 over its dv numbers), scaled by the
@@ -312,23 +333,27 @@ with torch.no_grad():
     o, state = delta_rule_chunked(q_, k_, v_, g_, beta_)      # (1, heads, T, dv), (1, heads, dk, dv)
     rms = o.pow(2).mean(-1).sqrt()                              # (1, heads, T)
     normed = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + cfg.rms_norm_eps)
+rms_lo, rms_hi, rms_median = rms.min().item(), rms.max().item(), rms.median().item()
+normed_median = normed.pow(2).mean(-1).sqrt().median().item()
 say("  the rule's output per head and token: RMS {a:.3g} .. {b:.3g} (median {m:.3g}); normalized: median RMS {n:.3f}",
     "  规则按头、按词元的输出：均方根 {a:.3g} .. {b:.3g}（中位数 {m:.3g}）；归一化后：均方根中位数 {n:.3f}",
-    a=rms.min().item(), b=rms.max().item(), m=rms.median().item(), n=normed.pow(2).mean(-1).sqrt().median().item())
+    a=rms_lo, b=rms_hi, m=rms_median, n=normed_median)
 say("  (eps = {e:g} sits inside the root: a vector whose mean square is near eps comes out below RMS 1)",
     "  （eps = {e:g} 在根号里：平方均值接近 eps 的向量归一化后均方根小于 1）", e=cfg.rms_norm_eps)
+state_shape = list(state.shape)
 say("  final state: {shape}, fp32: what generation carries from token to token (chapter 9)",
-    "  最后的状态：{shape}，fp32：生成时从一个词元带到下一个词元的东西（第 9 章）", shape=list(state.shape))
+    "  最后的状态：{shape}，fp32：生成时从一个词元带到下一个词元的东西（第 9 章）", shape=state_shape)
 with torch.no_grad():
-    full = layer(x)
-    cache = LayerCache()    # conv and state (qwen/cache.py), None at first
-    steps = [layer(x[:, :-4], cache)] + [layer(x[:, t:t + 1], cache) for t in range(x.shape[1] - 4, x.shape[1])]
-cached_gap = (torch.cat(steps, 1) - full).abs().max().item()
+    full = layer(x)                                         # (1, T, hidden)
+    cache = LayerCache()                            # conv and state (qwen/cache.py), None at first
+    steps = [layer(x[:, :-4], cache)] + [layer(x[:, t:t + 1], cache) for t in range(T - 4, T)]
+cached_gap, largest = (torch.cat(steps, 1) - full).abs().max().item(), full.abs().max().item()
+in_shape, out_shape = list(x.shape), list(full.shape)
 say("  the whole layer: {a} -> {b}; prefill then 4 single tokens with a cache == the whole text at once:\n"
     "  max |difference| {d:.1e} (of values up to {m:.2g})",
     "  整层：{a} -> {b}；先预填充、再用缓存逐个处理 4 个词元 == 一次处理整段文本：\n"
-    "  最大 |差值| {d:.1e}（数值最大 {m:.2g}）", a=list(x.shape), b=list(full.shape),
-    d=cached_gap, m=full.abs().max().item())
+    "  最大 |差值| {d:.1e}（数值最大 {m:.2g}）", a=in_shape, b=out_shape, d=cached_gap, m=largest)
+
 
 # %% [markdown]
 # ## 7. Recurrent against chunked / 递推形式与分块形式
@@ -354,28 +379,31 @@ def rule_inputs(T):
     return q, k, torch.randn(1, NV, T, DV, generator=gen), -torch.rand(1, NV, T, generator=gen), torch.rand(1, NV, T, generator=gen)
 
 
+def best_time(rule, inputs, runs):
+    """The fastest of `runs` calls of rule(*inputs), in seconds."""
+    best = math.inf
+    for _ in range(runs):
+        start = time.perf_counter()
+        rule(*inputs)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 a = rule_inputs(200)
 s0 = torch.randn(1, NV, DK, DV, generator=gen)
 (o_r, s_r), (o_c, s_c) = delta_rule_recurrent(*a, s0), delta_rule_chunked(*a, s0)
-output_gap, state_gap = (o_r - o_c).abs().max().item(), (s_r - s_c).abs().max().item()
+output_gap, state_gap, largest = (o_r - o_c).abs().max().item(), (s_r - s_c).abs().max().item(), o_r.abs().max().item()
 say("  200 tokens (not a multiple of 64), from a given state: max |recurrent - chunked| = {d:.1e} (output),\n"
     "  {e:.1e} (final state), for values up to {m:.2g}",
     "  200 个词元（不是 64 的倍数），从给定状态开始：最大 |递推 - 分块| = {d:.1e}（输出），\n"
-    "  {e:.1e}（最后的状态），数值最大 {m:.2g}",
-    d=output_gap, e=state_gap, m=o_r.abs().max().item())
-for T, runs in ((64, 3), (512, 1), (2048, 1)):
-    a = rule_inputs(T)
-    times = []
-    for rule in (delta_rule_recurrent, delta_rule_chunked):
-        best = math.inf
-        for _ in range(runs):
-            start = time.perf_counter()
-            rule(*a)
-            best = min(best, time.perf_counter() - start)
-        times.append(best)
+    "  {e:.1e}（最后的状态），数值最大 {m:.2g}", d=output_gap, e=state_gap, m=largest)
+for tokens, runs in ((64, 3), (512, 1), (2048, 1)):
+    a = rule_inputs(tokens)
+    recurrent, chunked = best_time(delta_rule_recurrent, a, runs), best_time(delta_rule_chunked, a, runs)
+    ms_r, ms_c, faster = recurrent * 1e3, chunked * 1e3, recurrent / chunked
     say("  {T:>5} tokens x {h} heads: recurrent {r:7.1f} ms, chunked {c:6.1f} ms ({x:.1f}x)",
         "  {T:>5} 个词元 x {h} 个头：递推 {r:7.1f} 毫秒，分块 {c:6.1f} 毫秒（{x:.1f} 倍）",
-        T=T, h=NV, r=times[0] * 1e3, c=times[1] * 1e3, x=times[0] / times[1])
+        T=tokens, h=NV, r=ms_r, c=ms_c, x=faster)
 say("  (best of {a} runs at 64 tokens, one run at 512 and 2048;\n"
     "  bench/bench_deltanet.py measures a Qwen3.5-0.8B-size layer properly, also with all threads)",
     "  （64 个词元取 {a} 次中最快的一次，512 和 2048 个词元各跑一次；\n"
@@ -386,6 +414,7 @@ if ch.tiny:
         "  small calls, so these ratios say little about a Qwen3.5-0.8B layer of 16 heads of 128 x 128)",
         "  （小检查点的大小是 {h} 个 {dk} x {dv} 的头：递推形式的时间主要是许多次小调用的固定开销，\n"
         "  这些比值说明不了 Qwen3.5-0.8B 的层（16 个 128 x 128 的头）的情况）", h=NV, dk=DK, dv=DV)
+
 
 # %% [markdown]
 # ## How to explain it / 怎么讲给别人听
@@ -407,6 +436,12 @@ if ch.tiny:
 # - g = -exp(A_log) softplus(a + dt_bias) < 0, beta = sigmoid(b), both in fp32; q, k unit length.
 # - Causal depthwise conv (kernel 4, left-padded) and silu before; gated RMSNorm and out_proj after.
 # - Recurrent and chunked forms: the same function; chunks of 64 solve a triangular system.
+#
+# - S：每层 值头数 x dk x dv 个数，固定不变；键值缓存每多一个词元就增长。
+# - delta 规则：S <- exp(g) S，然后 S <- S + k (beta (v - k^T S))^T，输出 S^T q。
+# - g = -exp(A_log) softplus(a + dt_bias) < 0，beta = sigmoid(b)，都用 fp32；q、k 长度为 1。
+# - 之前是因果逐通道卷积（卷积核 4，左侧补零）和 silu；之后是带门的 RMSNorm 和 out_proj。
+# - 递推形式与分块形式：同一个函数；每 64 个词元一块，解一个三角方程组。
 
 # %%
 say("\nExercises for this chapter: 220, 221, 222. Try one: python practice/judge.py 220",

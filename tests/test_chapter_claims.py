@@ -1,4 +1,4 @@
-"""The claims of chapters 4-12, read from the variables each chapter computes (not grepped from its text).
+"""The claims of chapters 1-12, read from the variables each chapter computes (not grepped from its text).
 
 A chapter computes a number, names it, then prints it (one line = one claim). Here the numbers come
 from the whole-course run that tests/test_chapters.py reads (`python main.py --lang en`, on the tiny
@@ -30,14 +30,28 @@ def chapter_run(course_en):
     return run
 
 
-@pytest.mark.parametrize("n", range(4, 13))
+@pytest.mark.parametrize("n", range(1, 13))
 def test_each_chapter_says_where_the_code_it_teaches_is(chapter_run, n):
     ns, out = chapter_run(n)
     assert ns["taught"], "the chapter shows no code"
     for name, file, line in ns["taught"]:
         text = (ROOT / file).read_text(encoding="utf-8").splitlines()[line - 1]
-        assert text.lstrip().startswith((f"def {name.split('.')[-1]}(", f"class {name.split('.')[-1]}")), (file, line, text)
+        if file == name.replace(".", "/") + ".py":             # a whole lesson file: from its first line
+            assert line == 1 and text.startswith('"""'), (file, line, text)
+        else:
+            assert text.lstrip().startswith((f"def {name.split('.')[-1]}(", f"class {name.split('.')[-1]}")), (file, line, text)
         assert f"{name} {file}:{line}" in out                  # the command line's one line: name file:line
+
+
+def test_a_whole_lesson_file_is_shown_as_it_is(tiny_path, capsys):
+    import inspect
+    import qwen.norm
+    from engine.cli import chapter, show_code
+    ch = chapter("t", "t", argv=["--tiny", "--code"])
+    place = show_code(ch, qwen.norm)
+    out = capsys.readouterr().out
+    assert place == [("qwen.norm", "qwen/norm.py", 1)]
+    assert "# qwen/norm.py:1  qwen.norm" in out and inspect.getsource(qwen.norm) in out
 
 
 def test_code_option_prints_the_source_from_the_module(tiny_path, capsys):
@@ -48,6 +62,34 @@ def test_code_option_prints_the_source_from_the_module(tiny_path, capsys):
     place = show_code(ch, RMSNorm)
     out = capsys.readouterr().out
     assert f"# qwen/norm.py:{place[0][2]}  RMSNorm" in out and inspect.getsource(RMSNorm) in out
+
+
+def test_ch01_weights_claims(chapter_run):
+    ns, _ = chapter_run(1)
+    assert ns["same"] and ns["start"] == 8 + ns["n"] + ns["begin"] and (8 + ns["n"]) % 8 == 0   # the header read by hand
+    assert 0 <= ns["padding"] < 8 and ns["stop"] > ns["start"]                 # padded to a multiple of 8 only
+    assert ns["up"] == 2 ** -7 and ns["down"] == 2 ** -8 and ns["up_log"] == -7 and ns["down_log"] == -8
+    assert abs(ns["digits"] - 2.408) < 1e-3 and ns["largest"] > 3e38                # fp32's range, 8 bits
+    assert ns["sign"] + ns["exponent"] + ns["mantissa"] == ns["bits"] and len(ns["mantissa"]) == 7
+    assert 0 < ns["embed_share"] < 1 and ns["nl"] + ns["nf"] == ns["cfg"].num_hidden_layers
+
+
+def test_ch02_embedding_claims(chapter_run):
+    ns, _ = chapter_run(2)
+    assert ns["round_trip"] and ns["n_ids"] == len(ns["ids"]) and (ns["bmp"], ns["beyond"]) == (3, 4)
+    assert ns["N_BPE"] + ns["n_special"] == 248077 and ns["blocks"] * 256 == ns["ROWS"]     # Qwen3.5's vocabulary
+    assert ns["lo"] <= ns["median"] <= ns["hi"] and abs(ns["flat"] - math.log(ns["N_BPE"])) < 1e-4
+    assert abs(ns["second"] - math.exp(-ns["gap"])) < 1e-4                  # the second's share: e^-(gap)
+
+
+def test_ch03_norm_claims(chapter_run):
+    ns, _ = chapter_run(3)
+    assert ns["after"] == [1.0, 1.0, 1.0] and all(b > 3 for b in ns["before"]) and ns["direction"] > 0.999999
+    assert ns["hand4"] == ns["module4"] == [0.3651, 0.7303, 1.0954, 1.4606]
+    assert abs(ns["inside"] - 0.5 ** 0.5) < 1e-3 and ns["outside"] > 0.99      # eps inside the root matters
+    assert ns["lost"] == 1.0 and ns["kept"] != 0 and ns["differ"]["exact"] == 0
+    assert ns["e16"] > ns["e32"] and ns["identity_gap"] < 1e-4 and ns["lengths"] == [1.0, 1.0, 1.0]
+    assert ns["total"] == ns["stream"] + ns["qk"] + ns["gated_n"] and ns["zero_after"] == [0.0, 0.0, 0.0]
 
 
 def test_ch04_rope_claims(chapter_run):

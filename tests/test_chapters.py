@@ -284,6 +284,58 @@ def test_chapters_do_not_repeat_setup_code():
         assert not re.search(r"\bT\(", text), script.name
 
 
+def _code_cells(text):
+    """The code cells of a jupytext percent script, in order."""
+    parts = re.split(r"^(# %%.*)$", text, flags=re.M)
+    return [body for marker, body in zip(parts[1::2], parts[2::2]) if marker.strip() == "# %%"]
+
+
+def _computes(node):
+    """True when a printed message's argument is more than a constant, a name, an attribute chain, a subscript
+    by a constant or a name, a tuple or list of those, or an f-string of those."""
+    if isinstance(node, (ast.Constant, ast.Name)):
+        return False
+    if isinstance(node, (ast.Attribute, ast.Starred)):
+        return _computes(node.value)
+    if isinstance(node, ast.Subscript):
+        return _computes(node.value) or not isinstance(node.slice, (ast.Constant, ast.Name))
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return any(_computes(e) for e in node.elts)
+    if isinstance(node, ast.JoinedStr):
+        return any(_computes(v.value) for v in node.values if isinstance(v, ast.FormattedValue))
+    return True
+
+
+EARLY = "ch0[1-7]_*.py"                     # the chapters that build, then print (chapters 1-7 so far)
+
+
+def test_the_first_code_cell_is_the_imports_and_one_chapter_line():
+    for script in sorted(ROOT.glob(EARLY)):
+        text = script.read_text(encoding="utf-8")
+        body = ast.parse(_code_cells(text)[0]).body
+        assert all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body[:-1]), script.name
+        last = body[-1]
+        assert isinstance(last, ast.Assign) and [t.id for t in last.targets] == ["ch"], script.name
+        assert isinstance(last.value, ast.Call) and last.value.func.id == "chapter", script.name
+        assert not re.search(r"^if ready\b", text, re.M), script.name
+
+
+def test_chapters_name_what_they_print():
+    """At most 1 in 5 printed messages (say, print, section) computes inside its arguments: a chapter computes,
+    names the result, then prints it."""
+    for script in sorted(ROOT.glob(EARLY)):
+        calls = [n for n in ast.walk(ast.parse(script.read_text(encoding="utf-8"))) if isinstance(n, ast.Call)
+                 and getattr(n.func, "id", getattr(n.func, "attr", "")) in ("say", "print", "section")]
+        computing = [n.lineno for n in calls if any(_computes(a) for a in [*n.args, *(k.value for k in n.keywords)])]
+        assert calls and len(computing) <= len(calls) / 5, (script.name, computing)
+
+
+def test_each_early_chapter_shows_a_whole_lesson_file():
+    for script in sorted(ROOT.glob(EARLY)):
+        shown = re.search(r"^taught = show_code\(ch, (.+)\)$", script.read_text(encoding="utf-8"), re.M)
+        assert shown and all(re.fullmatch(r"qwen\.\w+", m) for m in shown[1].split(", ")), script.name
+
+
 NOTEBOOKS = r"""
 import sys, types, warnings, jupytext
 warnings.simplefilter("default")
