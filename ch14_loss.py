@@ -22,6 +22,7 @@ from qwen.norm import RMSNorm
 from qwen.train import AdamW, clip_grad_norm, decay_groups, lr_at, next_token_loss, rms_norm
 
 ch = chapter("Chapter 14: the loss, the gradient, the update", "第 14 章：损失、梯度与更新", plot=True)
+torch.set_grad_enabled(True)        # training needs autograd, even where an earlier cell turned it off
 torch.manual_seed(0)
 TEXT = ("The model reads a token, predicts the next one, and learns from its mistake. "
         "模型读一个词元，预测下一个，并从错误中学习。") * 2
@@ -186,3 +187,28 @@ for seq in activations:
         s=seq, a=plain_kb, c=ckpt_kb, o=scores_kb)
 if ch.tiny:
     say("  (these are the tiny model's sizes, not Qwen3.5-0.8B's)", "  （这些是小模型的大小，不是 Qwen3.5-0.8B 的）")
+
+# %% [markdown]
+# ## How to explain it / 怎么讲给别人听
+# The model predicts every next token at once; the loss is how surprised it was by the real one,
+# -log p, averaged over the tokens that count. Backward runs the forward's steps in reverse and
+# hands each weight its share of the blame: RMSNorm's gradient, written out here, is the
+# formula autograd uses. AdamW turns the gradient into a step of about the learning rate's size
+# for every weight, whatever its scale; clipping and the schedule keep the first steps and a bad
+# batch from throwing the weights far.
+#
+# 模型一次预测每个位置的下一个词元；损失就是它对真实词元有多意外，即 -log p，在计入的词元上取平均。
+# 反向传播把前向的步骤倒着走一遍，把"责任"分给每个权重：这里手写的 RMSNorm 梯度就是 autograd 用的公式。
+# AdamW 把梯度变成每个权重上大约一个学习率大小的一步，不管权重本身多大；梯度裁剪和学习率调度
+# 让最初几步和一个坏批次不会把权重推得太远。
+#
+# ## Summary / 小结
+# - loss = mean over counted positions of -log softmax(logits[t])[label[t + 1]], in fp32; -100 is not counted.
+# - RMSNorm's backward by hand equals autograd's (gradcheck in fp64; SwiGLU's too, in tests/test_train.py).
+# - AdamW: two running moments, bias correction, decay only on matrices; equal to torch.optim.AdamW.
+# - Activations, not weights, grow with the sequence; checkpointing trades them for a second forward.
+#
+# - 损失 = 在计入的位置上对 -log softmax(logits[t])[label[t + 1]] 取平均，用 fp32；-100 不计入。
+# - 手写的 RMSNorm 反向传播与 autograd 的相等（fp64 下的 gradcheck；SwiGLU 的也是，见 tests/test_train.py）。
+# - AdamW：两个滑动矩、偏差校正、只对矩阵做权重衰减；与 torch.optim.AdamW 相等。
+# - 随序列长度增长的是激活而不是权重；检查点用多算一遍前向换回这部分内存。

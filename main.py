@@ -67,14 +67,16 @@ def _figures_env(args):
 
 def run_chapter(script):
     """Run one chapter script in this process. Its thread count (torch.set_num_threads, engine/threads.py)
-    is put back afterwards: the next chapter starts from the same setting as if it ran on its own."""
+    and autograd's switch (chapters 8-13 turn it off, chapter 14 needs it) are put back afterwards: the
+    next chapter starts from the same settings as if it ran on its own."""
     import torch
 
-    before = torch.get_num_threads()
+    before, grad = torch.get_num_threads(), torch.is_grad_enabled()
     try:
         runpy.run_path(str(script), run_name="__main__")
     finally:
         torch.set_num_threads(before)
+        torch.set_grad_enabled(grad)
 
 
 def run_chapters(args, numbers):
