@@ -196,6 +196,21 @@ def english():
     set_lang("en")
 
 
+@pytest.fixture(autouse=True)
+def plain_products():
+    """Every test starts on the lesson's F.linear: a chapter run in this process (engine/cli.py chapter())
+    installs the engine's kernel to the end of the process, so it is taken out again here; and
+    autograd is put back on, as a chapter may have switched it off."""
+    yield
+    import torch
+    from engine import cli
+    from qwen import linear
+    while cli._SPEED:
+        cli._SPEED.pop().__exit__(None, None, None)
+    linear._kernels.clear()
+    torch.set_grad_enabled(True)
+
+
 @pytest.fixture(scope="session")
 def tiny_path():
     """The built-in tiny checkpoint, in the session's own cache folder."""

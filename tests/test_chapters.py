@@ -178,7 +178,7 @@ def test_every_chapter_runs_on_checkpoints_written_by_transformers(courses_on_tr
            "stops here)\n" in r["stdout"]
     assert "1. The head by hand" not in r["stdout"]
     assert "  fp32: 4 tokens, decode " in r["stdout"]                  # chapter 13 with --tokens 4
-    assert "Done: chapter(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 " in r["stdout"]
+    assert "Done: chapter(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14 " in r["stdout"]
 
 
 # ---------------------------------------------------------------- single chapters, options, notebooks

@@ -260,7 +260,7 @@ def test_ch13(course_en):
                       r"(\d+) of 12; decode [\d.]+ tokens/s", out)
         assert m and 0 < float(m[1]) < float(m[2]) and int(m[3]) <= 12
     assert "the full-size\n  figures are measured by bench/bench_model.py" in out
-    assert "Exercise for this chapter: 260" in out and "Done: chapter(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 " in out
+    assert "Exercise for this chapter: 260" in out and "Done: chapter(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14 " in out
 
 
 def test_ch13_in_chinese(course_zh):
