@@ -1,42 +1,20 @@
 """Rotary position embedding (RoPE), as Qwen3.5's full-attention layers use it.
 
-Why: attention compares a query with every key by a dot product, and a dot product does not
-know where the two tokens stand. RoPE tells it by rotating: split a vector into pairs of
-entries, treat each pair as a point in a plane, and turn pair i of the token at position m by
-the angle m * f_i. Turning a query by m * f and a key by n * f leaves their dot product
-depending on (m - n) * f only, so every score sees how far apart two tokens are, not where
-they are. Rotations keep lengths, so the norms that q_norm and k_norm set stay as they are.
+Why: a dot product q . k does not know where the two tokens stand. RoPE turns pair i of the
+token at position m by the angle m * f_i; turning q by m * f and k by n * f leaves q . k
+depending on (m - n) * f only, so every score sees how far apart two tokens are, not where.
+Rotations keep lengths: the norms that q_norm and k_norm set stay as they are.
 
-Frequencies: f_i = theta^(-2i / rotary_dim) for i = 0 .. rotary_dim/2 - 1. The first pair turns
-by one radian per token; the last one so slowly (0.8B: theta = 1e7, rotary_dim 64, a full
-turn every 2 pi * 1e7^(62/64), about 38 million tokens) that it still tells positions apart
-across the whole 262,144-token context.
+    f_i = theta^(-2i / rotary_dim),  i = 0 .. rotary_dim/2 - 1
+    (x_i, x_{i+r/2})  ->  (x_i cos - x_{i+r/2} sin,  x_{i+r/2} cos + x_i sin)
 
-Partial rotation: Qwen3.5 rotates only the first rotary_dim = head_dim * partial_rotary_factor
-entries of each head (0.8B: 256 * 0.25 = 64) and passes the other 192 through unchanged; those
-carry content with no position in them.
-
-Layout ("rotate-half"): pair i is made of entries i and i + rotary_dim/2, not of neighbours
-2i and 2i+1 (the RoPE paper's "interleaved" layout). Both are rotations; the checkpoint was
-trained with rotate-half, so that is the one that reproduces it. cos and sin therefore hold
-each angle twice: [angles, angles].
-
-Multimodal RoPE (3D): the config also names `mrope_section` and `mrope_interleaved`. Every
-token has three positions, (time, height, width), and the frequency pairs are dealt out among
-the three streams, interleaved (`mrope_angles`). An image's tokens stand on a grid: the same
-time, their own row and column (`rope_index`). Text tokens get three equal positions, so
-whichever stream a pair reads, its angle is position * f_i: plain 1-D RoPE is the special case
-of equal streams, and a text-only prompt takes that shorter road (RotaryEmbedding on 1-D
-positions), with the same numbers.
-
-After an image, the text goes on at p + max(h, w) / merge (its largest row or column + 1; its
-time positions are not counted, as in transformers' get_rope_index), not at its token count:
-a 448 x 448 image is 14 x 14 = 196 tokens but spans only 14 positions. So from there on a
-token's position is its index plus a constant, the "rope delta" (here 14 - 196 = -182), which
-decoding adds to every later position (qwen/generate.py Cache.delta).
-
-Precision: angles, cos and sin in fp32 (a bf16 angle at position 5000 would be off by up to
-16 radians); the rotation is computed in fp32 and cast back to the input's dtype once.
+Only the first rotary_dim = head_dim * partial_rotary_factor entries of a head turn (0.8B: 64 of
+256). Pair i is entries i and i + rotary_dim/2 ("rotate-half", as the checkpoint was trained).
+Multimodal RoPE gives every token three positions (time, height, width) and deals the pairs out
+among them (`mrope_angles`); an image's tokens stand on a grid (`rope_index`), text has three
+equal positions, which is plain RoPE. After an image the text goes on at p + max(h, w) / merge,
+so later positions are index + a constant, the rope delta (qwen/cache.py Cache.delta).
+Angles, cos, sin and the rotation in fp32 (a bf16 angle at position 5000 is off by up to 16 radians).
 """
 import torch
 import torch.nn as nn
@@ -45,11 +23,8 @@ from qwen.lang import QwenError
 
 
 def rope_settings(cfg):
-    """(rotary_dim, theta, mrope_section) from a Config's config.json (either layout).
-
-    Reads `rope_parameters` (transformers 5 and the Hub's file) or the older top-level keys
-    `rope_theta` / `partial_rotary_factor` (with `rope_scaling` holding mrope_section).
-    """
+    """(rotary_dim, theta, mrope_section) from a Config's config.json: `rope_parameters`, or the
+    top-level `rope_theta` / `partial_rotary_factor` with `rope_scaling` of older files."""
     raw = getattr(cfg, "raw", None) or {}
     text = raw.get("text_config", raw)
     params = text.get("rope_parameters") or text.get("rope_scaling") or {}
@@ -61,22 +36,15 @@ def rope_settings(cfg):
 
 
 def inverse_frequencies(rotary_dim, theta):
-    """f_i = theta^(-2i / rotary_dim), i = 0 .. rotary_dim/2 - 1, in fp32: (rotary_dim/2,).
-
-    Computed the way the reference implementation computes them (fp32 powers), so that the
-    angles agree with the ones the checkpoint was trained with to the last bit.
-    """
+    """f_i = theta^(-2i / rotary_dim), i = 0 .. rotary_dim/2 - 1: (rotary_dim/2,), fp32 powers as the
+    reference computes them, so the angles match the checkpoint's to the last bit."""
     exponents = torch.arange(0, rotary_dim, 2, dtype=torch.float32) / rotary_dim
     return 1.0 / (theta ** exponents)
 
 
 class RotaryEmbedding(nn.Module):
-    """positions -> (cos, sin), fp32, last dimension rotary_dim (each angle twice: rotate-half).
-
-    positions (seq,) gives (seq, rotary_dim); (batch, seq) and (3, batch, seq) give (batch, seq, rotary_dim).
-    It holds no weights: inv_freq is computed from the config, not stored in the checkpoint. It is a
-    plain fp32 tensor, not a buffer, so that `model.to(torch.bfloat16)` cannot round the frequencies.
-    """
+    """positions (seq,), (batch, seq) or (3, batch, seq) -> (cos, sin), fp32, (..., seq, rotary_dim).
+    inv_freq is a plain fp32 tensor, not a buffer: `model.to(torch.bfloat16)` cannot round it."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -84,8 +52,6 @@ class RotaryEmbedding(nn.Module):
         self.inv_freq = inverse_frequencies(self.rotary_dim, self.theta)     # (rotary_dim/2,), fp32
 
     def forward(self, positions):
-        """positions (seq,) or (batch, seq): one position per token (text); (3, batch, seq): the
-        time, height and width positions of rope_index, through the interleaved sections."""
         inv_freq = self.inv_freq.to(positions.device)
         if positions.dim() == 3:                                             # (3, batch, seq)
             angles = mrope_angles(positions, inv_freq, self.mrope_section)   # (batch, seq, rotary_dim/2)
@@ -105,11 +71,8 @@ def rotate_half(x):
 
 
 def apply_rope(x, cos, sin):
-    """Rotate the first rotary_dim entries of each head of x; pass the rest through.
-
-    x: (batch, heads, seq, head_dim); cos, sin: (seq, rotary_dim) or (batch, seq, rotary_dim).
-    Pair i = (x_i, x_{i+r/2}) becomes (x_i cos - x_{i+r/2} sin, x_{i+r/2} cos + x_i sin).
-    """
+    """Rotate the first rotary_dim entries of each head of x (batch, heads, seq, head_dim); pass the
+    rest through. cos, sin: (seq, rotary_dim) or (batch, seq, rotary_dim)."""
     r = cos.shape[-1]
     if cos.dim() == 3:                                   # (batch, seq, r) -> (batch, 1, seq, r)
         cos, sin = cos[:, None], sin[:, None]
@@ -119,14 +82,8 @@ def apply_rope(x, cos, sin):
 
 
 def mrope_angles(positions_thw, inv_freq, mrope_section):
-    """Interleaved multimodal RoPE: which position stream each frequency pair reads.
-
-    positions_thw: (3, ..., seq), the time, height and width positions of each token.
-    Pairs are dealt out round-robin, T H W T H W ..., for as long as each stream's share in
-    mrope_section lasts (0.8B: [11, 11, 10] of the 32 pairs); the remaining pairs read T.
-    Returns the angles (..., seq, rotary_dim/2). When the three streams are equal (text),
-    this is positions * inv_freq exactly, the plain 1-D RoPE of RotaryEmbedding.
-    """
+    """Angles (..., seq, rotary_dim/2) from positions (3, ..., seq): pairs dealt out T H W T H W ...
+    while each stream's share in mrope_section lasts (0.8B: [11, 11, 10] of 32), the rest read T."""
     angles = positions_thw.to(torch.float32)[..., None] * inv_freq      # (3, ..., seq, r/2)
     out = angles[0].clone()                                              # time stream by default
     for stream in (1, 2):                                                # height, width
@@ -138,24 +95,18 @@ def mrope_angles(positions_thw, inv_freq, mrope_section):
 def rope_index(ids, grid_thw, cfg, start=0):
     """The (time, height, width) position of every token: (3, batch, seq) int64.
 
-    ids (batch, seq) or (seq,), with each image's pad tokens already expanded (one per merged
-    token: t * h * w / merge^2 of them); grid_thw (images, 3), the patch grid of each image, in
-    the order the images appear (row by row of the batch). `start`: the position of the first
-    token (a prompt read after a cache: cache.length + cache.delta).
-
-    Text: three equal positions, one more per token. An image at position p: time p + (0 .. t-1),
-    row p + (0 .. h/merge - 1), column p + (0 .. w/merge - 1), its tokens in row-major order; the
-    text after it continues at p + max(h, w) / merge (whatever t is). The image token
-    id and the merge size come from the config (cfg.image_tokens()).
+    ids (batch, seq) or (seq,), each image's pad repeated t * h * w / merge^2 times; grid_thw (images,
+    3), in the order they appear; start: the first position (after a cache: length + delta). An image
+    at p: time p + (0 .. t-1), row p + (0 .. h/merge - 1), column p + (0 .. w/merge - 1), row-major.
     """
     ids = torch.as_tensor(ids)
-    if ids.dim() == 1:
-        ids = ids[None]                                                      # (1, seq)
+    ids = ids[None] if ids.dim() == 1 else ids                               # (batch, seq)
     batch, seq = ids.shape
     grids = [] if grid_thw is None else image_grids(grid_thw)
     image_id, merge = cfg.image_tokens() if grids or (ids == _image_id(cfg)).any() else (None, 1)
     if grids:
         image_grids(grids, merge)                                            # h and w in whole merged blocks
+    sizes = [t * (h // merge) * (w // merge) for t, h, w in grids]           # each image's merged tokens
     out = torch.empty(3, batch, seq, dtype=torch.int64)
     used = 0                                                                 # images placed so far
     for b in range(batch):
@@ -167,23 +118,19 @@ def rope_index(ids, grid_thw, cfg, start=0):
             pos, i = pos + j - i, j
             if i == seq:
                 break
-            if used == len(grids):
-                raise _count_error(len(slots) + _slots_before(ids, b, image_id), grids, merge, cfg)
+            if used == len(grids) or slots[k:k + (n := sizes[used])] != list(range(i, i + n)):
+                raise _count_error(int((ids[:b + 1] == image_id).sum()), sizes)
             t, h, w = grids[used]
-            n = t * (h // merge) * (w // merge)
-            if i + n > seq or slots[k:k + n] != list(range(i, i + n)):
-                raise _count_error(len(slots) + _slots_before(ids, b, image_id), grids, merge, cfg)
             out[:, b, i:i + n] = _grid_positions(pos, t, h // merge, w // merge)
             pos, i, k, used = pos + max(h, w) // merge, i + n, k + n, used + 1
     if used != len(grids):
-        raise _count_error(int((ids == image_id).sum()), grids, merge, cfg)
+        raise _count_error(int((ids == image_id).sum()), sizes)
     return out
 
 
 def image_grids(grid_thw, merge=None):
-    """grid_thw, a tensor (images, 3) or a list of (t, h, w), as [(t, h, w), ...] Python ints, checked:
-    whole numbers, t, h, w at least 1, h and w multiples of `merge` (when given). A float, negative or badly
-    shaped grid would otherwise fail deep inside torch (a slice, an arange) with no word of why."""
+    """grid_thw, a tensor (images, 3) or a list of (t, h, w), as [(t, h, w), ...] ints, checked: whole
+    numbers, each at least 1, h and w multiples of `merge` (when given)."""
     g = torch.as_tensor(grid_thw)
     if g.dtype.is_floating_point or g.dtype.is_complex or g.dtype == torch.bool or g.shape[-1:] != (3,) or g.dim() > 2:
         raise QwenError("grid_thw has shape {shape} and dtype {dtype}; it should be (images, 3) whole numbers "
@@ -212,18 +159,12 @@ def _image_id(cfg):
     return value if isinstance(value, int) and not isinstance(value, bool) else -1
 
 
-def _slots_before(ids, b, image_id):
-    return int((ids[:b] == image_id).sum())
-
-
-def _count_error(slots, grids, merge, cfg):
+def _count_error(slots, sizes):
     """The image pad tokens and the images do not match: one line with both counts."""
-    need = sum(t * (h // merge) * (w // merge) for t, h, w in grids)
     return QwenError("The prompt holds {slots} image pad tokens but the {n} image(s) need {need} ({each}), each "
                      "image's in one run: render the prompt with the chat template and expand each "
                      "<|image_pad|> to its image's token count (qwen/generate.py image_prompt_ids).",
                      "提示词里有 {slots} 个图像占位词元，但这 {n} 张图像需要 {need} 个（{each}），每张图像的占位词元"
                      "要连在一起：请用对话模板生成提示词，并把每个 <|image_pad|> 展开成该图像的词元数"
-                     "（qwen/generate.py image_prompt_ids）。",
-                     slots=slots, n=len(grids), need=need,
-                     each=" + ".join(str(t * (h // merge) * (w // merge)) for t, h, w in grids) or "0")
+                     "（qwen/generate.py image_prompt_ids）。", slots=slots, n=len(sizes), need=sum(sizes),
+                     each=" + ".join(map(str, sizes)) or "0")
