@@ -23,8 +23,9 @@ import time
 import torch
 
 from engine.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, show_code, size, speculative_option
+from engine.shapes import kv_cache_bytes
 from qwen.cache import ROOM
-from qwen.generate import ChatTemplate, TextStream, check_sampling, generate, kv_cache_bytes, prompt_ids, sample, stop_ids
+from qwen.generate import ChatTemplate, TextStream, check_sampling, generate, prompt_ids, sample, stop_ids
 from qwen.lang import QwenError, tr
 from practice.mine import put_in
 from qwen.model import load_model

@@ -1,8 +1,9 @@
-"""Top-p without sorting the vocabulary: a radix select over the logits' float bits.
+"""Top-p without sorting the vocabulary: a radix select over the logits' float bits; top-k as a logits filter.
 
 qwen/generate.py's top_p_filter sorts all 248,320 probabilities of a row; this one keeps the same
 set (tests/test_engine_sampling.py checks they agree) from a top-k of 256 and, for a flat row
 (random weights keep thousands of tokens), two counting passes over 16 bits of the logits at a time.
+`top_k_filter` is qwen.generate.distribution's top-k as transformers' TopKLogitsWarper applies it.
 """
 import torch
 
@@ -11,6 +12,16 @@ from qwen.generate import check_sampling
 
 TOP_P_FIRST = 256          # top-p looks among the 256 most likely tokens first,
 TOP_P_WINDOW = 4096        # ... else narrows the cut down to at most this many tokens, then sorts those
+
+
+def top_k_filter(logits, k):
+    """Keep the k largest logits and every logit tied with the k-th (as transformers' top-k does:
+    bf16 logits tie often); the rest become -inf. k = 0 keeps all of them."""
+    check_sampling(top_k=k)
+    if k == 0 or k >= logits.shape[-1]:
+        return logits
+    kth = logits.topk(k, dim=-1).values[..., -1:]                          # (..., 1)
+    return logits.masked_fill(logits < kth, float("-inf"))
 
 
 def top_p_filter(logits, p):

@@ -4,7 +4,8 @@ The lesson's modules get their shapes from the config as they are built, and `qw
 checks each one against the file. These tables say the same rules in one place, for what needs
 them without building a module: engine/checkpoint.py (a config that does not belong to its weights),
 engine/tiny.py (writing the tiny checkpoint), and the tests, which check them against the real
-checkpoint's 320 language-model, 153 tower and 15 MTP tensors.
+checkpoint's 320 language-model, 153 tower and 15 MTP tensors. `kv_cache_bytes`: what a key/value
+cache in every layer would take (chapter 9 compares it with the model's cache).
 """
 from qwen.config import mtp_layers
 
@@ -105,3 +106,9 @@ def mtp_shapes(cfg):
         shapes[p + "self_attn.k_norm.weight"] = ((hd,), "BF16")
     shapes["mtp.norm.weight"] = ((H,), "BF16")
     return shapes
+
+
+def kv_cache_bytes(cfg, tokens, itemsize, layers=None):
+    """Bytes a key/value cache of `tokens` positions needs in `layers` layers (default: all of them)."""
+    layers = cfg.num_hidden_layers if layers is None else layers
+    return layers * 2 * cfg.num_key_value_heads * cfg.head_dim * tokens * itemsize

@@ -1,18 +1,14 @@
 """Generation: the decode loop, choosing the next token, stop tokens, the chat template, text as it comes.
 
-A language model predicts one token at a time. The cache (qwen/cache.py) keeps, per layer, what
-that layer needs to continue, so the prompt is read once (prefill), then each new token is one
-small step (decode) instead of reading the whole sequence again.
+A language model predicts one token at a time. The cache (qwen/cache.py) keeps, per layer, what that
+layer needs to continue: the prompt is read once (prefill), then each new token is one small step (decode).
 
-Choosing the next token from the logits: greedy (temperature 0) takes the largest; sampling
-divides the logits by a temperature, optionally keeps only the top-k tokens (and those tied with
-the k-th), then only the smallest set of tokens whose probabilities sum to at least top_p (the
-token that crosses top_p is kept), and draws one with a seeded generator, so a run can be
-repeated exactly. These are transformers' warpers, in their order; top-p sums in float64.
+Choosing the next token: greedy (temperature 0) takes the largest logit; sampling divides the logits by
+a temperature, keeps the top-k (and those tied with the k-th), then the smallest set whose probabilities
+sum to at least top_p (the token that crosses it is kept), and draws one with a seeded generator.
 
-Text comes out as bytes: one token may hold half of a Chinese character (`TextStream` waits).
-The chat template (`chat_template.jinja`) is a jinja2 program that turns messages into the prompt
-text the model was trained on, run as transformers does (sandboxed, trim_blocks, lstrip_blocks).
+Text comes out as bytes, and one token may hold half a character (`TextStream` waits). The chat template
+is a jinja2 program that turns messages into the prompt text the model was trained on.
 """
 import codecs
 import json
@@ -27,26 +23,16 @@ from qwen.cache import Cache, LayerCache  # noqa: F401  (re-exported: qwen.gener
 from qwen.lang import QwenError
 
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
-TEMPLATE_NAME = "chat_template.jinja"
-
-
-def kv_cache_bytes(cfg, tokens, itemsize, layers=None):
-    """Bytes a key/value cache of `tokens` positions needs in `layers` layers (default: all of them)."""
-    layers = cfg.num_hidden_layers if layers is None else layers
-    return layers * 2 * cfg.num_key_value_heads * cfg.head_dim * tokens * itemsize
 
 
 # Choosing the next token
 
 def check_sampling(temperature=0.0, top_k=0, top_p=1.0, prompt=None):
-    """This module's checks of what a learner passes, in one place, one line each, before any token is
-    read. temperature: a finite number >= 0 (0: greedy, no draw); top_k: a whole number >= 0 (0 keeps
-    every token); top_p: a number from 0 to 1 (1 keeps every token); prompt (ids): at least one."""
+    """This module's checks of what a learner passes, one line each, before any token is read."""
     real = lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool)        # noqa: E731
     for name, v, ok, en, zh in (
             ("temperature", temperature, real(temperature) and math.isfinite(temperature) and temperature >= 0,
-             "a number >= 0 (0 always picks the most likely token; Qwen suggests 0.7)",
-             ">= 0 的数（0 表示总是选最可能的词元；Qwen 建议 0.7）"),
+             "a number >= 0 (0 always picks the most likely token; Qwen suggests 0.7)", ">= 0 的数（0 表示总是选最可能的词元；Qwen 建议 0.7）"),
             ("top_k", top_k, isinstance(top_k, numbers.Integral) and not isinstance(top_k, bool) and top_k >= 0,
              "a whole number >= 0 (0 keeps every token; Qwen suggests 20)", " >= 0 的整数（0 表示保留所有词元；Qwen 建议 20）"),
             ("top_p", top_p, real(top_p) and 0 <= top_p <= 1, "a number from 0 to 1 (1 keeps every token, 0 only "
@@ -57,24 +43,10 @@ def check_sampling(temperature=0.0, top_k=0, top_p=1.0, prompt=None):
         raise QwenError("The prompt is empty: give at least one token.", "提示词为空：至少要有一个词元。")
 
 
-def top_k_filter(logits, k):
-    """Keep the k largest logits and every logit tied with the k-th (as transformers' top-k does:
-    bf16 logits tie often); the rest become -inf. k = 0 keeps all of them."""
-    check_sampling(top_k=k)
-    if k == 0 or k >= logits.shape[-1]:
-        return logits
-    kth = logits.topk(k, dim=-1).values[..., -1:]                          # (..., 1)
-    return logits.masked_fill(logits < kth, float("-inf"))
-
-
 def top_p_filter(logits, p):
-    """Keep the smallest set of most likely tokens whose probabilities sum to at least p.
-
-    Sorted by probability, a token is kept when the mass of the tokens before it is below p: the
-    token that crosses p is kept, the most likely one always (p = 0 keeps it alone). Equal logits
-    are taken in vocabulary order (a stable sort), as many as the rule needs. The sums are float64:
-    an fp32 running sum over 248,320 probabilities rounds away more than a flat tail's tokens hold.
-    (engine/sampling.py finds the same set without sorting the whole vocabulary.)"""
+    """Keep the smallest set of most likely tokens whose probabilities sum to at least p: sorted, a
+    token is kept when the mass before it is below p (the most likely always). Ties in vocabulary order;
+    float64 sums (an fp32 sum over 248,320 probabilities rounds away more than a flat tail holds)."""
     check_sampling(top_p=p)
     if p == 1:
         return logits
@@ -87,12 +59,10 @@ def top_p_filter(logits, p):
 
 
 def distribution(logits, temperature=1.0, top_k=0, top_p=1.0):
-    """What sampling draws from: (ids, probs). Logits (vocab,) divided by the temperature, then top-k,
-    then top-p (transformers' warpers, in their order), softmax over what is left; with top-k, top-p
-    looks only at the k tokens kept. Temperature 0: the most likely token, with probability 1."""
+    """What sampling draws from: (ids, probs). Logits (vocab,) / temperature, then top-k, then top-p
+    (transformers' warpers, in their order), softmax over what is left. Temperature 0: the argmax."""
     check_sampling(temperature, top_k, top_p)
-    logits = logits.cpu()
-    z = logits.to(torch.promote_types(logits.dtype, torch.float32))       # (vocab,) bf16 -> fp32, exactly
+    z = logits.cpu().to(torch.promote_types(logits.dtype, torch.float32))  # (vocab,) bf16 -> fp32, exactly
     if temperature == 0 or not torch.isfinite(z.max() / temperature):     # so small a temperature that z
         return z.argmax(-1, keepdim=True), torch.ones(1, dtype=z.dtype)   # overflows: greedy, as its limit
     z = z / temperature
@@ -109,8 +79,8 @@ def distribution(logits, temperature=1.0, top_k=0, top_p=1.0):
 
 
 def sample(logits, temperature=0.0, top_k=0, top_p=1.0, generator=None):
-    """One token id from logits (vocab,): greedy (the largest logit, no draw) when temperature is 0,
-    else drawn from `distribution` with a seeded generator, so a run can be repeated exactly."""
+    """One token id from logits (vocab,): the largest at temperature 0, else drawn from `distribution`
+    with a seeded generator, so a run can be repeated exactly."""
     check_sampling(temperature, top_k, top_p)
     if temperature == 0:
         return int(logits.argmax(dim=-1))
@@ -142,20 +112,20 @@ class TextStream:
 
 
 class ChatTemplate:
-    """The checkpoint's chat template: render(messages, add_generation_prompt=True, enable_thinking=False)
-    -> prompt text. Qwen3.5's opens the reply with `<think>` (the model reasons first), or with
-    enable_thinking=False an empty think block, so that it answers at once."""
+    """The checkpoint's chat template, run as transformers does (sandboxed, trim_blocks, lstrip_blocks):
+    render(messages, enable_thinking=False) -> prompt text; False writes an empty think block."""
 
     def __init__(self, source, origin="chat template"):
         from jinja2 import TemplateError
         from jinja2.ext import loopcontrols
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-        self.source, self.origin = source, origin
+        def raise_exception(message):
+            raise TemplateError(message)
+        self.source, self.origin, self._error = source, origin, TemplateError
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
         env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, **kw: json.dumps(x, ensure_ascii=ensure_ascii, indent=indent)
-        env.globals["raise_exception"] = _raise
-        env.globals["strftime_now"] = lambda fmt: time.strftime(fmt)
+        env.globals.update(raise_exception=raise_exception, strftime_now=lambda fmt: time.strftime(fmt))
         try:
             self._template = env.from_string(source)
         except TemplateError as e:
@@ -165,7 +135,7 @@ class ChatTemplate:
     @classmethod
     def load(cls, folder):
         """From a model folder: chat_template.jinja, else the chat_template key of tokenizer_config.json."""
-        file = Path(folder) / TEMPLATE_NAME
+        file = Path(folder) / "chat_template.jinja"
         if file.is_file():
             return cls(file.read_text(encoding="utf-8"), str(file))
         config = Path(folder) / "tokenizer_config.json"
@@ -179,22 +149,15 @@ class ChatTemplate:
                         "（python main.py download），或用 chat=False 直接续写文本。", folder=folder)
 
     def render(self, messages, add_generation_prompt=True, **options):
-        from jinja2 import TemplateError
-
         for m in messages:
             if not isinstance(m, dict) or "role" not in m or "content" not in m:
                 raise QwenError("Each chat message must be a dict with 'role' and 'content', got {m!r}.",
                                 "每条对话消息都必须是带 'role' 和 'content' 的 dict，实际是 {m!r}。", m=m)
         try:
             return self._template.render(messages=messages, add_generation_prompt=add_generation_prompt, **options)
-        except TemplateError as e:
+        except self._error as e:                                       # jinja2's TemplateError
             raise QwenError("The chat template ({file}) refused the messages: {why}",
                             "对话模板（{file}）拒绝了这些消息：{why}", file=self.origin, why=e) from None
-
-
-def _raise(message):
-    from jinja2 import TemplateError
-    raise TemplateError(message)
 
 
 # The generation loop
@@ -204,11 +167,9 @@ def generate_ids(model, ids, *, max_new_tokens=128, temperature=0.0, top_k=0, to
                  stop=(), cache=None, stats=None, vocab=None, pixel_values=None, grid_thw=None):
     """Prompt ids in, new token ids out, one at a time (the stop token is yielded too, then it ends).
 
-    The prompt is read in one call (prefill); every new token is one more call of length 1 (decode),
-    and only the last position's logits are computed. `stats`, a dict, receives token counts and
-    seconds. `vocab`: only ids below it are picked (the output layer's 248,320 rows past the
-    tokenizer's 248,077 ids are padding). pixel_values, grid_thw: the images whose pad tokens the
-    prompt holds (image_prompt_ids). Chapter 12's qwen.mtp.speculative_ids: the same, fewer passes."""
+    The prompt is read in one call (prefill), then one call of length 1 per token (decode); only the
+    last position's logits are computed. `stats` (a dict) receives counts and seconds; `vocab`: only
+    ids below it are picked (the output rows past the tokenizer's ids are padding)."""
     check_sampling(temperature, top_k, top_p, prompt=ids)                     # before the prompt is read
     cache = model.new_cache() if cache is None else cache
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
@@ -235,11 +196,9 @@ def generate(model, tok, prompt, *, max_new_tokens=128, chat=True, enable_thinki
              ids_out=None, decode=generate_ids, pixel_values=None, grid_thw=None, **options):
     """Yield the reply's text as it is generated.
 
-    prompt: a string (a user message through the chat template when chat, else plain text to
-    continue), a list of messages, or of token ids. The stop token ends the reply, unshown; `ids_out`
-    receives the new ids; options (temperature, top_k, top_p, seed, cache, stats) go to `decode`
-    (chapter 12: functools.partial(qwen.mtp.speculative_ids, k=3)). pixel_values, grid_thw
-    (qwen.vision.preprocess): images, put first in the first user message when it has none."""
+    prompt: a string (a user message when chat, else plain text), a list of messages, or of token ids.
+    The stop token ends the reply, unshown; `ids_out` receives the new ids; options go to `decode`
+    (chapter 12: qwen.mtp.speculative_ids). pixel_values, grid_thw: images, put into the first user message."""
     given_ids = isinstance(prompt, (list, tuple)) and prompt and all(isinstance(i, int) for i in prompt)
     images = {} if grid_thw is None else dict(pixel_values=pixel_values, grid_thw=grid_thw)
     if not given_ids:
@@ -252,8 +211,7 @@ def generate(model, tok, prompt, *, max_new_tokens=128, chat=True, enable_thinki
     ids = prompt_ids(tok, prompt, chat=chat, template=template, enable_thinking=enable_thinking)
     ids = image_prompt_ids(ids, model.cfg, grid_thw) if images and not given_ids else ids
     stop, stream = stop_ids(tok), TextStream(tok)
-    for token in decode(model, ids, max_new_tokens=max_new_tokens, stop=stop, vocab=tok.vocab_size, **images,
-                        **options):
+    for token in decode(model, ids, max_new_tokens=max_new_tokens, stop=stop, vocab=tok.vocab_size, **images, **options):
         if ids_out is not None:
             ids_out.append(token)
         if token in stop:
@@ -267,8 +225,7 @@ def generate(model, tok, prompt, *, max_new_tokens=128, chat=True, enable_thinki
 
 
 def prompt_ids(tok, prompt, *, chat=True, template=None, enable_thinking=False):
-    """Token ids for a prompt: a string (a user message when chat, else plain text to continue),
-    a list of chat messages, or a list of ids."""
+    """Token ids for a prompt: a string (a user message when chat, else plain text), messages, or ids."""
     if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(i, int) for i in prompt):
         return list(prompt)
     if isinstance(prompt, str) and not chat:
@@ -281,9 +238,8 @@ def prompt_ids(tok, prompt, *, chat=True, template=None, enable_thinking=False):
 
 
 def image_prompt_ids(ids, cfg, grid_thw):
-    """The ids with each <|image_pad|> the template wrote repeated to its image's token count,
-    t * h * w / merge^2 (grid_thw (images, 3): 448 x 448 is a 1 x 28 x 28 grid, 196 tokens), as
-    transformers' processor expands them. The number of pads must equal the number of images."""
+    """The ids with each <|image_pad|> repeated to its image's token count, t * h * w / merge^2 (448 x 448
+    pixels: a 1 x 28 x 28 grid, 196 tokens), as transformers' processor expands them."""
     grids = [] if grid_thw is None else torch.as_tensor(grid_thw).reshape(-1, 3).tolist()
     if not grids:
         return list(ids)
@@ -295,24 +251,19 @@ def image_prompt_ids(ids, cfg, grid_thw):
                         "提示词里有 {p} 个图像位置（对话模板写出的 <|vision_start|><|image_pad|><|vision_end|>），"
                         "但有 {n} 张图像：消息里每张图像放一个 {{'type': 'image'}} 项。", p=pads, n=len(grids))
     counts = iter(t * h * w // merge ** 2 for t, h, w in grids)
-    out = []
-    for i in ids:
-        out += [i] * next(counts) if i == image_id else [i]
-    return out
+    return [j for i in ids for j in ([i] * next(counts) if i == image_id else [i])]
 
 
 def with_images(prompt, images):
-    """A prompt string or message list with `images` image items put first into the first user
-    message's content (the real template's list content: {'type': 'image'}, {'type': 'text', ...}),
-    unless some message already has image items."""
+    """A prompt string or messages with `images` {'type': 'image'} items put first into the first user
+    message's content, unless some message already has image items."""
     messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
     if not images or any(isinstance(m.get("content"), (list, tuple)) and any(
             isinstance(i, dict) and i.get("type") == "image" for i in m["content"]) for m in messages):
         return messages
     for m in messages:
         if m.get("role") == "user":
-            content = m["content"]
-            text = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+            text = [{"type": "text", "text": m["content"]}] if isinstance(m["content"], str) else list(m["content"])
             m["content"] = [{"type": "image"}] * images + text
             return messages
     raise QwenError("An image goes into a user message, and these messages have none.",

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from qwen.generate import (Cache, ChatTemplate, LayerCache, TextStream, generate, generate_ids, kv_cache_bytes,
-                           sample, stop_ids, top_k_filter, top_p_filter)
+from engine.sampling import top_k_filter
+from engine.shapes import kv_cache_bytes
+from qwen.generate import (Cache, ChatTemplate, LayerCache, TextStream, generate, generate_ids, sample, stop_ids,
+                           top_p_filter)
 from qwen.lang import QwenError
 
 
