@@ -1,20 +1,14 @@
 """Open a checkpoint's weights lazily: safetensors read by hand, a {name: tensor} mapping that
-reads from disk only when asked, and `load`, which fills a module key by key.
+reads from disk only when asked, and `load`, which fills a module strictly, key by key (every
+parameter finds a key of its shape, every key under the prefix is used).
 
-A checkpoint is a folder: config.json (the numbers that fix every shape, qwen/config.py) and one
-or more .safetensors files. A safetensors file is simple enough to read by hand:
+A checkpoint is a folder: config.json (qwen/config.py) and .safetensors files, each
 
     [8 bytes: header length n, little-endian] [n bytes: JSON header] [raw tensor bytes]
 
 The JSON gives every tensor's dtype, shape and byte range, so the header tells what a 1.75 GB file
-holds without reading it; a tensor asked for is mapped from disk (mmap), in its stored dtype.
-
-    W = load_weights(path)                         # W["layers.0.input_layernorm.weight"] -> tensor
-    load(module, W, "layers.0.input_layernorm.")   # strict, key by key
-
-What the loader cannot read is one line naming the file (`check_entry`; engine/checkpoint.py checks
-a damaged folder in full first). A mapped file that shrinks later would kill the process (a bus
-error), so every access first checks that the file is still the one opened.
+holds without reading it; a tensor asked for is mapped from disk (mmap), in its stored dtype, once
+the file is known to be the one opened (a mapped file that shrinks is a bus error).
 """
 import contextlib
 import dataclasses
@@ -32,9 +26,8 @@ from qwen.files import kind_of, open_file, parse_json, weight_files
 from qwen.lang import QwenError
 
 DTYPES = {                             # safetensors name -> (torch dtype name, bytes per element)
-    "BF16": ("bfloat16", 2), "F16": ("float16", 2), "F32": ("float32", 4), "F64": ("float64", 8),
-    "I64": ("int64", 8), "I32": ("int32", 4), "I16": ("int16", 2), "I8": ("int8", 1),
-    "U8": ("uint8", 1), "BOOL": ("bool", 1)}
+    "BF16": ("bfloat16", 2), "F16": ("float16", 2), "F32": ("float32", 4), "F64": ("float64", 8), "I64": ("int64", 8),
+    "I32": ("int32", 4), "I16": ("int16", 2), "I8": ("int8", 1), "U8": ("uint8", 1), "BOOL": ("bool", 1)}
 FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")
 
 
@@ -47,22 +40,13 @@ class TensorInfo:
     file: Path
     offset: int                        # absolute byte offset of the first element in the file
     nbytes: int
+    numel = property(lambda self: math.prod(self.shape))
+    torch_dtype = property(lambda self: getattr(torch, DTYPES[self.dtype][0]))
 
-    @property
-    def numel(self):
-        return math.prod(self.shape)
-
-    @property
-    def torch_dtype(self):
-        return getattr(torch, DTYPES[self.dtype][0])
-
-
-# ---------------------------------------------------------------------------- safetensors, by hand
 
 def read_header(file):
     """Parse one .safetensors header: ({name: TensorInfo}, metadata or None). Reads no tensor data."""
-    file = Path(file)
-    with open_file(file) as f:
+    with open_file(file := Path(file)) as f:
         size = os.fstat(f.fileno()).st_size
         n = int.from_bytes(f.read(8), "little")                  # header length, little-endian u64
         if 8 + n > size:
@@ -79,18 +63,16 @@ def read_header(file):
 
 
 def check_entry(info, size):
-    """What the loader cannot read: a dtype it does not know, bytes past the end of the file, or bytes
-    that do not fill the shape. (engine/checkpoint.py checks a header's every field before.)"""
+    """What the loader cannot read: an unknown dtype, bytes past the file's end, bytes that do not fill the shape."""
     if info.dtype not in DTYPES:
         raise QwenError("{file}: {name} has the unsupported dtype {dtype}; this course reads {known}. Use a "
-                        "checkpoint stored in one of them (Qwen3.5's is BF16).",
-                        "{file}：{name} 的数据类型 {dtype} 不受支持；本课程能读 {known}。请使用以这些类型存储的"
-                        "检查点（Qwen3.5 用的是 BF16）。", file=info.file, name=info.name, dtype=info.dtype,
-                        known=", ".join(DTYPES))
-    if info.offset + info.nbytes > size:
-        raise _broken(info.file, f"{info.name} ends at byte {info.offset + info.nbytes:,} but the file holds only "
-                      f"{size:,}: it is truncated (an interrupted download?)", f"{info.name} 的数据应到第 "
-                      f"{info.offset + info.nbytes:,} 字节，但文件只有 {size:,} 字节：文件被截断了（下载中断？）")
+                        "checkpoint stored in one of them (Qwen3.5's is BF16).", "{file}：{name} 的数据类型 {dtype} "
+                        "不受支持；本课程能读 {known}。请使用以这些类型存储的检查点（Qwen3.5 用的是 BF16）。",
+                        file=info.file, name=info.name, dtype=info.dtype, known=", ".join(DTYPES))
+    if (end := info.offset + info.nbytes) > size:
+        raise _broken(info.file, f"{info.name} ends at byte {end:,} but the file holds only {size:,}: it is truncated "
+                      f"(an interrupted download?)", f"{info.name} 的数据应到第 {end:,} 字节，但文件只有 {size:,} 字节："
+                      f"文件被截断了（下载中断？）")
     if info.nbytes != (need := info.numel * DTYPES[info.dtype][1]):
         raise _broken(info.file, f"{info.name} has {info.nbytes:,} bytes, but {info.dtype} {list(info.shape)} needs "
                       f"{need:,}", f"{info.name} 有 {info.nbytes:,} 字节，但 {info.dtype} {list(info.shape)} 需要 {need:,} 字节")
@@ -101,17 +83,14 @@ def _broken(file, en, zh):
                      "{file} 不是有效的 safetensors 文件：{zh}。请删除后重新下载。", file=file, en=en, zh=zh)
 
 
-# ---------------------------------------------------------------------------- a lazy {name: tensor}
-
 LM_PREFIXES = ("model.language_model.", "model.")  # multimodal layout, text-only layout
 HIDDEN_PREFIXES = ("model.visual.", "mtp.")         # kept out of the default view
 
 
 def short_name(full):
-    """model.language_model.layers.0.x -> layers.0.x; None for vision and mtp tensors."""
-    if full.startswith(HIDDEN_PREFIXES):
-        return None
-    return next((full[len(p):] for p in LM_PREFIXES if full.startswith(p)), full)   # lm_head.weight: top level
+    """model.language_model.layers.0.x -> layers.0.x (lm_head.weight stays); None for vision and mtp tensors."""
+    prefix = next((p for p in LM_PREFIXES if full.startswith(p)), "")
+    return None if full.startswith(HIDDEN_PREFIXES) else full[len(prefix):]
 
 
 class UnknownTensor(QwenError, KeyError):
@@ -119,9 +98,8 @@ class UnknownTensor(QwenError, KeyError):
 
 
 class Weights(Mapping):
-    """{short name: tensor} for the language model, read from disk only when asked for. W["norm.weight"] is
-    W["model.language_model.norm.weight"]; vision (model.visual.*) and multi-token-prediction (mtp.*)
-    tensors are not listed by iteration but are read by their full names (W.all_names)."""
+    """{short name: tensor} for the language model (W["norm.weight"] is W["model.language_model.norm.weight"]),
+    read only when asked for; vision and mtp tensors are read by their full names (W.all_names)."""
 
     def __init__(self, infos, folder, identities=None):
         self.folder = Path(folder)
@@ -143,8 +121,7 @@ class Weights(Mapping):
         return flat.view(info.shape)                             # no copy: pages load when touched
 
     def rows(self, name, ids):
-        """Only the given rows of a tensor, read with plain file reads: (len(ids), ...). For a few rows
-        of a big table, mapping would bring whole pages (often larger blocks) into memory."""
+        """Only the given rows, (len(ids), ...), by plain file reads (a map would bring in whole pages)."""
         info = self.info(name)
         ids = _row_ids(ids, name, info.shape)
         size = info.nbytes // info.shape[0] if info.shape[0] else 0
@@ -156,10 +133,9 @@ class Weights(Mapping):
                 f.seek(info.offset + i * size)
                 if f.readinto(raw[k * size:(k + 1) * size]) != size:      # the file got shorter
                     raise self._changed(info.file)
-        flat = out.reshape(len(ids), info.numel // max(info.shape[0], 1))   # the first bad row, if any
-        if info.dtype in FLOAT_DTYPES and not (ok := torch.isfinite(flat).all(1)).all():
-            k = int((~ok).nonzero()[0, 0])
-            check_finite_block(info, flat[k], ids[k] * flat.shape[1])
+        flat = out.reshape(len(ids), info.numel // max(info.shape[0], 1))
+        if info.dtype in FLOAT_DTYPES and not (ok := torch.isfinite(flat).all(1)).all():   # the first bad row
+            check_finite_block(info, flat[k := int((~ok).nonzero()[0, 0])], ids[k] * flat.shape[1])
         return out
 
     def __iter__(self):
@@ -175,18 +151,16 @@ class Weights(Mapping):
         return f"Weights({self.folder}, {len(self)} language-model tensors, {len(self._infos)} in all)"
 
     @property
-    def all_names(self):
-        """Every tensor name as stored, vision and mtp included."""
+    def all_names(self):                                         # as stored, vision and mtp included
         return list(self._infos)
 
-    def info(self, name):
-        """Shape, dtype, file and byte range of a tensor, without reading it."""
+    def info(self, name):                                        # shape, dtype, file, bytes: nothing read
         if not isinstance(name, str):
             raise QwenError("Tensor names are strings, not {v!r} ({t}).", "张量名是字符串，而不是 {v!r}（{t}）。",
                             v=name, t=type(name).__name__)
-        if self._short.get(name, name) not in self._infos:
+        if (full := self._short.get(name, name)) not in self._infos:
             raise self._unknown(name)
-        return self._infos[self._short.get(name, name)]
+        return self._infos[full]
 
     def shape(self, name):
         return self.info(name).shape
@@ -194,8 +168,7 @@ class Weights(Mapping):
     def dtype(self, name):
         return self.info(name).torch_dtype
 
-    def names_under(self, prefix):
-        """Names (short or full, as the prefix is written) that start with prefix."""
+    def names_under(self, prefix):                               # short or full, as the prefix is written
         found = [n for n in self._short if n.startswith(prefix)]
         return found + [n for n in self._infos if n.startswith(prefix) and n not in self._short]
 
@@ -212,10 +185,8 @@ class Weights(Mapping):
             with contextlib.suppress(OSError):
                 os.close(fd)
 
-    def _check_unchanged(self, file, fd):
-        """The file under its name and the one held open must both be the one opened then."""
-        there = _identity(file) if file in self._identities else None
-        if there is not None and not _identity(fd) == there == self._identities[file]:
+    def _check_unchanged(self, file, fd):                        # the file named and the one held: still the one opened
+        if file in self._identities and not _identity(fd) == _identity(file) == self._identities[file]:
             raise self._changed(file)
 
     def _changed(self, file):
@@ -241,8 +212,8 @@ def _identity(file_or_fd):
 def _row_ids(ids, name, shape):
     """Whole numbers (ints, numpy and torch integers, not bool) within the tensor's rows."""
     if not shape:
-        raise QwenError("{name} is a single number (shape []): it has no rows. Use W[{name!r}].",
-                        "{name} 是单个数（形状 []）：它没有行。请用 W[{name!r}]。", name=name)
+        raise QwenError("{name} is a single number (shape []): it has no rows. Use W[{name!r}].", "{name} 是单个数"
+                        "（形状 []）：它没有行。请用 W[{name!r}]。", name=name)
     try:
         ids = [operator.index(i if not isinstance(i, bool) else None) for i in ids]
     except TypeError:                                            # 3, None, a 0-d tensor, a float
@@ -255,22 +226,16 @@ def _row_ids(ids, name, shape):
 
 
 def check_finite_block(info, values, first):
-    """One line naming the file and the tensor when the flat block `values` of `info`, from its element
-    `first`, holds a NaN or an infinity: every number computed from it would be one too."""
+    """One line naming the file and the tensor when the flat block `values` (from element `first`) holds a NaN or inf."""
     if (ok := torch.isfinite(values)).all():
         return
-    index, where = first + int((~ok).nonzero()[0, 0]), []
-    value = values[index - first]
-    for d in reversed(info.shape):                               # the flat index as one per dimension
-        where.insert(0, index % d)
-        index //= d
+    index = first + int((~ok).nonzero()[0, 0])                   # the flat index, then one per dimension
+    where = [int(i) for i in torch.unravel_index(torch.tensor(index), info.shape)] if info.shape else []
     raise QwenError("{file}: {name}{where} is {v}: a model's weights are finite numbers, and every result computed "
-                    "from this one would be {v} too. The file is damaged; download the model again.",
-                    "{file}：{name}{where} 是 {v}：模型权重应是有限的数，用它算出的每个结果也都会是 {v}。文件已损坏；"
-                    "请重新下载模型。", file=info.file, name=info.name, where=where or "", v=float(value))
+                    "from this one would be {v} too. The file is damaged; download the model again.", "{file}：{name}"
+                    "{where} 是 {v}：模型权重应是有限的数，用它算出的每个结果也都会是 {v}。文件已损坏；请重新下载模型。",
+                    file=info.file, name=info.name, where=where or "", v=float(values[index - first]))
 
-
-# ---------------------------------------------------------------------------- load_weights
 
 def load_weights(path):
     """Open a checkpoint's weights lazily (a folder, or one .safetensors file): only headers are read now."""
@@ -281,28 +246,20 @@ def load_weights(path):
     return Weights(infos, path.parent if single else path, {file: _identity(file) for file in files})
 
 
-# ---------------------------------------------------------------------------- load: key by key
-
 def load(module, W, prefix=""):
-    """Fill `module` from W under `prefix`, strictly, and return it.
-
-    Every parameter and buffer of the module must find a key `prefix + name` of the same shape,
-    and every key under prefix must be used. Tensors keep their stored dtype (bf16 stays bf16)."""
+    """Fill `module` from W under `prefix`, strictly, and return it; tensors keep their stored dtype."""
     if prefix and not prefix.endswith("."):
         prefix += "."
     wanted, state = module.state_dict(), {}
     for name, current in wanted.items():
-        key = prefix + name
-        if key not in W:
+        if (key := prefix + name) not in W:
             raise W._unknown(key)
         if tuple(current.shape) != W.shape(key):
-            raise QwenError("Shape mismatch for {key}: the module expects {want}, the checkpoint has {got}. "
-                            "Check the config numbers used to build the module.",
-                            "{key} 的形状不匹配：模块需要 {want}，检查点里是 {got}。请检查构建模块时用的配置数值。",
-                            key=key, want=list(current.shape), got=list(W.shape(key)))
+            raise QwenError("Shape mismatch for {key}: the module expects {want}, the checkpoint has {got}. Check "
+                            "the config numbers used to build the module.", "{key} 的形状不匹配：模块需要 {want}，检查点"
+                            "里是 {got}。请检查构建模块时用的配置数值。", key=key, want=list(current.shape), got=list(W.shape(key)))
         state[name] = W[key]
-    unexpected = [k for k in W.names_under(prefix) if k[len(prefix):] not in wanted]
-    if unexpected:
+    if unexpected := [k for k in W.names_under(prefix) if k[len(prefix):] not in wanted]:
         raise QwenError("Unexpected key {key} under {prefix!r}: {module} has no parameter {name!r}.",
                         "{prefix!r} 下多出了键 {key}：{module} 没有参数 {name!r}。", key=unexpected[0], prefix=prefix,
                         module=type(module).__name__, name=unexpected[0][len(prefix):])
