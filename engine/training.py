@@ -27,13 +27,13 @@ RUN_FILE = "run.pt"
 KIND = "transformer-by-hand training run"
 
 
-def save_run(folder, model, opt, stream, step, losses, config):
+def save_run(folder, model, opt, stream, step, losses, config, extra=None):
     """The whole state of a run, atomically: RUN_FILE is the old state or the new one, never half."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     state = {"kind": KIND, "config": json.dumps(config), "step": step, "losses": list(losses),
              "model": model.state_dict(), "opt": opt.state_dict(), "stream": stream.state_dict(),
-             "rng": torch.get_rng_state()}
+             "rng": torch.get_rng_state(), "extra": dict(extra or {})}
     tmp = folder / f"{RUN_FILE}.tmp{os.getpid()}"
     with open(tmp, "wb") as f:
         torch.save(state, f)
@@ -76,7 +76,7 @@ def resume(state, model, opt, stream):
 
 
 def run(model, opt, stream, steps, lr, folder=None, config=None, every=50, start=0, losses=None,
-        quiet=False, step_fn=train_step):
+        quiet=False, step_fn=train_step, extra=None):
     """Train from step `start` to `steps` with lr(step); save the run every `every` steps and at the end.
     Ctrl-C lets the step under way finish (an update cut in half would be saved half-made), saves, and
     returns; a NaN or infinite loss stops before its update is kept in a save, the last good one stays.
@@ -95,7 +95,7 @@ def run(model, opt, stream, steps, lr, folder=None, config=None, every=50, start
             losses.append(loss)
             last = step + 1 == steps or bool(asked)
             if folder is not None and ((step + 1) % every == 0 or last):
-                save_run(folder, model, opt, stream, step + 1, losses, config)
+                save_run(folder, model, opt, stream, step + 1, losses, config, extra)
             if not quiet:
                 _progress(step + 1, steps, loss, stream.tokens_seen - tokens0, time.perf_counter() - begun, start)
             if asked:

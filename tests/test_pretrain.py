@@ -176,3 +176,24 @@ def test_the_export_loads_here_and_in_transformers_with_equal_logits(tmp_path):
         mine, theirs, trained = ours(ids), ref(input_ids=ids).logits, model(ids)
     assert torch.allclose(mine, theirs, atol=1e-5, rtol=1e-5)
     assert torch.equal(mine, trained)                                    # the very weights it trained
+
+
+def test_two_processes_under_torchrun_give_the_one_process_curve(tmp_path):
+    """DDP over gloo, 2 processes, the same global batch of 8: the curve of one process with 8 rows
+    (to float rounding), and not the curve of one process with 4 (each process's own rows alone)."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+    from engine.ddp import curve
+    out = tmp_path / "ddp.json"
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                        "-m", "engine.ddp", "--steps", "12", "--losses", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=100)
+    assert r.returncode == 0, r.stderr[-2000:]
+    run = json.loads(out.read_text(encoding="utf-8"))
+    alone, half = curve(12), curve(12, batch=4)
+    assert run["world"] == 2 and len(run["losses"]) == 12
+    assert max(abs(a - b) / b for a, b in zip(run["losses"], alone)) <= 1e-5
+    assert max(abs(a - b) / b for a, b in zip(run["losses"], half)) > 1e-3
