@@ -148,11 +148,11 @@ def _by_rows(quantize, w, *args, name=None):
         bad = (~torch.isfinite(s_rows.reshape(len(s_rows), -1)).all(dim=1)).nonzero()   # (bad rows, 1)
         if len(bad):
             file, row = getattr(getattr(w, "info", None), "file", None), int(bad[0, 0])
-            raise QwenError("{en}: row {row} holds {v}: only finite numbers can be quantized. Download the checkpoint "
-                            "again, or find where that value came from.", "{zh}：第 {row} 行含有 {v}：只有有限的数才能量化。"
-                            "请重新下载检查点，或者查明这个值从哪里来。", row=row + i, v=rows[row][~torch.isfinite(rows[row])][0].item(),
-                            en=f"{file}: {name}" if file else name or "this weight",
-                            zh=f"{file}：{name}" if file else name or "这个权重")
+            en, zh = (f"{file}: {name}", f"{file}：{name}") if file else (name or "this weight", name or "这个权重")
+            raise QwenError("{who_en}: row {row} holds {v}: only finite numbers can be quantized. Download the "
+                            "checkpoint again, or find where that value came from.", "{who_zh}：第 {row} 行含有 {v}："
+                            "只有有限的数才能量化。请重新下载检查点，或者查明这个值从哪里来。", who_en=en, who_zh=zh,
+                            row=row + i, v=rows[row][~torch.isfinite(rows[row])][0].item())
         if q is None:
             q = torch.empty(w.shape, dtype=q_rows.dtype)
             scale = torch.empty((w.shape[0], *s_rows.shape[1:]), dtype=s_rows.dtype)
