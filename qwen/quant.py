@@ -223,7 +223,7 @@ class Int4Linear(_Quantized):
 
     def dequantized(self):
         if self.kernel:                                                      # the kernel's layout: ask it
-            return self(torch.eye(self.shape[1])).T.float()                  # rows of I give columns
+            return self(torch.eye(self.shape[1], dtype=torch.bfloat16)).T.float()   # rows of I give columns
         return dequantize_int4(unpack_int4(self.packed), self.scale)        # (out, in) fp32
 
     def plain(self, x):
