@@ -46,7 +46,7 @@ weight stored (in, out); wall and CPU seconds, GB read per wall second, beside t
 Quantized decoding (qwen/quant.py, chapter 13): fp32, bf16, int8 and int4 models, each in fresh
 processes, alternated `--repeat` times: prefill and decode tokens/s (best) and ms / token against
 its bound (the weights' bytes at the read bandwidth measured in the same run), the peak RSS
-(largest; int8 / int4 as main.py 9 / chat --quant build them: qwen.quant.load_quantized, read
+(largest; int8 / int4 as main.py 9 / chat --quant build them: engine.quantized.load_quantized, read
 from the file and quantized a block of rows at a time) and the RSS once quantized, with the
 greedy tokens compared against fp32's, and issue 24's llama.cpp q8_0 / q4_k_m figures beside.
 
@@ -227,7 +227,8 @@ def _build(path, variant):
     """Our model as `variant`: a compute dtype, or int8 / int4 quantized from the stored bf16."""
     import torch
     from qwen.model import load_model
-    from qwen.quant import MODES, load_quantized
+    from engine.quantized import load_quantized
+    from qwen.quant import MODES
     if variant in MODES:
         return load_quantized(path, variant)                  # as main.py 9 / chat --quant: read a block at a time
     return load_model(path, dtype=getattr(torch, variant), vision=False)
@@ -330,7 +331,7 @@ def _aten_ops(fn):
 def child_breakdown(path, variant, out):
     """One decode step (after a 32-token prompt) part by part; the plain step time beside it."""
     import torch
-    from qwen.quant import weight_bytes
+    from engine.quantized import weight_bytes
     model = _build(path, variant)
     steps = 16
     with torch.inference_mode():
@@ -538,7 +539,7 @@ def kernels(path, dtypes, threads, rounds):
 def child_decode(path, variant, out):
     """Load (and quantize), prefill PROMPT tokens, decode NEW: speeds, tokens, RSS once built."""
     from qwen.generate import generate_ids
-    from qwen.quant import weight_bytes
+    from engine.quantized import weight_bytes
     start = time.perf_counter()
     model = _build(path, variant)
     built = time.perf_counter() - start
