@@ -35,8 +35,7 @@ class Config:
     source: str = dataclasses.field(default="", compare=False)   # the file it came from, for messages
     raw: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
-    # Each integer's upper bound: wide enough for any Qwen3.5 size, narrow enough that a typo cannot
-    # make the course allocate terabytes or loop 10**12 times.
+    # Each integer's upper bound: wide enough for any Qwen3.5 size, small enough that no typo allocates terabytes.
     RANGES = {"hidden_size": 65536, "num_hidden_layers": 1024, "intermediate_size": 1 << 20,
               "num_attention_heads": 1024, "num_key_value_heads": 1024, "head_dim": 4096,
               "linear_num_key_heads": 1024, "linear_num_value_heads": 1024, "linear_key_head_dim": 4096,
@@ -50,9 +49,10 @@ class Config:
             raise missing_path(path)
         file = path / "config.json" if kind == "folder" else path
         if kind_of(file) != "file":
-            raise QwenError("{folder} has no config.json, so it is not a model folder. Pass the folder that holds config.json"
-                            " and the .safetensors files (--model PATH or QWEN_MODEL).", "{folder} 里没有 config.json，所以不是"
-                            "模型文件夹。请给出包含 config.json 和 .safetensors 文件的文件夹（--model PATH 或 QWEN_MODEL）。", folder=path)
+            raise QwenError("{folder} has no config.json, so it is not a model folder. Pass the folder that holds "
+                            "config.json and the .safetensors files (--model PATH or QWEN_MODEL).", "{folder} 里没有 "
+                            "config.json，所以不是模型文件夹。请给出包含 config.json 和 .safetensors 文件的文件夹"
+                            "（--model PATH 或 QWEN_MODEL）。", folder=path)
         return cls.from_dict(read_json(file), source=str(file))
 
     @classmethod
@@ -70,13 +70,8 @@ class Config:
         _check_groups(values, source)
         return cls(**values, source=source, raw=raw)
 
-    @property
-    def full_attention_layers(self):
-        return [i for i, t in enumerate(self.layer_types) if t == "full_attention"]
-
-    @property
-    def linear_attention_layers(self):
-        return [i for i, t in enumerate(self.layer_types) if t == "linear_attention"]
+    full_attention_layers = property(lambda self: [i for i, t in enumerate(self.layer_types) if t == "full_attention"])
+    linear_attention_layers = property(lambda self: [i for i, t in enumerate(self.layer_types) if t == "linear_attention"])
 
     def image_tokens(self):
         """(image_token_id, spatial_merge_size) for images in the prompt, read only when an image is given: a
@@ -130,15 +125,14 @@ def _layer_types(text, n_layers, source):
     if (types := text.get("layer_types")) is None:      # without the list: every interval-th layer is full attention
         interval = _int(text, "full_attention_interval", n_layers, source)
         return tuple("full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(n_layers))
-    if not isinstance(types, list) or len(types) != n_layers or not all(
-            t in ("full_attention", "linear_attention") for t in types):
+    allowed = ("full_attention", "linear_attention")
+    if not isinstance(types, list) or len(types) != n_layers or not all(t in allowed for t in types):
         raise _bad_field("layer_types", f"a list of {n_layers} entries, each one of 'linear_attention' / 'full_attention'",
                          types, source)
     return tuple(types)
 
 
 # ---------------------------------------------------------------------------- the vision tower (chapter 10)
-
 @dataclasses.dataclass(frozen=True)
 class VisionConfig:
     """The vision tower's numbers, from config.json's "vision_config" (nested layout only). Qwen3.5-0.8B: 12 blocks
@@ -163,8 +157,7 @@ class VisionConfig:
     head_dim = property(lambda self: self.hidden_size // self.num_heads)
     patch_values = property(lambda self: self.in_channels * self.temporal_patch_size * self.patch_size ** 2,
                             doc="Numbers per patch: channels x frames x pixels x pixels (0.8B: 3 x 2 x 16 x 16 = 1536).")
-    grid_side = property(lambda self: math.isqrt(self.num_position_embeddings),
-                         doc="Side of the square position table (0.8B: 48).")
+    grid_side = property(lambda self: math.isqrt(self.num_position_embeddings), doc="Side of the position table (0.8B: 48).")
 
     @classmethod
     def from_config(cls, cfg):
