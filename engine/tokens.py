@@ -205,7 +205,7 @@ _FILES = ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json",
 def load_tokenizer(model_path, cls=FastTokenizer):
     """The tokenizer of a model folder: tokenizer.json if present, else vocab.json + merges.txt, every
     field checked. The same folder with the same files gives the same tokenizer without reading them
-    again (the 248k-entry vocabulary takes about 2 s of CPU); a file changed, added or removed is read."""
+    again (parsing the 248k-entry vocabulary is the slow part); a file changed, added or removed is read."""
     folder = Path(model_path).expanduser()
     key = (cls, _files_key(folder))
     if key in _LOADED:
