@@ -82,7 +82,7 @@ check_sampling(args.temperature)                        # a negative or nan temp
 reply_sampling = dict(temperature=args.temperature, top_k=20, top_p=0.8, seed=0) if args.temperature else {}
 check_device(args.device)
 if args.quant is not None:
-    from qwen.quant import check_mode, load_quantized, weight_bytes
+    from engine.quantized import check_mode, load_quantized, weight_bytes
     check_mode(args.quant, speculative, args.mine)       # a bad mode or mix: one line, before the weights are read
     if args.device != "cpu" or args.dtype != "float32":
         raise QwenError("--quant runs on the CPU from the fp32 model: leave out --device and --dtype.",
@@ -248,7 +248,8 @@ if ready:
         say("  (section 2 was stopped before its end: its cache may be half-written, so the prompt and the reply\n"
             "  so far were read again into a new one)",
             "  （第 2 节在结束前被中断：它的缓存可能只写了一半，所以把提示词和已有的回复重新读进了一个新的缓存）")
-    from qwen.quant import BF16_ROUNDING, KERNEL_ROWS, Int4Linear
+    from engine.quantized import BF16_ROUNDING, KERNEL_ROWS
+    from qwen.quant import Int4Linear
     logit_scale = recomputed.abs().max().item()                          # the size of the logits compared
     rounding_layers = cfg.num_hidden_layers + 1                          # the decoder layers and the output layer
     quant_tolerance = BF16_ROUNDING * logit_scale * math.sqrt(rounding_layers)
@@ -263,16 +264,16 @@ if ready:
             ok=within_tolerance)
     if args.quant == "int8" and len(read) > KERNEL_ROWS:                 # the gap is the kernel's bf16, not the cache
         say("  (quantized: a step of one token runs torch's int8 kernel with bf16 inputs, reading all {n} tokens at\n"
-            "  once the plain fp32 path (qwen/quant.py, KERNEL_ROWS): the two agree to bf16's rounding, not fp32's)",
+            "  once the plain fp32 path (engine/quantized.py, KERNEL_ROWS): the two agree to bf16's rounding, not fp32's)",
             "  （量化模型：一次一个词元时走 torch 的 int8 内核，输入是 bf16；一次读入全部 {n} 个词元时走朴素的 fp32\n"
-            "  算法（qwen/quant.py，KERNEL_ROWS）：两者只在 bf16 的舍入范围内一致，而不是 fp32 的）", n=len(read))
+            "  算法（engine/quantized.py，KERNEL_ROWS）：两者只在 bf16 的舍入范围内一致，而不是 fp32 的）", n=len(read))
     elif args.quant == "int4":                                           # the 4-bit kernel, whatever the rows
         int4 = [m.kernel for m in model.modules() if isinstance(m, Int4Linear)]
         say("  (quantized: {k} of {m} 4-bit layers run torch's 4-bit kernel, for one token and for all {n} at once\n"
-            "  alike; it takes bf16 inputs and returns bf16 (qwen/quant.py Int4Linear; the others fit none of its\n"
+            "  alike; it takes bf16 inputs and returns bf16 (engine/quantized.py; the others fit none of its\n"
             "  shapes and dequantize to fp32): the two agree to bf16's rounding, not fp32's)",
             "  （量化模型：{m} 个 4 位层中有 {k} 个走 torch 的 4 位内核，一次一个词元和一次读入全部 {n} 个词元都一样；\n"
-            "  它的输入和输出都是 bf16（qwen/quant.py 的 Int4Linear；其余的层不符合它的形状要求，反量化为 fp32）：\n"
+            "  它的输入和输出都是 bf16（engine/quantized.py；其余的层不符合它的形状要求，反量化为 fp32）：\n"
             "  两者只在 bf16 的舍入范围内一致，而不是 fp32 的）", k=sum(int4), m=len(int4), n=len(read))
 
 # %% [markdown]

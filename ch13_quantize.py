@@ -8,14 +8,14 @@
 # scales, the output layer (kept at 8 bits) and the fp32 norms stay (section 4 measures both). This chapter quantizes by hand: int8 with a scale per
 # output channel (a row of the weight), 4-bit with a scale per group of 128 weights; it measures
 # the error on one weight and on the model's output, which layers it pays to quantize, and runs
-# a quantized model (`qwen/quant.py`) with torch's weight-only kernels.
+# a quantized model (`qwen/quant.py`) with torch's weight-only kernels (`engine/quantized.py`).
 #
 # 解码一个词元要把模型的每个权重读一遍，每个权重只做两次浮点运算（一次乘、一次加）：CPU 的时间都花在
 # 等内存上，速度由内存带宽决定。fp32 下，Qwen3.5-0.8B 每个词元要读 3 GB。把每个权重存成 8 位或
 # 4 位，再配一个缩放因子把它还原，要读的字节就少了：8 位时接近 1/4；4 位时更少，但到不了 1/8，因为缩放因子、
 # 输出层（保留 8 位）和 fp32 的归一化都还在（第 4 节测量两者）。本章手写量化：int8 每个输出通道（权重的一行）一个缩放因子，4 位每
 # 128 个权重一组、每组一个缩放因子；测量它在一个权重上和在模型输出上的误差、哪些层值得量化，并用 torch
-# 的只量化权重的内核运行量化后的模型（`qwen/quant.py`）。
+# 的只量化权重的内核（`engine/quantized.py`）运行量化后的模型（`qwen/quant.py`）。
 #
 # Run: `python ch13_quantize.py [--tokens N] [--tiny] [--lang zh]`
 
@@ -27,6 +27,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from engine import quantized
 from qwen import quant
 from engine.cli import chapter, pad, say, section, show_code, size
 from qwen.generate import generate_ids
@@ -153,7 +154,7 @@ say("  two codes a byte: {a} codes -> {b} bytes; unpacked again equal: {ok}",
 # A_log and dt_bias, and in_proj_a / in_proj_b (16 rows each, feeding the decay's exponent and
 # beta): together a fraction of a percent of the bytes. Each model is quantized as `main.py 9
 # --quant` and `chat --quant` do it: each weight read from the file a block of rows at a time and
-# quantized (`quant.load_quantized`), the same numbers as quantizing the loaded fp32 model (bf16 to
+# quantized (`engine/quantized.py` load_quantized), the same numbers as quantizing the loaded fp32 model (bf16 to
 # fp32 is exact; tests/test_quant.py), without a second full-precision model beside the fp32 one
 # this chapter compares with. The two quantized models share one int8 table: the same codes.
 #
@@ -162,15 +163,15 @@ say("  two codes a byte: {a} codes -> {b} bytes; unpacked again equal: {ok}",
 # 4 位模型里它仍是 int8（llama.cpp 的 q4_k_m 也让输出层保留更多位：每个 logit 都要经过它）。保留 fp32 的：
 # 归一化、卷积、A_log 和 dt_bias，以及 in_proj_a / in_proj_b（各 16 行，决定衰减的指数和 beta）：
 # 加起来不到字节数的百分之一。每个模型都像 `main.py 9 --quant` 和 `chat --quant` 那样量化：从文件里一次读一块行、
-# 边读边量化（`quant.load_quantized`），与量化已加载的 fp32 模型得到相同的数（bf16 到 fp32 是精确的；
+# 边读边量化（`engine/quantized.py` 的 load_quantized），与量化已加载的 fp32 模型得到相同的数（bf16 到 fp32 是精确的；
 # tests/test_quant.py），而除了本章用来比较的那个 fp32 模型，内存里不会再有第二个全精度模型。两个量化模型共用
 # 同一张 int8 表：编码完全相同。
 
 # %%
 section(4, "What is quantized, in bytes", "量化了什么，按字节数")
-fp32_bytes = quant.weight_bytes(model)
-models = {"int8": quant.load_quantized(path, "int8")}          # from the file: no second fp32 model
-models["int4"] = quant.load_quantized(path, "int4", share=models["int8"])   # the same int8 table, kept once
+fp32_bytes = quantized.weight_bytes(model)
+models = {"int8": quantized.load_quantized(path, "int8")}          # from the file: no second fp32 model
+models["int4"] = quantized.load_quantized(path, "int4", share=models["int8"])   # the same int8 table, kept once
 table = model.output_weight.numel()
 
 
@@ -178,7 +179,7 @@ def parts(m):
     """(projections, output layer / table, everything else) in bytes."""
     proj = sum(mod.nbytes for mod in m.layers.modules() if isinstance(mod, (quant.Int8Linear, quant.Int4Linear)))
     out = m.output_layer.nbytes
-    return proj, out, quant.weight_bytes(m) - proj - out
+    return proj, out, quantized.weight_bytes(m) - proj - out
 
 
 def row(*cells):
@@ -252,8 +253,9 @@ def timed_how(rounds):
     return load
 
 
-layers = {"int8": (quant.Int8Linear.from_weight(big, kernel=False), quant.Int8Linear.from_weight(big)),
-          "int4": (quant.Int4Linear.from_weight(big, kernel=False), quant.Int4Linear.from_weight(big))}
+with quantized.kernels():                                        # torch's kernels behind qwen/quant.py's seam
+    layers = {"int8": (quant.Int8Linear.from_weight(big, kernel=False), quant.Int8Linear.from_weight(big)),
+              "int4": (quant.Int4Linear.from_weight(big, kernel=False), quant.Int4Linear.from_weight(big))}
 contenders = {"fp32": lambda: F.linear(x, big)}
 for mode, (plain, fast) in layers.items():
     contenders[f"{mode} plain"] = lambda plain=plain: plain(x)

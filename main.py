@@ -185,7 +185,7 @@ def main(argv=None):
                         "--max-new-tokens 至少为 1。")
     args.speculative = speculative_option(args.speculative)             # before any model is read
     if args.quant is not None:
-        from qwen.quant import check_mode
+        from engine.quantized import check_mode
         check_mode(args.quant, args.speculative, args.mine)             # one line, before any model is read
     if args.temperature is not None:
         from qwen.generate import check_sampling

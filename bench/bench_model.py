@@ -46,9 +46,9 @@ weight stored (in, out); wall and CPU seconds, GB read per wall second, beside t
 Quantized decoding (qwen/quant.py, chapter 13): fp32, bf16, int8 and int4 models, each in fresh
 processes, alternated `--repeat` times: prefill and decode tokens/s (best) and ms / token against
 its bound (the weights' bytes at the read bandwidth measured in the same run), the peak RSS
-(largest; int8 / int4 as main.py 9 / chat --quant build them: qwen.quant.load_quantized, read
+(largest; int8 / int4 as main.py 9 / chat --quant build them: engine.quantized.load_quantized, read
 from the file and quantized a block of rows at a time) and the RSS once quantized, with the
-greedy tokens compared against fp32's, and issue 24's llama.cpp q8_0 / q4_k_m figures beside.
+greedy tokens compared against fp32's, and llama.cpp's q8_0 / q4_k_m figures beside.
 
 The bf16 prompt pass (engine/upcast.py): a PROMPT-token prefill through generate_ids of the fp32
 model and of the bf16 model as generate_ids reads it (projections of 8 rows or more in fp32), in
@@ -227,7 +227,8 @@ def _build(path, variant):
     """Our model as `variant`: a compute dtype, or int8 / int4 quantized from the stored bf16."""
     import torch
     from qwen.model import load_model
-    from qwen.quant import MODES, load_quantized
+    from engine.quantized import load_quantized
+    from qwen.quant import MODES
     if variant in MODES:
         return load_quantized(path, variant)                  # as main.py 9 / chat --quant: read a block at a time
     return load_model(path, dtype=getattr(torch, variant), vision=False)
@@ -330,7 +331,7 @@ def _aten_ops(fn):
 def child_breakdown(path, variant, out):
     """One decode step (after a 32-token prompt) part by part; the plain step time beside it."""
     import torch
-    from qwen.quant import weight_bytes
+    from engine.quantized import weight_bytes
     model = _build(path, variant)
     steps = 16
     with torch.inference_mode():
@@ -538,7 +539,7 @@ def kernels(path, dtypes, threads, rounds):
 def child_decode(path, variant, out):
     """Load (and quantize), prefill PROMPT tokens, decode NEW: speeds, tokens, RSS once built."""
     from qwen.generate import generate_ids
-    from qwen.quant import weight_bytes
+    from engine.quantized import weight_bytes
     start = time.perf_counter()
     model = _build(path, variant)
     built = time.perf_counter() - start
@@ -638,9 +639,9 @@ def breakdown(path, variants, threads):
     return rows
 
 
-# issue 24's llama.cpp figures (2 threads, a quiet machine; bench/bench_llamacpp.py measures them live):
+# llama.cpp's figures as goals (2 threads, a quiet machine; bench/bench_llamacpp.py measures them live):
 # (decode ms / token, peak RSS MB) of the same bits
-LLAMA_ISSUE = {"int8": ("q8_0", 45, 1000), "int4": ("q4_k_m", 37, 900)}
+LLAMA_GOAL = {"int8": ("q8_0", 45, 1000), "int4": ("q4_k_m", 37, 900)}
 
 
 def quantized(path, threads, repeat):
@@ -669,14 +670,14 @@ def quantized(path, threads, repeat):
         print(f"{variant:10}{first['weight_bytes'] / 1e9:>11.2f}{prefill:>15.1f}{decode:>14.2f}{1e3 / decode:>10.1f}"
               f"{bound:>10.1f}{bound * decode / 1e3:>8.2f}x{decode / base:>7.2f}x{peak:>13.0f}"
               f"{max(r['rss_built'] for r, _ in results):>15.0f}{same:>9} of {len(ref)}")
-        if variant in LLAMA_ISSUE:
+        if variant in LLAMA_GOAL:
             goals.append((variant, decode, peak))
     print(f"(random weights: the greedy agreement says little about quality; bound = weights read per token / "
           f"{bw['gb_s']:.1f} GB/s, this machine's read bandwidth measured now;\n RSS loaded: once built and quantized, "
           "before the prompt; int8 / int4 are read from the file and quantized a block of rows at a time)")
     for variant, decode, peak in goals:
-        name, ms, rss = LLAMA_ISSUE[variant]
-        print(f"{variant} against issue 24's llama.cpp {name} (2 threads, quiet; not measured here): decode "
+        name, ms, rss = LLAMA_GOAL[variant]
+        print(f"{variant} against llama.cpp {name} (2 threads, quiet; not measured here): decode "
               f"{ms / (1e3 / decode):.2f}x its tokens/s ({1e3 / decode:.1f} ms against {ms}; goal >= 0.9x), peak RSS "
               f"{peak:.0f} MB against {rss} MB (goal: at most)")
 

@@ -2,7 +2,7 @@
 
     python bench/bench_norm.py [--keep DIR]
 
-Targets (issue: chapter 3): ch03 wall <= 2x `import torch` alone; ch03 peak RSS <= 400 MB;
+Targets: ch03 wall <= 2x `import torch` alone; ch03 peak RSS <= 400 MB;
 qwen.norm.RMSNorm forward on (8, 2048, 1024) fp32 within 1.2x of F.rms_norm (same weights,
 timed interleaved in one process, best of 15).
 """

@@ -148,7 +148,7 @@ def child(path, dtype_name, args):
     # Perfect drafts are the tokens the speculative run itself keeps. In fp32 those are the plain run's
     # (checked below); in bf16 a verify pass of 4 rows rounds otherwise than a 1-row step, a near-tie can
     # flip, and from there the plain run's tokens are no drafts the model agrees with. So replay the
-    # speculative run's own output until it no longer changes (bf16 on random weights: 2 runs, Dec 2).
+    # speculative run's own output until it stops changing (a fixed point: then the drafts are its own tokens).
     reference, fixed = plain, False
     for settled in range(1, 5):
         got = list(speculative_ids(model, ids, 3, max_new_tokens=args.new, vocab=vocab,

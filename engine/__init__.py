@@ -1,7 +1,8 @@
 """The engine: what runs the lesson fast and conveniently, beside it and never inside it.
 
 It imports `qwen` (the lesson); `qwen` never imports it. Where it changes how the model computes, it
-does so through the lesson's declared seams (qwen/linear.py's product kernel), not by patching.
+does so through the lesson's declared seams (qwen/linear.py's product kernel, qwen/quant.py's kernel), not by
+patching.
 
     cli.py        what every chapter shares: chapter(), options, banners, titles, printed lines
     hub.py        where the checkpoint is, and the download
@@ -13,4 +14,5 @@ does so through the lesson's declared seams (qwen/linear.py's product kernel), n
     threads.py    how many CPU threads torch uses
     products.py   the kernel behind qwen/linear.py: faster fp32 products of one and a few rows
     upcast.py     its path for long bf16 inputs on CPUs without bf16 arithmetic
+    quantized.py  torch's weight-only kernels behind qwen/quant.py, and quantizing while loading
 """

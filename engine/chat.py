@@ -73,7 +73,7 @@ def _chat_loop(path, max_new_tokens, think, read, image=None, speculative=None, 
         model = load_model(path, dtype=torch.float32, vision=picture is not None)   # the tower only for a picture
     else:                                                          # read and quantized a block of rows at a time
         from engine.cli import size
-        from qwen.quant import load_quantized, weight_bytes
+        from engine.quantized import load_quantized, weight_bytes
         model = load_quantized(path, quant, vision=picture is not None)
         before, stored = model.stored
         print(tr("Weights quantized to {q} (chapter 13): {a} in {d} -> {b}.", "权重已量化为 {q}（第 13 章）：{d} 的 {a} -> {b}。",

@@ -482,9 +482,10 @@ def _add_options(p, options):
     return error
 
 
-def chapter(en, zh, plot=False, options=None, argv=None, mine=False):
+def chapter(en, zh, plot=False, options=None, argv=None, mine=False, small=None):
     """Start a chapter: options, language, checkpoint, config, the banner. Returns a `Chapter`.
-    mine=True: the chapter builds the model and takes --mine (your solved exercises in it: practice/mine.py)."""
+    mine=True: the chapter builds the model and takes --mine (your solved exercises in it: practice/mine.py).
+    small: whether its work is too small for threads (None: as small as its checkpoint is, the tiny one)."""
     from engine import threads
     from qwen.config import Config
 
@@ -515,7 +516,7 @@ def chapter(en, zh, plot=False, options=None, argv=None, mine=False):
     banner(cfg)
     say("\n" + "=" * 78 + "\n{title}\n" + "=" * 78, "\n" + "=" * 78 + "\n{title}\n" + "=" * 78, title=tr(en, zh))
     ch = Chapter(args, path, cfg)
-    ch.threads = threads.use(threads.choose(small=ch.tiny))     # the tiny checkpoint: 1 (engine/threads.py)
+    ch.threads = threads.use(threads.choose(small=ch.tiny if small is None else small))   # engine/threads.py
     _fast_products()                                           # the engine's kernel behind qwen/linear.py
     return ch
 

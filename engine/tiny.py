@@ -242,8 +242,8 @@ def write_checkpoint(folder, tensors, config, *, shards=1, index=True, shard_nam
     return folder
 
 
-def _write_tokenizer_config(folder):
-    added = {str(FIRST_SPECIAL_ID + i): {"content": t, "lstrip": False, "normalized": False,
+def _write_tokenizer_config(folder, first=FIRST_SPECIAL_ID):
+    added = {str(first + i): {"content": t, "lstrip": False, "normalized": False,
                                          "rstrip": False, "single_word": False, "special": True}
              for i, t in enumerate(SPECIAL_TOKENS)}
     body = {"add_prefix_space": False, "added_tokens_decoder": added, "bos_token": None,
@@ -321,14 +321,15 @@ def derive_merges(ranks):
     return merges
 
 
-def tokenizer_json(ranks):
-    """The real tokenizer.json layout: NFC, Qwen3.5's split regex, byte-level BPE, 33 special tokens."""
+def tokenizer_json(ranks, first=FIRST_SPECIAL_ID):
+    """The real tokenizer.json layout: NFC, Qwen3.5's split regex, byte-level BPE, 33 special tokens
+    (ids from `first`: a cut vocabulary numbers them after its own tokens)."""
     from qwen.tokenizer import QWEN35_PATTERN, bytes_to_symbols as sym
 
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
     return {
         "version": "1.0", "truncation": None, "padding": None,
-        "added_tokens": [{"id": FIRST_SPECIAL_ID + i, "content": t, "single_word": False, "lstrip": False,
+        "added_tokens": [{"id": first + i, "content": t, "single_word": False, "lstrip": False,
                           "rstrip": False, "normalized": False, "special": True}
                          for i, t in enumerate(SPECIAL_TOKENS)],
         "normalizer": {"type": "NFC"},

@@ -5,7 +5,8 @@ The lesson's Tokenizer is the algorithm as chapter 2 teaches it. This file adds,
   pieces without a break (a page of Chinese without punctuation, 'a' * 10**7: integer arrays and
   positions grouped by rank, about 20 bytes per input byte instead of over a hundred), NFC that
   stays linear on long runs of combining marks, and a time limit on a split rule that backtracks.
-  tests/test_tokenizer.py checks it gives the lesson's ids.
+  It checks the vocabulary (one id per token, all 256 byte symbols) and names a token outside the
+  byte alphabet when decoded; it adds piece_to_id. tests/test_tokenizer.py checks it gives the lesson's ids.
 - `load_tokenizer(path)`: tokenizer.json or vocab.json + merges.txt, every field checked first (one
   line naming the file), and the same folder with the same files read once.
 """
@@ -21,7 +22,7 @@ import regex
 from qwen.config import Config
 from qwen.files import kind_of, read_json, read_small
 from qwen.lang import QwenError
-from qwen.tokenizer import BYTE_TO_CHAR, Tokenizer, _bad_file, _SURROGATE, bytes_to_symbols
+from qwen.tokenizer import BYTE_TO_CHAR, Tokenizer, _SURROGATE, bytes_to_symbols, to_symbols
 
 MERGES_EN = "merges: pairs of symbols, as \"left right\" strings (merges.txt: one per line) or [left, right]"
 MERGES_ZH = "合并规则：成对的符号，写成 \"左 右\" 字符串（merges.txt 每行一个）或 [左, 右]"
@@ -52,10 +53,34 @@ class FastTokenizer(Tokenizer):
     LONG_PIECE = 256            # bytes: longer pieces are merged by _bpe_long and not cached
     CACHE_SIZE = 200_000        # pieces: the cache of short pieces is emptied when it reaches this
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, vocab, merges, special, *args, source="tokenizer", **kwargs):
+        check_vocab(vocab, special, source)
+        super().__init__(vocab, merges, special, *args, source=source, **kwargs)
         self._cache = {}
         self._long = None                                         # _bpe_long's tables, made on first use
+
+    def __repr__(self):
+        return f"Tokenizer({self.source}, {len(self.vocab)} BPE tokens + {len(self.special)} special)"
+
+    def piece_to_id(self, piece):
+        """The id of a token as stored in the vocabulary ('ĠHello'), or of a special token."""
+        if not isinstance(piece, str) or piece not in self.vocab and piece not in self.special:
+            raise QwenError("{p!r} is not a token of this vocabulary (tokens are byte-level symbols, e.g. "
+                            "'ĠHello' for ' Hello'); piece_to_id() takes a str, not {t}.",
+                            "{p!r} 不是这个词表里的词元（词元用字节级符号写，例如 ' Hello' 写作 'ĠHello'）；"
+                            "piece_to_id() 需要 str，而不是 {t}。", p=piece, t=type(piece).__name__)
+        return self.special.get(piece, self.vocab.get(piece))
+
+    def _bytes(self, i):
+        """The lesson's, with one line for a token not written in the byte alphabet: checked when decoded,
+        not by a pass over the whole vocabulary at load."""
+        try:
+            return super()._bytes(i)
+        except KeyError:
+            raise QwenError("{src}: the token {i} is {s!r}, which is not written in the byte-level alphabet "
+                            "(256 characters, one per byte value), so it has no bytes. " + DAMAGED[0],
+                            "{src}：词元 {i} 是 {s!r}，它不是用字节级字母表（256 个字符，每个字节值一个）写的，"
+                            "所以没有字节。" + DAMAGED[1], src=self.source, i=i, s=self._symbols(i)[:40]) from None
 
     @classmethod
     def load(cls, model_path):
@@ -139,7 +164,7 @@ class FastTokenizer(Tokenizer):
                     continue
                 m = merges.get(ids[i] * k + ids[j])
                 if m is None or m // k != r:
-                    continue                                        # that pair no longer exists
+                    continue                                        # that pair was merged away
                 ids[i], ids[j] = m % k, -1
                 nxt[i] = nxt[j]
                 if nxt[i] >= 0:
@@ -170,6 +195,8 @@ class FastTokenizer(Tokenizer):
 
 # ---------------------------------------------------------------------------- loading, checked
 
+DAMAGED = ("The file is damaged or not Qwen3.5's; download it again.", "文件损坏或不是 Qwen3.5 的；请重新下载。")
+
 _LOADED = {}                                        # (class, _files_key) -> tokenizer: the last folder loaded
 _SETTLED_NS = 2 * 10**9                             # files changed more recently than this are read again
 _FILES = ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json", "config.json")
@@ -178,7 +205,7 @@ _FILES = ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json",
 def load_tokenizer(model_path, cls=FastTokenizer):
     """The tokenizer of a model folder: tokenizer.json if present, else vocab.json + merges.txt, every
     field checked. The same folder with the same files gives the same tokenizer without reading them
-    again (the 248k-entry vocabulary takes about 2 s of CPU); a file changed, added or removed is read."""
+    again (parsing the 248k-entry vocabulary is the slow part); a file changed, added or removed is read."""
     folder = Path(model_path).expanduser()
     key = (cls, _files_key(folder))
     if key in _LOADED:
@@ -251,6 +278,20 @@ def from_vocab_and_merges(cls, folder):
     source = str(folder / "vocab.json")
     check_parts(vocab, merges, special, source)
     return cls(vocab, merges, special, ignore_merges=True, source=source)
+
+
+def check_vocab(vocab, special, source):
+    """Each id belongs to one token (else decoding it gives the other one), and all 256 byte symbols are
+    tokens (else some text has no tokens)."""
+    owner = {}                                                   # id -> the first token seen with it
+    for symbols, i in [*vocab.items(), *((to_symbols(t), i) for t, i in special.items())]:
+        if owner.setdefault(i, symbols) != symbols:               # a special token may be in the vocabulary, as itself
+            raise QwenError("{src}: the id {i} belongs to two tokens, {a!r} and {b!r}; each token needs its "
+                            "own id. " + DAMAGED[0], "{src}：编号 {i} 同时属于两个词元 {a!r} 和 {b!r}；每个词元需要"
+                            "自己的编号。" + DAMAGED[1], src=source, i=i, a=owner[i], b=symbols)
+    if missing := [c for c in BYTE_TO_CHAR.values() if c not in vocab]:
+        raise _bad_file(source, f"a byte-level vocabulary holding all 256 byte symbols ({len(missing)} are missing, "
+                        f"e.g. {missing[0]!r})", f"包含全部 256 个字节符号的字节级词表（缺 {len(missing)} 个，例如 {missing[0]!r}）")
 
 
 def check_fits(tok, folder):
@@ -376,3 +417,9 @@ def _is_name(x):
 
 def _is_id(x):
     return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def _bad_file(file, wanted_en, wanted_zh):
+    return QwenError("{file} is not a usable tokenizer file: it should hold {wanted}. It is damaged or not Qwen3.5's; "
+                     "download it again.", "{file} 不是可用的分词器文件：它应当包含{wanted_zh}。文件损坏或不是 Qwen3.5 的；"
+                     "请重新下载。", file=file, wanted=wanted_en, wanted_zh=wanted_zh)

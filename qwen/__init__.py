@@ -14,13 +14,14 @@ Each file imports only the files above it in this list (tests/test_structure.py 
     cache.py      ch06   what each layer keeps between calls
     attention.py  ch06   gated full attention with grouped-query heads
     deltanet.py   ch07   Gated DeltaNet: the linear attention, recurrent and chunked
-    model.py      ch08   the whole model from these parts
-    generate.py   ch09   sampling, stop tokens, the chat template, streamed text
     image.py      ch10   an image file to the rows the vision tower reads
     vision.py     ch10   the vision tower
+    model.py      ch08   the whole model from these parts (the tower included, so it comes after it)
+    generate.py   ch09   sampling, stop tokens, the chat template, streamed text
     mtp.py        ch12   the multi-token-prediction head and speculative decoding
     quant.py      ch13   int8 and 4-bit weights
     train.py      ch14   the next-token loss, a backward by hand, AdamW, clipping, the schedule
+    pretrain.py   ch15   training from a random start: a small config, the init, the batches, the step
 
 Everything else (the chapters' options and banners, the download, the tiny checkpoint, chat, plots,
 speed) is the engine, in engine/: it imports this package, and this package never imports it.

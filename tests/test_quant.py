@@ -1,8 +1,9 @@
-"""qwen/quant.py: quantize / dequantize by hand, torch's weight-only kernels against the dequantized
-fp32 matmul, and a quantized model that decodes (issue 24, chapter 13)."""
+"""qwen/quant.py: quantize / dequantize by hand, torch's weight-only kernels (engine/quantized.py, behind
+quant.py's seam) against the dequantized fp32 matmul, and a quantized model that decodes (chapter 13)."""
 import pytest
 import torch
 
+from engine import quantized
 from qwen import quant
 from qwen.lang import QwenError
 
@@ -54,10 +55,12 @@ def test_kernel_equals_the_dequantized_fp32_matmul(kind, group):
     one), for one token (decode) and for a prompt (int8 goes plain above KERNEL_ROWS rows)."""
     w = _weight(64, 256, seed=1)
     if kind == "int8":
-        fast, plain = quant.Int8Linear.from_weight(w), quant.Int8Linear.from_weight(w, kernel=False)
+        with quantized.kernels():
+            fast, plain = quant.Int8Linear.from_weight(w), quant.Int8Linear.from_weight(w, kernel=False)
         deq = quant.dequantize_int8(*quant.quantize_int8(w))
     else:
-        fast, plain = quant.Int4Linear.from_weight(w, group=group), quant.Int4Linear.from_weight(w, kernel=False, group=group)
+        with quantized.kernels():
+            fast, plain = quant.Int4Linear.from_weight(w, group=group), quant.Int4Linear.from_weight(w, kernel=False, group=group)
         deq = quant.dequantize_int4(*quant.quantize_int4(w, group))
         assert plain.packed.shape == (64, 128) and fast.nbytes <= plain.nbytes + 64 * 256 // group * 4
     assert fast.kernel and not plain.kernel
@@ -65,11 +68,11 @@ def test_kernel_equals_the_dequantized_fp32_matmul(kind, group):
     _close_in_bf16(fast.dequantized(), deq)
     g = torch.Generator().manual_seed(2)
     for x in (torch.randn(1, 1, 256, generator=g), torch.randn(2, 3, 256, generator=g),
-              torch.randn(1, quant.KERNEL_ROWS + 1, 256, generator=g)):
+              torch.randn(1, quantized.KERNEL_ROWS + 1, 256, generator=g)):
         want = x @ deq.T                                            # (..., 64)
         torch.testing.assert_close(plain(x), want, atol=1e-5, rtol=1e-4)
         _close_in_bf16(fast(x), want)
-    x = torch.randn(1, quant.KERNEL_ROWS + 1, 256, generator=g)
+    x = torch.randn(1, quantized.KERNEL_ROWS + 1, 256, generator=g)
     if kind == "int8":                                              # a prompt: the plain path exactly
         torch.testing.assert_close(fast(x), plain(x), atol=0, rtol=0)
 
@@ -78,9 +81,11 @@ def test_kernel_equals_the_dequantized_fp32_matmul(kind, group):
 def test_int8_with_in_features_the_kernel_cannot_read_takes_the_plain_path(n_in):
     """torch's int8 kernel read past such rows: numbers ~1e31 (or a segfault, for 6 or 7)."""
     w, x = _weight(5, n_in), torch.randn(2, n_in, generator=torch.Generator().manual_seed(1))
-    layer = quant.Int8Linear.from_weight(w)
+    with quantized.kernels():
+        layer = quant.Int8Linear.from_weight(w)
+        assert quant.Int8Linear.from_weight(_weight(5, 16)).kernel == hasattr(torch, "_weight_int8pack_mm")
+    assert not layer.kernel
     torch.testing.assert_close(layer(x), x @ layer.dequantized().T, atol=1e-4, rtol=1e-4)
-    assert quant.Int8Linear.from_weight(_weight(5, 16)).kernel == hasattr(torch, "_weight_int8pack_mm")
 
 
 def test_int4_with_an_odd_number_of_inputs_is_one_line():
@@ -91,7 +96,9 @@ def test_int4_with_an_odd_number_of_inputs_is_one_line():
 
 def test_bad_mode_is_one_line():
     with pytest.raises(QwenError, match=r"--quant int3: choose int8 .* or int4"):
-        quant.check_mode("int3")
+        quantized.check_mode("int3")
+    with pytest.raises(QwenError, match=r"Quantize to int8 or int4, not int3"):
+        quant.quantize_model(None, "int3")
 
 
 @pytest.mark.parametrize("mode", ["int8", "int4"])
@@ -100,8 +107,9 @@ def test_quantize_model_decodes(tiny_path, mode):
     plain path; cached = uncached; smaller; every projection replaced, the small ones kept."""
     from qwen.generate import generate_ids
     from qwen.model import load_model
-    model = quant.quantize_model(load_model(tiny_path, vision=False), mode)
-    plain = quant.quantize_model(load_model(tiny_path, vision=False), mode, kernel=False)
+    with quantized.kernels():
+        model = quant.quantize_model(load_model(tiny_path, vision=False), mode)
+        plain = quant.quantize_model(load_model(tiny_path, vision=False), mode, kernel=False)
     ids = list(range(100, 112))
     out = list(generate_ids(model, ids, max_new_tokens=6))
     assert len(out) == 6 and all(isinstance(t, int) for t in out)
@@ -121,7 +129,10 @@ def test_quantize_model_decodes(tiny_path, mode):
     assert isinstance(layer.in_proj_qkv, quant.Int8Linear if mode == "int8" else quant.Int4Linear)
     assert isinstance(layer.in_proj_a, torch.nn.Linear) and layer.in_proj_a.weight.dtype == torch.float32
     assert isinstance(model.embed_tokens, quant.Int8Embedding) and model.output_layer is model.embed_tokens.table
-    assert quant.weight_bytes(model) < 0.35 * quant.weight_bytes(load_model(tiny_path, vision=False))
+    assert quantized.weight_bytes(model) < 0.35 * quantized.weight_bytes(load_model(tiny_path, vision=False))
+    outside = quant.quantize_model(load_model(tiny_path, vision=False), mode)        # no kernel installed: plain
+    assert not any(m.kernel for m in outside.modules() if isinstance(m, (quant.Int8Linear, quant.Int4Linear)))
+    torch.testing.assert_close(outside(seq), plain(seq), atol=0, rtol=0)
 
 
 def test_quantizing_a_quantized_model_again_is_one_line(tiny_path):
@@ -191,7 +202,7 @@ def test_ch09_quantized_says_why_cached_decoding_differs(tiny_path):
                   r"  \(quantized: a step of one token runs torch's int8 kernel with bf16 inputs, reading all (\d+) "
                   r"tokens at\n  once the plain fp32 path", out)
     assert m and float(m[1]) > 1e-4 and int(m[2]) == 34                # 30 prompt tokens + the 4 replied
-    assert int(m[2]) > quant.KERNEL_ROWS                                # at most KERNEL_ROWS: the kernel both ways
+    assert int(m[2]) > quantized.KERNEL_ROWS                                # at most KERNEL_ROWS: the kernel both ways
 
 
 def test_ch09_int4_says_which_layers_run_the_4bit_kernel(tiny_path):
@@ -201,7 +212,7 @@ def test_ch09_int4_says_which_layers_run_the_4bit_kernel(tiny_path):
     out = _ch09_quantized("int4")
     m = re.search(r"  \(quantized: (\d+) of (\d+) 4-bit layers run torch's 4-bit kernel, for one token and for "
                   r"all 34 at once\n", out)
-    model = quant.load_quantized(tiny_path, "int4")
+    model = quantized.load_quantized(tiny_path, "int4")
     kernels = [x.kernel for x in model.modules() if isinstance(x, quant.Int4Linear)]
     assert m and (int(m[1]), int(m[2])) == (sum(kernels), len(kernels)) and 0 < sum(kernels) < len(kernels)
     assert "int8 kernel" not in out
@@ -289,8 +300,9 @@ def test_load_quantized_is_quantize_model_without_the_full_model(tiny_path, monk
     and logits as quantize_model(load_model(...)), and nothing left mapped from the file."""
     from qwen.model import load_model
     monkeypatch.setattr(quant, "ROWS_AT_ONCE", 5000)                   # blocks that do not divide the table's rows
-    ref = quant.quantize_model(load_model(tiny_path, vision=False), mode)
-    got = quant.load_quantized(tiny_path, mode)
+    with quantized.kernels():
+        ref = quant.quantize_model(load_model(tiny_path, vision=False), mode)
+    got = quantized.load_quantized(tiny_path, mode)
     a, b = dict(ref.state_dict()), dict(got.state_dict())
     assert a.keys() == b.keys()
     for key in a:
@@ -301,17 +313,17 @@ def test_load_quantized_is_quantize_model_without_the_full_model(tiny_path, monk
     assert got.quant == mode and got.mtp is None and got.output_layer is got.embed_tokens.table
     assert got.unused == ref.unused
     stored, dtype = got.stored
-    assert dtype == "bf16" and stored == quant.weight_bytes(load_model(tiny_path, dtype=None, vision=False))
+    assert dtype == "bf16" and stored == quantized.weight_bytes(load_model(tiny_path, dtype=None, vision=False))
 
 
 def test_load_quantized_reads_no_weight_whole(tiny_path, monkeypatch):
     """The stored bf16 model is never in memory: the weights it quantizes are read ROWS_AT_ONCE rows at
     a time (the peak-RSS fix: main.py 9 --quant int8 read the whole model first, 2.5 GB on the full size)."""
     seen = []
-    read = quant.StoredRows.__getitem__
-    monkeypatch.setattr(quant.StoredRows, "__getitem__", lambda self, rows: seen.append((self.name, rows)) or read(self, rows))
+    read = quantized.StoredRows.__getitem__
+    monkeypatch.setattr(quantized.StoredRows, "__getitem__", lambda self, rows: seen.append((self.name, rows)) or read(self, rows))
     monkeypatch.setattr(quant, "ROWS_AT_ONCE", 5000)
-    model = quant.load_quantized(tiny_path, "int8")
+    model = quantized.load_quantized(tiny_path, "int8")
     table = [rows for name, rows in seen if name == "embed_tokens.weight"]
     assert len(table) == -(-model.cfg.vocab_size // 5000) and all(r.stop - r.start == 5000 for r in table)
     assert {name for name, _ in seen} == {"embed_tokens.weight"} | {n + ".weight" for n, *_ in
@@ -320,7 +332,7 @@ def test_load_quantized_reads_no_weight_whole(tiny_path, monkeypatch):
     mapped = qwen.weights.Weights.__getitem__
     monkeypatch.setattr(qwen.weights.Weights, "__getitem__", lambda self, name: pytest.fail(f"{name} mapped")
                         if len(self.shape(name)) > 1 else mapped(self, name))
-    quant.load_quantized(tiny_path, "int4")                           # no weight through the mapping either
+    quantized.load_quantized(tiny_path, "int4")                       # no weight through the mapping either
 
 
 def load_model_meta(path):
@@ -360,7 +372,7 @@ def test_a_nan_weight_in_the_file_is_one_line_naming_the_file_and_the_key(tmp_pa
     folder = write_checkpoint(tmp_path / "ck", tensors, tiny_config())
     file = folder / "model.safetensors-00001-of-00001.safetensors"
     with pytest.raises(QwenError) as e:
-        quant.load_quantized(folder, "int8")
+        quantized.load_quantized(folder, "int8")
     assert e.value.en.startswith(f"{file}: layers.0.mlp.down_proj.weight: row 3 holds nan: only finite"), e.value.en
     assert e.value.zh.startswith(f"{file}：layers.0.mlp.down_proj.weight：第 3 行含有 nan") and "\n" not in e.value.zh
     set_lang("en")
@@ -526,7 +538,7 @@ def test_ch13_measures_each_model_on_the_path_it_decodes_with(tiny_path, monkeyp
     from test_published import _chapter
     ns, _ = _chapter("ch13_quantize.py", tiny_path, "--tokens", "16")
     ids, ref, V = ns["ids"], ns["ref_ids"], ns["V"]
-    assert len(ids) + len(ref) - 1 > quant.KERNEL_ROWS                  # a whole-text read would take the plain path
+    assert len(ids) + len(ref) - 1 > quantized.KERNEL_ROWS                  # a whole-text read would take the plain path
     forward, seen = Qwen35.forward, []
 
     def spy(self, *args, **kwargs):
@@ -547,18 +559,19 @@ def test_ch13_measures_each_model_on_the_path_it_decodes_with(tiny_path, monkeyp
 
 
 def test_what_the_docs_say_the_kernels_return_is_what_they_return():
-    """qwen/quant.py said the kernel's result 'comes back fp32'; it comes back bf16 (the layer casts it)."""
+    """The docs said the kernel's result 'comes back fp32'; it comes back bf16 (the layer casts it)."""
     import re
     from conftest import ROOT
     w = _weight(64, 256)
     q, scale = quant.quantize_int8(w)
     x = torch.randn(1, 256).bfloat16()
     got = {torch.bfloat16: "bf16", torch.float32: "fp32"}[torch._weight_int8pack_mm(x, q, scale.bfloat16()).dtype]
-    layer = quant.Int4Linear.from_weight(w)
+    with quantized.kernels():
+        layer = quant.Int4Linear.from_weight(w)
     assert layer.kernel
     assert torch.ops.aten._weight_int4pack_mm_for_cpu(x, layer.packed, layer.group, layer.scale_zero).dtype == torch.bfloat16
     chapter = (ROOT / "ch13_quantize.py").read_text(encoding="utf-8")
-    for text in (" ".join(quant.__doc__.split()), " ".join(chapter.split())):
+    for text in (" ".join(quantized.__doc__.split()), " ".join(chapter.split())):
         said = re.findall(r"the result comes back (?:in )?(\w+)", text)
         assert said and set(said) == {got}, said
         # bf16 inputs are needed on CPUs with native bf16 too (fp32 x: 17.4 against 0.33 ms on one with AMX)
@@ -592,15 +605,16 @@ def test_ch13_holds_one_full_precision_model(tiny_path, monkeypatch):
     assert int8.output_layer is int4.output_layer is int4.embed_tokens.table
     assert int8.output_layer.q.data_ptr() == int4.embed_tokens.table.q.data_ptr()
     for mode, m in ns["models"].items():                                  # what quantize_model makes of the fp32 one
-        again = quant.quantize_model(load_model(tiny_path, vision=False), mode)
+        with quantized.kernels():
+            again = quant.quantize_model(load_model(tiny_path, vision=False), mode)
         state, other = m.state_dict(), again.state_dict()
         assert state.keys() == other.keys() and all(torch.equal(state[k], other[k]) for k in state), mode
 
 
 def test_load_quantized_can_share_another_models_table(tiny_path):
-    int8 = quant.load_quantized(tiny_path, "int8")
-    alone = quant.load_quantized(tiny_path, "int4")
-    shared = quant.load_quantized(tiny_path, "int4", share=int8)
+    int8 = quantized.load_quantized(tiny_path, "int8")
+    alone = quantized.load_quantized(tiny_path, "int4")
+    shared = quantized.load_quantized(tiny_path, "int4", share=int8)
     assert shared.output_layer is int8.output_layer is shared.embed_tokens.table
     a, b = alone.state_dict(), shared.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
