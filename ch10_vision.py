@@ -85,11 +85,11 @@ taught = show_code(ch, PatchEmbed, VisionBlock)
 
 # %%
 if ready:
-    from qwen.image import image_settings, load_image, preprocess
+    from qwen.image import load_image, preprocess
     from engine.pictures import DEMO_WORD, demo_image
 
     section(1, "The picture, cut into patches", "图像切成图块")
-    image = load_image(args.image, image_settings(path)) if args.image else demo_image()   # the size limit of this checkpoint
+    image = load_image(args.image) if args.image else demo_image()
     if args.image:
         say("  {p}: {w} x {h} pixels", "  {p}：{w} x {h} 像素", p=args.image, w=image.width, h=image.height)
     else:

@@ -133,12 +133,12 @@ if tower and not ready:
         "  （这个文件夹里没有分词器或对话模板：本章余下的部分两者都需要，到此为止）")
 if ready:
     from qwen.generate import TextStream, generate, image_prompt_ids, prompt_ids, with_images
-    from qwen.image import image_settings, load_image, preprocess
+    from qwen.image import load_image, preprocess
     from qwen.model import load_model
     from engine.pictures import demo_image
 
     section(2, "The prompt with an image", "带图像的提示词")
-    image = load_image(args.image, image_settings(path)) if args.image else demo_image()   # the size limit of this checkpoint
+    image = load_image(args.image) if args.image else demo_image()
     picture_name = args.image or tr("the picture chapter 10 draws", "第 10 章画的图像")
     say("  {p}: {w} x {h} pixels", "  {p}：{w} x {h} 像素", p=picture_name, w=image.width, h=image.height)
     pixel_values, grid_thw = preprocess(image, path)                   # (patches, C*T*p*p), (1, 3)

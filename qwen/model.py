@@ -8,30 +8,23 @@ Qwen3.5 is a stack of decoder layers over a residual stream:
         x = x + mlp(post_attention_layernorm(x))
     logits = norm(x) @ E.T                                  (batch, seq, vocab)
 
-The mixer is full attention (chapter 6) in every fourth layer and Gated DeltaNet, linear
-attention (chapter 7), in the others, as `cfg.layer_types` says. The output layer is the
-embedding table itself when `tie_word_embeddings` (0.8B), else its own `lm_head.weight`.
+The mixer is full attention (chapter 6) in every fourth layer and Gated DeltaNet (chapter 7) in the
+others, as `cfg.layer_types` says. The output layer is the embedding table itself when
+`tie_word_embeddings` (0.8B), else its own `lm_head.weight`.
 
-Dtypes: the weights are converted once, at load time, to the compute dtype (fp32 by default,
-or bf16: half the memory); matmuls run in that dtype; norm statistics, softmax, the decay and
-the delta rule run in fp32 inside the modules; logits are returned in fp32.
+Dtypes: the weights are converted once, at load time, to the compute dtype the matmuls run in (fp32, or
+bf16: half the memory); norm statistics, softmax, the decay and the delta rule stay fp32, as do logits.
 
-Loading: `load_model(path)` builds the model on the "meta" device (shapes only, no memory),
-then fills it key by key with the strict `load()`: each tensor is read from its file once, with
-plain reads a slice at a time, and converted once, straight into its final buffer (a tensor
-already in the compute dtype is mapped from the file instead: no copy at all). The vision tower
-(`model.visual.*`, qwen/vision.py, chapter 10) is loaded the same way, strictly, into
-`model.visual` when the checkpoint has it and its config.json a "vision_config"; else
-`model.visual` is None (a text-only export). The multi-token-prediction head (`mtp.*`, chapter
-12) is left to qwen.mtp.load_head, which fills model.mtp (or model.mtp_problem, why it could not);
-language-model tensors the model has no place for (a rotary buffer some exports keep, a layer
-beyond the config) are not read, and listed in `model.unused`.
+Loading: `load_model(path)` builds the model on the "meta" device (shapes only, no memory), then fills
+it strictly, key by key: each tensor read once, a slice at a time, converted straight into its final
+buffer (one already in the compute dtype is mapped from the file: no copy). The vision tower (chapter
+10) goes to `model.visual`, None for a text-only export; the MTP head (chapter 12) is left to
+qwen.mtp.load_head; tensors the model has no place for are listed in `model.unused`.
 """
 from pathlib import Path
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from qwen.attention import Attention
 from qwen.deltanet import GatedDeltaNet
@@ -107,17 +100,14 @@ class Qwen35(nn.Module):
         return product(h, self.output_weight).float()          # qwen/linear.py: the one product seam
 
     def forward(self, ids, cache=None, last=False, keep=None, pixel_values=None, grid_thw=None):
-        """ids (batch, seq) or (seq,). With a cache, positions continue from cache.length (+ the
-        cache's rope delta, after an image) and every layer continues from what it kept.
-        last=True: logits of the last position only (batch, 1, vocab), what generation needs.
-        keep, a list, receives the residual stream after the embedding and after every layer
-        (for the logit lens). pixel_values (patches, patch values) and grid_thw (images, 3), as
-        qwen.vision.preprocess gives them: the images whose pad tokens are in ids (already
-        expanded, one per merged token); the tower's features replace those tokens' embeddings."""
+        """ids (batch, seq) or (seq,). With a cache, positions continue from cache.length (+ its rope
+        delta, after an image) and every layer from what it kept. last=True: the last position's logits
+        only (batch, 1, vocab). keep, a list, receives the residual stream after the embedding and each
+        layer (the logit lens). pixel_values and grid_thw (qwen.vision.preprocess): the images whose
+        pad tokens (one per merged token) are in ids; the tower's features replace their embeddings."""
         device = self.norm.weight.device                    # fp32 even in a quantized model
         ids = torch.as_tensor(ids, device=device)
-        if ids.dim() == 1:
-            ids = ids[None]                                                   # (1, seq)
+        ids = ids[None] if ids.dim() == 1 else ids                            # (batch, seq)
         seq = ids.shape[1]
         past = 0 if cache is None else cache.length
         x = self.embed_tokens(ids)                                            # (batch, seq, hidden)
@@ -139,18 +129,15 @@ class Qwen35(nn.Module):
         return self.logits(self.norm(x))                                      # (batch, seq, vocab)
 
     def _with_images(self, ids, x, pixel_values, grid_thw, cache):
-        """The image features in place of the pad tokens' embeddings, and the 3D positions' cos/sin.
-
-        With a cache, the positions start where the cache's left off (length + delta), and the
-        cache keeps the new delta: the next token's position minus its index."""
+        """The image features in place of the pad tokens' embeddings, and the 3D positions' cos/sin. With a
+        cache, positions start at its length + delta, and it keeps the new delta (next position - index)."""
         if pixel_values is None or grid_thw is None:
             raise QwenError("Images need both pixel_values and grid_thw (qwen.vision.preprocess gives both).",
                             "图像需要同时给出 pixel_values 和 grid_thw（qwen.vision.preprocess 两者都给）。")
         if self.visual is None:
             raise QwenError("{path} has no vision tower (model.visual.* tensors): this checkpoint cannot read "
-                            "images. Use the multimodal checkpoint (Qwen/Qwen3.5-0.8B).",
-                            "{path} 没有视觉塔（model.visual.* 张量）：这个检查点读不了图像。"
-                            "请使用多模态检查点（Qwen/Qwen3.5-0.8B）。", path=self.path or self.cfg.source)
+                            "images. Use the multimodal checkpoint (Qwen/Qwen3.5-0.8B).", "{path} 没有视觉塔（model."
+                            "visual.* 张量）：这个检查点读不了图像。请使用多模态检查点（Qwen/Qwen3.5-0.8B）。", path=self.path or self.cfg.source)
         grid_thw = torch.tensor(image_grids(grid_thw), dtype=torch.int64).reshape(-1, 3)   # (images, 3), checked
         past = 0 if cache is None else cache.length
         start = past + (0 if cache is None else cache.delta)
@@ -163,8 +150,7 @@ class Qwen35(nn.Module):
         slots = ids == self.cfg.image_tokens()[0]                             # (batch, seq)
         if features.shape[0] != int(slots.sum()) or features.shape[-1] != x.shape[-1]:
             raise QwenError("The vision tower gave {f} image features for {n} image pad tokens.",
-                            "视觉塔给出了 {f} 个图像特征，而图像占位词元有 {n} 个。",
-                            f=tuple(features.shape), n=int(slots.sum()))
+                            "视觉塔给出了 {f} 个图像特征，而图像占位词元有 {n} 个。", f=tuple(features.shape), n=int(slots.sum()))
         x = x.masked_scatter(slots[..., None], features.to(x.dtype))          # (batch, seq, hidden)
         if cache is not None:
             after = positions.amax(dim=(0, 2)) + 1 - (past + ids.shape[1])    # (batch,) next position - index
@@ -173,10 +159,7 @@ class Qwen35(nn.Module):
         return x, cos, sin
 
 
-# --------------------------------------------------------------------------------------------
-# Loading
-# --------------------------------------------------------------------------------------------
-
+# ---------------------------------------------------------------------------- loading
 READ_BYTES = 1 << 24                                   # converted 16 MB at a time
 VISUAL = "model.visual."                               # the vision tower's keys, as stored
 
@@ -192,14 +175,8 @@ class _Converted:
     def __contains__(self, name):
         return name in self.W
 
-    def shape(self, name):
-        return self.W.shape(name)
-
-    def names_under(self, prefix):
-        return self.W.names_under(prefix)
-
-    def _unknown(self, name):
-        return self.W._unknown(name)
+    def __getattr__(self, name):                        # shape, names_under, ...: the lazy weights' own
+        return getattr(self.W, name)
 
     def __getitem__(self, name):
         info = self.W.info(name)
@@ -234,17 +211,14 @@ def _read_exactly(f, array, info):
         got = f.readinto(view[done:])
         if not got:
             raise QwenError("{file} ended while reading {name}: the file is truncated. Download it again.",
-                            "读取 {name} 时 {file} 提前结束：文件被截断了。请重新下载。",
-                            file=info.file, name=info.name)
+                            "读取 {name} 时 {file} 提前结束：文件被截断了。请重新下载。", file=info.file, name=info.name)
         done += got
 
 
 def load_model(path, dtype=torch.float32, vision=True):
-    """Build Qwen3.5 from a checkpoint folder's config and fill it, strictly, from its weights.
-
-    dtype: the compute dtype every floating-point tensor is converted to (None: keep each as stored).
-    vision=False: leave the vision tower unread (model.visual None), for text only: 0.8B's tower
-    is 100 M parameters, 400 MB in fp32."""
+    """Build Qwen3.5 from a checkpoint folder's config and fill it, strictly, from its weights. dtype: the
+    compute dtype of every floating-point tensor (None: each as stored). vision=False: leave the vision
+    tower unread (model.visual None), for text only: 0.8B's tower is 100 M parameters."""
     path = Path(path).expanduser()
     cfg = Config.load(path)
     W = load_weights(path)
@@ -260,8 +234,7 @@ def load_model(path, dtype=torch.float32, vision=True):
         with torch.device("meta"):
             model.visual = VisionModel(vcfg, out_hidden=cfg.hidden_size)
         load(model.visual, source, VISUAL)
-    model.unused = sorted(n for n in set(W) - source.read if not n.startswith("mtp."))   # never read (the
-    # MTP head's tensors are chapter 12's: qwen.mtp.load_head reads them), e.g. a rotary buffer some exports keep
+    model.unused = sorted(n for n in set(W) - source.read if not n.startswith("mtp."))   # e.g. a rotary buffer
     for name, t in [*model.named_parameters(), *model.named_buffers()]:
         if t.is_meta:
             raise QwenError("{name} was not loaded.", "{name} 没有被加载。", name=name)
@@ -271,14 +244,10 @@ def load_model(path, dtype=torch.float32, vision=True):
 
 
 def model_norms(cfg, W):
-    """Every normalization of the language model, built by walking the config, loaded strictly.
-
-    Returns {prefix: module}, e.g. "layers.0.input_layernorm" -> RMSNorm(1024). For 0.8B: 49
-    RMSNorms on the residual stream (two per layer, one final), 12 per-head q/k RMSNorms (in
-    each full-attention layer), 18 gated RMSNorms (in each linear-attention layer).
-    """
-    eps = cfg.rms_norm_eps
-    norms = {}
+    """Every normalization of the language model, built by walking the config, loaded strictly:
+    {prefix: module}, e.g. "layers.0.input_layernorm" -> RMSNorm(1024). For 0.8B: 49 on the residual
+    stream (two per layer, one final), 12 per-head q/k norms, 18 gated RMSNorms (linear attention)."""
+    eps, norms = cfg.rms_norm_eps, {}
     for i, kind in enumerate(cfg.layer_types):
         norms[f"layers.{i}.input_layernorm"] = RMSNorm(cfg.hidden_size, eps)
         norms[f"layers.{i}.post_attention_layernorm"] = RMSNorm(cfg.hidden_size, eps)

@@ -1,12 +1,11 @@
 """The vision tower: an image's patches in, tokens the language model can read out (chapter 10).
 
-Why: the language model reads vectors of width 1024, one per token. An image has to become such
-vectors. Qwen3.5's tower is a small Vision Transformer (Dosovitskiy et al., 2020): cut the image
-into patches, turn each patch into a vector, let the patches attend to each other so each one
-learns about the rest of the picture, then merge every 2 x 2 neighbours into one token, to
-spend 4 times fewer of the language model's tokens on the image. For Qwen3.5-0.8B:
+Why: the language model reads vectors of width 1024, one per token, so an image has to become such
+vectors. Qwen3.5's tower is a small Vision Transformer (Dosovitskiy et al., 2020): cut the image into
+patches, turn each into a vector, let the patches attend to each other so each learns about the rest
+of the picture, then merge every 2 x 2 neighbours into one token, 4 times fewer tokens. For 0.8B:
 
-    pixel_values (patches, 1536)        from qwen.image.preprocess: 3 colours x 2 frames x 16 x 16 pixels,
+    pixel_values (patches, 1536)        qwen.image.preprocess: 3 colours x 2 frames x 16 x 16 pixels,
                                         the patches of each 2 x 2 block consecutive ("merge-block order")
     x = patch_embed(pixel_values)       (patches, 768)   a Conv3d with stride = kernel: one matmul
     x = x + position table              (patches, 768)   learned 48 x 48, bilinearly resized to the grid
@@ -17,49 +16,37 @@ spend 4 times fewer of the language model's tokens on the image. For Qwen3.5-0.8
     merger: norm(x) -> (patches/4, 3072)                 the 4 patches of a block side by side
             -> fc1 -> GELU -> fc2       (tokens, 1024)   one token per 2 x 2 block
 
-Several images are one long sequence of patches (`grid_thw` says where each one ends); attention
-never crosses from one image to another, so the result is the same as running them one by one.
+Several images are one sequence of patches (`grid_thw` says where each ends); attention never crosses
+from one image to another. Positions are told twice: the learned table (pretrained on 48 x 48 patches,
+stretched to any grid with the corners aligned) is added once, at the start; the 2D rotary positions
+act inside every attention (a quarter of each head's pairs turn with the row, a quarter with the
+column, the other half repeats them), so a score depends on how far apart two patches are.
 
-Positions are told twice, in two ways. The learned table is added once, at the start: it is
-what the tower was pretrained with (48 x 48 patches, 768 x 768 pixels), stretched to any other
-grid by bilinear interpolation with the corners aligned. The 2D rotary positions act inside
-every attention: a quarter of each head's pairs turn with the patch's row, a quarter with its
-column (the other half repeats them, as in the text model's rotate-half layout), so a score
-depends on how far apart two patches are, down and across.
-
-Precision, as the reference (transformers) computes it: matmuls in the compute dtype (the
-language model's: fp32 by default, bf16 as an option), the position table's interpolation
-weights and the rotary angles in fp32, q and k rotated in fp32 and rounded back, softmax inside
-torch's scaled_dot_product_attention, LayerNorms by torch in the compute dtype.
+Precision, as transformers': matmuls and LayerNorms in the compute dtype; the position interpolation
+weights, the rotary angles and the rotation of q and k in fp32.
 """
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from qwen.config import VisionConfig  # noqa: F401  (re-exported: qwen.vision.VisionConfig)
-from qwen.image import preprocess  # noqa: F401  (re-exported: qwen.vision.preprocess, issue 18's name)
+from qwen.config import VisionConfig  # noqa: F401  (the README's qwen.vision.VisionConfig)
+from qwen.image import preprocess  # noqa: F401  (the README's qwen.vision.preprocess)
 from qwen.lang import QwenError
-from qwen.rope import apply_rope, image_grids, inverse_frequencies, rope_index  # noqa: F401  (rope_index re-exported: qwen.vision.rope_index)
+from qwen.rope import apply_rope, image_grids, inverse_frequencies, rope_index  # noqa: F401  (qwen.vision.rope_index)
 from qwen.linear import Linear
 
 LAYER_NORM_EPS = 1e-6                    # every LayerNorm of the tower (the config does not say it)
 
 
-# --------------------------------------------------------------------------------------------
-# Patches to vectors
-# --------------------------------------------------------------------------------------------
-
+# ---------------------------------------------------------------------------- patches to vectors
 class PatchEmbed(nn.Module):
     """(patches, C*T*p*p) -> (patches, hidden): the checkpoint stores a Conv3d, used as one matmul.
 
     A convolution whose stride equals its kernel never overlaps two windows: each output is one
-    patch's C*T*p*p numbers times the kernel, flattened the same way, plus the bias. That is a
-    matrix product with the kernel flattened to (hidden, C*T*p*p). The patches arrive already cut
-    and flattened in the (C, T, p, p) order, so no window is ever slid. `conv3d` computes it the
-    convolution's way, to show (and test) that both agree: to 1e-6 in fp32. In bf16 torch's two
-    kernels round differently at 1536 inputs (full-size tower, random weights: 1.4e-3 relative
-    at the patch embedding, 1.3e-2 at the image tokens after 12 blocks; bench/bench_vision.py).
-    """
+    patch's C*T*p*p numbers times the kernel, flattened the same way, plus the bias, a matrix product
+    with the kernel flattened to (hidden, C*T*p*p). The patches arrive cut and flattened in (C, T, p, p)
+    order, so no window is slid. `conv3d` computes it the convolution's way, to show that both agree
+    (to 1e-6 in fp32; in bf16 torch's two kernels round differently)."""
 
     def __init__(self, vcfg):
         super().__init__()
@@ -74,24 +61,18 @@ class PatchEmbed(nn.Module):
         """The same result as a convolution: each patch as a (C, T, p, p) volume, one window each."""
         w = self.proj.weight
         volumes = pixel_values.to(w.dtype).view(-1, *w.shape[1:])        # (patches, C, T, p, p)
-        return self.proj(volumes).flatten(1)                             # (patches, hidden, 1, 1, 1) -> (patches, hidden)
+        return self.proj(volumes).flatten(1)   # (patches, hidden, 1, 1, 1) -> (patches, hidden)
 
 
-# --------------------------------------------------------------------------------------------
-# Where each patch is: its row and column, in the order the patches arrive
-# --------------------------------------------------------------------------------------------
-
+# ---------------------------------------------------------------------------- where each patch is
 def _grids(grid_thw):
     """[(t, h, w), ...] as Python ints, from a (images, 3) tensor or a list."""
     return [tuple(int(n) for n in g) for g in torch.as_tensor(grid_thw).reshape(-1, 3).tolist()]
 
 
 def patch_rows_cols(h, w, merge):
-    """(row, column) of each patch of an h x w grid, in merge-block order: (h*w,) each.
-
-    Block by block (left to right, then down), and inside a block row by row: for merge 2 the
-    first four patches are (0,0) (0,1) (1,0) (1,1), then (0,2) (0,3) (1,2) (1,3), ...
-    """
+    """(row, column) of each patch of an h x w grid, (h*w,) each, in merge-block order: block by block,
+    inside a block row by row. For merge 2: (0,0) (0,1) (1,0) (1,1), then (0,2) (0,3) (1,2) (1,3), ..."""
     rows = torch.arange(h)[:, None].expand(h, w)                         # (h, w)
     cols = torch.arange(w)[None, :].expand(h, w)
     blocks = (h // merge, merge, w // merge, merge)                      # (block row, in row, block col, in col)
@@ -104,36 +85,30 @@ def _taps(index, size, side):
     table's entries floor(s) and floor(s) + 1 at s = index * (side - 1) / (size - 1), weighted
     by closeness. Returns the two entries (n, 2) and their weights (n, 2), fp32."""
     s = index.float() * (side - 1) / max(size - 1, 1)                    # where in the table, 0 .. side-1
-    low = s.floor()
-    taps = low.long()[:, None] + torch.arange(2)                         # (n, 2)
+    taps = s.floor().long()[:, None] + torch.arange(2)                   # (n, 2)
     weights = (1 - (s[:, None] - taps.float()).abs()).clamp(min=0)      # 1 - distance
     return taps.clamp(max=side - 1), weights
 
 
 def interpolate_positions(table, grid_thw, merge):
-    """The learned position table (side*side, hidden), bilinearly resized to every image's grid
-    (as F.interpolate with align_corners=True), in merge-block order, once per frame:
-    (patches, hidden) in fp32. Each patch mixes the 4 table entries around its place."""
+    """The learned position table (side*side, hidden), bilinearly resized to each image's grid (as F.interpolate
+    with align_corners=True), in merge-block order, once per frame: (patches, hidden) fp32."""
     side = int(table.shape[0] ** 0.5)
     out = []
     for t, h, w in _grids(grid_thw):
         rows, cols = patch_rows_cols(h, w, merge)
         (r, wr), (c, wc) = _taps(rows, h, side), _taps(cols, w, side)   # (h*w, 2) each
-        index = (r[:, :, None] * side + c[:, None, :]).flatten(1)        # (h*w, 4) table rows
-        weight = (wr[:, :, None] * wc[:, None, :]).flatten(1)            # (h*w, 4), sum 1
-        index, weight = index.to(table.device), weight.to(table.device)
+        index = (r[:, :, None] * side + c[:, None, :]).flatten(1).to(table.device)   # (h*w, 4): the 4 around it
+        weight = (wr[:, :, None] * wc[:, None, :]).flatten(1).to(table.device)       # (h*w, 4), sum 1
         mixed = (F.embedding(index, table) * weight[:, :, None]).sum(1)  # (h*w, 4, hidden) -> (h*w, hidden)
         out.append(mixed.repeat(t, 1))                                   # (t*h*w, hidden)
     return torch.cat(out)
 
 
 class VisionRotary(nn.Module):
-    """grid_thw -> (cos, sin) of the 2D rotary positions, (patches, head_dim) each, fp32.
-
-    head_dim / 4 frequencies (0.8B: 16, theta 10000), each used twice: angles
-    [row * f, column * f] fill half a head, and rotate-half pairs entry i with i + head_dim/2,
-    so cos and sin repeat that half. No weights: computed from the config.
-    """
+    """grid_thw -> (cos, sin) of the 2D rotary positions, (patches, head_dim) each, fp32, from the config.
+    head_dim / 4 frequencies (0.8B: 16), each used twice: [row * f, column * f] fill half a head, and
+    rotate-half pairs entry i with i + head_dim/2, so cos and sin repeat that half."""
 
     def __init__(self, vcfg):
         super().__init__()
@@ -146,15 +121,11 @@ class VisionRotary(nn.Module):
             rows, cols = patch_rows_cols(h, w, self.merge)
             a = torch.cat((rows[:, None] * self.inv_freq, cols[:, None] * self.inv_freq), -1)   # (h*w, head_dim/2)
             angles.append(a.repeat(t, 1))
-        angles = torch.cat(angles)
-        angles = torch.cat((angles, angles), -1).to(device)              # (patches, head_dim)
+        angles = torch.cat(angles).repeat(1, 2).to(device)               # (patches, head_dim)
         return angles.cos(), angles.sin()
 
 
-# --------------------------------------------------------------------------------------------
-# The blocks
-# --------------------------------------------------------------------------------------------
-
+# ---------------------------------------------------------------------------- the blocks
 class VisionAttention(nn.Module):
     """(patches, hidden) -> (patches, hidden): every patch attends to every patch of its own image
     (no causal mask: an image has no "before"), with 2D rotary q and k."""
@@ -167,7 +138,7 @@ class VisionAttention(nn.Module):
 
     def forward(self, x, cos, sin, lengths, attentions=None):
         n = x.shape[0]
-        q, k, v = self.qkv(x).view(n, 3, self.heads, self.head_dim).permute(1, 2, 0, 3)   # (heads, patches, head_dim) each
+        q, k, v = self.qkv(x).view(n, 3, self.heads, self.head_dim).permute(1, 2, 0, 3)   # (heads, patches, head_dim)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)         # in fp32, rounded back to x's dtype
         out = []
         for qs, ks, vs in zip(*(t.split(lengths, dim=1) for t in (q, k, v))):   # one image (frame) at a time
@@ -207,9 +178,8 @@ class VisionBlock(nn.Module):
 
 
 class PatchMerger(nn.Module):
-    """(patches, hidden) -> (patches / m^2, out_hidden): each m x m block of patches, already
-    consecutive, normalized, laid side by side (4 x 768 = 3072) and mapped to the language
-    model's width by a small MLP (exact GELU here)."""
+    """(patches, hidden) -> (patches / m^2, out_hidden): each m x m block of consecutive patches normalized,
+    laid side by side (4 x 768 = 3072), mapped to the language model's width by an MLP (exact GELU)."""
 
     def __init__(self, vcfg, out_hidden):
         super().__init__()
@@ -223,10 +193,7 @@ class PatchMerger(nn.Module):
         return self.linear_fc2(F.gelu(self.linear_fc1(x)))               # (tokens, out_hidden)
 
 
-# --------------------------------------------------------------------------------------------
-# The tower
-# --------------------------------------------------------------------------------------------
-
+# ---------------------------------------------------------------------------- the tower
 class VisionModel(nn.Module):
     """pixel_values (patches, C*T*p*p), grid_thw (images, 3) -> image tokens (tokens, out_hidden):
     the features of all images, concatenated in order (t*h*w / m^2 tokens per image)."""
@@ -235,8 +202,8 @@ class VisionModel(nn.Module):
         super().__init__()
         self.cfg = vcfg
         self.patch_embed = PatchEmbed(vcfg)
-        table = torch.empty(vcfg.num_position_embeddings, vcfg.hidden_size)   # filled by the loader: no random
-        self.pos_embed = nn.Embedding(*table.shape, _weight=table)   # init (normal_ on "meta" imports torch._dynamo: 3-4 s)
+        table = torch.empty(vcfg.num_position_embeddings, vcfg.hidden_size)   # filled by the loader:
+        self.pos_embed = nn.Embedding(*table.shape, _weight=table)           # no random init to spend time on
         with torch.device("cpu"):                           # no weights: real even when built on "meta"
             self.rotary = VisionRotary(vcfg)
         self.blocks = nn.ModuleList(VisionBlock(vcfg) for _ in range(vcfg.depth))
@@ -246,10 +213,6 @@ class VisionModel(nn.Module):
     def dtype(self):
         return self.patch_embed.proj.weight.dtype
 
-    def tokens_per_image(self, grid_thw):
-        """How many tokens each image becomes: t * h * w / m^2."""
-        return [t * h * w // self.cfg.spatial_merge_size ** 2 for t, h, w in _grids(grid_thw)]
-
     def embed(self, pixel_values, grid_thw):
         """Patches -> vectors with their learned positions added: (patches, hidden)."""
         x = self.patch_embed(pixel_values)                               # (patches, hidden)
@@ -257,8 +220,7 @@ class VisionModel(nn.Module):
         return x + pos.to(x.dtype)
 
     def forward(self, pixel_values, grid_thw, attentions=None):
-        """attentions, a list, receives each block's attention weights, one (heads, n, n) fp32
-        tensor per image (frame) and block."""
+        """attentions, a list, receives one (heads, n, n) fp32 tensor per image (frame) and block."""
         grids = image_grids(grid_thw, self.cfg.spatial_merge_size)      # whole numbers, in merged blocks
         pixel_values = torch.as_tensor(pixel_values)                     # a numpy array is welcome too
         self._check(pixel_values, grids)
@@ -270,12 +232,8 @@ class VisionModel(nn.Module):
         return self.merger(x)                                            # (tokens, out_hidden)
 
     def _check(self, pixel_values, grids):
-        width = self.cfg.patch_values
-        shape = tuple(pixel_values.shape)
-        patches = sum(t * h * w for t, h, w in grids)
-        if len(shape) != 2 or shape[1] != width or shape[0] != patches:
-            raise QwenError("pixel_values has shape {shape}, but grid_thw {grids} needs ({n}, {width}): pass "
-                            "the pixel values and the grid that preprocess returned together.",
-                            "pixel_values 的形状是 {shape}，但 grid_thw {grids} 需要 ({n}, {width})：请把 "
-                            "preprocess 返回的像素值和网格一起传入。",
-                            shape=shape, grids=grids, n=patches, width=width)
+        shape, want = tuple(pixel_values.shape), (sum(t * h * w for t, h, w in grids), self.cfg.patch_values)
+        if shape != want:
+            raise QwenError("pixel_values has shape {shape}, but grid_thw {grids} needs {want}: pass the pixel values "
+                            "and the grid that preprocess returned together.", "pixel_values 的形状是 {shape}，但 grid_thw "
+                            "{grids} 需要 {want}：请把 preprocess 返回的像素值和网格一起传入。", shape=shape, grids=grids, want=want)

@@ -351,7 +351,7 @@ def test_a_side_under_one_block_is_resized_up_as_transformers_does(tmp_path, siz
     settings = settings_by_name[which]
     path = tmp_path / "small.png"
     picture(*size).save(path)
-    assert load_image(path, settings).size == size
+    assert load_image(path).size == size
     _, grid = assert_like_transformers(Image.open(path).convert("RGB"), settings)
     assert preprocess(str(path), settings)[1].tolist() == grid.tolist()
     if which == "real" and size == (1500, 10):
