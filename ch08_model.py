@@ -21,6 +21,7 @@ import time
 
 import torch
 
+import qwen.model
 from engine.cli import chapter, count, pad, say, section, show_code, size
 from qwen.lang import tr
 from practice.mine import put_in
@@ -33,20 +34,19 @@ ch = chapter("Chapter 8: the whole model", "第 8 章：整个模型", plot=True
                                        "要运行的句子（默认：'The capital of France is'，中英文输出相同）")),
     "--no-reference": dict(action="store_true", help=("skip the comparison with transformers",
                                                        "跳过与 transformers 的对比"))})
-args, path, cfg, tok = ch.args, ch.path, ch.cfg, ch.tokenizer
-torch.set_grad_enabled(False)
 
 # %% [markdown]
 # ## The code / 代码
-# What this chapter is about, the decoder layer and the model's forward, as `qwen/model.py` has it (read from the module
-# itself): shown in a notebook, printed with `--code`, else where it is.
+# What this chapter is about, the decoder layer, the model's forward and its loading: `qwen/model.py`, the whole file,
+# read from the module itself (never a second copy): shown in a notebook, printed with `--code`, else where it is.
 #
-# 本章讲的东西：解码层和整个模型的前向计算，就是 `qwen/model.py` 里的代码（直接从模块读出）：notebook 里直接显示，
-# `--code` 打印，否则只说它在哪里。
+# 本章讲的东西：解码层、整个模型的前向计算和加载：`qwen/model.py` 的完整文件，直接从模块读出（不是另一份拷贝）：
+# notebook 里直接显示，`--code` 打印，否则只说它在哪里。
 
 # %%
-from qwen.model import DecoderLayer, Qwen35
-taught = show_code(ch, DecoderLayer, Qwen35.forward)
+taught = show_code(ch, qwen.model)
+args, path, cfg, tok = ch.args, ch.path, ch.cfg, ch.tokenizer
+torch.set_grad_enabled(False)
 
 # %% [markdown]
 # ## 1. Build it from the config, fill it from the weights / 按配置搭建，用权重填满
@@ -65,21 +65,23 @@ start = time.perf_counter()
 model = load_model(path)
 seconds = time.perf_counter() - start
 params = sum(p.numel() for p in model.parameters())
+params_n, params_size = count(params), size(sum(p.nbytes for p in model.parameters()))
 say("  {n} parameters in fp32: {b}, loaded in {s:.1f} s", "  {n} 个参数，fp32：{b}，加载用时 {s:.1f} 秒",
-    n=count(params), b=size(sum(p.nbytes for p in model.parameters())), s=seconds)
+    n=params_n, b=params_size, s=seconds)
 if model.visual is not None:
-    say("  of them in the vision tower (chapter 10): {n}", "  其中视觉塔（第 10 章）：{n}",
-        n=count(sum(p.numel() for p in model.visual.parameters())))
+    visual_n = count(sum(p.numel() for p in model.visual.parameters()))
+    say("  of them in the vision tower (chapter 10): {n}", "  其中视觉塔（第 10 章）：{n}", n=visual_n)
 note(ch.threads)
 pattern = " ".join("F" if layer.kind == "full_attention" else "L" for layer in model.layers)
 say("  layers (L = Gated DeltaNet, F = full attention): {p}", "  各层（L = Gated DeltaNet，F = 全注意力）：{p}",
     p=pattern)
 if model.unused:
+    unused = tr(", ", "、").join(model.unused)
     say("  tensors in the folder the model has no place for (not read): {names}",
-        "  文件夹里模型用不到的张量（没有读取）：{names}", names=tr(", ", "、").join(model.unused))
-say("  output layer: {how}", "  输出层：{how}",
-    how=tr("the embedding table itself (tied)", "就是嵌入表本身（共享权重）") if cfg.tie_word_embeddings
-    else tr("its own lm_head.weight", "独立的 lm_head.weight"))
+        "  文件夹里模型用不到的张量（没有读取）：{names}", names=unused)
+output_layer = (tr("the embedding table itself (tied)", "就是嵌入表本身（共享权重）") if cfg.tie_word_embeddings
+                else tr("its own lm_head.weight", "独立的 lm_head.weight"))
+say("  output layer: {how}", "  输出层：{how}", how=output_layer)
 
 # %% [markdown]
 # ## 2. One sentence through the residual stream / 一句话穿过残差流
@@ -95,8 +97,8 @@ if tok is not None:
     text = args.text or "The capital of France is"              # examples do not change with --lang (TERMINOLOGY.md)
     ids = tok.encode(text)
     readable = tok.readable
-    say("  text: {t!r} -> {n} tokens: {p}", "  文本：{t!r} -> {n} 个词元：{p}", t=text, n=len(ids),
-        p=" | ".join(readable(i) for i in ids))
+    n_ids, shown_pieces = len(ids), " | ".join(readable(i) for i in ids)
+    say("  text: {t!r} -> {n} tokens: {p}", "  文本：{t!r} -> {n} 个词元：{p}", t=text, n=n_ids, p=shown_pieces)
 else:                                                             # a folder without tokenizer files
     ids = [i % cfg.vocab_size for i in (11, 12, 13, 14, 15)]
     readable = lambda i: f"#{i}"                                  # noqa: E731
@@ -106,12 +108,14 @@ yours = put_in(model, ids) if args.mine else None       # --mine: your solved ex
 stream = []
 logits = model(torch.tensor([ids]), keep=stream)                  # stream[0]: embedding, stream[i+1]: after layer i
 rms = [s[0].float().pow(2).mean(-1).sqrt() for s in stream]       # (tokens,) per point
-print("  " + "  ".join(pad(h, w, right=True) for h, w in ((tr("after", "之后"), 6), (tr("kind", "类型"), 5),
-                                                         (tr("RMS last token", "末词元均方根"), 14), (tr("RMS mean", "平均均方根"), 14))))
+header = "  " + "  ".join(pad(h, w, right=True) for h, w in ((tr("after", "之后"), 6), (tr("kind", "类型"), 5),
+                                                           (tr("RMS last token", "末词元均方根"), 14), (tr("RMS mean", "平均均方根"), 14)))
+print(header)
 for i, r in enumerate(rms):
-    where = tr("embed", "嵌入") if i == 0 else str(i - 1)
+    where = pad(tr("embed", "嵌入") if i == 0 else str(i - 1), 6, right=True)
     kind = "" if i == 0 else model.layers[i - 1].kind[0].upper()
-    print(f"  {pad(where, 6, right=True)}  {kind:>5}  {r[-1].item():>14.3f}  {r.mean().item():>14.3f}")
+    last_rms, mean_rms = r[-1].item(), r.mean().item()
+    print(f"  {where}  {kind:>5}  {last_rms:>14.3f}  {mean_rms:>14.3f}")
 growth = (rms[-1][-1] / rms[0][-1]).item()
 say("  the stream's RMS grows {x:.1f}x from the embedding to the last layer (last token)",
     "  从嵌入到最后一层，残差流的均方根增大了 {x:.1f} 倍（最后一个词元）", x=growth)
@@ -146,8 +150,9 @@ section(3, "The logit lens: the next token read after every layer", "logit lens�
 for i, s in enumerate(stream):
     p = model.logits(model.norm(s[:, -1:]))[0, -1].softmax(-1)      # (vocab,)
     top = int(p.argmax())
-    where = tr("embed", "嵌入") if i == 0 else str(i - 1)
-    print(f"  {pad(where, 6, right=True)}  {pad(repr(readable(top)), 20)} p = {p[top].item():.3g}")
+    where = pad(tr("embed", "嵌入") if i == 0 else str(i - 1), 6, right=True)
+    guess, p_top = pad(repr(readable(top)), 20), p[top].item()
+    print(f"  {where}  {guess} p = {p_top:.3g}")
 if ch.tiny:
     say("  (made-up weights: these guesses are not interpreted)", "  （编造的权重：这些猜测不做解读）")
 
@@ -159,7 +164,8 @@ section(4, "The next token: top 5 after the last layer", "下一个词元：最�
 probs = logits[0, -1].softmax(-1)
 top = probs.topk(5)
 for p, i in zip(top.values.tolist(), top.indices.tolist()):
-    print(f"  {p:9.3g}  {readable(i)!r}")
+    piece = readable(i)
+    print(f"  {p:9.3g}  {piece!r}")
 lens_gap = (model.logits(model.norm(stream[-1]))[0, -1] - logits[0, -1]).abs().max().item()
 say("  check: the lens after the last layer is exactly these logits: max |difference| = {d:.1e}",
     "  核对：logit lens 在最后一层之后读出的就是这些 logits：最大差 = {d:.1e}", d=lens_gap)
@@ -195,13 +201,14 @@ hand_gap = (mine - attn(h, cos, sin)).abs().max().item()
 say("  by hand = the module's output: max |difference| = {d:.1e}", "  手算 = 模块的输出：最大差 = {d:.1e}", d=hand_gap)
 mean = weights[0].mean(0)                                         # (T, T), averaged over heads
 pieces = [readable(i) for i in ids]
-say("  the last token {t!r} attends most to:", "  最后一个词元 {t!r} 最关注：", t=pieces[-1])
+last_piece = pieces[-1]
+say("  the last token {t!r} attends most to:", "  最后一个词元 {t!r} 最关注：", t=last_piece)
 for w, j in zip(*[x.tolist() for x in mean[-1].topk(min(3, T))]):
     print(f"    {w:6.3f}  #{j} {pieces[j]!r}")
 for head in range(H):
     j = int(weights[0, head, -1].argmax())
-    say("    head {h}: #{j} {p!r} ({w:.2f})", "    头 {h}：#{j} {p!r}（{w:.2f}）",
-        h=head, j=j, p=pieces[j], w=weights[0, head, -1, j].item())
+    head_weight = weights[0, head, -1, j].item()
+    say("    head {h}: #{j} {p!r} ({w:.2f})", "    头 {h}：#{j} {p!r}（{w:.2f}）", h=head, j=j, p=pieces[j], w=head_weight)
 if ch.tiny:
     say("  (made-up weights: the pattern is not interpreted)", "  （编造的权重：这个模式不做解读）")
 if getattr(args, "plot", False) and (plt := ch.pyplot()):
@@ -240,10 +247,13 @@ else:
     gc.collect()
     reference = transformers.Qwen3_5ForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
     theirs = reference(input_ids=torch.tensor([ids])).logits.float()
+    n_ids, vocab = len(ids), theirs.shape[-1]
+    reference_gap, largest_logit = (logits - theirs).abs().max().item(), theirs.abs().max().item()
+    same_next = int(theirs[0, -1].argmax()) == int(logits[0, -1].argmax())
     say("  largest |ours - transformers| over {n} x {v:,} logits: {d:.1e} (largest logit {m:.1f})",
         "  在 {n} x {v:,} 个 logits 上，|我们 - transformers| 的最大值：{d:.1e}（最大的 logit 为 {m:.1f}）",
-        n=len(ids), v=theirs.shape[-1], d=(logits - theirs).abs().max().item(), m=theirs.abs().max().item())
-    say("  same next token: {same}", "  下一个词元相同：{same}", same=int(theirs[0, -1].argmax()) == int(logits[0, -1].argmax()))
+        n=n_ids, v=vocab, d=reference_gap, m=largest_logit)
+    say("  same next token: {same}", "  下一个词元相同：{same}", same=same_next)
 
 # %% [markdown]
 # ## How to explain it / 怎么讲给别人听

@@ -39,6 +39,19 @@ ch = chapter("Chapter 13: quantization by hand", "第 13 章：手写量化", op
     "--tokens": dict(type=int, default=None, help=(
         "greedy tokens compared against fp32 (default 32; 12 on the tiny checkpoint)",
         "与 fp32 比较的贪心词元数（默认 32；小检查点上 12）"))})
+
+
+# %% [markdown]
+# ## The code / 代码
+# What this chapter is about, int8 per row and 4-bit in groups, the quantized layers, their kernels and the model
+# quantized as it is read: `qwen/quant.py`, the whole file, read from the module itself (never a second copy): shown in
+# a notebook, printed with `--code`, else where it is.
+#
+# 本章讲的东西：每行 int8 和分组的 4 位量化、量化后的层、它们的内核，以及边读边量化的模型：`qwen/quant.py` 的完整文件，
+# 直接从模块读出（不是另一份拷贝）：notebook 里直接显示，`--code` 打印，否则只说它在哪里。
+
+# %%
+taught = show_code(ch, quant)
 args, path, cfg = ch.args, ch.path, ch.cfg
 torch.set_grad_enabled(False)
 N = args.tokens if args.tokens is not None else (12 if ch.tiny else 32)
@@ -50,7 +63,6 @@ if ch.tiny:
         "  numbers (logits, greedy tokens) mean little: a random model has no text to keep.",
         "  小检查点的权重是随机的：下面的误差统计和字节数成立，质量数字（logit、贪心词元）意义不大：\n"
         "  随机模型本来就没有要保住的文本。")
-taught = show_code(ch, quant.quantize_int8, quant.dequantize_int8, quant.quantize_int4, quant.pack_int4)
 
 # %% [markdown]
 # ## 1. int8, one scale per row / int8，每行一个缩放因子
@@ -72,19 +84,20 @@ e8 = quant.error(w, w8)
 half_step_ok = quant.within_half_step(w, w8, scale8)              # up to fp32's own rounding
 tensor_scale = w.abs().max() / 127                               # one scale for the whole tensor
 e_tensor = quant.error(w, torch.round(w / tensor_scale).clamp(-127, 127) * tensor_scale)
+w_shape, w_numel, scale_min, scale_max = list(w.shape), w.numel(), scale8.min().item(), scale8.max().item()
 say("  weight {s}: {n:,} numbers; scales from {a:.2e} to {b:.2e} (one per row)",
-    "  权重 {s}：{n:,} 个数；缩放因子从 {a:.2e} 到 {b:.2e}（每行一个）",
-    s=list(w.shape), n=w.numel(), a=scale8.min().item(), b=scale8.max().item())
+    "  权重 {s}：{n:,} 个数；缩放因子从 {a:.2e} 到 {b:.2e}（每行一个）", s=w_shape, n=w_numel, a=scale_min, b=scale_max)
+w_row = [round(v, 5) for v in w[0, :4].tolist()]                 # row 0, first 4: the weight, its codes, back
+q_row, back_row = q8[0, :4].tolist(), [round(v, 5) for v in w8[0, :4].tolist()]
 say("  row 0, first 4: w {w}  ->  q {q}  ->  q x scale {d}",
-    "  第 0 行前 4 个：w {w}  ->  q {q}  ->  q x scale {d}",
-    w=[round(v, 5) for v in w[0, :4].tolist()], q=q8[0, :4].tolist(), d=[round(v, 5) for v in w8[0, :4].tolist()])
+    "  第 0 行前 4 个：w {w}  ->  q {q}  ->  q x scale {d}", w=w_row, q=q_row, d=back_row)
 say("  error: max {m:.2e}, RMS {r:.2e} ({rel:.2%} of the weights' RMS); within half a step everywhere "
     "(up to fp32's rounding): {ok}",
     "  误差：最大 {m:.2e}，均方根 {r:.2e}（权重均方根的 {rel:.2%}）；处处不超过半步（允许 fp32 自身的舍入）：{ok}",
     m=e8["max"], r=e8["rms"], rel=e8["rel"], ok=half_step_ok)
+tensor_worse = e_tensor["rms"] / e8["rms"]
 say("  one scale for the whole tensor instead: RMS error {r:.2e}, {x:.1f}x the per-row one",
-    "  改成整个张量一个缩放因子：均方根误差 {r:.2e}，是每行缩放的 {x:.1f} 倍",
-    r=e_tensor["rms"], x=e_tensor["rms"] / e8["rms"])
+    "  改成整个张量一个缩放因子：均方根误差 {r:.2e}，是每行缩放的 {x:.1f} 倍", r=e_tensor["rms"], x=tensor_worse)
 
 # %% [markdown]
 # ## 2. Round, clamp, and what goes wrong / 取整、钳位，以及常见的错
@@ -106,14 +119,17 @@ both = (torch.round(ratio).clamp(-127, 127) != torch.round(ratio.clamp(-127, 127
 truncated = (w / scale8[:, None]).to(torch.int8).float() * scale8[:, None]     # no round: towards zero
 scale255 = w.abs().amax(1, keepdim=True) / 255
 unsigned = torch.round(w / scale255).clamp(0, 255) * scale255
+n_ratio = ratio.numel()
 say("  round then clamp vs clamp then round, on {n:,} values (some past the bounds): {d} codes differ",
-    "  先取整再钳位与先钳位再取整相比，{n:,} 个值（有些超出边界）：{d} 个编码不同", n=ratio.numel(), d=both)
+    "  先取整再钳位与先钳位再取整相比，{n:,} 个值（有些超出边界）：{d} 个编码不同", n=n_ratio, d=both)
+truncated_worse = quant.error(w, truncated)["rms"] / e8["rms"]
 say("  int8 cast without rounding: RMS error {x:.1f}x the rounded one", "  不取整直接转 int8：均方根误差是取整的 {x:.1f} 倍",
-    x=quant.error(w, truncated)["rms"] / e8["rms"])
+    x=truncated_worse)
+unsigned_worse, negative = quant.error(w, unsigned)["rms"] / e8["rms"], (w < 0).float().mean().item()
 say("  codes 0..255 with scale max|w| / 255, read as symmetric: RMS error {x:.0f}x ({neg:.0%} of the weights are "
     "negative and become 0)",
     "  用 0..255 的编码和 scale = max|w| / 255、当成对称的来用：均方根误差是 {x:.0f} 倍（{neg:.0%} 的权重是负的，都变成 0）",
-    x=quant.error(w, unsigned)["rms"] / e8["rms"], neg=(w < 0).float().mean().item())
+    x=unsigned_worse, neg=negative)
 
 # %% [markdown]
 # ## 3. 4-bit in groups / 分组的 4 位量化
@@ -136,13 +152,14 @@ width = w.shape[1]
 for g in sorted({quant.group_size(width, group) for group in (width, 128, 32)}, reverse=True):   # a short row: fewer
     q4, scale4 = quant.quantize_int4(w, g)                       # (out, in) in -7..7, (out, in / g)
     e4 = quant.error(w, quant.dequantize_int4(q4, scale4))
+    int4_worse, bits = e4["rms"] / e8["rms"], 4 + 32 / g          # an fp32 scale per g weights
     say("  groups of {g:>4}: RMS error {r:.2e} ({x:.1f}x int8's), max {m:.2e}; {b:.2f} bits a weight with the scales",
         "  每组 {g:>4} 个：均方根误差 {r:.2e}（int8 的 {x:.1f} 倍），最大 {m:.2e}；算上缩放因子每个权重 {b:.2f} 位",
-        g=g, r=e4["rms"], x=e4["rms"] / e8["rms"], m=e4["max"], b=4 + 32 / g)
+        g=g, r=e4["rms"], x=int4_worse, m=e4["max"], b=bits)
 packed = quant.pack_int4(q4)
+codes_shape, packed_shape, unpacked_equal = list(q4.shape), list(packed.shape), torch.equal(quant.unpack_int4(packed), q4)
 say("  two codes a byte: {a} codes -> {b} bytes; unpacked again equal: {ok}",
-    "  一个字节放两个编码：{a} 个编码 -> {b} 个字节；解包后相同：{ok}",
-    a=list(q4.shape), b=list(packed.shape), ok=torch.equal(quant.unpack_int4(packed), q4))
+    "  一个字节放两个编码：{a} 个编码 -> {b} 个字节；解包后相同：{ok}", a=codes_shape, b=packed_shape, ok=unpacked_equal)
 
 # %% [markdown]
 # ## 4. Which layers, and the bytes / 量化哪些层，以及字节数
@@ -188,17 +205,20 @@ def row(*cells):
 
 
 proj32 = sum(linear.weight.nbytes for *_, linear in quant.projections(model))
-print(row("", tr("projections", "投影"), tr("output layer", "输出层"), tr("fp32 rest", "fp32 其余"), tr("total", "合计")))
-print(row("fp32", size(proj32), size(table * 4), size(fp32_bytes - proj32 - table * 4), size(fp32_bytes)))
+header = row("", tr("projections", "投影"), tr("output layer", "输出层"), tr("fp32 rest", "fp32 其余"), tr("total", "合计"))
+print(header)
+fp32_row = row("fp32", size(proj32), size(table * 4), size(fp32_bytes - proj32 - table * 4), size(fp32_bytes))
+print(fp32_row)
 for mode, m in models.items():
     p, o, rest = parts(m)
-    print(row(mode, size(p), size(o), size(rest), size(p + o + rest)) +
-          tr("  ({r:.1f}x fewer bytes read per token)", "  （每个词元要读的字节是 fp32 的 1/{r:.1f}）", r=fp32_bytes / (p + o + rest)))
+    fewer = tr("  ({r:.1f}x fewer bytes read per token)", "  （每个词元要读的字节是 fp32 的 1/{r:.1f}）", r=fp32_bytes / (p + o + rest))
+    mode_row = row(mode, size(p), size(o), size(rest), size(p + o + rest)) + fewer
+    print(mode_row)
 table_int4, table_int8 = models["int4"].output_layer, models["int8"].output_layer
 if isinstance(table_int4, quant.Int8Linear) and isinstance(table_int8, quant.Int8Linear):   # said only if so
+    table8_bytes, table4_bytes = size(table_int8.nbytes), size(table_int4.nbytes)
     say("  the output layer (the tied table) is int8 in both models, {a} and {b}: only the projections go to 4 bits",
-        "  两个模型的输出层（共享的嵌入表）都是 int8，{a} 和 {b}：只有投影变成 4 位",
-        a=size(table_int8.nbytes), b=size(table_int4.nbytes))
+        "  两个模型的输出层（共享的嵌入表）都是 int8，{a} 和 {b}：只有投影变成 4 位", a=table8_bytes, b=table4_bytes)
 
 # %% [markdown]
 # ## 5. Two ways to compute, tested equal / 两种算法，结果相同
@@ -245,10 +265,10 @@ def alternated(contenders, rounds, calls=1):
 
 def timed_how(rounds):
     """One line under a timing: the rounds, and the machine's load while it ran."""
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load, cpus = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan"), os.cpu_count()
     say("  ({r} rounds, the contenders in turn within each, medians; the machine's load: {l:.1f} (1-minute "
         "average), {c} CPUs)", "  （{r} 轮，每轮内依次运行各方，取中位数；机器负载：{l:.1f}（1 分钟平均），{c} 个 CPU）",
-        r=rounds, l=load, c=os.cpu_count())
+        r=rounds, l=load, c=cpus)
     note(ch.threads)
     return load
 
@@ -263,16 +283,18 @@ for mode, (plain, fast) in layers.items():
 ROUNDS = 7
 times, runs = alternated(contenders, ROUNDS, calls=5)            # {name: median seconds of one call}
 t32 = times["fp32"]
-say("  fp32 F.linear: {t:.3f} ms, {b} read", "  fp32 F.linear：{t:.3f} 毫秒，读 {b}", t=t32 * 1e3, b=size(big.nbytes))
+t32_ms, big_bytes = t32 * 1e3, size(big.nbytes)
+say("  fp32 F.linear: {t:.3f} ms, {b} read", "  fp32 F.linear：{t:.3f} 毫秒，读 {b}", t=t32_ms, b=big_bytes)
 for mode, (plain, fast) in layers.items():
     y = plain(x)
     rel = ((fast(x) - y).abs().max() / y.abs().max()).item()
-    tp, tk = times[f"{mode} plain"], times[f"{mode} kernel"]
+    tp, tk = times[f"{mode} plain"] * 1e3, times[f"{mode} kernel"] * 1e3        # ms
+    kernel_speed, kernel_bytes = t32 / times[f"{mode} kernel"], size(fast.nbytes)
     say("  {m}: kernel against the plain path: max |difference| {d:.2%} of the largest output (bf16); "
         "plain {tp:.3f} ms, kernel {tk:.3f} ms ({r:.1f}x fp32's speed), {b} read",
         "  {m}：内核与朴素算法相比：最大 |差值| 是最大输出的 {d:.2%}（bf16）；朴素 {tp:.3f} 毫秒，"
         "内核 {tk:.3f} 毫秒（fp32 速度的 {r:.1f} 倍），读 {b}",
-        m=mode, d=rel, tp=tp * 1e3, tk=tk * 1e3, r=t32 / tk, b=size(fast.nbytes))
+        m=mode, d=rel, tp=tp, tk=tk, r=kernel_speed, b=kernel_bytes)
 load_kernels = timed_how(ROUNDS)
 
 # %% [markdown]
@@ -329,20 +351,23 @@ def decoded_logits(m):
 
 ref_logits = decoded_logits(model)                               # (N, vocab): at each reply position
 measured = {}                                                    # {mode: (N, vocab) logits on its decoding path}
-say("  fp32: {n} tokens, decode {s:.1f} tokens/s", "  fp32：{n} 个词元，解码 {s:.1f} 词元/秒", n=len(ref_ids), s=ref_speed)
+n_ref, top_logit = len(ref_ids), ref_logits.abs().max().item()
+say("  fp32: {n} tokens, decode {s:.1f} tokens/s", "  fp32：{n} 个词元，解码 {s:.1f} 词元/秒", n=n_ref, s=ref_speed)
 if show:
-    say("    fp32 writes: {t!r}", "    fp32 写出：{t!r}", t=ch.tokenizer.decode(ref_ids))
+    ref_text = ch.tokenizer.decode(ref_ids)
+    say("    fp32 writes: {t!r}", "    fp32 写出：{t!r}", t=ref_text)
 for mode, m in models.items():
     logits = measured[mode] = decoded_logits(m)
     changed = int((logits.argmax(-1) != ref_logits.argmax(-1)).sum())
+    logit_gap, relative_speed = (logits - ref_logits).abs().max().item(), speed[mode] / ref_speed
     say("  {m}: largest logit difference {d:.3f} (logits up to {top:.1f}); greedy token differs at {c} of {n}; "
         "decode {s:.1f} tokens/s ({r:.2f}x fp32)",
         "  {m}：logit 最大差值 {d:.3f}（logit 最大到 {top:.1f}）；{n} 个贪心词元中有 {c} 个不同；解码 {s:.1f} 词元/秒"
         "（fp32 的 {r:.2f} 倍）",
-        m=mode, d=(logits - ref_logits).abs().max().item(), top=ref_logits.abs().max().item(), c=changed,
-        n=len(ref_ids), s=speed[mode], r=speed[mode] / ref_speed)
+        m=mode, d=logit_gap, top=top_logit, c=changed, n=n_ref, s=speed[mode], r=relative_speed)
     if show:
-        say("    {m} writes: {t!r}", "    {m} 写出：{t!r}", m=mode, t=ch.tokenizer.decode(replies[mode]))
+        mode_text = ch.tokenizer.decode(replies[mode])
+        say("    {m} writes: {t!r}", "    {m} 写出：{t!r}", m=mode, t=mode_text)
 load_decode = timed_how(DECODE_ROUNDS)
 ch.unproven("greedy tokens and logits kept by quantizing",
             "  (random weights and a 16-wide model: the differences and speeds are this toy's; the full-size\n"
