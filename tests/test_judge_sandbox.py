@@ -317,3 +317,43 @@ def test_without_fork_each_grading_is_a_fresh_process_with_the_same_guarantees(j
     finally:
         if sandbox._server is not None:
             sandbox._server.stop()
+
+
+# ------------------------------------------------------------------------------------------ 5. limits set in the child
+
+def test_the_sandbox_writes_bounded_files_in_a_private_folder_removed_afterwards(judge, tiny_path, tmp_path):
+    """RLIMIT_FSIZE and RLIMIT_NPROC are set; the working folder is the sandbox's own, gone after the grading;
+    fcntl cannot aim SIGIO at another process (where seccomp is applied)."""
+    from practice._judge import confine
+    body = """
+import fcntl, os, resource
+def l2norm(x, eps=1e-6):
+    r, w = os.pipe()
+    try:
+        fcntl.fcntl(r, fcntl.F_SETOWN, 1)
+        own = "yes"
+    except PermissionError:
+        own = "no"
+    open("scratch.txt", "w").write("relative paths land in the working folder")
+    fsize, nproc = resource.getrlimit(resource.RLIMIT_FSIZE)[0], resource.getrlimit(resource.RLIMIT_NPROC)[0]
+    raise RuntimeError(f"FSIZE={fsize} NPROC={nproc} CWD={os.getcwd()} OWN={own} END")
+"""
+    line = judge.summary_line(grade(judge, tiny_path, tmp_path, "205", body))
+    fields = dict(part.split("=", 1) for part in line.split("RuntimeError: ")[1].split(" END")[0].split())
+    assert int(fields["FSIZE"]) == confine.MAX_FILE and 0 < int(fields["NPROC"]) < 1 << 40, line
+    assert os.path.basename(fields["CWD"]).startswith(f"qwen-judge-{os.getpid()}-") and not os.path.exists(fields["CWD"])
+    if sys.platform.startswith("linux") and os.uname().machine in ("x86_64", "aarch64"):
+        assert fields["OWN"] == "no", line
+
+
+def test_working_folders_left_by_a_judge_that_died_are_removed(tmp_path, monkeypatch):
+    import tempfile
+    from practice._judge import sandbox
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen([sys.executable, "-c", ""])
+    dead.wait()
+    stale, live = tmp_path / f"qwen-judge-{dead.pid}-abc", tmp_path / "qwen-judge-1-abc"
+    for d in (stale, live):
+        (d / "sub").mkdir(parents=True)
+    sandbox.sweep()
+    assert not stale.exists() and live.exists()

@@ -349,3 +349,17 @@ def test_tolerances_in_chinese_use_full_width_punctuation(web):
     whats = [g["what"] for g in zh["tolerances"]]
     assert status == 200 and all("：" in w and ": " not in w and "; " not in w for w in whats), whats
     assert any("；99% 的数值逐位相同" in w for w in whats), whats
+
+
+def test_the_server_never_writes_its_token_to_a_log(web, capfd):
+    """The address with the token is printed once, by serve(); requests, refusals and malformed ones log nothing."""
+    ask(web, "GET", f"/?token={web.token}", token=None)
+    ask(web, "GET", "/api/nothing")
+    ask(web, "GET", "/", token="wrong")
+    conn = http.client.HTTPConnection("127.0.0.1", web.port, timeout=10)
+    conn.putrequest("GET", f"/?token={web.token}" + "x" * 70000, skip_host=True)   # a request line too long
+    conn.endheaders()
+    conn.getresponse().read()
+    conn.close()
+    out, err = capfd.readouterr()
+    assert web.token not in out + err

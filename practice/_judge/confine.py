@@ -10,9 +10,10 @@
                       process outside the sandbox
     seccomp           (Linux on x86-64 and arm64) no new socket of any kind (TCP, UDP, Unix: so no
                       connection, whatever the flags), no io_uring (which could make one), no signal but
-                      to the sandbox's own process group, no ptrace, and no leaving the session: every
+                      to the sandbox's own process group (nor a SIGIO owner set with fcntl), no ptrace, and no leaving the session: every
                       process it starts stays where the judge counts and ends it
-    limits            the address space it may add (RLIMIT_AS), no core files
+    limits            the address space it may add (RLIMIT_AS), file sizes (RLIMIT_FSIZE), processes
+                      (RLIMIT_NPROC), no core files; the working folder is the sandbox's own
 
 Each mechanism says whether the kernel applied it (`applied`); where one is missing (another OS, an old
 kernel) the sandbox runs without it, and the README says what then still holds.
@@ -93,10 +94,10 @@ def landlock(writable):
 _SYSCALLS = {
     "x86_64": (0xC000003E, dict(socket=41, setsid=112, setpgid=109, kill=62, tkill=200, tgkill=234, rt_sigqueueinfo=129,
                                 rt_tgsigqueueinfo=297, pidfd_send_signal=424, io_uring_setup=425, ptrace=101,
-                                process_vm_readv=310, process_vm_writev=311)),
+                                process_vm_readv=310, process_vm_writev=311, fcntl=72)),
     "aarch64": (0xC00000B7, dict(socket=198, setsid=157, setpgid=154, kill=129, tkill=130, tgkill=131, rt_sigqueueinfo=138,
                                  rt_tgsigqueueinfo=240, pidfd_send_signal=424, io_uring_setup=425, ptrace=117,
-                                 process_vm_readv=270, process_vm_writev=271)),
+                                 process_vm_readv=270, process_vm_writev=271, fcntl=25)),
 }
 _ALLOW, _EPERM, _EACCES = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 13
 
@@ -112,6 +113,9 @@ def _filter(arch, nr, group):
     for n in refused:
         prog += [(0x15, 0, 1, n), (0x06, 0, 0, _EPERM)]
     prog += [(0x15, 0, 1, nr["socket"]), (0x06, 0, 0, _EACCES)]
+    prog += [(0x15, 0, 6, nr["fcntl"]), ld(24),                                # fcntl(fd, cmd): arg 1's low 32 bits
+             (0x15, 2, 0, 8), (0x15, 1, 0, 10), (0x15, 0, 1, 15),               # F_SETOWN, F_SETSIG, F_SETOWN_EX:
+             (0x06, 0, 0, _EPERM), (0x06, 0, 0, _ALLOW)]                        # SIGIO aimed at another process
     for n in (nr["kill"], nr["tgkill"], nr["rt_sigqueueinfo"], nr["rt_tgsigqueueinfo"]):
         prog += [(0x15, 0, 6, n), ld(16),                                       # the target: low 32 bits of arg 0
                  (0x15, 3, 0, 0), (0x15, 2, 0, group), (0x15, 1, 0, (-group) & 0xFFFFFFFF),
@@ -205,12 +209,47 @@ def _address_space():
         return None
 
 
+MAX_FILE = 1 << 30                                 # the largest file the sandbox may write (RLIMIT_FSIZE)
+MAX_TASKS = 256                                    # processes and threads it may add (RLIMIT_NPROC)
+
+
+def _user_tasks():
+    """Processes and threads of this user now (RLIMIT_NPROC counts them all), or None without /proc."""
+    uid, n = str(os.getuid()), 0
+    try:
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open(f"/proc/{name}/status", "rb") as f:
+                        fields = dict(line.split(b":", 1) for line in f.read().splitlines() if b":" in line)
+                    if fields[b"Uid"].split()[0].decode() == uid:
+                        n += int(fields[b"Threads"])
+                except (OSError, KeyError, ValueError):
+                    continue
+    except OSError:
+        return None
+    return n
+
+
+def _cap(resource, which, value):
+    try:
+        soft, hard = resource.getrlimit(which)
+        resource.setrlimit(which, (value if hard == resource.RLIM_INFINITY else min(value, hard), hard))
+    except (ValueError, OSError):
+        pass
+
+
 def set_limits(extra):
-    """Cap this process's address space at its current size + extra. Returns None, or a one-line note."""
+    """Cap this process's address space at its current size + extra, the files it writes (MAX_FILE), the
+    processes it adds (MAX_TASKS; not enforced for root), no core files. Returns None, or a one-line note."""
     from qwen.lang import T
     try:
         import resource
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        _cap(resource, resource.RLIMIT_FSIZE, MAX_FILE)
+        tasks = _user_tasks()
+        if tasks is not None and hasattr(resource, "RLIMIT_NPROC"):
+            _cap(resource, resource.RLIMIT_NPROC, tasks + MAX_TASKS)
     except (ImportError, ValueError, OSError):
         return T("no memory limit on this system (no resource module): graded without one",
                  "这个系统上没有内存限制（没有 resource 模块）：不设内存限制地评测")
@@ -235,6 +274,7 @@ def enter(job):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     writable = [str(p) for p in job["writable"]]
     os.environ["TMPDIR"] = tempfile.tempdir = writable[0]
+    os.chdir(writable[0])                                                 # a working folder of its own
     capture = tempfile.TemporaryFile()
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)

@@ -3,6 +3,7 @@ compare what comes back with the expected values computed here, name known mista
 
 Used by practice/judge.py (the learner's file) and practice.check (functions from a notebook).
 """
+import os
 import tempfile
 from pathlib import Path
 
@@ -126,7 +127,7 @@ def _grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMO
         problem = source_problem(file)
         if problem:
             return error_result(ex, label, *problem)
-    job = {"exercise": ex.id, "functions": ex.functions, "file": str(file) if file else None, "portable": None,
+    job = {"exercise": ex.id, "functions": ex.functions, "file": os.path.abspath(file) if file else None, "portable": None,
            "lang": get_lang(), "check_inputs": not ex.may_modify_inputs}
     if functions:                                                 # a notebook's functions travel as their source
         try:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from practice._judge import confine, portable, wire
 from practice._judge.files import read_regular
+from practice._judge.sandbox import kill_tree
 
 
 def learner_line(tb, file):
@@ -111,7 +112,10 @@ def run(job, inputs, send):
     except BaseException:                                    # noqa: BLE001 - the plumbing broke: the judge says so
         code = BROKEN
     finally:
-        os._exit(code)                                       # stray threads end here, unheard
+        try:
+            kill_tree(os.getpid())                           # what it started ends with it
+        finally:
+            os._exit(code)                                   # stray threads end here, unheard
 
 
 def _run(job, inputs, send, capture, note):
@@ -211,13 +215,18 @@ def _sender(fd, n=None):
 
 
 def _exit_when_judge_gone(fd):
-    """One-shot: the judge never writes again during a job, so EOF (or an error) on its pipe means it is gone."""
+    """One-shot: the judge never writes again during a job, so EOF (or an error) on its pipe means it is gone:
+    every process the learner's code started ends (those that left the group too: this process is their
+    subreaper), then this one."""
     try:
         os.read(fd, 1)
     finally:
-        if hasattr(os, "killpg"):
-            os.killpg(0, signal.SIGKILL)
-        os._exit(BROKEN)
+        try:
+            _end_tree()
+            if hasattr(os, "killpg"):
+                os.killpg(0, signal.SIGKILL)
+        finally:
+            os._exit(BROKEN)
 
 
 def _relay(pipe, out, n, child):
@@ -244,7 +253,6 @@ def _relay(pipe, out, n, child):
 
 def _end_tree():
     """Every process below this one (the child's, and orphans it left: this process is their subreaper)."""
-    from practice._judge.sandbox import kill_tree
     kill_tree(os.getpid())
 
 
@@ -273,8 +281,7 @@ def serve(one_shot):
     import torch  # noqa: F401 - what every job needs, imported once, before the judge's clock starts
     import qwen.lang  # noqa: F401
     wire.write_all(out, wire.pack({"kind": "ready", "pid": os.getpid()}, []))
-    if not one_shot:
-        confine.become_subreaper()
+    confine.become_subreaper()
     while True:
         try:
             job, _ = wire.read_frame(0)

@@ -138,7 +138,7 @@ class Server:
         flags = {"start_new_session": True} if os.name == "posix" else {
             "creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors,
-                                     env=clean_env(), cwd=str(ROOT), **flags)
+                                     env=clean_env(), cwd=tempfile.gettempdir(), **flags)
         self.events = queue.Queue()
         self.ready = False
         self.broken = False                         # garbled, or left in a state the next grading cannot trust
@@ -202,12 +202,28 @@ class Server:
 
 _lock = threading.Lock()
 _server = None
+TMP_PREFIX = "qwen-judge-"                         # + the judge's pid: a sandbox's working folder
+_swept = False
+
+
+def sweep():
+    """Remove the working folders that judges which did not end cleanly (kill -9) left behind."""
+    import re
+    import shutil
+    root = tempfile.gettempdir()
+    for name in os.listdir(root):
+        m = re.fullmatch(re.escape(TMP_PREFIX) + r"(\d+)-\w+", name)
+        if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
 def prestart():
     """Start the server now, so the first grading need not wait for its interpreter and torch."""
-    global _server
+    global _server, _swept
     with _lock:
+        if not _swept:
+            _swept = True
+            sweep()
         if _server is None or not _server.usable():
             _server = Server()
 
@@ -236,7 +252,7 @@ class Sandbox:
         self.status = None                          # the child's wait status (one-shot: the process's return code)
         self.server_gone = False
         self.received = 0                           # bytes of results so far (wire.MAX_TOTAL)
-        self.tmp = tempfile.mkdtemp(prefix="qwen-judge-sandbox-")   # the only folder it may write in (Landlock)
+        self.tmp = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-")   # its working folder, the only one it may write in
 
     def writable(self):
         extra = [p for p in os.environ.get("QWEN_JUDGE_WRITABLE", "").split(os.pathsep) if p.strip()]
