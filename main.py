@@ -27,6 +27,7 @@ TINY_CHAT_TOKENS = 32                            # chat's default reply length o
 IMAGE_CHAPTERS = (10, 11)                        # the chapters that take --image (the vision tower, an image in the prompt)
 REPLY_CHAPTERS = (9, 11)                         # the chapters that take --max-new-tokens
 MINE_CHAPTERS = (8, 9)                           # the chapters that build the model: --mine (practice/mine.py)
+TRAINING_CHAPTERS = (15, 16)                     # they train for minutes: each runs on its own (main.py 15)
 CHAT_TOKENS = 512                                # and on a real one
 
 
@@ -144,8 +145,8 @@ def main(argv=None):
                "手搓 Transformer：在真实权重上，一个部件一个部件地重建 Qwen3.5。")
     p.add_argument("what", nargs="?", default="all",
                    help=tr("a chapter number, 'download', 'chat', 'practice' (the exercises in the browser), "
-                           "or nothing for every chapter",
-                           "章节号、download、chat、practice（在浏览器里做练习），或留空运行所有章节"))
+                           "or nothing for every chapter but the trainings (15, 16)",
+                           "章节号、download、chat、practice（在浏览器里做练习），或留空运行除训练（15、16）外的所有章节"))
     p.add_argument("--max-new-tokens", type=int, default=None,
                    help=tr("longest reply in chat and chapters 9 and 11 (default {c} / {n}; chat on the tiny checkpoint: {t})",
                            "chat 和第 9、11 章回复的最大词元数（默认 {c} / {n}；小检查点上的 chat：{t}）",
@@ -258,7 +259,12 @@ def main(argv=None):
                          quant=args.quant, parts=mine_parts() if args.mine else None,
                          temperature=args.temperature)
     if args.what == "all":
-        return run_chapters(args, sorted(found))
+        run_chapters(args, sorted(n for n in found if n not in TRAINING_CHAPTERS))
+        training = [n for n in sorted(found) if n in TRAINING_CHAPTERS]
+        if training:
+            print(tr("Training (a few minutes each, on their own): {c}", "训练（每章几分钟，单独运行）：{c}",
+                     c=tr(", ", "、").join(f"python main.py {n}" for n in training)))
+        return None
     if args.what.isdigit() and int(args.what) in found:
         return run_chapters(args, [int(args.what)])
     p.exit(2, tr("main.py: error: unknown chapter {what!r}; available: {have}, 'download' or 'chat'\n",

@@ -12,6 +12,8 @@ from (and the 256 bytes, so any text still encodes) gives a vocabulary in which 
 the same tokens as with the real one, only renumbered; its tokenizer.json is written in the real
 format, so the trained model loads with its tokenizer everywhere the real one does.
 """
+import functools
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -62,6 +64,7 @@ def read_corpus(file):
     return text
 
 
+@functools.lru_cache(maxsize=1)
 def _parents():
     """{token symbols: (left, right)}: the merge that builds each multi-byte token of the real vocabulary."""
     model = json.loads(tokenizer_json_path().read_text(encoding="utf-8"))["model"]
@@ -84,17 +87,22 @@ def cut_vocabulary(ids, real):
     return {vocab[s]: new for new, s in enumerate(sorted(keep, key=vocab.__getitem__))}
 
 
-def write_cut_tokenizer(folder, kept):
-    """tokenizer.json, tokenizer_config.json and the chat template for the cut vocabulary `kept`
-    ({real id: new id}); the 33 special tokens come after its tokens. Returns the folder."""
-    from engine.tiny import CHAT_TEMPLATE
+def cut_tokenizer_json(kept):
+    """tokenizer.json's content for the cut vocabulary `kept` ({real id: new id}), in the real format;
+    the 33 special tokens come after its tokens."""
     vocab, _ = _parents()
     symbols = {i: s for s, i in vocab.items()}
     ranks = {to_bytes(symbols[real]): new for real, new in kept.items()}
+    return tokenizer_json(ranks, first=len(kept))
+
+
+def write_cut_tokenizer(folder, kept):
+    """tokenizer.json, tokenizer_config.json and the chat template of the cut vocabulary `kept` into
+    `folder`. Returns the folder."""
+    from engine.tiny import CHAT_TEMPLATE
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "tokenizer.json").write_text(json.dumps(tokenizer_json(ranks, first=len(kept)), ensure_ascii=False),
-                                           encoding="utf-8")
+    (folder / "tokenizer.json").write_text(json.dumps(cut_tokenizer_json(kept), ensure_ascii=False), encoding="utf-8")
     _write_tokenizer_config(folder, first=len(kept))
     (folder / "chat_template.jinja").write_text(CHAT_TEMPLATE, encoding="utf-8")
     return folder
@@ -115,17 +123,23 @@ class Corpus:
 
     tokens: the ids in the cut vocabulary (1-D); train / held_out: chunks of CHUNK tokens, every
     tenth held out, so the held-out text comes from every part of the corpus; vocab_size: the cut vocabulary with its special
-    tokens; tokenizer: the cut tokenizer; folder: where its files are. real: the full tokenizer it is cut from."""
+    tokens; tokenizer: the cut tokenizer (in memory: write_tokenizer puts its files in a folder);
+    fingerprint: a hash of the ids, so that a run resumes only on the text it began with. `real` is
+    the full tokenizer the vocabulary is cut from (real_tokenizer)."""
 
-    def __init__(self, text, real, folder, held_out=0.1):
+    def __init__(self, text, real, held_out=0.1):
         ids = real.encode(text, special=False)
         self.text, self.real_tokens = text, len(ids)
         self.kept = cut_vocabulary(ids, real)
-        self.folder = write_cut_tokenizer(folder, self.kept)
-        self.tokenizer = Tokenizer.load(self.folder)
+        self.tokenizer = Tokenizer.from_tokenizer_json("the cut vocabulary", data=cut_tokenizer_json(self.kept))
         self.vocab_size = len(self.kept) + len(SPECIAL_TOKENS)
         self.tokens = torch.tensor([self.kept[i] for i in ids])
         chunks = self.tokens.split(CHUNK)                 # every 10th chunk held out: text from all over
         every = max(2, round(1 / held_out))
         self.train = torch.cat([c for i, c in enumerate(chunks) if i % every != every - 1])
         self.held_out = torch.cat([c for i, c in enumerate(chunks) if i % every == every - 1] or [chunks[-1]])
+        self.fingerprint = hashlib.sha256(self.tokens.numpy().tobytes()).hexdigest()[:16]
+
+    def write_tokenizer(self, folder):
+        """The cut vocabulary's tokenizer files, in the real format, into `folder`."""
+        return write_cut_tokenizer(folder, self.kept)

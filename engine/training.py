@@ -59,8 +59,8 @@ def load_run(folder, config):
         raise QwenError("{file} is not a training run of this course. Move it away to start afresh.",
                         "{file} 不是本课程的训练存档。把它移走即可重新开始。", file=file)
     if json.loads(state["config"]) != config:
-        raise QwenError("{file} trained another model (another config): give another --out folder, or the "
-                        "same options.", "{file} 训练的是另一个模型（配置不同）：请换一个 --out 文件夹，或用同样的选项。",
+        raise QwenError("{file} is a run of another model or text: give another --run folder, or the same "
+                        "options and text.", "{file} 训练的是另一个模型或另一段文字：请换一个 --run 文件夹，或用同样的选项和文字。",
                         file=file)
     return state
 
@@ -122,10 +122,10 @@ def _progress(step, steps, loss, tokens, seconds, start):
         print(line, end=end, flush=True)
 
 
-def export(model, config, folder, tokenizer_files=None, dtype=torch.bfloat16):
+def export(model, config, folder, write_tokenizer=write_tokenizer_files, dtype=torch.bfloat16):
     """The trained model as a checkpoint folder in the real format, which every chapter (--model) and
     transformers load: config.json, model.safetensors with the real key names (model.layers.N...),
-    and the tokenizer files (copied from `tokenizer_files`, a folder, or the real vocabulary's)."""
+    and the tokenizer files (write_tokenizer(folder): the real vocabulary's unless told otherwise)."""
     folder = Path(folder)
     tensors = {("model." + k if k != "lm_head.weight" else k): v.detach().to(dtype)
                for k, v in model.state_dict().items()}
@@ -133,13 +133,7 @@ def export(model, config, folder, tokenizer_files=None, dtype=torch.bfloat16):
         if name.endswith(("linear_attn.A_log", "linear_attn.norm.weight")):
             tensors[name] = model.state_dict()[name.removeprefix("model.")].detach().float()
     write_checkpoint(folder, tensors, {**config, "dtype": str(dtype).removeprefix("torch.")})
-    if tokenizer_files is None:
-        write_tokenizer_files(folder)
-    else:
-        for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
-            source = Path(tokenizer_files) / name
-            if source.is_file():
-                (folder / name).write_bytes(source.read_bytes())
+    write_tokenizer(folder)
     return folder
 
 
