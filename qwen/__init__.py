@@ -22,6 +22,7 @@ Each file imports only the files above it in this list (tests/test_structure.py 
     quant.py      ch13   int8 and 4-bit weights
     train.py      ch14   the next-token loss, a backward by hand, AdamW, clipping, the schedule
     pretrain.py   ch15   training from a random start: a small config, the init, the batches, the step
+    lora.py       ch16   LoRA by hand: low-rank adapters on the frozen model, PEFT's files, merging
 
 Everything else (the chapters' options and banners, the download, the tiny checkpoint, chat, plots,
 speed) is the engine, in engine/: it imports this package, and this package never imports it.

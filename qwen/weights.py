@@ -79,8 +79,8 @@ def check_entry(info, size):
 
 
 def _broken(file, en, zh):
-    return QwenError("{file} is not a valid safetensors file: {en}. Delete it and download again.",
-                     "{file} 不是有效的 safetensors 文件：{zh}。请删除后重新下载。", file=file, en=en, zh=zh)
+    return QwenError("{file} is not a valid safetensors file: {why}. Delete it and download again.",
+                     "{file} 不是有效的 safetensors 文件：{why_zh}。请删除后重新下载。", file=file, why=en, why_zh=zh)
 
 
 LM_PREFIXES = ("model.language_model.", "model.")  # multimodal layout, text-only layout

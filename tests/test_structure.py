@@ -16,7 +16,8 @@ QWEN = ROOT / "qwen"
 # The chapters' order, but for the parts model.py assembles: it builds the vision tower (chapter 10, with
 # the image preprocessing of chapter 11 it re-exports), so those two files come before it.
 ORDER = ["lang", "files", "config", "weights", "tokenizer", "embedding", "norm", "rope", "linear", "mlp", "cache",
-         "attention", "deltanet", "image", "vision", "model", "generate", "mtp", "quant", "train", "pretrain"]
+         "attention", "deltanet", "image", "vision", "model", "generate", "mtp", "quant", "train", "pretrain",
+         "lora"]
 LAYERS = {"qwen": 1, "engine": 2, "practice": 3}                 # anything else in the repository: 4
 OPTIONAL = {"PIL", "jinja2", "numpy"}                            # what qwen/ may import inside a function
 MAX_LINES, MAX_LESSON = 300, 3500
