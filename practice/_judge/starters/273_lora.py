@@ -12,9 +12,10 @@ lora_merge(W, A, B, alpha, r) -> W': the adapter folded into the weight, as qwen
 Do not modify the inputs.
 
 Checked: fp32 results within atol=1e-5, rtol=1e-5 of qwen/lora.py's, on 2 forward and 2 merge cases
-(96 rows of the checkpoint's layers.0.mlp.gate_proj; a square block of its up_proj, where a
-transposed delta keeps its shape); a bf16 forward (x and W in bf16) within one bf16 step (the base
-product rounded to bf16 before the fp32 sum, as nn.Linear gives it, or not); a bf16 merge within one
+(up to 96 rows of the checkpoint's layers.0.mlp.gate_proj; a square block of its up_proj, where a
+transposed delta keeps its shape); a bf16 forward (x and W in bf16, outputs of about 1) within
+atol=0.01, rtol=0.01 (the base product rounded to bf16 before the fp32 sum, as nn.Linear gives it, or
+not: where the adapter cancels the base, the two differ by a few bf16 steps); a bf16 merge within one
 bf16 step and at least 99% of the values bit for bit equal: one rounding gives the same bits, two
 (the delta rounded to bf16, then the sum) change many. Known mistakes are named: the scale alpha
 instead of alpha / r, the delta transposed (A.T @ B.T), the merge added in bf16.
@@ -33,8 +34,9 @@ lora_merge(W, A, B, alpha, r) -> W'：把适配器并进权重，与 qwen/lora.p
 不要修改输入。
 
 检查方式：fp32 结果与 qwen/lora.py 的相差在 atol=1e-5、rtol=1e-5 以内，前向和合并各 2 个用例（检查点的
-layers.0.mlp.gate_proj 的 96 行；它的 up_proj 的一个方块，转置的增量在那里形状不变）；一个 bf16 的前向（x 和 W
-是 bf16）相差不超过一个 bf16 最小间隔（基座的乘积在 fp32 相加之前是否像 nn.Linear 那样舍入到 bf16 都可以）；
+layers.0.mlp.gate_proj 的至多 96 行；它的 up_proj 的一个方块，转置的增量在那里形状不变）；一个 bf16 的前向（x 和 W
+是 bf16，输出约为 1）相差在 atol=0.01、rtol=0.01 以内（基座的乘积在 fp32 相加之前是否像 nn.Linear 那样舍入到
+bf16 都可以：适配器抵消基座的地方，两者相差几个 bf16 最小间隔）；
 一个 bf16 的合并相差不超过一个 bf16 最小间隔，并且至少 99% 的数值逐位相同：舍入一次得到相同的位，舍入两次
 （增量先舍入成 bf16，再舍入和）会改变许多位。已知错误会被指出：缩放用 alpha 而不是 alpha / r、增量被转置
 （A.T @ B.T）、合并在 bf16 中相加。
