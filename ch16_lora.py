@@ -137,7 +137,7 @@ say("  step 0 against the base model: max |logit difference| = {d}", "  第 0 �
 linear_layer = next(layer for layer in model.layers if hasattr(layer, "linear_attn")).linear_attn
 left_out = tuple(linear_layer.in_proj_a.weight.shape)
 say("  left out: the DeltaNet's in_proj_a and in_proj_b, each {s} (out, in): rank {r} is not low there",
-    "  没有包装：DeltaNet 的 in_proj_a 和 in_proj_b，形状都是 {s}（输出, 输入）：秩 {r} 在这里并不低",
+    "  没有包装：DeltaNet 的 in_proj_a 和 in_proj_b，形状都是 {s}（输出、输入）：秩 {r} 在这里并不低",
     s=list(left_out), r=RANK)
 
 # %% [markdown]
