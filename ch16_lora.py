@@ -13,14 +13,13 @@
 # Run: `python ch16_lora.py [--model PATH] [--tiny] [--steps N] [--lr LR] [--run DIR] [--lang zh]`
 
 # %%
-import json
-import shutil
 from pathlib import Path
 
 import torch
 
 import qwen.lora
 from engine.cli import chapter, say, section, show_code, tr
+from engine.instructions import INSTRUCTIONS, copy_tokenizer, pad_batch, read_pairs, reply_loss
 from engine.training import export
 from qwen.config import Config
 from qwen.generate import ChatTemplate, generate, stop_ids
@@ -38,8 +37,8 @@ ch = chapter("Chapter 16: LoRA on the real model", "第 16 章：在真实模型
                                                                 "written", "适配器和合并后的模型写到哪里")),
 })
 torch.set_grad_enabled(True)        # training needs autograd, even where an earlier cell turned it off
+torch.manual_seed(0)                # the adapters' A: the same draw on every run
 STEPS, PEAK, BATCH, RANK, ALPHA = ch.args.steps, ch.args.lr, 6, 8, 16
-DATA = Path(__file__).resolve().parent / "engine" / "data" / "instructions.jsonl"
 
 # %% [markdown]
 # ## The code / 代码
@@ -70,8 +69,7 @@ if tok is None or template is None:
     say("  (no tokenizer or chat template in this folder: this chapter needs both; it stops here)",
         "  （这个文件夹里没有分词器或对话模板：本章两者都需要，到此为止）")
     raise SystemExit(0)
-with open(DATA, encoding="utf-8") as f:
-    pairs = [json.loads(line) for line in f if line.strip()]
+pairs = read_pairs(INSTRUCTIONS)
 
 
 def encode(pair):
@@ -79,29 +77,24 @@ def encode(pair):
     user = [{"role": "user", "content": pair["prompt"]}]
     prompt = template.render(user, add_generation_prompt=True, enable_thinking=False)
     whole = template.render(user + [{"role": "assistant", "content": pair["reply"]}], add_generation_prompt=False)
-    assert whole.startswith(prompt), "the template writes the reply after the generation prompt"
+    if not whole.startswith(prompt):
+        raise QwenError("{f}: the chat template does not write a reply after its generation prompt.",
+                        "{f}：对话模板没有把回复写在生成提示之后。", f=template.origin)
     asked, answered = tok.encode(prompt), tok.encode(whole[len(prompt):])
     return asked + answered, [-100] * len(asked) + answered
-
-
-def batch_of(items, pad=stop_ids(tok).pop()):
-    """(ids, labels), each (batch, longest): padded on the right, where causal layers never look back from."""
-    longest = max(len(ids) for ids, _ in items)
-    ids = torch.tensor([ids + [pad] * (longest - len(ids)) for ids, _ in items])
-    labels = torch.tensor([labels + [-100] * (longest - len(labels)) for _, labels in items])
-    return ids, labels
 
 
 held = [(i // 2) % 6 == 5 for i in range(len(pairs))]             # a question and its translation together
 encoded = [encode(p) for p in pairs]
 train_items = [e for e, h in zip(encoded, held) if not h]
 held_items = [e for e, h in zip(encoded, held) if h]
-train_batches = [batch_of(train_items[i:i + BATCH]) for i in range(0, len(train_items), BATCH)]
-held_batch = batch_of(held_items)
+pad = min(stop_ids(tok))
+train_batches = [pad_batch(train_items[i:i + BATCH], pad) for i in range(0, len(train_items), BATCH)]
+held_batch = pad_batch(held_items, pad)
 counted = sum(sum(1 for t in labels if t != -100) for _, labels in train_items)
 all_tokens = sum(len(ids) for ids, _ in train_items)
 say("  {n} pairs from {f}: {t} for training, {h} held out", "  {f} 里的 {n} 对：{t} 对用于训练，{h} 对留出",
-    n=len(pairs), f=DATA.name, t=len(train_items), h=len(held_items))
+    n=len(pairs), f=INSTRUCTIONS.name, t=len(train_items), h=len(held_items))
 say("  training tokens: {a}, of which {c} are the replies' (counted in the loss) and the rest prompts (-100)",
     "  训练词元：{a} 个，其中 {c} 个属于回复（计入损失），其余是提示词（-100）", a=all_tokens, c=counted)
 first_text = tok.decode(train_items[0][0])
@@ -122,10 +115,7 @@ model = load_model(ch.path, vision=False)
 probe = train_batches[0][0]                                          # (batch, seq)
 with torch.no_grad():
     base_logits = model(probe)
-add_lora(model, r=RANK, alpha=ALPHA)
-with torch.no_grad():
-    step0_logits = model(probe)
-step0_gap = (step0_logits - base_logits).abs().max().item()
+    step0_gap = (add_lora(model, r=RANK, alpha=ALPHA)(probe) - base_logits).abs().max().item()
 n_train, n_total = trainable(model)
 share = 100 * n_train / n_total
 wrapped = adapters(model)
@@ -152,24 +142,6 @@ say("  left out: the DeltaNet's in_proj_a and in_proj_b, each {s} (out, in): ran
 
 # %%
 section(3, "Fine-tuning", "微调")
-
-
-def hidden(net, ids):
-    """ids (batch, seq) -> the final hidden states (batch, seq, hidden), normed: the forward pass without its
-    output layer (qwen/model.py's, for text)."""
-    x = net.embed_tokens(ids)
-    cos, sin = net.rotary(torch.arange(ids.shape[1]))
-    for layer in net.layers:
-        x = layer(x, cos, sin)
-    return net.norm(x)
-
-
-def reply_loss(net, batch):
-    """next_token_loss of the batch, with the output layer run only where a label counts (the replies)."""
-    ids, labels = batch
-    counted = labels[:, 1:] != -100                                  # (batch, seq - 1)
-    h = hidden(net, ids)[:, :-1][counted]                            # (counted, hidden)
-    return torch.nn.functional.cross_entropy(net.logits(h), labels[:, 1:][counted])
 
 
 @torch.no_grad()
@@ -208,7 +180,6 @@ sample_prompt = pairs[held.index(True)]["prompt"]                    # a held-ou
 before_reply = None if ch.tiny else reply(model, sample_prompt)
 train_before = loss_on(model, train_batches)
 held_before = loss_on(model, [held_batch])
-torch.manual_seed(0)
 opt = fine_tune(model, STEPS)
 train_after = loss_on(model, train_batches)
 held_after = loss_on(model, [held_batch])
@@ -242,7 +213,6 @@ attention_only = add_lora(load_model(ch.path, vision=False), r=RANK, alpha=ALPHA
 qv_train, _ = trainable(attention_only)
 qv_layers = len({name.split(".")[1] for name in adapters(attention_only)})
 all_layers = len({name.split(".")[1] for name in wrapped})
-torch.manual_seed(0)
 fine_tune(attention_only, STEPS)
 qv_loss = loss_on(attention_only, train_batches)
 del attention_only
@@ -277,19 +247,24 @@ with torch.no_grad():
 fresh = load_adapter(load_model(ch.path, vision=False), folder)
 with torch.no_grad():
     reload_gap = (fresh(probe) - adapted_logits).abs().max().item()
+del model                                                            # its logits are kept: one model less in memory
 say("  written to {f}: {b:,} bytes", "  写到 {f}：{b:,} 字节", f=folder, b=adapter_bytes)
 say("  loaded into a fresh model: max |logit difference| from the adapted model = {d:.1e}",
     "  加载到新模型里：与微调后模型的 logits 最大差 = {d:.1e}", d=reload_gap)
 other_rank = add_lora(load_model(ch.path, vision=False), r=RANK // 2, alpha=ALPHA)
-other_raw = small_config(ch.cfg.vocab_size, hidden_size=32, layers=4, heads=2, head_dim=16, intermediate_size=64)
+other_width = 64 if ch.cfg.hidden_size == 32 else 32                 # any width but this model's
+other_raw = small_config(512, hidden_size=other_width, layers=4, heads=2, head_dim=16, intermediate_size=64)
 other_model = init_weights(Qwen35(Config.from_dict(other_raw)), seed=0)
 for what, target in ((tr("a rank-4 model", "秩为 4 的模型"), other_rank), (tr("another model", "另一个模型"), other_model)):
+    before = {k: v.clone() for k, v in target.state_dict().items() if "lora_" in k}   # load_adapter writes only these
+    names = list(target.state_dict())
     try:
         load_adapter(target, folder)
         refusal = tr("accepted", "被接受了")
     except QwenError as e:
         refusal = tr(e.en, e.zh)
-    say("  into {w}: {m}", "  加载到{w}：{m}", w=what, m=refusal)
+    kept = list(target.state_dict()) == names and all(torch.equal(target.state_dict()[k], v) for k, v in before.items())
+    say("  into {w}: {m}\n    the model unchanged: {k}", "  加载到{w}：{m}\n    模型没有改变：{k}", w=what, m=refusal, k=kept)
 del other_rank, other_model
 
 # %% [markdown]
@@ -313,15 +288,7 @@ with torch.no_grad():
 merged_names = sum(1 for name in fresh.state_dict() if "lora_" in name)
 text_config = {"architectures": ["Qwen3_5ForCausalLM"], **ch.cfg.raw.get("text_config", ch.cfg.raw),
                "tie_word_embeddings": ch.cfg.tie_word_embeddings}             # the language model's, flat
-
-
-def copy_tokenizer(out):
-    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "vocab.json", "merges.txt"):
-        if (Path(ch.path) / name).is_file():
-            shutil.copyfile(Path(ch.path) / name, Path(out) / name)
-
-
-exported = export(fresh, text_config, run / "merged", write_tokenizer=copy_tokenizer)
+exported = export(fresh, text_config, run / "merged", write_tokenizer=copy_tokenizer(ch.path))
 reloaded = load_model(exported, vision=False)
 with torch.no_grad():
     exported_gap = (reloaded(probe) - adapted_logits).abs().max().item()
