@@ -530,7 +530,7 @@ DIAGNOSES_273 = [
 
 EXERCISES = [
     Exercise("270", "next_token_loss", ("The next-token loss, shifted, with an ignore index",
-                                        "下一个词元的损失：移位与忽略标记"), "easy", True, ("next_token_loss",),
+                                        "下一个词元的损失：移位与忽略索引"), "easy", True, ("next_token_loss",),
              [("Position t's logits predict the token at t + 1: scores = logits[:, :-1], targets = labels[:, 1:] "
                "(labels are aligned with the input ids, as transformers' labels=).",
                "位置 t 的 logits 预测 t + 1 处的词元：scores = logits[:, :-1]，targets = labels[:, 1:]"

@@ -17,7 +17,7 @@ class; bf16 logits; fp32 logits up to about 150, where exp overflows). Known mis
 shift, the shift the other way, the mean over every position (the ignored counted in the
 denominator), the ignored scored as a class, the log-softmax in bf16.
 
-练习 270 · 下一个词元的损失：移位与忽略标记（简单；需要 PyTorch）
+练习 270 · 下一个词元的损失：移位与忽略索引（简单；需要 PyTorch）
 
 next_token_loss(logits, labels, ignore_index=-100) -> loss：第 14 章的训练损失。logits (batch, seq, vocab)
 是模型的打分，fp32 或 bf16；labels (batch, seq) 是 int64，与输入的 id 对齐（和 transformers 的 labels= 一样），
