@@ -39,6 +39,9 @@ ch = chapter("Chapter 16: LoRA on the real model", "第 16 章：在真实模型
 torch.set_grad_enabled(True)        # training needs autograd, even where an earlier cell turned it off
 torch.manual_seed(0)                # the adapters' A: the same draw on every run
 STEPS, PEAK, BATCH, RANK, ALPHA = ch.args.steps, ch.args.lr, 6, 8, 16
+if STEPS < 1 or not 0 < PEAK < 1:
+    raise QwenError("--steps must be at least 1 and --lr between 0 and 1, not {s} and {lr}.",
+                    "--steps 至少为 1，--lr 必须在 0 和 1 之间，而不是 {s} 和 {lr}。", s=STEPS, lr=PEAK)
 
 # %% [markdown]
 # ## The code / 代码
