@@ -39,6 +39,9 @@ ch = chapter("Chapter 16: LoRA on the real model", "第 16 章：在真实模型
 torch.set_grad_enabled(True)        # training needs autograd, even where an earlier cell turned it off
 torch.manual_seed(0)                # the adapters' A: the same draw on every run
 STEPS, PEAK, BATCH, RANK, ALPHA = ch.args.steps, ch.args.lr, 6, 8, 16
+if STEPS < 1 or not 0 < PEAK < 1:
+    raise QwenError("--steps must be at least 1 and --lr between 0 and 1, not {s} and {lr}.",
+                    "--steps 至少为 1，--lr 必须在 0 和 1 之间，而不是 {s} 和 {lr}。", s=STEPS, lr=PEAK)
 
 # %% [markdown]
 # ## The code / 代码
@@ -79,7 +82,7 @@ def encode(pair):
     whole = template.render(user + [{"role": "assistant", "content": pair["reply"]}], add_generation_prompt=False)
     if not whole.startswith(prompt):
         raise QwenError("{f}: the chat template does not write a reply after its generation prompt.",
-                        "{f}：对话模板没有把回复写在生成提示之后。", f=template.origin)
+                        "{f}：对话模板没有把回复写在生成提示词之后。", f=template.origin)
     asked, answered = tok.encode(prompt), tok.encode(whole[len(prompt):])
     return asked + answered, [-100] * len(asked) + answered
 
@@ -93,8 +96,9 @@ train_batches = [pad_batch(train_items[i:i + BATCH], pad) for i in range(0, len(
 held_batch = pad_batch(held_items, pad)
 counted = sum(sum(1 for t in labels if t != -100) for _, labels in train_items)
 all_tokens = sum(len(ids) for ids, _ in train_items)
+n_pairs, n_training, n_held = len(pairs), len(train_items), len(held_items)
 say("  {n} pairs from {f}: {t} for training, {h} held out", "  {f} 里的 {n} 对：{t} 对用于训练，{h} 对留出",
-    n=len(pairs), f=INSTRUCTIONS.name, t=len(train_items), h=len(held_items))
+    n=n_pairs, f=INSTRUCTIONS.name, t=n_training, h=n_held)
 say("  training tokens: {a}, of which {c} are the replies' (counted in the loss) and the rest prompts (-100)",
     "  训练词元：{a} 个，其中 {c} 个属于回复（计入损失），其余是提示词（-100）", a=all_tokens, c=counted)
 first_text = tok.decode(train_items[0][0])
@@ -119,16 +123,17 @@ with torch.no_grad():
 n_train, n_total = trainable(model)
 share = 100 * n_train / n_total
 wrapped = adapters(model)
+n_wrapped = len(wrapped)
 say("  {k} projections wrapped, rank {r}, alpha {a}: {t:,} trainable parameters of {n:,} ({p:.2f} %)",
     "  包装了 {k} 个投影，秩 {r}，alpha {a}：{n:,} 个参数中有 {t:,} 个可训练（{p:.2f} %）",
-    k=len(wrapped), r=RANK, a=ALPHA, t=n_train, n=n_total, p=share)
+    k=n_wrapped, r=RANK, a=ALPHA, t=n_train, n=n_total, p=share)
 say("  step 0 against the base model: max |logit difference| = {d}", "  第 0 步与原模型相比：logits 的最大差 = {d}",
     d=step0_gap)
 linear_layer = next(layer for layer in model.layers if hasattr(layer, "linear_attn")).linear_attn
-left_out = tuple(linear_layer.in_proj_a.weight.shape)
+left_out = list(linear_layer.in_proj_a.weight.shape)
 say("  left out: the DeltaNet's in_proj_a and in_proj_b, each {s} (out, in): rank {r} is not low there",
     "  没有包装：DeltaNet 的 in_proj_a 和 in_proj_b，形状都是 {s}（输出、输入）：秩 {r} 在这里并不低",
-    s=list(left_out), r=RANK)
+    s=left_out, r=RANK)
 
 # %% [markdown]
 # ## 3. Fine-tuning / 微调

@@ -79,3 +79,20 @@ def test_chapter_16_in_chinese_on_a_checkpoint_written_by_transformers(run_scrip
     assert number(r"第 0 步与原模型相比：logits 的最大差 = (\S+)\n", out) == 0.0
     assert number(r"加载到新模型里：与微调后模型的 logits 最大差 = (\S+)\n", out) <= 1e-5
     assert (tmp_path / "run" / "merged" / "config.json").is_file()
+
+
+def test_chapter_16_refuses_bad_options_in_one_line(run_script):
+    r = run_script("ch16_lora.py", "--tiny", "--steps", "0")
+    assert r.returncode == 1 and "--steps must be at least 1" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_instruction_pairs_and_a_bad_file(tmp_path):
+    from engine.instructions import read_pairs
+    from qwen.lang import QwenError
+    pairs = read_pairs()
+    assert len(pairs) == 36 and sum(p["reply"].startswith("In one line: ") for p in pairs) == 18
+    assert sum(p["reply"].startswith("一句话：") for p in pairs) == 18
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "hi", "reply": "hello"}\n{"prompt": "no reply"}\n', encoding="utf-8")
+    with pytest.raises(QwenError, match="line 2"):
+        read_pairs(bad)
