@@ -35,7 +35,7 @@ def read_pairs(file=INSTRUCTIONS):
                 pair = None
             if not (isinstance(pair, dict) and isinstance(pair.get("prompt"), str) and isinstance(pair.get("reply"), str)):
                 raise QwenError("{file}, line {n}: not a JSON object with a \"prompt\" and a \"reply\" string.",
-                                "{file} 第 {n} 行：不是带 \"prompt\" 和 \"reply\" 字符串的 JSON 对象。", file=file, n=n)
+                                "{file} 第 {n} 行：不是带 \"prompt\"（提示词）和 \"reply\"（回复）字符串的 JSON 对象。", file=file, n=n)
             pairs.append(pair)
     return pairs
 
