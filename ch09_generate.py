@@ -24,7 +24,7 @@ import torch
 import qwen.generate
 from engine.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, show_code, size, speculative_option
 from qwen.cache import ROOM
-from qwen.generate import (ChatTemplate, TextStream, check_sampling, generate, generate_ids, prompt_ids,
+from qwen.generate import (TextStream, check_sampling, generate, generate_ids, prompt_ids,
                            sample, stop_ids)
 from qwen.lang import QwenError, tr
 from practice.mine import put_in
@@ -104,15 +104,8 @@ if args.quant is not None:
     if args.device != "cpu" or args.dtype != "float32":
         raise QwenError("--quant runs on the CPU from the fp32 model: leave out --device and --dtype.",
                         "--quant 在 CPU 上、从 fp32 模型量化：请去掉 --device 和 --dtype。")
-tok = ch.tokenizer                     # after the checks: the 248k-entry vocabulary is 1-2 s of CPU to read
-try:                                   # chat_template.jinja, else tokenizer_config.json's chat_template
-    template = ChatTemplate.load(path)
-except QwenError:
-    template = None
-if tok is None or template is None:    # checked first: without them, the weights need not be read
-    say("  (no tokenizer or chat template in this folder: this chapter needs both; it stops here)",
-        "  （这个文件夹里没有分词器或对话模板：本章两者都需要，到此为止）")
-    raise SystemExit(0)
+tok, template = ch.needs_chat()        # after the checks (the 248k-entry vocabulary is 1-2 s of CPU to read),
+                                       # before the weights: without both the chapter stops here
 if args.quant is None:
     model = load_model(path, dtype=getattr(torch, args.dtype), vision=False).to(args.device)   # text only
 else:                                                   # read from the file and quantized a block at a time:

@@ -25,7 +25,7 @@ import qwen.image
 from engine.cli import CHAPTER_REPLY_TOKENS, chapter, say, section, show_code
 from engine.pictures import demo_image
 from engine.threads import note
-from qwen.generate import ChatTemplate, generate, image_prompt_ids, prompt_ids, with_images
+from qwen.generate import generate, image_prompt_ids, prompt_ids, with_images
 from qwen.image import load_image, preprocess
 from qwen.lang import QwenError, tr
 from qwen.model import load_model
@@ -137,14 +137,7 @@ say("  a 448 x 448 picture (Qwen3.5-0.8B: 28 x 28 patches of 16 pixels): {n} tok
 # `image_prompt_ids` 像 transformers 的处理器那样，把占位词元重复到图像的词元数。词元编号来自 config.json。
 
 # %%
-try:                                                                    # chat_template.jinja, else tokenizer_config.json's
-    template = ChatTemplate.load(path)
-except QwenError:
-    template = None
-if tok is None or template is None:
-    say("  (no tokenizer or chat template in this folder: the rest of this chapter needs both; it stops here)",
-        "  （这个文件夹里没有分词器或对话模板：本章余下的部分两者都需要，到此为止）")
-    raise SystemExit(0)
+tok, template = ch.needs_chat(rest=True)           # chat_template.jinja, else tokenizer_config.json's
 section(2, "The prompt with an image", "带图像的提示词")
 image = load_image(args.image) if args.image else demo_image()
 picture_name = args.image or tr("the picture chapter 10 draws", "第 10 章画的图像")

@@ -30,7 +30,7 @@ import torch.nn as nn
 import qwen
 import qwen.mtp
 from engine.cli import CHAPTER_REPLY_TOKENS, chapter, count, pad, say, section, show_code, speculative_option
-from qwen.generate import ChatTemplate, generate_ids, prompt_ids, stop_ids
+from qwen.generate import generate_ids, prompt_ids, stop_ids
 from qwen.lang import QwenError, tr
 from qwen.model import DecoderLayer, load_model
 from engine.speculative import DraftVocabulary, coverage, frequent_tokens, replaying, teacher_forced_acceptance
@@ -69,10 +69,6 @@ if args.max_new_tokens is None:                          # made-up tokens: a few
     args.max_new_tokens = TINY_REPLY_TOKENS if ch.tiny else CHAPTER_REPLY_TOKENS
 if args.max_new_tokens < 1:
     raise QwenError("--max-new-tokens must be at least 1.", "--max-new-tokens 至少为 1。")
-try:                                                     # chat_template.jinja, else tokenizer_config.json's
-    template = ChatTemplate.load(path)
-except QwenError:
-    template = None
 has_head = any(name.startswith("mtp.") for name in ch.W.all_names)   # from the headers: nothing read yet
 head_broken = head_problem(cfg, ch.W) if has_head else None    # a tensor missing or mis-shaped: why, in one line
 if not has_head:                                         # checked first: without it, nothing else need be read
@@ -83,11 +79,7 @@ if head_broken is not None:
     why = str(head_broken)
     say("  {why} This chapter needs the whole head: it stops here.", "  {why}本章需要完整的 MTP 头：到此为止。", why=why)
     raise SystemExit(0)
-tok = ch.tokenizer
-if tok is None or template is None:
-    say("  (no tokenizer or chat template in this folder: this chapter needs both; it stops here)",
-        "  （这个文件夹里没有分词器或对话模板：本章两者都需要，到此为止）")
-    raise SystemExit(0)
+tok, template = ch.needs_chat()                          # without both the chapter stops here
 model = load_model(path, vision=False)                   # the text model: the tower is never used here
 load_head(model, ch.W)                                   # and its MTP head (model.mtp)
 V = tok.vocab_size                                       # ids past it are padding rows (chapter 9)

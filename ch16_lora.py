@@ -22,9 +22,9 @@ from engine.cli import chapter, say, section, show_code, tr
 from engine.instructions import INSTRUCTIONS, copy_tokenizer, pad_batch, read_pairs, reply_loss
 from engine.training import export
 from qwen.config import Config
-from qwen.generate import ChatTemplate, generate, stop_ids
+from qwen.generate import generate, stop_ids
 from qwen.lang import QwenError
-from qwen.lora import DEFAULT_TARGETS, adapters, add_lora, load_adapter, merge, save_adapter, trainable
+from qwen.lora import adapters, add_lora, load_adapter, merge, save_adapter, trainable
 from qwen.model import Qwen35, load_model
 from qwen.pretrain import init_weights, small_config
 from qwen.train import AdamW, clip_grad_norm, decay_groups, lr_at, next_token_loss
@@ -63,15 +63,7 @@ taught = show_code(ch, qwen.lora)
 
 # %%
 section(1, "The instructions", "指令数据")
-tok = ch.tokenizer
-try:
-    template = ChatTemplate.load(ch.path)
-except QwenError:
-    template = None
-if tok is None or template is None:
-    say("  (no tokenizer or chat template in this folder: this chapter needs both; it stops here)",
-        "  （这个文件夹里没有分词器或对话模板：本章两者都需要，到此为止）")
-    raise SystemExit(0)
+tok, template = ch.needs_chat()                                    # without both the chapter stops here
 pairs = read_pairs(INSTRUCTIONS)
 
 

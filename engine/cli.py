@@ -394,6 +394,28 @@ class Chapter:
         """The checkpoint's tokenizer, or None when the folder has no tokenizer files."""
         return _tokenizer(self.path)
 
+    @functools.cached_property
+    def template(self):
+        """The checkpoint's chat template (chat_template.jinja, else tokenizer_config.json's), or None."""
+        from qwen.generate import ChatTemplate
+        try:
+            return ChatTemplate.load(self.path)
+        except QwenError:
+            return None
+
+    def needs_chat(self, rest=False):
+        """(tokenizer, chat template), or the chapter stops here (exit 0), said in one line, when the folder
+        lacks either. rest=True: the chapter has already shown what needs neither."""
+        if self.tokenizer is None or self.template is None:
+            if rest:
+                say("  (no tokenizer or chat template in this folder: the rest of this chapter needs both; it stops here)",
+                    "  （这个文件夹里没有分词器或对话模板：本章余下的部分两者都需要，到此为止）")
+            else:
+                say("  (no tokenizer or chat template in this folder: this chapter needs both; it stops here)",
+                    "  （这个文件夹里没有分词器或对话模板：本章两者都需要，到此为止）")
+            raise SystemExit(0)
+        return self.tokenizer, self.template
+
     def sentence(self, text):
         """(ids, readable names) of `text` through the checkpoint's tokenizer; without one (or with a
         vocabulary too small for Qwen3.5's ids), rows 0..10 of the embedding table stand in, said in

@@ -66,6 +66,7 @@ def main(argv=None):
     torch.set_num_threads(1)
     try:
         losses = curve(args.steps, batch=args.batch, rank=rank, world=world, wrap=DistributedDataParallel)
+        dist.barrier()                          # no process closes its connections while another still reads
     finally:
         dist.destroy_process_group()
     if rank == 0:
