@@ -35,7 +35,6 @@ def test_falls_back_to_the_tiny_checkpoint_with_one_banner(course_en):
     said = [line for line in course_en.splitlines() if "Qwen/Qwen3.5-0.8B is not in the Hugging Face cache" in line]
     assert len(said) == 1 and "using the built-in tiny checkpoint" in said[0]      # one line, once
     assert course_en.count(BANNER) == 1 and course_en.index(BANNER) < course_en.index("# ch01_weights.py")
-    assert "no value below is Qwen3.5's" not in course_en      # token ids and labelled lines are Qwen3.5's
     assert "Real: token ids (Qwen3.5's vocabulary), lines labelled Qwen3.5-0.8B." in course_en
     assert "Done: chapter(s) 1, 2, 3" in course_en and "(the built-in tiny checkpoint: made-up numbers)" in course_en
 
@@ -68,7 +67,6 @@ def test_ch02(course_en):
     assert "embed(13 ids) -> shape [13, 16]" in out and "248,320 = 256 x 970\n" in out
     assert "Qwen3.5-0.8B: shape [248320, 1024], BF16: 508.6 MB on disk" in out
     assert "(tiny checkpoint: random rows; these neighbours mean nothing)" in out
-    assert "learned it from their contexts" not in out
     sharp = [(float(p), float(e)) for p, e in re.findall(r"top probability ([\d.e-]+) +entropy (-?[\d.]+) nats", out)]
     assert len(sharp) == 5 and sharp[0][0] < 0.01 < sharp[-1][0] and sharp[0][1] > 12 > 2 > sharp[-1][1]
     assert all(e >= 0 for _, e in sharp) and "entropy -0.00" not in out
@@ -87,7 +85,6 @@ def test_ch03(course_en):
     assert "next bf16 number above 0.000999451: 7.63e-06 away" in out                 # 2^-17, not 0.001 * 2^-7
     assert "next bf16 number above 1: 0.00781 away" in out
     assert "Qwen3.5-0.8B (recorded): norm.weight mean +3.309, range [-0.78, +5.31]" in out
-    assert "scale h up" not in out and "The learned scales of the real model" not in out
     assert "F.rms_norm in fp32, 1 + w.float() 0%" in out
     assert "gate = +0: output RMS 0.000" in out and "lengths after l2norm: [1.0, 1.0, 1.0]" in out
     pre = re.search(r"Pre-Norm : stream RMS after layers 1/12/24 = ([\d.]+)/([\d.]+)/([\d.]+); "
@@ -527,7 +524,6 @@ def test_ch06_prose_says_where_the_model_runs_in_fp32():
     from qwen.model import load_model
     text = (ROOT / "ch06_attention.py").read_text(encoding="utf-8")
     assert inspect.signature(load_model).parameters["dtype"].default == torch.float32
-    assert "the model itself runs in bf16" not in text and "模型本身用 bf16 运行" not in text
     assert "the attention itself (scores, softmax, weighted values) in fp32" in text and "用 fp32 计算（见 qwen/attention.py）" in text
 
 
@@ -709,6 +705,24 @@ def test_ch09_without_a_template_stops_before_reading_the_weights(run_script, ti
     r = run_script("ch09_generate.py", "--model", tmp_path)
     assert r.returncode == 0 and "no tokenizer or chat template in this folder" in r.stdout, r.stdout + r.stderr
     assert "Error" not in r.stderr
+
+
+@pytest.mark.timeout(240)
+def test_chat_chapters_without_a_template_stop_in_one_line(run_script, tiny_path, tmp_path):
+    """Chapters 9, 11, 12 and 16 write prompts with the checkpoint's chat template: without one they say so
+    in one line and stop (exit 0), before generating anything."""
+    import json
+    import shutil
+    folder = tmp_path / "no-template"
+    shutil.copytree(tiny_path, folder)
+    (folder / "chat_template.jinja").unlink(missing_ok=True)
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    config.pop("chat_template", None)
+    (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    for script in ("ch09_generate.py", "ch11_seeing.py", "ch12_mtp.py", "ch16_lora.py"):
+        r = run_script(script, "--model", folder)
+        assert r.returncode == 0 and "no tokenizer or chat template in this folder" in r.stdout, script + r.stderr
+        assert "Traceback" not in r.stderr and "reply" not in r.stdout.split("chat template in this folder")[1], script
 
 
 NO_GPU = """

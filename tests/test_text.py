@@ -26,7 +26,6 @@ def test_ch07_says_what_the_query_scale_does(course_en):
     """It said q / sqrt(dk) keeps "a read of the size of the stored values": it makes the read
     1/sqrt(dk) of v (1/11.3 at dk = 128); the chapter now measures it."""
     text = _source("ch07_deltanet.py")
-    assert "so that a read stays of the size of the stored values" not in text and "让读出的值与存的值大小相当" not in text
     m = re.search(r"q = k gives ([\d.]+) x v; q = k / sqrt\((\d+)\) gives ([\d.]+) x v \(([\d.]+)x smaller\)",
                   _chapter(course_en, "ch07_deltanet.py"))
     assert m, "the measured read is printed"
@@ -65,7 +64,6 @@ def test_ch04_says_where_the_spread_comes_from(course_en, course_zh):
 
 def test_ch09_does_not_say_every_chinese_character_is_3_bytes():
     text = _source("ch09_generate.py")
-    assert "A Chinese character is 3 UTF-8 bytes" not in text and "一个汉字是 3 个 UTF-8 字节" not in text
     assert len("𠀀".encode("utf-8")) == 4 and "such as 𠀀, are 4" in text and "例如 𠀀，是 4 个" in text
 
 
@@ -260,5 +258,4 @@ def test_ch13_says_what_share_of_the_saving_a_scale_per_32_weights_takes():
     text = _source("ch13_quantize.py")
     added, saved = 32 / 32, 8 - 4                                   # fp32 scale bits per weight; bits saved
     assert added / saved == 0.25
-    assert "gives back half of what" not in text and "省下的一半又还了回去" not in text
     assert "per 32 weights 1\n# bit, a quarter of the 4 bits" in text and "是从 8 位降到 4 位省下的 4 位的四分之一" in text
