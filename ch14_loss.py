@@ -8,7 +8,7 @@
 # 训练从一个数开始：下一个词元的交叉熵（`qwen/train.py`）。它的梯度经自动求导传到每个权重；
 # RMSNorm 和 MLP 的反向传播也手写一遍并核对；AdamW 把梯度变成更新；裁剪和学习率调度让更新平稳。
 #
-# Run: `python ch14_loss.py [--model PATH] [--tiny] [--lang zh] [--plot]`
+# Run: `python ch14_loss.py [--model PATH] [--tiny] [--lang zh] [--plot] [--mine]`
 
 # %%
 import math
@@ -17,11 +17,12 @@ import torch
 
 import qwen.train
 from engine.cli import chapter, say, section, show_code
+from practice.mine import training_step
 from qwen.model import load_model
 from qwen.norm import RMSNorm
 from qwen.train import AdamW, clip_grad_norm, decay_groups, lr_at, next_token_loss, rms_norm
 
-ch = chapter("Chapter 14: the loss, the gradient, the update", "第 14 章：损失、梯度与更新", plot=True)
+ch = chapter("Chapter 14: the loss, the gradient, the update", "第 14 章：损失、梯度与更新", plot=True, mine=True)
 torch.set_grad_enabled(True)        # training needs autograd, even where an earlier cell turned it off
 torch.manual_seed(0)
 TEXT = ("The model reads a token, predicts the next one, and learns from its mistake. "
@@ -116,6 +117,7 @@ say("  loss at step 0: {a:.4f}; after {n} steps: {b:.4f}", "  第 0 步损失：
 if ch.tiny:
     say("  (tiny checkpoint: random weights, one short text learnt by heart: only the fall means something)",
         "  （小检查点：权重是随机的，只是背下一小段文字：只有下降本身有意义）")
+yours = training_step(model, ids, labels) if ch.args.mine else None   # --mine: your 270 and 271 in one backward pass
 
 # %% [markdown]
 # ## 5. The schedule / 学习率调度

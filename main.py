@@ -9,7 +9,7 @@
     python main.py 11 --image PATH     chapters 10 and 11 (and the whole course) look at your picture
     python main.py 9 --speculative 3   chapter 9's reply with speculative decoding (chapter 12); chat takes it too
     python main.py 9 --quant int8      chapter 9's reply from int8 (or int4) weights (chapter 13); chat takes it too
-    python main.py 9 --mine      chapter 9 with your solved exercises in the model (8 and chat take it too)
+    python main.py 9 --mine      chapter 9 with your solved exercises in the model (8, 14 and chat take it too)
     python main.py --plot        every chapter, and their figures as PNGs in out/figures
     options: --tiny  --model PATH  --quant int8|int4  --lang en|zh  --plot  --out DIR  --mine  --debug
     (or the environment: QWEN_TINY=1, QWEN_MODEL=PATH, QWEN_LANG=zh, QWEN_PLOT=1, QWEN_FIGURES=DIR, QWEN_MINE=1)
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent
 TINY_CHAT_TOKENS = 32                            # chat's default reply length on the built-in tiny checkpoint
 IMAGE_CHAPTERS = (10, 11)                        # the chapters that take --image (the vision tower, an image in the prompt)
 REPLY_CHAPTERS = (9, 11)                         # the chapters that take --max-new-tokens
-MINE_CHAPTERS = (8, 9)                           # the chapters that build the model: --mine (practice/mine.py)
+MINE_CHAPTERS = (8, 9, 14)                       # the chapters that take --mine: your parts in the model (practice/mine.py)
 TRAINING_CHAPTERS = (15, 16)                     # they train for minutes: each runs on its own (main.py 15)
 CHAT_TOKENS = 512                                # and on a real one
 
@@ -228,7 +228,7 @@ def main(argv=None):
     if args.mine and args.what not in ("all", "chat") + tuple(map(str, MINE_CHAPTERS)):
         p.error(tr("--mine is for chat and chapters {c} (e.g. python main.py 9 --mine), not {w}",
                    "--mine 用于 chat 和第 {c} 章（例如 python main.py 9 --mine），不用于 {w}",
-                   c=tr(" and ", "、").join(map(str, MINE_CHAPTERS)), w=args.what))
+                   c=tr(", ", "、").join(map(str, MINE_CHAPTERS)), w=args.what))
     if args.speculative is not None and args.what not in ("all", "chat", "9", "12"):
         p.error(tr("--speculative is for chat and chapters 9 and 12 (e.g. python main.py 9 --speculative 3), not {w}",
                    "--speculative 用于 chat 和第 9、12 章（例如 python main.py 9 --speculative 3），不用于 {w}",

@@ -699,3 +699,86 @@ def _started(found):
     judge = _judge()
     from practice._judge.exercises import BY_ID
     return [i for i in NOT_PARTS if (judge.WORK / BY_ID[i].filename).is_file()]
+
+
+# --------------------------------------------------------------------------------------------
+# A training step with your loss and RMSNorm backward (chapter 14)
+# --------------------------------------------------------------------------------------------
+
+# exercise -> what it computes in a training step: the loss on the logits, and every RMSNorm's backward
+TRAINING = {"270": ("the loss", "损失"), "271": ("RMSNorm's backward", "RMSNorm 的反向传播")}
+
+
+class _YourBackward(torch.autograd.Function):
+    """The course's RMSNorm forward; its backward is your rms_norm_backward (271), given copies."""
+
+    @staticmethod
+    def forward(ctx, x, weight, norm, backward):
+        ctx.save_for_backward(x, weight)
+        ctx.norm, ctx.backward = norm, backward
+        return type(norm).forward(norm, x)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        x, weight = ctx.saved_tensors
+        grad_x, grad_w = ctx.backward(x.clone(), weight.clone(), ctx.norm.eps, grad_out.clone())
+        return grad_x, grad_w, None, None
+
+
+def _gradients(model, ids, labels, loss_fn, backward=None):
+    """(loss, {name: gradient}) of one backward pass; with `backward`, every RMSNorm (qwen.norm's, the
+    residual stream's and attention's q/k norms) differentiates through it."""
+    from qwen.norm import RMSNorm
+    swaps = []
+    if backward is not None:
+        for norm in _modules(model, RMSNorm):
+            _set(swaps, norm, "forward", lambda self, x: _YourBackward.apply(x, self.weight, self, backward))
+    model.zero_grad(set_to_none=True)
+    try:
+        loss = loss_fn(model(ids), labels)
+        loss.backward()
+    finally:
+        for module, attr, had, old in reversed(swaps):
+            if had:
+                setattr(module, attr, old)
+            else:
+                delattr(module, attr)
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    return float(loss.detach()), grads
+
+
+def training_step(model, ids, labels, model_path=None):
+    """--mine in chapter 14: grade 270 and 271, then one backward pass of `model` on (ids, labels) with
+    your loss and RMSNorm backward where they pass, against the course's. Says which are yours and the
+    largest differences (the loss, and any parameter's gradient relative to its largest entry).
+    Returns that gradient difference, or None when none of yours runs."""
+    from engine.cli import say
+    from qwen.train import next_token_loss
+    found = solutions(model_path or model.path, ids=list(TRAINING))
+    for ex_id, why in found.failed:
+        say("  --mine: {i} does not pass the judge ({why}): skipped, the course's part runs",
+            "  --mine：{i} 没有通过评测（{why}）：跳过，运行课程的部件", i=ex_id, why=why)
+    if not found.passed:
+        say("  --mine: neither 270 nor 271 passes yet in {d} (python practice/judge.py 270): the course's parts run",
+            "  --mine：{d} 里 270 和 271 都还没有通过（python practice/judge.py 270）：运行课程的部件", d=found.folder)
+        return None
+    loss_fn = found.passed.get("270", {}).get("next_token_loss", next_token_loss)
+    backward = found.passed.get("271", {}).get("rms_norm_backward")
+    course_loss, course = _gradients(model, ids, labels, next_token_loss)
+    try:
+        loss, yours = _gradients(model, ids, labels, loss_fn, backward)
+        if yours.keys() != course.keys() or any(yours[n].shape != g.shape for n, g in course.items()):
+            raise ValueError(tr("a gradient is missing or has another shape", "有梯度缺失或形状不对"))
+    except Exception as e:                                                # noqa: BLE001 - learner code
+        say("  --mine: your parts pass the judge but raised in the training step ({e}): the course's parts run",
+            "  --mine：你的部件通过了评测，但在训练步里出错（{e}）：运行课程的部件",
+            e=f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
+        return None
+    gap = max(((yours[n] - g).abs().max() / g.abs().max().clamp_min(1e-30)).item() for n, g in course.items())
+    names = tr(", ", "、").join(f"{i} {tr(*TRAINING[i])}" for i in TRAINING if i in found.passed)
+    say("  --mine: yours: {names}; loss {a:.6f}, the course's {b:.6f}", "  --mine：你的：{names}；损失 {a:.6f}，课程的 {b:.6f}",
+        names=names, a=loss, b=course_loss)
+    say("  --mine: largest difference in any of the {n} parameters' gradients, relative to its largest entry: {d:.1e}",
+        "  --mine：{n} 个参数的梯度中，相对其最大元素的最大差：{d:.1e}", n=len(course), d=gap)
+    return gap

@@ -207,7 +207,8 @@ def test_mine_is_refused_where_no_model_is_built(capsys):
     with pytest.raises(SystemExit) as stop:
         main.main(["3", "--mine", "--tiny"])
     assert stop.value.code == 2
-    assert "--mine is for chat and chapters 8 and 9" in capsys.readouterr().err
+    err = capsys.readouterr().err.splitlines()[-1]                     # argparse's one line: what takes it
+    assert "--mine" in err and all(str(n) in err for n in main.MINE_CHAPTERS)
 
 
 def test_use_mine_sets_the_notebook_switch(monkeypatch):
@@ -286,3 +287,56 @@ def test_the_mine_lines_in_chinese(setting, tiny_path, model, tmp_path, capsys):
     assert "--mine：204 没有通过评测（" in out and "--mine：你的：209 注意力；课程的：203 " in out
     assert "209 gated_attention 没有缓存" in out
     assert chinese_text_problems(out) == []
+
+
+# ---------------------------------------------------------------- chapter 14: the loss and RMSNorm's backward
+
+def _training_batch(model):
+    ids = torch.tensor([PROMPT])
+    labels = ids.clone()
+    labels[:, :5] = -100
+    return ids, labels
+
+
+@pytest.fixture
+def trainable(tiny_path):
+    from qwen.model import load_model
+    return load_model(tiny_path, vision=False).requires_grad_(True)
+
+
+def test_your_rms_norm_backward_is_in_every_norms_path(trainable):
+    """The reference 271 as the learner's gives the course's gradients; a backward that doubles dx
+    changes them: the learner's function is what differentiates every RMSNorm."""
+    from practice._judge import runner
+    from qwen.train import next_token_loss
+    ids, labels = _training_batch(trainable)
+    backward = mine._load(runner, BY_ID["271"].solution, BY_ID["271"].functions)["rms_norm_backward"]
+    _, course = mine._gradients(trainable, ids, labels, next_token_loss)
+    _, yours = mine._gradients(trainable, ids, labels, next_token_loss, backward)
+    assert yours.keys() == course.keys() and len(course) == len(list(trainable.parameters()))
+
+    def relative(a, b):
+        return max(((a[n] - g).abs().max() / g.abs().max()).item() for n, g in b.items())
+    assert relative(yours, course) <= 1e-5
+
+    def doubled(x, weight, eps, grad_out):
+        dx, dw = backward(x, weight, eps, grad_out)
+        return 2 * dx, dw
+    _, wrong = mine._gradients(trainable, ids, labels, next_token_loss, doubled)
+    assert relative(wrong, course) > 0.1
+    assert "forward" not in vars(trainable.norm)                          # the course's forward is back
+
+
+def test_chapter_14_mine_grades_and_compares_one_backward_pass(setting, trainable, tiny_path, tmp_path, capsys):
+    """The reference 270 and 271 as the learner's files: both yours, gradients within float rounding;
+    a wrong 271 (no term through the mean) is refused and named, and 270 alone runs."""
+    ids, labels = _training_batch(trainable)
+    setting(_practice_dir(tmp_path / "right", {"270": BY_ID["270"].solution, "271": BY_ID["271"].solution}))
+    gap = mine.training_step(trainable, ids, labels)
+    out = capsys.readouterr().out
+    assert gap is not None and gap <= 1e-5 and "270" in out and "271" in out
+    wrong = BY_ID["271"].solution.parent.parent / "wrong" / "271_no_mean_term.py"
+    setting(_practice_dir(tmp_path / "wrong", {"270": BY_ID["270"].solution, "271": wrong}))
+    gap = mine.training_step(trainable, ids, labels)
+    out = capsys.readouterr().out
+    assert gap is not None and gap <= 1e-5 and "271" in out         # named, and not used: it drops a term
