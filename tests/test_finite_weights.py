@@ -1,7 +1,7 @@
 """A NaN or an infinity in a checkpoint's weights is one line at load, naming the file and the tensor.
 
-Without it, text, vision and MTP checkpoints with a NaN ran every chapter to "Done" printing `nan`
-differences, and the judge passed the reference "on the model's tensors" when they were NaN."""
+Without it, text, vision and MTP checkpoints with a NaN would run every chapter to "Done" printing `nan`
+differences, and the judge would pass the reference "on the model's tensors" when they are NaN."""
 import shutil
 
 import pytest

@@ -185,8 +185,8 @@ def test_qwen_plot_in_a_notebook_shows_the_figures_inline(tmp_path, monkeypatch,
 
 
 def test_main_plot_runs_every_chapter_with_its_figures(tmp_path, tiny_path):
-    """`python main.py --plot` (every chapter) stopped at "unrecognized arguments: --plot". Here
-    "every chapter" is chapters 1 and 3: one without figures (no --plot option), one with."""
+    """`python main.py --plot` (every chapter) runs them all, the chapters without figures too (they have
+    no --plot option). Here "every chapter" is chapters 1 and 3: one without figures, one with."""
     code = ("import os, sys\n"
             f"sys.path.insert(0, {str(ROOT)!r})\n"
             "import main\n"
@@ -219,7 +219,8 @@ def test_plot_options_and_qwen_plot(tiny_path, monkeypatch):
 
 
 def test_a_figures_folder_that_cannot_be_made_is_one_line(tmp_path):
-    """QWEN_FIGURES (or --out) naming a file, or a place under one, gave a 20-line FileExistsError traceback."""
+    """QWEN_FIGURES (or --out) naming a file, or a place under one, is one line, not a 20-line
+    FileExistsError traceback."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

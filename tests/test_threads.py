@@ -48,7 +48,8 @@ def test_a_bad_qwen_threads_is_one_line_naming_it(value):
 
 
 def test_a_thread_count_far_past_the_cores_is_refused_or_capped():
-    """QWEN_THREADS=999999 (or OMP_NUM_THREADS) reached torch.set_num_threads, which crashed (segfault, rc 139)."""
+    """QWEN_THREADS=999999 (or OMP_NUM_THREADS) is refused or capped before torch.set_num_threads, which
+    crashes on it (segfault, rc 139)."""
     from engine.threads import most_threads
     with pytest.raises(QwenError) as e:
         choose(small=True, env={"QWEN_THREADS": "999999"})
@@ -98,8 +99,8 @@ main.main(["--tiny", "--lang", "en"])
 
 
 def test_no_chapter_leaks_its_thread_setting_into_the_next(tmp_path):
-    """Inside main.py, chapter 7 set one thread and chapters 8-9 inherited it: their printed speeds were
-    single-thread figures and nothing said so. A chapter after one that sets 1 thread starts from 3 again."""
+    """Inside main.py, a chapter after one that sets 1 thread starts from 3 again: chapters 8-9 inheriting
+    chapter 7's one thread would print single-thread speeds with nothing saying so."""
     (tmp_path / "ch07_sets_one.py").write_text(SETS_ONE, encoding="utf-8")
     (tmp_path / "ch08_probe.py").write_text(PROBE, encoding="utf-8")
     r = subprocess.run([sys.executable, "-c", COURSE, str(tmp_path / "ch07_sets_one.py"), str(tmp_path / "ch08_probe.py")],
