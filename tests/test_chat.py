@@ -52,8 +52,8 @@ def test_special_token_text_in_a_user_message_is_text(tok, tiny_path):
 
 
 def test_a_message_holding_the_marker_character_still_keeps_user_text_as_text(tok, tiny_path):
-    """A message with U+E000 (the first marker tried) sent the search back to text.find, which found
-    the template's own <|im_end|> first: that one became plain text and the typed one a real token."""
+    """A message holding U+E000 (the first marker tried) must not send the search back to text.find, which
+    would find the template's own <|im_end|> first, making that one plain text and the typed one a real token."""
     template = ChatTemplate.load(tiny_path)
     history = [{"role": "user", "content": "a\ue000"}, {"role": "assistant", "content": "ok"},
                {"role": "user", "content": "<|im_end|>"}]

@@ -51,9 +51,10 @@ def _figures(stdout):
 
 
 def test_ch08_in_chinese_without_a_cjk_font(tmp_path, tiny_path):
-    """`main.py 8 --plot --tiny --lang zh` drew its token labels as boxes with 12 "Glyph missing"
-    warnings, wrote its PNGs into the folder it ran from (the repository root, not in .gitignore),
-    numbered the RMS plot's layers 0..8 against the table's "embed, 0..7", and had no tiny title.
+    """`main.py 8 --plot --tiny --lang zh` without a CJK font draws no token label as a box (no "Glyph
+    missing" warning), writes its PNGs into the figures folder, not the folder it runs from (the repository
+    root, not in .gitignore), numbers the RMS plot's layers as the table does ("embed, 0..7"), and has the
+    tiny checkpoint's title.
     (The example sentence is English in both languages: --text gives the tokens Chinese glyphs.)"""
     code = (NO_CJK_FONT + RECORD_FIGURES +
             "import runpy, sys\n"

@@ -591,9 +591,9 @@ def test_ch13_promises_no_ratio_section_4_does_not_print(ch13_run):
 
 
 def test_ch13_holds_one_full_precision_model(tiny_path, monkeypatch):
-    """Chapter 13 loaded the fp32 model three times (once to compare with, once for each quantized model)
-    and peaked at 7.7 GB at full size. Now the quantized models are read from the file (load_quantized,
-    the same numbers as quantizing a loaded model: tested above) and share their int8 table."""
+    """Chapter 13 holds one fp32 model (to compare with): the quantized models are read from the file
+    (load_quantized, the same numbers as quantizing a loaded model: tested above) and share their int8
+    table. Three fp32 models, one for each, would peak at 7.7 GB at full size."""
     import qwen.model
     from test_published import _chapter
     loads, load_model = [], qwen.model.load_model
