@@ -18,8 +18,8 @@ from conftest import COURSE_EN, ROOT, course_namespaces
 @pytest.fixture(scope="session")
 def chapter_run(course_en):
     """chapter_run(n) -> (namespace, stdout) of chapter n in the session's whole-course run: its
-    named values (conftest.course_namespaces) and its part of the output. The chapters ran once for
-    the course's tests; running them again here cost about 10 s of CPU (more where xdist's two
+    named values (conftest.course_namespaces) and its part of the output. The chapters run once for
+    the course's tests; running them again here would cost about 10 s of CPU (more where xdist's two
     workers each ran some)."""
     out, spaces = course_en, course_namespaces(*COURSE_EN)
 

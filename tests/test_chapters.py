@@ -751,9 +751,9 @@ print("VISUAL", model.visual is not None, "DYNAMO", "torch._dynamo" in sys.modul
 
 
 def test_loading_the_tower_does_not_import_torch_dynamo(run_script, tiny_path):
-    """nn.Embedding's random init of the position table, on the "meta" device, imported torch._dynamo:
-    3-4 s more for every load_model (ch10 --tiny took 2-3x `import torch`, chapters 8, 9, 11 and chat
-    as much more). The loader fills the table, so no init is needed."""
+    """nn.Embedding's random init of the position table, on the "meta" device, imports torch._dynamo:
+    3-4 s more for every load_model (ch10 --tiny would take 2-3x `import torch`, chapters 8, 9, 11 and
+    chat as much more). The loader fills the table, so no init is needed."""
     r = run_script("-c", NO_DYNAMO)
     assert r.returncode == 0 and "VISUAL True DYNAMO False" in r.stdout, r.stdout + r.stderr[-2000:]
 

@@ -42,8 +42,8 @@ def test_a_nan_or_inf_weight_stops_load_model_with_one_line_naming_it(tmp_path, 
 
 
 def test_a_nan_weight_fails_the_judge_instead_of_passing_the_reference(tmp_path, monkeypatch):
-    """Exercise 204 builds its cases from layers.0.input_layernorm.weight: with a NaN there, the
-    reference passed (NaN compared equal to NaN)."""
+    """Exercise 204 builds its cases from layers.0.input_layernorm.weight: with a NaN there, the judge
+    fails the file, so the reference cannot pass by comparing NaN equal to NaN."""
     import practice.judge as judge
     from practice._judge.exercises import BY_ID
     monkeypatch.setenv("QWEN_PRACTICE_DIR", str(tmp_path / "work"))

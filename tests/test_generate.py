@@ -366,8 +366,8 @@ def kept(filtered):
 
 
 def test_top_k_keeps_the_logits_tied_with_the_kth_as_transformers_does():
-    """The issue's example: logits [3, 2, 2, 2, 1], k = 2. sample() took logits.topk(2), which keeps
-    one of the three tied 2s: {0.73, 0.27}. transformers keeps the tie: {0.475, 0.175 x 3}."""
+    """Logits [3, 2, 2, 2, 1], k = 2: logits.topk(2) would keep one of the three tied 2s ({0.73, 0.27});
+    transformers keeps the tie ({0.475, 0.175 x 3}), and so does sample()."""
     logits = torch.tensor([3.0, 2.0, 2.0, 2.0, 1.0])
     ref = transformers_probs(logits, 1.0, 2, 1.0)
     assert torch.allclose(ref, torch.tensor([0.475, 0.175, 0.175, 0.175, 0.0]), atol=5e-4)
@@ -467,10 +467,9 @@ def _vocab_cases(n, vocab=248320):
 
 
 def test_top_p_over_the_whole_vocabulary_equals_a_float64_reference():
-    """100 seeded logit vectors of 248,320 tokens. The fp32 descending cumsum put the cut elsewhere
-    than a float64 sum in 142 of 300 (up to 2,566 tokens off), and in 127 the kept set held less
-    than p. Now: the kept set is the float64 reference's in every case, and holds at least p
-    (to 1e-12: the reference's own sum order)."""
+    """100 seeded logit vectors of 248,320 tokens: the kept set is the float64 reference's in every case,
+    and holds at least p (to 1e-12: the reference's own sum order). An fp32 descending cumsum puts the
+    cut elsewhere than a float64 sum in 142 of 300 (up to 2,566 tokens off), and in 127 keeps less than p."""
     wrong, short = [], []
     for i, logits, p in _vocab_cases(100):
         cut, probs, cum = _reference_cut(logits, p)

@@ -266,8 +266,9 @@ print("HEATMAPS " + json.dumps(heatmaps))
 
 
 def test_heatmaps_have_a_colour_bar_and_every_panel_its_axes_named(tmp_path, tiny_path):
-    """ch06's, ch08's and ch10's heatmaps had no colour bar (a colour read as no number), ch10's
-    "24 x 24 patches" stood over axes counted in pixels, and ch10's other panels named no axis."""
+    """ch06's, ch08's and ch10's heatmaps have a colour bar (without one a colour reads as no number),
+    ch10's "24 x 24 patches" stands over axes counted in patches, not pixels, and ch10's other panels
+    name their axes."""
     code = f"ROOT, OUT = {str(ROOT)!r}, {str(tmp_path / 'figs')!r}\n" + RECORD_HEATMAPS
     r = _run(code, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -79,7 +79,8 @@ def test_kernel_equals_the_dequantized_fp32_matmul(kind, group):
 
 @pytest.mark.parametrize("n_in", [12, 100, 130])
 def test_int8_with_in_features_the_kernel_cannot_read_takes_the_plain_path(n_in):
-    """torch's int8 kernel read past such rows: numbers ~1e31 (or a segfault, for 6 or 7)."""
+    """torch's int8 kernel reads past such rows (numbers ~1e31, or a segfault for 6 or 7), so they take
+    the plain path."""
     w, x = _weight(5, n_in), torch.randn(2, n_in, generator=torch.Generator().manual_seed(1))
     with quantized.kernels():
         layer = quant.Int8Linear.from_weight(w)
@@ -316,7 +317,7 @@ def test_load_quantized_is_quantize_model_without_the_full_model(tiny_path, monk
 
 def test_load_quantized_reads_no_weight_whole(tiny_path, monkeypatch):
     """The stored bf16 model is never in memory: the weights it quantizes are read ROWS_AT_ONCE rows at
-    a time (the peak-RSS fix: main.py 9 --quant int8 read the whole model first, 2.5 GB on the full size)."""
+    a time (reading the whole model first would take main.py 9 --quant int8 to 2.5 GB on the full size)."""
     seen = []
     read = quantized.StoredRows.__getitem__
     monkeypatch.setattr(quantized.StoredRows, "__getitem__", lambda self, rows: seen.append((self.name, rows)) or read(self, rows))
@@ -529,9 +530,9 @@ def test_ch09_quantized_prints_the_logits_scale_and_a_tolerance_from_it(tiny_pat
 
 
 def test_ch13_measures_each_model_on_the_path_it_decodes_with(tiny_path, monkeypatch):
-    """Section 6 read the whole text at once: over KERNEL_ROWS rows int8 took the plain fp32 path there,
-    while its decoding (one token a call) used the kernel. Now each model's measured logits are the ones
-    its own greedy decoding computes, bit for bit, wherever its reply still agrees with fp32's."""
+    """Each model's measured logits are the ones its own greedy decoding computes, bit for bit, wherever
+    its reply still agrees with fp32's: read as a whole text, over KERNEL_ROWS rows, int8 would take the
+    plain fp32 path, while its decoding (one token a call) uses the kernel."""
     from qwen.generate import generate_ids
     from qwen.model import Qwen35
     from test_published import _chapter

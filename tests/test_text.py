@@ -45,7 +45,8 @@ def test_ch07_counts_the_fixed_memory_as_the_course_keeps_it(course_en):
 
 
 def test_ch05_says_which_matmuls_run_in_bf16(course_en):
-    """"the matmuls run in bf16 too" held for chapter 5's hand-loaded layer only: load_model is fp32."""
+    """Chapter 5 never says "the matmuls run in bf16 too": that holds for its hand-loaded layer only, and
+    load_model is fp32."""
     for name in ("ch05_mlp.py", "qwen/mlp.py"):
         assert "the matmuls run in bf16 too" not in _source(name) and "矩阵乘法也用 bf16 做（" not in _source(name), name
     assert "in the model `load_model` builds" in _source("qwen/mlp.py")

@@ -72,8 +72,8 @@ def test_use_sets_torchs_threads_and_note_says_how_many(restore_threads, capsys)
 
 
 def test_a_chapter_on_the_tiny_checkpoint_computes_with_one_thread(tiny_path, monkeypatch, restore_threads):
-    """Chapter 9 on its own ran with torch's default, one thread per core: on a loaded 2-core machine
-    prefill read 11 tokens/s, against 1776 with one thread."""
+    """A chapter on the tiny checkpoint computes with one thread, not torch's default of one per core:
+    on a loaded 2-core machine chapter 9's prefill reads 11 tokens/s with the default, 1776 with one."""
     import engine.cli as cli
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(cli, "_banner_shown", True)
