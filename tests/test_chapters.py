@@ -357,7 +357,7 @@ for script in {scripts!r}:
 """
 
 
-@pytest.mark.timeout(360)        # every chapter, as a whole-course run: 35 s of CPU took 120 s at load 11
+@pytest.mark.timeout(360)        # every chapter, as a whole-course run: 35 s of CPU can take 120 s at load 11
 def test_chapters_open_and_run_as_notebooks(tiny_path):
     """Each chapter read by jupytext as a notebook, its code cells run in order, as Jupyter would;
     the tiny checkpoint and the language chosen by environment variables, not flags. Without
@@ -660,7 +660,7 @@ def test_main_chat_on_the_tiny_checkpoint(run_script):
 
 
 def test_main_chat_on_the_tiny_checkpoint_stops_early_by_default(run_script):
-    # 512 made-up tokens per turn took about a minute on a laptop CPU: tiny chat defaults to a short reply
+    # 512 made-up tokens per turn take about a minute on a laptop CPU: tiny chat defaults to a short reply
     r = run_script("main.py", "chat", "--tiny", "--lang", "en", input="hello\n")
     assert r.returncode == 0, r.stderr
     assert "each stops after 32 (--max-new-tokens to change it)" in r.stdout

@@ -294,7 +294,7 @@ CASES = {  # id: (break the folder, what to call on it (path relative to it), wo
     "shape_empty_but_strides_overflow": (lambda d: rewrite_header(d, lambda h: {**h, "model.language_model.z": {
         "dtype": "BF16", "shape": [0, 2**62, 4], "data_offsets": [0, 0]}}), "weights", "", "malformed"),
     "weights_stored_as_integers": (lambda d: rewrite_header(d, entry("dtype", "I16")), "weights", "",
-                                   "norm.weight is stored as I16"),   # said at load, not raised inside ch03's load_state_dict
+                                   "norm.weight is stored as I16"),   # said at load, not inside ch03's load_state_dict
     "offsets_aliased": (lambda d: rewrite_header(d, alias), "weights", "", "share bytes"),
     "offsets_overlap": (lambda d: rewrite_header(d, overlap), "weights", "", "share bytes"),
     "header_not_utf8": (lambda d: rewrite_header(d, lambda h: json.dumps(h).encode().replace(b"norm", b"n\xffm")),

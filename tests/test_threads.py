@@ -86,7 +86,7 @@ def test_a_chapter_on_the_tiny_checkpoint_computes_with_one_thread(tiny_path, mo
 
 
 SETS_ONE = ("import torch\nfrom engine.cli import chapter\n"
-            "ch = chapter('Chapter 7', 'Chapter 7')\ntorch.set_num_threads(1)\n")     # what chapter 7 did
+            "ch = chapter('Chapter 7', 'Chapter 7')\ntorch.set_num_threads(1)\n")     # sets 1 thread, as chapter 7 does
 PROBE = "import torch\nprint('PROBE threads', torch.get_num_threads())\n"
 COURSE = r"""
 import sys, torch
