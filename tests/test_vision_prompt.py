@@ -107,7 +107,7 @@ def test_rope_index_equals_get_rope_index(case, checkpoint):
 
 
 def test_text_after_a_448_image_continues_at_14_not_196():
-    """The issue's example: 448 x 448 -> a 28 x 28 patch grid -> 14 x 14 = 196 tokens spanning 14 positions."""
+    """The 448 x 448 example: a 28 x 28 patch grid -> 14 x 14 = 196 tokens spanning 14 positions."""
     from engine.tiny import tiny_config
     from qwen.config import Config
     from qwen.vision import rope_index
@@ -415,7 +415,7 @@ def test_exercise_242_wrong_files_are_named_with_their_own_mistake(judge):
 
 
 def test_exercise_242_cases_are_the_448_example_and_the_edges(judge, tmp_path):
-    """The first case is the issue's: text after a 448 x 448 image continues 14 positions on, not 196."""
+    """The first case is the 448 x 448 example: text after the image continues 14 positions on, not 196."""
     from practice._judge.exercises import Context
     from engine.tiny import tiny_model_path
     cases = judge.BY_ID["242"].cases(Context(tiny_model_path(), tmp_path))
