@@ -1,5 +1,5 @@
-"""Sampling benchmark: top-p over the whole 248,320-token vocabulary, ours against the old fp32
-sort and transformers' TopPLogitsWarper, for speed and for where the cut falls.
+"""Sampling benchmark: top-p over the whole 248,320-token vocabulary, ours against "old" (a plain fp32
+sort with a descending cumsum) and transformers' TopPLogitsWarper, for speed and for where the cut falls.
 
     python bench/bench_sampling.py [--cases 300] [--repeat 15]
 
@@ -11,7 +11,7 @@ float64 reference by a full sort: in how many the kept set differs, by how many 
 and in how many it holds less than p.
 
 Targets: ours differs from the float64 reference in 0 cases and never holds less than
-p; ours takes <= 0.5x the old filter's time on every kind (at least twice as fast).
+p; ours takes <= 0.5x the "old" filter's time on every kind (at least twice as fast).
 """
 import argparse
 import json
@@ -37,7 +37,7 @@ from transformers.generation.logits_process import TopPLogitsWarper
 torch.set_num_threads(1)
 cases, repeat = int(sys.argv[1]), int(sys.argv[2])
 
-def old_top_p(logits, p):                          # qwen/generate.py before: fp32 sort, descending cumsum
+def old_top_p(logits, p):                          # the plain way: fp32 sort, descending cumsum
     ordered, order = logits.sort(dim=-1, descending=True)
     probs = ordered.softmax(dim=-1)
     before = probs.cumsum(dim=-1) - probs

@@ -9,8 +9,8 @@ inventory and random values, bench/common.py) and each condition:
 
 one fresh process loads the model once and runs, alternately, `--rounds` times:
   1 thread      torch.set_num_threads(1);
-  default       torch's default, one thread per core (what a chapter got before the policy);
-  policy        what engine.threads.choose() picks there (printed), as chapters and chat now use.
+  default       torch's default, one thread per core (what a chapter gets without the policy);
+  policy        what engine.threads.choose() picks there (printed), as chapters and chat use.
 Each run is a greedy generation of --new tokens after a --prompt-token prompt (qwen.generate.generate_ids):
 prefill = prompt tokens / seconds to the first new token; decode = the other new tokens / their seconds.
 The best run of each setting counts. The environment's OMP_NUM_THREADS and QWEN_THREADS are removed

@@ -304,8 +304,8 @@ _tokenizers = {}                                   # (folder, its files' stat) -
 
 def _tokenizer(path):
     """The tokenizer of the folder `path`, or None without tokenizer files. Loaded once per process
-    while its files stay the same: main.py runs chapters 2, 8 and 9 in one process, and each one
-    read the 248k-entry vocabulary and merges again (about 2 s each on a 2-core machine). A file
+    while its files stay the same: main.py runs chapters 2, 8 and 9 in one process, and reading the
+    248k-entry vocabulary and merges in each would cost about 2 s each on a 2-core machine. A file
     changed, added or removed (size, mtime or inode) loads it again."""
     from engine.tokens import load_tokenizer
     folder = Path(path).expanduser().resolve()

@@ -27,7 +27,7 @@ CH03 = {                                         # recorded on Qwen/Qwen3.5-0.8B
 }
 
 
-# How close a checkpoint's figure must be to CH03's: they were printed to 3 decimals (mean) and 2
+# How close a checkpoint's figure must be to CH03's: they are given to 3 decimals (mean) and 2
 # (min, max), so half a unit of that last digit, and as much again for a different reduction order.
 PUBLISHED_SLACK = {"mean": 0.001, "min": 0.01, "max": 0.01}
 PUBLISHED_SHAPE = {"hidden_size": 1024, "num_hidden_layers": 24, "vocab_size": 248320}   # Qwen3.5-0.8B's

@@ -37,7 +37,7 @@ from qwen.weights import load, load_weights
 
 INT4_KERNEL_GROUPS = (32, 64, 128, 256)      # the group sizes torch's 4-bit CPU kernel accepts
 INT8_KERNEL_IN = 8                           # int8: the kernel reads rows 8 weights at a time (torch 2.13, CPU:
-                                             # in_features 4, 12, 100, 130 gave numbers ~1e31 or a segfault)
+                                             # in_features 4, 12, 100, 130 give numbers ~1e31 or a segfault)
 KERNEL_ROWS = 32                             # int8: up to this many rows (tokens) a call through the kernel
 BF16_ROUNDING = 2.0 ** -8                    # bf16 keeps 8 significant bits: rounding moves a value by <= 2^-8 of it
 

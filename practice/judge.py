@@ -37,8 +37,8 @@ from qwen.lang import detect_lang  # noqa: E402  (before the handler: an import 
 
 def _stopped_while_starting(signum, frame):
     """Ctrl-C while torch is being imported (the first seconds): one line, not an import traceback.
-    Installed before any other import, and imports nothing itself: a Ctrl-C that came in the middle of
-    an import made `from qwen.lang import ...` here fail, and the judge ended (130) without its line."""
+    Installed before any other import, and imports nothing itself: a Ctrl-C in the middle of an import
+    would make `from qwen.lang import ...` here fail, and the judge would end (130) without its line."""
     try:
         args = " ".join(sys.argv[1:]) + " "
         zh = "--lang zh " in args or "--lang=zh " in args or ("--lang" not in args and detect_lang() == "zh")

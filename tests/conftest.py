@@ -108,7 +108,7 @@ _building = []                                   # the controller's thread that 
 def pytest_configure(config):
     """Under xdist, the controller builds the tiny checkpoint once, in a thread, while the workers start and
     collect (~15 s of CPU each); a worker that needs it first waits for it (engine.tiny's lock). Built before
-    the workers started, it was ~10 s (torch's import, the real tokenizer's merges) with one core busy."""
+    the workers start, it would take ~10 s (torch's import, the real tokenizer's merges) with one core busy."""
     if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):
         import threading
         from engine.tiny import tiny_model_path
@@ -117,7 +117,7 @@ def pytest_configure(config):
 
 
 # A whole-course run (about 20 s of CPU) is the setup of the first test that reads it, and the other
-# xdist worker waits for it under the file lock: on a loaded machine (load 8 on 2 cores) a run took
+# xdist worker waits for it under the file lock: on a loaded machine (load 8 on 2 cores) a run can take
 # more than the 120 s that pytest-timeout gives a test. Those tests get COURSE_TIMEOUT, the run 330 s.
 COURSE_FIXTURES = {"course_en", "course_zh", "courses_on_transformers_checkpoints", "chapter_run"}
 COURSE_TIMEOUT = 360
@@ -127,16 +127,16 @@ COURSE_TIMEOUT = 360
 # a run of consecutive tests, len(items) // N // 4 of them (one test each in turn when there are fewer than
 # 2 N), and the rest go out in order as workers finish. The first reader of each whole course leads a
 # worker's first batch, so the courses are built at once on different workers (in file order both workers
-# reached course_en together and one waited under the other's lock, ~20 s idle). The other readers go
+# would reach course_en together and one would wait under the other's lock, ~20 s idle). The other readers go
 # last: dispatched after the courses are built, they never wait under a lock, and their few milliseconds
 # each even out the end of the session. Those that also run a script (run_script: chapter 9 again, 5-10 s)
-# go two thirds through the others instead, when the courses are built: at the end of the list they sat
-# in one worker's last batch behind the browser test while the other worker, done, waited idle.
+# go two thirds through the others instead, when the courses are built: at the end of the list they would sit
+# in one worker's last batch behind the browser test while the other worker, done, waits idle.
 # (course_en's process runs the courses on the transformers-written checkpoints too: run_courses_on_checkpoints.)
 FIRST_FIXTURES = ("course_en", "course_zh")
 # Long tests that read no course and share nothing with their neighbours go right after the second leader
-# (course_zh's run is the shorter): in file order the browser test (8.6 s, Chromium) came last, and one worker
-# ran it while the other, done, waited idle.
+# (course_zh's run is the shorter): in file order the browser test (Chromium) comes last, and one worker
+# would run it while the other, done, waits idle.
 EARLY = ("tests/test_web_browser.py::test_the_scenario_in_a_real_browser",)
 
 
@@ -346,13 +346,13 @@ def run_course(*args):
 
 # The whole course (main.py --model FOLDER --max-new-tokens 4) on each of TRANSFORMERS_CHECKPOINTS, one
 # after the other, in COURSE_EN's process once that course has run (its output is as in a process of its
-# own: it runs first). In a process of their own they imported torch's dynamo and transformers (chapter 8's
-# comparison) a second time, with both courses on one worker anyway (pytest_collection_modifyitems):
-# measured in the commit. Every chapter reads the checkpoint as on any other; the reply's length is no part
+# own: it runs first). In a process of their own they would import torch's dynamo and transformers (chapter
+# 8's comparison) a second time, with both courses on one worker anyway (pytest_collection_modifyitems).
+# Every chapter reads the checkpoint as on any other; the reply's length is no part
 # of the format (chapter 9 on text-bf16-tied: 6.8 -> 1 s of CPU at load 9), nor is chapter 13's count of
 # greedy tokens compared (--tokens 4, not its 32 on a checkpoint other than the built-in tiny one: 3 rounds
-# x 3 models x 32 decode steps, the 248,320-row output layer in each on text-bf16-tied, were 11.3 of the
-# three courses' ~21 s of CPU, load 1.5).
+# x 3 models x 32 decode steps, the 248,320-row output layer in each on text-bf16-tied, are most of the
+# three courses' CPU time).
 def _checkpoint_course_file(name):
     return _TMP / f"course-on-{name}.json"
 

@@ -63,8 +63,8 @@ def write_transformers_checkpoint(folder, layout="text", dtype=torch.float32, ti
 def sigint_as_in_a_terminal():
     """preexec_fn for a child a test sends Ctrl-C (SIGINT): SIGINT as a terminal gives it, not as pytest got it.
     A shell without job control (`pytest ... &`, nohup, some CI steps) starts pytest with SIGINT ignored;
-    an ignored signal stays ignored through exec, so the child's Python set up no KeyboardInterrupt and
-    the test's Ctrl-C did nothing (test_chat's Ctrl-C test waited 100 s for the reply to stop, and failed)."""
+    an ignored signal stays ignored through exec, so the child's Python sets up no KeyboardInterrupt and
+    the test's Ctrl-C does nothing (test_chat's Ctrl-C test would wait 100 s for the reply to stop, and fail)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 

@@ -59,7 +59,7 @@ def test_goal_lines_from_given_numbers():
                                       f"= 0.95 (goal <= 1.0): met", True)
     assert lines["bf16 prefill"] == ("bf16 prefill: ours bf16 4.80 s / ours fp32 4.20 s = 1.14 (goal <= 1.3): met", True)
     assert lines["int4 decode"] == ("int4 decode: not measured (ours-int4, llama-q4_k_m left out)", None)
-    slow = {**ROWS, "ours-bf16": _row(27.2, 114.0, 1800.0)}       # the bf16 prompt pass: 6.5x
+    slow = {**ROWS, "ours-bf16": _row(27.2, 114.0, 1800.0)}       # a slow bf16 prompt pass: 6.5x
     assert bench.goal_line(bench.GOALS[-1], slow) == (
         "bf16 prefill: ours bf16 27.20 s / ours fp32 4.20 s = 6.48 (goal <= 1.3): missed", False)
 

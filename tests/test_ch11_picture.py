@@ -1,4 +1,4 @@
-"""Chapter 11 names the picture it was given (chapter 10 did; chapter 11 never said which one it asked about)."""
+"""Chapter 11 names the picture it was given, as chapter 10 does: the learner sees which picture it asks about."""
 from PIL import Image
 
 from test_published import _chapter

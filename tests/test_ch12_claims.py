@@ -18,8 +18,8 @@ def short_and_long(tiny_path):
 
 
 def test_the_language_model_is_counted_without_the_vision_tower(short_and_long, tiny_path):
-    """ch12 loaded the tower it never uses and counted it into 'the language model' (853 M instead of
-    752 M at full size)."""
+    """ch12 neither loads the vision tower (it never uses it) nor counts it into 'the language model':
+    752 M at full size, not 853 M."""
     from qwen.weights import load_weights
     ns, _ = short_and_long[6]
     W = load_weights(tiny_path)

@@ -18,8 +18,8 @@ from conftest import COURSE_EN, ROOT, course_namespaces
 @pytest.fixture(scope="session")
 def chapter_run(course_en):
     """chapter_run(n) -> (namespace, stdout) of chapter n in the session's whole-course run: its
-    named values (conftest.course_namespaces) and its part of the output. The chapters ran once for
-    the course's tests; running them again here cost about 10 s of CPU (more where xdist's two
+    named values (conftest.course_namespaces) and its part of the output. The chapters run once for
+    the course's tests; running them again here would cost about 10 s of CPU (more where xdist's two
     workers each ran some)."""
     out, spaces = course_en, course_namespaces(*COURSE_EN)
 
@@ -151,9 +151,9 @@ def test_ch09_generate_claims(chapter_run):
 def test_ch09_in_a_notebook_after_an_interrupted_reply(tiny_path):
     """Section 3 continues section 2's cache by one step. Interrupted in a notebook (a KeyboardInterrupt
     arrives inside a layer), that cache is half-written while its length still says whole: continuing it
-    printed "cached decoding = reading everything again: max |difference| = 5.0e-01", and section 6 found
-    its loop "wrong" against the cut reply. Now both notice and read again; run whole, section 3 looks
-    into the reply's own cache, and its cell runs again the same."""
+    would print "cached decoding = reading everything again: max |difference| = 5.0e-01", and section 6
+    would find its loop "wrong" against the cut reply. Both notice and read again; run whole, section 3
+    looks into the reply's own cache, and its cell runs again the same."""
     import contextlib
     import io
     import re
@@ -182,7 +182,7 @@ def test_ch09_in_a_notebook_after_an_interrupted_reply(tiny_path):
                 with pytest.raises(KeyboardInterrupt):
                     exec(compile(cell, "cell", "exec"), ns)
                 hook.remove()
-            assert len(ns["reply_ids"]) == 3 and ns["cache_gap"] < 1e-4, ns["cache_gap"]   # was 0.5
+            assert len(ns["reply_ids"]) == 3 and ns["cache_gap"] < 1e-4, ns["cache_gap"]   # a half-written cache: 0.5
             assert ns["loop_agrees"] and ns["library"] != ns["reply_ids"]          # not the cut reply
             assert not ns["reply_whole"] and "one more step from a new cache, which held 32 tokens" in out.getvalue()
             assert "(section 2 was stopped before its end: its cache may be half-written" in out.getvalue()

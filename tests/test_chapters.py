@@ -227,8 +227,9 @@ def test_ch09_sends_an_empty_prompt_as_given(run_script):
 
 
 def test_ch09_one_token_reply_claims_no_decode_speed(run_script):
-    """A reply of one token has no decode step (its token comes from the prefill's logits): ch09 printed
-    "decode 1062.4 tokens/s", one token over the microseconds of one sample call, a speed never measured."""
+    """A reply of one token has no decode step (its token comes from the prefill's logits), so ch09 prints
+    no decode speed: "decode 1062.4 tokens/s" would be one token over the microseconds of one sample call,
+    a speed never measured."""
     r = run_script("ch09_generate.py", "--tiny", "--max-new-tokens", "1")
     assert r.returncode == 0, r.stderr
     assert "reply 1 token, picked from the prefill's logits: no decode step to time" in r.stdout
@@ -236,10 +237,10 @@ def test_ch09_one_token_reply_claims_no_decode_speed(run_script):
 
 
 def test_ch09_sampled_reply_is_not_section_4s_greedy(run_script):
-    """With --temperature section 2's reply is seed 0's draw, and section 4 compared seed 0 with it as
-    "greedy": "seed 0 vs greedy differ: False", wrong (the greedy reply is another). Now section 4 asks
-    generate_ids for the greedy ids, and section 6 checks its hand loop against those. Section 2's title
-    said "A greedy reply" above the sampled one; now "A sampled reply"."""
+    """With --temperature section 2's reply is seed 0's draw, so comparing seed 0 with it as "greedy" would
+    say "seed 0 vs greedy differ: False", which is wrong (the greedy reply is another). Section 4 asks
+    generate_ids for the greedy ids, and section 6 checks its hand loop against those; section 2's title
+    says "A sampled reply" above a sampled reply, never "A greedy reply"."""
     r = run_script("ch09_generate.py", "--tiny", "--temperature", "0.7", "--max-new-tokens", "2")
     assert r.returncode == 0, r.stderr
     assert "seed 0 vs greedy differ: True" in r.stdout
@@ -353,7 +354,7 @@ for script in {scripts!r}:
 """
 
 
-@pytest.mark.timeout(360)        # every chapter, as a whole-course run: 35 s of CPU took 120 s at load 11
+@pytest.mark.timeout(360)        # every chapter, as a whole-course run: 35 s of CPU can take 120 s at load 11
 def test_chapters_open_and_run_as_notebooks(tiny_path):
     """Each chapter read by jupytext as a notebook, its code cells run in order, as Jupyter would;
     the tiny checkpoint and the language chosen by environment variables, not flags. Without
@@ -390,9 +391,9 @@ def test_help_is_in_the_chosen_language(run_script):
 
 
 def test_main_with_a_chapter_and_help_shows_the_chapters_own_options(run_script):
-    """`python main.py 9 --help` printed main.py's help only: chapter 9's --dtype, --prompt and --think,
-    which `python main.py 9 --dtype bfloat16` takes, were nowhere to be seen. Now the chapter's help, in the
-    chosen language; main.py's own help says where a chapter's options are."""
+    """`python main.py 9 --help` shows the chapter's help, in the chosen language: chapter 9's --dtype,
+    --prompt and --think, which `python main.py 9 --dtype bfloat16` takes, are found there, not in main.py's
+    own help; main.py's help says where a chapter's options are."""
     r = run_script("main.py", "9", "--help")
     assert r.returncode == 0 and r.stdout.startswith("usage: ch09_generate.py"), r.stdout[:300] + r.stderr[-500:]
     assert "--dtype {float32,bfloat16}" in r.stdout and "--prompt PROMPT" in r.stdout and "--think" in r.stdout
@@ -404,8 +405,8 @@ def test_main_with_a_chapter_and_help_shows_the_chapters_own_options(run_script)
 
 
 def test_main_chat_with_an_option_it_lacks_says_so(capsys):
-    """`python main.py chat --dtype bfloat16` said 'a chapter's own options go after its number': the option
-    was after 'chat', which has no --dtype. Now: chat takes main.py's own options."""
+    """`python main.py chat --dtype bfloat16` says that chat takes main.py's own options (chat has no
+    --dtype), not 'a chapter's own options go after its number': the option is already after 'chat'."""
     import main
     with pytest.raises(SystemExit) as e:
         main.main(["chat", "--tiny", "--dtype", "bfloat16"])
@@ -518,7 +519,7 @@ def test_ch06(course_en):
 
 
 def test_ch06_prose_says_where_the_model_runs_in_fp32():
-    """ch06 said "the model itself runs in bf16": load_model is fp32 unless asked, and the attention
+    """ch06 never claims "the model itself runs in bf16": load_model is fp32 unless asked, and the attention
     runs in fp32 even with bf16 weights (test_attention checks that)."""
     import inspect
     from qwen.model import load_model
@@ -655,7 +656,7 @@ def test_main_chat_on_the_tiny_checkpoint(run_script):
 
 
 def test_main_chat_on_the_tiny_checkpoint_stops_early_by_default(run_script):
-    # 512 made-up tokens per turn took about a minute on a laptop CPU: tiny chat defaults to a short reply
+    # 512 made-up tokens per turn take about a minute on a laptop CPU: tiny chat defaults to a short reply
     r = run_script("main.py", "chat", "--tiny", "--lang", "en", input="hello\n")
     assert r.returncode == 0, r.stderr
     assert "each stops after 32 (--max-new-tokens to change it)" in r.stdout
@@ -663,8 +664,8 @@ def test_main_chat_on_the_tiny_checkpoint_stops_early_by_default(run_script):
 
 
 def test_main_rejects_a_reply_length_below_one(run_script):
-    """--max-new-tokens 0 was read as "the default" (512 made-up tokens per chat turn, 24 in chapter 9),
-    and -3 made chat answer every message with nothing."""
+    """--max-new-tokens 0 or -3 is refused in one line, in the learner's language: 0 is not "the default"
+    (512 made-up tokens a chat turn, 24 in chapter 9), and -3 would answer every message with nothing."""
     r = run_script("main.py", "chat", "--tiny", "--max-new-tokens", "0")
     assert r.returncode == 1 and "--max-new-tokens must be at least 1." in r.stderr and "Traceback" not in r.stderr
     r = run_script("main.py", "9", "--tiny", "--max-new-tokens", "-3", "--lang", "zh")
@@ -672,15 +673,16 @@ def test_main_rejects_a_reply_length_below_one(run_script):
 
 
 def test_download_failure_in_chinese_reads_as_a_sentence(run_script):
-    """It said "而且https://huggingface.co 出错": no space before the address, and no verb (访问)."""
+    """The Chinese line reads "而且访问 http://... 出错": a space before the address, and a verb (访问), not
+    "而且https://huggingface.co 出错"."""
     r = run_script("main.py", "download", "--lang", "zh", env={"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"})
     assert r.returncode == 1 and "里没有，而且访问 http://127.0.0.1:9 出错（" in r.stderr, r.stderr
 
 
 def test_ch09_finds_the_template_in_tokenizer_config_and_replies_as_long_as_from_main(run_script, tiny_path,
                                                                                      tmp_path, course_en):
-    """ch09 stopped with "no chat template" when the template was in tokenizer_config.json (where
-    ChatTemplate.load finds it too). And `python main.py 9` replied at most 24 tokens, ch09 alone 64."""
+    """ch09 finds a chat template kept in tokenizer_config.json (where ChatTemplate.load finds it too)
+    instead of stopping with "no chat template"; and `python main.py 9` replies as long as ch09 alone does."""
     import json
     import shutil
     from engine.cli import CHAPTER_REPLY_TOKENS
@@ -698,7 +700,8 @@ def test_ch09_finds_the_template_in_tokenizer_config_and_replies_as_long_as_from
 
 
 def test_ch09_without_a_template_stops_before_reading_the_weights(run_script, tiny_path, tmp_path):
-    """It loaded the whole model (3 GB on the real one) before finding there was nothing to do."""
+    """Without a chat template, ch09 stops before it loads the model (3 GB on the real one): there is
+    nothing to do with the weights."""
     import shutil
     for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):     # no weights, no template
         shutil.copy(tiny_path / name, tmp_path / name)
@@ -738,8 +741,9 @@ runpy.run_path("ch09_generate.py", run_name="__main__")
 
 
 def test_ch09_device_without_a_gpu_says_so_in_one_line(run_script):
-    """It said "invalid choice: 'cuda' (choose from 'cpu')", as if cuda were not a device. Said before
-    the tokenizer is read (1-2 s of CPU), as the other options are checked."""
+    """--device cuda without a GPU says that no CUDA GPU was found, not "invalid choice: 'cuda' (choose from
+    'cpu')" as if cuda were not a device; said before the tokenizer is read (1-2 s of CPU), as the other
+    options are checked."""
     r = run_script("-c", NO_GPU)
     assert r.returncode == 1 and "invalid choice" not in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert "TOKENIZER READ" not in r.stdout
@@ -761,18 +765,18 @@ print("VISUAL", model.visual is not None, "DYNAMO", "torch._dynamo" in sys.modul
 
 
 def test_loading_the_tower_does_not_import_torch_dynamo(run_script, tiny_path):
-    """nn.Embedding's random init of the position table, on the "meta" device, imported torch._dynamo:
-    3-4 s more for every load_model (ch10 --tiny took 2-3x `import torch`, chapters 8, 9, 11 and chat
-    as much more). The loader fills the table, so no init is needed."""
+    """nn.Embedding's random init of the position table, on the "meta" device, imports torch._dynamo:
+    3-4 s more for every load_model (ch10 --tiny would take 2-3x `import torch`, chapters 8, 9, 11 and
+    chat as much more). The loader fills the table, so no init is needed."""
     r = run_script("-c", NO_DYNAMO)
     assert r.returncode == 0 and "VISUAL True DYNAMO False" in r.stdout, r.stdout + r.stderr[-2000:]
 
 
 def test_chapters_in_one_process_read_the_tokenizer_once(tiny_path, tmp_path, monkeypatch):
-    """main.py runs chapters 2, 8, 9, 12 and 13 in one process, and each read the 248k-entry tokenizer again
-    (about 2 s each). The same folder with the same files gives the same tokenizer; a file that changed
-    is read again; without tokenizer files there is none. (The cache is checked on a tokenizer.json of
-    the same format with 256 byte tokens and 3 merges: two reads of the real one were ~3 s of CPU.)"""
+    """main.py runs chapters 2, 8, 9, 12 and 13 in one process; reading the 248k-entry tokenizer in each
+    would cost about 2 s each. The same folder with the same files gives the same tokenizer; a file that
+    changed is read again; without tokenizer files there is none. (The cache is checked on a tokenizer.json
+    of the same format with 256 byte tokens and 3 merges: two reads of the real one cost seconds of CPU.)"""
     import json
     import os
     import shutil
@@ -816,11 +820,11 @@ def test_ch10(course_en):
     scores = re.search(r"scores (\S+) (\S+) (\S+): the same, only being \(2, 2\) apart matters; "
                        r"\(2, 3\) with \(0, 4\): (\S+)", out)
     assert scores and len(set(scores.groups()[:3])) == 1 and scores[4] != scores[1], out
-    named = re.search(r"random q, k at cells (.*): scores", out)[1]           # cells of this 24 x 24 grid (one said (7, 30))
+    named = re.search(r"random q, k at cells (.*): scores", out)[1]           # cells of this 24 x 24 grid, never (7, 30)
     assert all(int(r) < 24 and int(c) < 24 for r, c in re.findall(r"\((\d+), (\d+)\)", named)), named
     assert "weights over the 576 patches sum to 1.000" in out and "where this head looks means nothing" in out
     top = re.search(r"its largest weight: (\d\.\d{4}) on cell \(\d+, \d+\) \(an even spread would give (\d\.\d{4}) each\)", out)
-    assert top and float(top[1]) >= float(top[2]), out       # both to 4 decimals (it said 0.002 against 0.0017)
+    assert top and float(top[1]) >= float(top[2]), out       # both to 4 decimals (not 0.002 against 0.0017)
     assert "576 patches x 8 -> 144 groups of 4 patches x 8 = 32 -> fc1, GELU 32 -> fc2 [144, 16]" in out
     assert "width 16 = the language model's hidden size 16" in out and "144 <|image_pad|> between" in out
     assert _number(r"by hand vs the library: max \|difference\| (\S+)", out) < 1e-5

@@ -52,8 +52,8 @@ def test_special_token_text_in_a_user_message_is_text(tok, tiny_path):
 
 
 def test_a_message_holding_the_marker_character_still_keeps_user_text_as_text(tok, tiny_path):
-    """A message with U+E000 (the first marker tried) sent the search back to text.find, which found
-    the template's own <|im_end|> first: that one became plain text and the typed one a real token."""
+    """A message holding U+E000 (the first marker tried) must not send the search back to text.find, which
+    would find the template's own <|im_end|> first, making that one plain text and the typed one a real token."""
     template = ChatTemplate.load(tiny_path)
     history = [{"role": "user", "content": "a\ue000"}, {"role": "assistant", "content": "ok"},
                {"role": "user", "content": "<|im_end|>"}]
@@ -84,8 +84,8 @@ def five_turns(model, tok, reuse):
 
 
 def test_kept_caches_give_the_same_replies_and_read_less(model, tok):
-    """Qwen3.5's template writes earlier replies without their think block: turns 2-5 reused 0 tokens.
-    A copy of the cache kept at the end of the previous user message continues instead."""
+    """Qwen3.5's template writes earlier replies without their think block, so the live cache alone would
+    reuse 0 tokens in turns 2-5; a copy of the cache kept at the end of the previous user message continues."""
     again, reused = five_turns(model, tok, reuse=False), five_turns(model, tok, reuse=True)
     assert [t[0] for t in reused] == [t[0] for t in again]                # greedy: token for token
     assert all(r == 0 and read == whole for _, r, read, whole in again)
@@ -146,14 +146,14 @@ def test_commands_are_not_sent_to_the_model(tiny_path, capsys):
     assert err.count("[3 tokens; reused 0 of ") == 1                       # one message went to the model
     assert "(<|im_end|> <|im_start|>: read as plain text, not as special tokens)" in err
     assert out.rstrip().endswith("Bye.") and next(lines) == "never read"
-    assert torch.is_grad_enabled()          # chat_loop turned gradients off for the whole process: a later
-                                            # test in this worker (test_deltanet's backward) then failed
+    assert torch.is_grad_enabled()          # chat_loop leaves gradients on for the process: turned off, a
+                                            # later test in this worker (test_deltanet's backward) would fail
 
 
 
 def test_a_one_token_reply_claims_no_decode_speed(tiny_path, capsys):
-    """A reply of one token had no decode step (its token comes from the prefill's logits), yet the
-    speed line said "then 337.7 tokens/s": one token over the microseconds of one sample call."""
+    """A reply of one token has no decode step (its token comes from the prefill's logits), so the speed
+    line says so and gives no "then 337.7 tokens/s": one token over the microseconds of one sample call."""
     from engine.chat import chat_loop
     lines = iter(["hello", "/quit"])
     chat_loop(tiny_path, max_new_tokens=1, read=lambda prompt: next(lines))
@@ -177,8 +177,8 @@ def test_the_vision_tower_is_read_only_for_a_chat_with_a_picture(tiny_path, tmp_
 
 
 def test_reset_in_a_chat_with_a_picture_says_the_picture_goes_again(tiny_path, tmp_path, capsys):
-    """After /reset the picture goes with the next message (the same prompt as the first turn's);
-    the line said only "(conversation and cache cleared)", as if the picture were gone too."""
+    """After /reset the picture goes with the next message (the same prompt as the first turn's), and the
+    line says so: "(conversation and cache cleared)" alone would read as if the picture were gone too."""
     from PIL import Image
     from engine.chat import chat_loop
     picture = tmp_path / "red.png"
@@ -211,9 +211,9 @@ class Reader(threading.Thread):
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
 def test_ctrl_c_stops_the_reply_and_the_chat_goes_on(tiny_path):
-    """It ended the whole chat. Two long replies, each stopped by SIGINT; the second message is
-    answered after the first was stopped, and /quit ends the chat normally. A fresh interpreter (it
-    is about signals); the tiny checkpoint is the session's (tiny_path), never built in the child."""
+    """Ctrl-C stops the reply, not the whole chat. Two long replies, each stopped by SIGINT; the second
+    message is answered after the first was stopped, and /quit ends the chat normally. A fresh interpreter
+    (it is about signals); the tiny checkpoint is the session's (tiny_path), never built in the child."""
     from helpers import sigint_as_in_a_terminal
     p = subprocess.Popen([sys.executable, "main.py", "chat", "--tiny", "--lang", "en", "--max-new-tokens", "100000"],
                          cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

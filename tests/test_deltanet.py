@@ -381,8 +381,8 @@ def test_chunked_after_one_token_that_forgets_everything(strong):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_chunked_is_as_exact_as_recurrent_when_some_tokens_forget_strongly(seed):
     """Mostly slow decays with a few strong ones (down to -50, as a large `a` gives): the chunk's
-    cumulative log decays reach -100 and more; computed in fp32, c_t - c_j was off by up to |c| * 6e-8
-    (chunked vs recurrent 1.9e-5 on the state). Both forms now agree to a few fp32 roundings."""
+    cumulative log decays reach -100 and more; c_t - c_j taken in fp32 is off by up to |c| * 6e-8
+    (chunked vs recurrent 1.9e-5 on the state). Both forms agree to a few fp32 roundings."""
     q, k, v, g, beta, state = rule_inputs(1, 4, 256, 16, 16, seed=seed)
     g = -(torch.rand(g.shape, generator=torch.Generator().manual_seed(seed)) ** 8) * 50
     out_r, s_r = delta_rule_recurrent(q, k, v, g, beta, state)
@@ -393,9 +393,9 @@ def test_chunked_is_as_exact_as_recurrent_when_some_tokens_forget_strongly(seed)
 @pytest.mark.parametrize("shape", [(), (4,), (1,), (1, 1, 1, 1), (2, 3, 1, 4), (3, 8, 1), (1, 4), (8, 1)])
 def test_a_state_that_broadcasts_inside_a_head_is_one_clear_line(shape):
     """Broadcasting is for batch and heads only: a state without a whole (dk, dv) matrix per head
-    (a scalar, (1, 1, 1, 1), (dv,)...) passed the check and then failed inside the recurrent form's
-    matmul with torch's own message (chunked: a traceback, or a silently broadcast matrix).
-    Both forms: one QwenError, in English and in Chinese."""
+    (a scalar, (1, 1, 1, 1), (dv,)...) is refused by both forms with one QwenError, in English and in
+    Chinese, not torch's own message from inside the recurrent form's matmul (chunked: a traceback, or a
+    silently broadcast matrix)."""
     from qwen.lang import set_lang
     q, k, v, g, beta, _ = rule_inputs(2, 3, 5, 8, 4)
     for rule in (delta_rule_recurrent, delta_rule_chunked):
@@ -424,9 +424,9 @@ def test_every_state_that_broadcasts_over_batch_and_heads_is_used_for_each(shape
 
 @pytest.mark.parametrize("shape", [(2, 3, 8, 4), (3, 8, 4), (1, 3, 8, 4)])
 def test_no_tokens_hand_back_a_full_state_of_ones_own(shape):
-    """T = 0 with a state: the recurrent form handed back the caller's own tensor, in its own shape
-    ((3, 8, 4) for a state shared by the batch), where the chunked form gave a new (batch, heads,
-    dk, dv) one. Both now give a new (batch, heads, dk, dv) tensor equal to the state."""
+    """T = 0 with a state: both forms give a new (batch, heads, dk, dv) tensor equal to the state, never
+    the caller's own tensor in its own shape ((3, 8, 4) for a state shared by the batch), so the two
+    forms stay interchangeable."""
     q, k, v, g, beta, _ = rule_inputs(2, 3, 0, 8, 4)
     state = torch.randn(shape, generator=torch.Generator().manual_seed(8))
     for rule in (delta_rule_recurrent, delta_rule_chunked):
@@ -437,9 +437,9 @@ def test_no_tokens_hand_back_a_full_state_of_ones_own(shape):
 
 
 def test_the_layer_reads_no_tokens_and_changes_nothing(written):
-    """x of length 0, with and without a cache: the rules take T = 0, the conv failed on it (torch's
-    "Kernel size can't be greater than actual input size", also from the whole model given no ids).
-    Now an empty output, the cache as it was, and the sequence continues as if nothing was read."""
+    """x of length 0, with and without a cache: the rules take T = 0, and so does the conv (not torch's
+    "Kernel size can't be greater than actual input size", also from the whole model given no ids):
+    an empty output, the cache unchanged, and the sequence continues as if nothing was read."""
     folder, _ = written
     layer, x = ours(folder), hidden(2, 9)
     cache = LayerCache()
@@ -455,8 +455,8 @@ def test_the_layer_reads_no_tokens_and_changes_nothing(written):
 
 @pytest.mark.parametrize("chunk", [0, -1, 64.0, None])
 def test_a_chunk_that_is_not_a_positive_whole_number_is_one_clear_line(chunk):
-    """chunk = 0 raised ZeroDivisionError, -1 "invalid shape dimension -129", 64.0 a TypeError from
-    F.pad; now one QwenError naming the argument, in both languages."""
+    """chunk = 0, -1 or 64.0 is one QwenError naming the argument, in both languages, not a
+    ZeroDivisionError, "invalid shape dimension -129" or a TypeError from F.pad."""
     from qwen.lang import set_lang
     q, k, v, g, beta, state = rule_inputs(1, 2, 129, 8, 4)
     with pytest.raises(QwenError, match=r"chunk = .*1 or more") as err:
@@ -470,9 +470,9 @@ def test_a_chunk_that_is_not_a_positive_whole_number_is_one_clear_line(chunk):
 
 @pytest.mark.parametrize("decays", ["-2 per token", "a few strong"])
 def test_gradients_stay_finite_when_heads_forget_fast(decays):
-    """exp(c_t - c_j) above the diagonal (j > t, masked away) overflowed to inf once a chunk's decays
-    summed past -88 (-2 per token is enough); the mask after exp made backward compute 0 * inf, so
-    g's gradient was nan everywhere. The chunked form's gradients must equal the recurrent ones."""
+    """exp(c_t - c_j) above the diagonal (j > t, masked away) overflows to inf once a chunk's decays
+    sum past -88 (-2 per token is enough); a mask applied after exp would make backward compute 0 * inf,
+    and g's gradient nan everywhere. The chunked form's gradients must equal the recurrent ones."""
     inputs = list(rule_inputs(1, 2, 100, 8, 4, seed=7))
     gen = torch.Generator().manual_seed(0)
     inputs[3] = (torch.full_like(inputs[3], -2.0) if decays == "-2 per token"
@@ -499,7 +499,7 @@ def float64_recurrent(q, k, v, g, beta):
 def test_chunked_is_as_exact_as_float64_after_strong_decays_in_either_dtype(monkeypatch, decays):
     """Log decays down to -200 per token and beta from 0 to 1, as a model initialised with std 0.15
     makes them: the chunk's running log decay reaches -10000, and exp(c_t - c_j) taken as the difference
-    of two fp32 running sums was off by |c| * 6e-8 (2e-5 to 5e-5 relative on the outputs from the first
+    of two fp32 running sums is off by |c| * 6e-8 (2e-5 to 5e-5 relative on the outputs from the first
     64-token chunk on, as transformers' chunked form is). Summing the decays between t and j keeps fp32
     (Apple's GPUs) as exact as float64: both within a few fp32 roundings of the float64 recurrence."""
     from qwen import deltanet

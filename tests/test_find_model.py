@@ -157,8 +157,8 @@ def test_an_incomplete_cached_download_is_resumed_not_used(monkeypatch, no_cache
 # ---------------------------------------------------------------- no network, HF_HUB_OFFLINE unset
 
 def test_without_network_nothing_is_downloaded_and_the_reason_says_so(monkeypatch, no_cache):
-    """No name lookup or connection possible: no download is tried (the Hub client's attempt printed a
-    line, retried and took longer), and the error names the host it could not reach."""
+    """No name lookup or connection possible: no download is tried (the Hub client's attempt prints a
+    line, retries and takes longer), and the error names the host it could not reach."""
     import socket
     import huggingface_hub
     tried = []
@@ -188,8 +188,8 @@ PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_a_chapter_without_network_says_one_line_before_the_banner(run_script, lang):
-    """HF_HUB_OFFLINE unset, the model not cached and the Hub unreachable: a chapter printed four lines
-    (a download line, the failure, what to do, the fallback) before the banner. Now one, then the run goes on."""
+    """HF_HUB_OFFLINE unset, the model not cached and the Hub unreachable: a chapter prints one line before
+    the banner (not a download line, the failure, what to do and the fallback), then the run goes on."""
     r = run_script("-c", CHAPTER_START, env={"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9", "QWEN_LANG": lang,
                                              **dict.fromkeys(PROXIES, "")})
     assert r.returncode == 0 and "Traceback" not in r.stdout + r.stderr, r.stderr

@@ -1,7 +1,7 @@
 """A NaN or an infinity in a checkpoint's weights is one line at load, naming the file and the tensor.
 
-Without it, text, vision and MTP checkpoints with a NaN ran every chapter to "Done" printing `nan`
-differences, and the judge passed the reference "on the model's tensors" when they were NaN."""
+Without it, text, vision and MTP checkpoints with a NaN would run every chapter to "Done" printing `nan`
+differences, and the judge would pass the reference "on the model's tensors" when they are NaN."""
 import shutil
 
 import pytest
@@ -42,8 +42,8 @@ def test_a_nan_or_inf_weight_stops_load_model_with_one_line_naming_it(tmp_path, 
 
 
 def test_a_nan_weight_fails_the_judge_instead_of_passing_the_reference(tmp_path, monkeypatch):
-    """Exercise 204 builds its cases from layers.0.input_layernorm.weight: with a NaN there, the
-    reference passed (NaN compared equal to NaN)."""
+    """Exercise 204 builds its cases from layers.0.input_layernorm.weight: with a NaN there, the judge
+    fails the file, so the reference cannot pass by comparing NaN equal to NaN."""
     import practice.judge as judge
     from practice._judge.exercises import BY_ID
     monkeypatch.setenv("QWEN_PRACTICE_DIR", str(tmp_path / "work"))

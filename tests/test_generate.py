@@ -183,9 +183,10 @@ def test_generate_stops_at_max_new_tokens_and_plain_text_prompts(tok):
 
 
 def test_generate_never_picks_the_padding_rows_past_the_vocabulary(tok):
-    """The output layer has 248,320 rows for the tokenizer's 248,077 ids. Random weights pick the
-    padding rows: `python main.py 9 --tiny --prompt "''"` stopped in section 4 with "Token id 248309
-    is out of range". generate picks among the tokenizer's ids only; generate_ids, given no vocab, any row."""
+    """The output layer has 248,320 rows for the tokenizer's 248,077 ids, and random weights pick the
+    padding rows: a padding id would stop `python main.py 9 --tiny --prompt "''"` in section 4 with "Token
+    id 248309 is out of range". generate picks among the tokenizer's ids only; generate_ids, given no
+    vocab, any row."""
     pad = tok.vocab_size + 232                                      # a padding row, the model's favourite
     hello = tok.encode("Hi")
 
@@ -235,7 +236,7 @@ def test_chat_continues_the_cache_when_the_history_is_unchanged(tok):
 
 def test_chat_continues_from_a_kept_copy_when_the_template_rewrites_the_history(tok, tiny_path):
     """Qwen3.5's format drops old think blocks, so the next prompt parts from this one after the last
-    '<|im_start|>assistant\n': the cache copied there continues (it was read from 0 again)."""
+    '<|im_start|>assistant\n': the cache copied there continues, instead of reading from 0 again."""
     from engine.conversation import Chat
     model = ScriptedModel([0] + tok.encode("Hello") + [248046] + [0] + tok.encode("Bye") + [248046])
     model.path = tiny_path
@@ -365,8 +366,8 @@ def kept(filtered):
 
 
 def test_top_k_keeps_the_logits_tied_with_the_kth_as_transformers_does():
-    """The issue's example: logits [3, 2, 2, 2, 1], k = 2. sample() took logits.topk(2), which keeps
-    one of the three tied 2s: {0.73, 0.27}. transformers keeps the tie: {0.475, 0.175 x 3}."""
+    """Logits [3, 2, 2, 2, 1], k = 2: logits.topk(2) would keep one of the three tied 2s ({0.73, 0.27});
+    transformers keeps the tie ({0.475, 0.175 x 3}), and so does sample()."""
     logits = torch.tensor([3.0, 2.0, 2.0, 2.0, 1.0])
     ref = transformers_probs(logits, 1.0, 2, 1.0)
     assert torch.allclose(ref, torch.tensor([0.475, 0.175, 0.175, 0.175, 0.0]), atol=5e-4)
@@ -403,8 +404,8 @@ def test_sampling_distribution_equals_transformers_warpers_with_bf16_ties():
 
 
 def test_top_p_zero_keeps_the_most_likely_token():
-    """top_p = 0 masked every token and the draw failed: 'probability tensor contains either inf, nan'.
-    The most likely token is always kept, as in transformers."""
+    """top_p = 0 keeps the most likely token, as in transformers: masking every token would make the draw
+    fail with 'probability tensor contains either inf, nan'."""
     from transformers.generation.logits_process import TopPLogitsWarper
     logits = torch.randn(1, 1000, generator=torch.Generator().manual_seed(0))
     best = int(logits.argmax())
@@ -466,10 +467,9 @@ def _vocab_cases(n, vocab=248320):
 
 
 def test_top_p_over_the_whole_vocabulary_equals_a_float64_reference():
-    """100 seeded logit vectors of 248,320 tokens. The fp32 descending cumsum put the cut elsewhere
-    than a float64 sum in 142 of 300 (up to 2,566 tokens off), and in 127 the kept set held less
-    than p. Now: the kept set is the float64 reference's in every case, and holds at least p
-    (to 1e-12: the reference's own sum order)."""
+    """100 seeded logit vectors of 248,320 tokens: the kept set is the float64 reference's in every case,
+    and holds at least p (to 1e-12: the reference's own sum order). An fp32 descending cumsum puts the
+    cut elsewhere than a float64 sum in 142 of 300 (up to 2,566 tokens off), and in 127 keeps less than p."""
     wrong, short = [], []
     for i, logits, p in _vocab_cases(100):
         cut, probs, cum = _reference_cut(logits, p)
@@ -488,9 +488,9 @@ def test_top_p_over_the_whole_vocabulary_equals_a_float64_reference():
                                            ("top_k", -3), ("top_k", 2.5), ("top_k", True),
                                            ("top_p", 1.5), ("top_p", -0.1), ("top_p", float("nan"))])
 def test_bad_sampling_settings_are_refused_in_one_line(option, value):
-    """top_p = 1.5 and top_k = -3 were ignored without a word, a negative temperature was greedy,
-    nan failed inside the draw. transformers refuses them too (ValueError); we say which setting,
-    what it may be, in the learner's language, before the prompt is read."""
+    """top_p = 1.5, top_k = -3, a negative temperature or nan is refused, not ignored without a word, taken
+    as greedy or left to fail inside the draw. transformers refuses them too (ValueError); we say which
+    setting, what it may be, in the learner's language, before the prompt is read."""
     from qwen.lang import set_lang
     settings = {"temperature": 0.7, "top_k": 20, "top_p": 0.8, option: value}
     logits = torch.randn(100, generator=torch.Generator().manual_seed(0))
@@ -541,8 +541,9 @@ def test_top_p_and_sampling_leave_the_logits_unchanged():
 
 
 def test_a_temperature_so_small_that_the_logits_overflow_is_greedy():
-    """1e-300 passed the settings check, then z / temperature overflowed to inf and the draw failed
-    ('probability tensor contains either inf, nan'); 1e-45 gave nan probabilities. Greedy is its limit."""
+    """A temperature of 1e-300 passes the settings check, yet z / temperature overflows to inf (the draw
+    would fail: 'probability tensor contains either inf, nan'), and 1e-45 would give nan probabilities.
+    Greedy is its limit, so such a temperature draws greedily."""
     from qwen.generate import distribution
     logits = torch.tensor([3.0, 2.0, 2.0, 2.0, 1.0])
     assert sample(logits, 1e-300, generator=torch.Generator().manual_seed(0)) == 0

@@ -107,8 +107,8 @@ def test_the_fork_server_kills_at_the_timeout_and_starts_afresh_where_it_must(tm
 
 
 def test_a_child_for_ctrl_c_gets_sigint_even_where_pytest_was_started_ignoring_it():
-    """`pytest ... &` from a script (no job control) ignores SIGINT, and so did every child: test_chat's
-    Ctrl-C test then failed after 100 s. sigint_as_in_a_terminal gives the child SIGINT's default."""
+    """`pytest ... &` from a script (no job control) ignores SIGINT, and so does every child it starts, so
+    test_chat's Ctrl-C test would fail after 100 s. sigint_as_in_a_terminal gives the child SIGINT's default."""
     import signal
     import subprocess
     from helpers import sigint_as_in_a_terminal

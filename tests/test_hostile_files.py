@@ -255,19 +255,19 @@ CASES = {  # id: (break the folder, what to call on it (path relative to it), wo
         "at most 4,096 special tokens (it has 300,000"),    # a 12 MB file: 36 s, 1 GB to load, encode() crawled
     "tokenizer_ids_past_the_embedding": (lambda d: tokenizer_json(d, {**bpe_json(), "added_tokens": [
         {"id": 300_000, "content": "<x>"}]}), "tokenizer", "",
-        "has token ids up to 300,000, but config.json's vocab_size is 248,320"),   # ch02 printed "300,001 ids"
+        "has token ids up to 300,000, but config.json's vocab_size is 248,320"),   # not ch02's "300,001 ids"
     "tokenizer_id_past_2_to_the_24": (lambda d: (no_config(d), tokenizer_json(d, bpe_json(
         vocab={**bpe_json()["model"]["vocab"], "zz": 10**30}))), "tokenizer", "", "ids from 0 to 16,777,215"),
     "tokenizer_json_60_MB": (lambda d: sparse(d / "tokenizer.json", 60_000_000), "tokenizer", "",
-                             "is 60,000,000 bytes"),          # the real one: 12.8 MB; 90 MB took 1.6 GB to parse
+                             "is 60,000,000 bytes"),          # the real one: 12.8 MB; 90 MB takes 1.6 GB to parse
     "merges_txt_150_MB": (lambda d: (vocab_and_merges(d), sparse(d / "merges.txt", 150_000_000)), "tokenizer", "",
-                          "is 150,000,000 bytes"),              # was cut at 100 MB silently
+                          "is 150,000,000 bytes"),              # refused, never silently cut at 100 MB
     "merges_txt_bad_line": (lambda d: (vocab_and_merges(d), (d / "merges.txt").write_text("#version: 0.2\nab\n")),
                             "tokenizer", "", "merges: pairs"),
     "merges_txt_fifo": (lambda d: (vocab_and_merges(d), fifo(d / "merges.txt")), "tokenizer", "", "not a regular file"),
     "tokenizer_config_wrong_types": (lambda d: (vocab_and_merges(d), (d / "tokenizer_config.json").write_text(
         '{"added_tokens_decoder": {"x": 3}}')), "tokenizer", "", "added_tokens_decoder"),
-    # a number of over 4,300 digits: Python's json raised a plain ValueError (a traceback), on every JSON file
+    # a number of over 4,300 digits: Python's json raises a plain ValueError (a traceback), on every JSON file
     "tokenizer_id_of_5000_digits": (lambda d: tokenizer_json(d, json.dumps(bpe_json()).replace(
         '"a": 97', '"a": ' + "9" * 5000)), "tokenizer", "", "not valid JSON (a number with more than 4,300 digits)"),
     "config_of_5000_digits": (lambda d: (d / "config.json").write_text((d / "config.json").read_text().replace(
@@ -294,7 +294,7 @@ CASES = {  # id: (break the folder, what to call on it (path relative to it), wo
     "shape_empty_but_strides_overflow": (lambda d: rewrite_header(d, lambda h: {**h, "model.language_model.z": {
         "dtype": "BF16", "shape": [0, 2**62, 4], "data_offsets": [0, 0]}}), "weights", "", "malformed"),
     "weights_stored_as_integers": (lambda d: rewrite_header(d, entry("dtype", "I16")), "weights", "",
-                                   "norm.weight is stored as I16"),   # ch03 raised inside load_state_dict
+                                   "norm.weight is stored as I16"),   # said at load, not inside ch03's load_state_dict
     "offsets_aliased": (lambda d: rewrite_header(d, alias), "weights", "", "share bytes"),
     "offsets_overlap": (lambda d: rewrite_header(d, overlap), "weights", "", "share bytes"),
     "header_not_utf8": (lambda d: rewrite_header(d, lambda h: json.dumps(h).encode().replace(b"norm", b"n\xffm")),

@@ -224,7 +224,7 @@ BROKEN_SETTINGS = [
     # A lower bound of 10^12 pixels resized a 64 x 64 picture to 10^6 x 10^6 (a MemoryError, or gigabytes).
     (json.dumps({**TINY_PREPROCESSOR_CONFIG, "size": {"shortest_edge": 10 ** 12, "longest_edge": 10 ** 13}}),
      "size.shortest_edge (min_pixels) should be at most 16,777,216", "size.shortest_edge (min_pixels) 应当是不超过 16,777,216"),
-    # Valid JSON numbers that overflow fp32 gave inf / nan pixel values without a word.
+    # Valid JSON numbers that overflow fp32 would give inf / nan pixel values without a word.
     (json.dumps({**TINY_PREPROCESSOR_CONFIG, "image_mean": [1e300, 0.5, 0.5]}),
      "image_mean / image_std should be numbers for which (x - mean) / std stays finite in fp32", "保持有限的数"),
     (json.dumps({**TINY_PREPROCESSOR_CONFIG, "image_std": [1e-300, 0.5, 0.5]}),
@@ -249,9 +249,9 @@ def test_broken_settings_file_is_one_line_naming_it(tmp_path, body, en, zh):
      "vision_config.patch_size 4", "缺少"),
 ], ids=["patch", "temporal", "absent"])
 def test_preprocessor_settings_that_disagree_with_the_tower_are_one_line(tmp_path, tiny_path, preprocessor, en, zh):
-    """Before: the tower refused the rows after the model was loaded ("pass the pixel values and the
-    grid that preprocess returned together", naming neither file), or a temporal_patch_size of 10^6
-    tried to allocate 49 GB while cutting a 64 x 64 picture into patches."""
+    """Preprocessor settings the tower disagrees with are one line naming both files, before the model is
+    loaded: not the tower's "pass the pixel values and the grid that preprocess returned together" (naming
+    neither file), nor an attempt to allocate 49 GB (a temporal_patch_size of 10^6 on a 64 x 64 picture)."""
     (tmp_path / "config.json").write_bytes((tiny_path / "config.json").read_bytes())
     if preprocessor is not None:
         (tmp_path / "preprocessor_config.json").write_text(json.dumps(preprocessor), encoding="utf-8")
@@ -346,8 +346,8 @@ SMALL = [(1500, 10), (10, 1500), (31, 400), (20, 24), (1, 1), (5, 900)]      # (
 @pytest.mark.parametrize("which", ["real", "tiny"])
 @pytest.mark.parametrize("size", SMALL, ids=[f"{w}x{h}" for w, h in SMALL])
 def test_a_side_under_one_block_is_resized_up_as_transformers_does(tmp_path, size, which, settings_by_name):
-    """A side under the merged block (32 px on Qwen3.5) was refused; transformers' processor and the
-    Qwen team's smart_resize bring the picture up to min_pixels (a 1500 x 10 strip: 3136 x 32)."""
+    """A side under the merged block (32 px on Qwen3.5) is resized up, not refused: transformers' processor
+    and the Qwen team's smart_resize bring the picture up to min_pixels (a 1500 x 10 strip: 3136 x 32)."""
     settings = settings_by_name[which]
     path = tmp_path / "small.png"
     picture(*size).save(path)
@@ -375,8 +375,8 @@ def test_a_bomb_is_refused_before_decoding(tmp_path, monkeypatch):
 
 
 def test_a_huge_bomb_says_twice_the_limit_in_both_languages(tmp_path):
-    """Over twice the limit, Pillow refuses at open and the size is unknown: the line said "claims
-    too many pixels", and the Chinese line kept the English words ("声称有 too many 像素")."""
+    """Over twice the limit, Pillow refuses at open and the size is unknown: the line says twice the limit,
+    not "claims too many pixels", and the Chinese line is Chinese (not "声称有 too many 像素")."""
     path = tmp_path / "huge.png"
     bad_big_bomb(path)
     with pytest.raises(QwenError) as e:

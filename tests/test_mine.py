@@ -160,7 +160,8 @@ def test_a_failing_solution_is_refused_and_named(setting, tiny_path, model, tmp_
 
 
 def test_a_file_changed_after_its_grading_is_not_loaded(setting, tiny_path, model, tmp_path, capsys, monkeypatch):
-    """Graded, then edited (an editor saving while --mine grades): the edited code was loaded unchecked."""
+    """Graded, then edited (an editor saving while --mine grades): the edited code is not loaded, since it
+    was never checked."""
     import practice.judge as judge
     folder = _practice_dir(tmp_path / "work", {"208": BY_ID["208"].solution})
     setting(folder)
@@ -174,8 +175,9 @@ def test_a_file_changed_after_its_grading_is_not_loaded(setting, tiny_path, mode
 
 def test_the_difference_is_measured_against_the_course_before_your_files_ran(setting, tiny_path, model, tmp_path,
                                                                               capsys):
-    """A passing file whose top level changes the course's modules (here: RoPE turned off) changed the
-    course's logits too, when they were computed after the files had been loaded: a difference of ~0."""
+    """A passing file whose top level changes the course's modules (here: RoPE turned off) would change the
+    course's logits too if they were computed after the files are loaded (a difference of ~0): the course's
+    logits come first."""
     import qwen.attention
     folder = _practice_dir(tmp_path / "work", {"208": BY_ID["208"].solution})
     file = folder / BY_ID["208"].filename
@@ -238,8 +240,8 @@ def test_a_passing_part_that_raises_in_the_model_is_named_and_left_out(model, re
 
 def test_a_part_that_raises_only_at_a_cached_decode_step_is_named_and_left_out(model, references, capsys,
                                                                                  monkeypatch):
-    """The prompt pass alone never calls the conv with one token and a cache: generation did, and
-    stopped there with a traceback."""
+    """The prompt pass alone never calls the conv with one token and a cache; generation does, so a part
+    that raises only there is named and left out instead of stopping generation with a traceback."""
     course_conv = references.passed["221"]["causal_conv1d"]
 
     def one_token_unwritten(x, weight, past=None):

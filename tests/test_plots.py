@@ -51,9 +51,10 @@ def _figures(stdout):
 
 
 def test_ch08_in_chinese_without_a_cjk_font(tmp_path, tiny_path):
-    """`main.py 8 --plot --tiny --lang zh` drew its token labels as boxes with 12 "Glyph missing"
-    warnings, wrote its PNGs into the folder it ran from (the repository root, not in .gitignore),
-    numbered the RMS plot's layers 0..8 against the table's "embed, 0..7", and had no tiny title.
+    """`main.py 8 --plot --tiny --lang zh` without a CJK font draws no token label as a box (no "Glyph
+    missing" warning), writes its PNGs into the figures folder, not the folder it runs from (the repository
+    root, not in .gitignore), numbers the RMS plot's layers as the table does ("embed, 0..7"), and has the
+    tiny checkpoint's title.
     (The example sentence is English in both languages: --text gives the tokens Chinese glyphs.)"""
     code = (NO_CJK_FONT + RECORD_FIGURES +
             "import runpy, sys\n"
@@ -185,8 +186,8 @@ def test_qwen_plot_in_a_notebook_shows_the_figures_inline(tmp_path, monkeypatch,
 
 
 def test_main_plot_runs_every_chapter_with_its_figures(tmp_path, tiny_path):
-    """`python main.py --plot` (every chapter) stopped at "unrecognized arguments: --plot". Here
-    "every chapter" is chapters 1 and 3: one without figures (no --plot option), one with."""
+    """`python main.py --plot` (every chapter) runs them all, the chapters without figures too (they have
+    no --plot option). Here "every chapter" is chapters 1 and 3: one without figures, one with."""
     code = ("import os, sys\n"
             f"sys.path.insert(0, {str(ROOT)!r})\n"
             "import main\n"
@@ -219,7 +220,8 @@ def test_plot_options_and_qwen_plot(tiny_path, monkeypatch):
 
 
 def test_a_figures_folder_that_cannot_be_made_is_one_line(tmp_path):
-    """QWEN_FIGURES (or --out) naming a file, or a place under one, gave a 20-line FileExistsError traceback."""
+    """QWEN_FIGURES (or --out) naming a file, or a place under one, is one line, not a 20-line
+    FileExistsError traceback."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -264,8 +266,9 @@ print("HEATMAPS " + json.dumps(heatmaps))
 
 
 def test_heatmaps_have_a_colour_bar_and_every_panel_its_axes_named(tmp_path, tiny_path):
-    """ch06's, ch08's and ch10's heatmaps had no colour bar (a colour read as no number), ch10's
-    "24 x 24 patches" stood over axes counted in pixels, and ch10's other panels named no axis."""
+    """ch06's, ch08's and ch10's heatmaps have a colour bar (without one a colour reads as no number),
+    ch10's "24 x 24 patches" stands over axes counted in patches, not pixels, and ch10's other panels
+    name their axes."""
     code = f"ROOT, OUT = {str(ROOT)!r}, {str(tmp_path / 'figs')!r}\n" + RECORD_HEATMAPS
     r = _run(code, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -79,7 +79,8 @@ def test_kernel_equals_the_dequantized_fp32_matmul(kind, group):
 
 @pytest.mark.parametrize("n_in", [12, 100, 130])
 def test_int8_with_in_features_the_kernel_cannot_read_takes_the_plain_path(n_in):
-    """torch's int8 kernel read past such rows: numbers ~1e31 (or a segfault, for 6 or 7)."""
+    """torch's int8 kernel reads past such rows (numbers ~1e31, or a segfault for 6 or 7), so they take
+    the plain path."""
     w, x = _weight(5, n_in), torch.randn(2, n_in, generator=torch.Generator().manual_seed(1))
     with quantized.kernels():
         layer = quant.Int8Linear.from_weight(w)
@@ -89,7 +90,7 @@ def test_int8_with_in_features_the_kernel_cannot_read_takes_the_plain_path(n_in)
 
 
 def test_int4_with_an_odd_number_of_inputs_is_one_line():
-    """Two codes a byte: 7 inputs raised a tensor-size mismatch from inside pack_int4."""
+    """Two codes a byte: 7 inputs are one line saying why, not a tensor-size mismatch from inside pack_int4."""
     with pytest.raises(QwenError, match=r"packed two a byte: a weight with 7 inputs \(an odd number\) cannot be"):
         quant.Int4Linear.from_weight(_weight(5, 7), kernel=False)
 
@@ -136,8 +137,8 @@ def test_quantize_model_decodes(tiny_path, mode):
 
 
 def test_quantizing_a_quantized_model_again_is_one_line(tiny_path):
-    """Its fp32 weights are gone: a second quantize_model raised AttributeError (Int8Embedding has no
-    weight), after int8 -> int4 had silently left the int8 projections in place."""
+    """Its fp32 weights are gone, so a second quantize_model is one line, not an AttributeError
+    (Int8Embedding has no weight), and int8 -> int4 never silently leaves the int8 projections in place."""
     from qwen.model import load_model
     model = quant.quantize_model(load_model(tiny_path, vision=False), "int8")
     for mode in ("int8", "int4"):
@@ -190,8 +191,8 @@ def test_main_quant_refuses_bad_values_in_one_line(run_script, capsys):
 
 
 def test_ch09_quantized_says_why_cached_decoding_differs(tiny_path):
-    """`9 --quant int8` printed 'cached decoding = reading everything again: ... 2.6e-02' (fp32: 1e-06)
-    with nothing said: one token goes through the kernel (bf16 inputs), the whole text the plain path.
+    """`9 --quant int8` prints 'cached decoding = reading everything again: ... 2.6e-02' (fp32: 1e-06)
+    and says why: one token goes through the kernel (bf16 inputs), the whole text the plain path.
     In this process (as tests/test_chapter_claims.py runs chapters): a subprocess costs seconds more."""
     import re
     out = _ch09_quantized("int8")
@@ -316,7 +317,7 @@ def test_load_quantized_is_quantize_model_without_the_full_model(tiny_path, monk
 
 def test_load_quantized_reads_no_weight_whole(tiny_path, monkeypatch):
     """The stored bf16 model is never in memory: the weights it quantizes are read ROWS_AT_ONCE rows at
-    a time (the peak-RSS fix: main.py 9 --quant int8 read the whole model first, 2.5 GB on the full size)."""
+    a time (reading the whole model first would take main.py 9 --quant int8 to 2.5 GB on the full size)."""
     seen = []
     read = quantized.StoredRows.__getitem__
     monkeypatch.setattr(quantized.StoredRows, "__getitem__", lambda self, rows: seen.append((self.name, rows)) or read(self, rows))
@@ -342,7 +343,8 @@ def load_model_meta(path):
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_a_nan_or_inf_weight_is_one_line_naming_the_tensor(tiny_path, bad):
-    """quantize_model gave silently a row of garbage codes for a NaN (scale nan -> 1, codes from nan)."""
+    """A NaN or inf weight is one line naming the tensor: quantizing it would silently give a row of
+    garbage codes (scale nan -> 1, codes from nan)."""
     from qwen.lang import set_lang
     from qwen.model import load_model
     model = load_model(tiny_path, vision=False)
@@ -359,8 +361,8 @@ def test_a_nan_or_inf_weight_is_one_line_naming_the_tensor(tiny_path, bad):
 
 
 def test_a_nan_weight_in_the_file_is_one_line_naming_the_file_and_the_key(tmp_path):
-    """load_quantized (main.py 9 / chat --quant) said only 'layers.0.mlp.down_proj.weight: row 3 holds nan':
-    which file of the checkpoint, not said. Now the file too, in both languages."""
+    """load_quantized (main.py 9 / chat --quant) names the file of the checkpoint as well as the key
+    ('layers.0.mlp.down_proj.weight: row 3 holds nan'), in both languages: the learner knows which file."""
     from qwen.lang import set_lang
     from engine.tiny import tiny_config, tiny_tensors, write_checkpoint
     tensors = tiny_tensors()
@@ -377,8 +379,8 @@ def test_a_nan_weight_in_the_file_is_one_line_naming_the_file_and_the_key(tmp_pa
 
 
 def test_the_plain_int8_path_dequantizes_a_block_of_rows_at_a_time(monkeypatch):
-    """The uncached pass of a quantized model (chapter 9's check) rebuilt the whole 248,320-row table in
-    fp32 (1 GB) at once; now ROWS_AT_ONCE rows at a time, the same numbers."""
+    """The uncached pass of a quantized model (chapter 9's check) rebuilds ROWS_AT_ONCE rows at a time in
+    fp32, not the whole 248,320-row table (1 GB) at once, and gives the same numbers."""
     monkeypatch.setattr(quant, "ROWS_AT_ONCE", 24)
     w, x = _weight(100, 64), torch.randn(2, 40, 64, generator=torch.Generator().manual_seed(3))
     layer = quant.Int8Linear.from_weight(w, kernel=False)
@@ -390,8 +392,8 @@ def test_the_plain_int8_path_dequantizes_a_block_of_rows_at_a_time(monkeypatch):
 
 
 def test_exercise_260_reference_agrees_with_the_library_on_a_row_of_zeros(tiny_path, tmp_path):
-    """s260.py divided by a zero scale on an all-zero row (NaN codes, scale 0) where qwen/quant.py gives
-    scale 1; exercise 260 now has such a case and its statement says what to do."""
+    """On an all-zero row qwen/quant.py gives scale 1, and so does s260.py (dividing by a zero scale gives
+    NaN codes); exercise 260 has such a case and its statement says what to do."""
     import runpy
     from conftest import ROOT
     from practice._judge.exercises import BY_ID, Context
@@ -421,7 +423,7 @@ def dequantize_int8(q, scale):
 
 def test_exercise_260_names_an_epsilon_scale_for_what_it_is(judge, tmp_path):
     """An epsilon against dividing by zero (amax.clamp_min(1e-12) / 127: codes right, scale 8e-15 on a row
-    of zeros) was told "got the scale 0 ... w / 0 is NaN": neither was so. Now its own diagnosis; the
+    of zeros) gets its own diagnosis, not "got the scale 0 ... w / 0 is NaN" (neither is so); the
     scale 0 keeps zero_scale's."""
     from practice._judge.exercises import BY_ID
     from engine.tiny import tiny_model_path
@@ -457,9 +459,9 @@ def ch13_run(tiny_path):
 
 
 def test_ch13_speed_claims_are_medians_of_alternated_rounds(ch13_run):
-    """Chapter 13 timed each contender after the other, once: int8 / fp32 read 0.78x, 1.09x and 2.01x in
-    three runs at load 3. Now the contenders run in turn within each round, the medians are printed,
-    with the rounds, the threads and the machine's load; each printed ratio is the ratio of those medians."""
+    """Chapter 13's contenders run in turn within each round and the medians are printed, with the rounds,
+    the threads and the machine's load; each printed ratio is the ratio of those medians. Timed once each,
+    one after the other, int8 / fp32 reads anything from 0.78x to 2.01x on a loaded machine."""
     import statistics
     ns, out = ch13_run
     times, runs, speed, speeds = ns["times"], ns["runs"], ns["speed"], ns["speeds"]
@@ -487,9 +489,9 @@ def test_ch13_alternates_the_contenders_within_each_round(ch13_run):
 
 
 def test_half_a_step_allows_fp32s_own_rounding_on_a_full_size_weight():
-    """Chapter 13 printed 'within half a step everywhere: False' on the full-size checkpoint: its slack
-    was 1e-9 absolute, below fp32's spacing at |w| = 0.1. On a random weight of gate_proj's full shape
-    the 1e-9 check fails; the slack tied to fp32's spacing holds, and still catches a code one off."""
+    """A slack of 1e-9 absolute is below fp32's spacing at |w| = 0.1, and would make chapter 13 print
+    'within half a step everywhere: False' on the full-size checkpoint. On a random weight of gate_proj's
+    full shape the 1e-9 check fails; the slack tied to fp32's spacing holds, and still catches a code one off."""
     g = torch.Generator().manual_seed(0)
     w = torch.randn(3584, 1024, generator=g) * 0.03                     # (out, in), |w| up to 0.16
     q, scale = quant.quantize_int8(w)
@@ -512,8 +514,8 @@ def test_ch13_half_step_line_is_the_library_check(ch13_run):
 
 @pytest.mark.parametrize("mode", quant.MODES)
 def test_ch09_quantized_prints_the_logits_scale_and_a_tolerance_from_it(tiny_path, mode):
-    """`9 --quant int8` printed 'max |difference| = 5.0e-01', said to agree 'to bf16's rounding' with no scale:
-    now the logits' size, the difference as a share of it, and the tolerance bf16's rounding gives."""
+    """`9 --quant int8` prints the logits' size, the difference as a share of it, and the tolerance bf16's
+    rounding gives: 'max |difference| = 5.0e-01' alone, said to agree 'to bf16's rounding', has no scale."""
     import math
     from test_published import _chapter
     ns, out = _chapter("ch09_generate.py", tiny_path, "--quant", mode, "--max-new-tokens", "4")
@@ -528,9 +530,9 @@ def test_ch09_quantized_prints_the_logits_scale_and_a_tolerance_from_it(tiny_pat
 
 
 def test_ch13_measures_each_model_on_the_path_it_decodes_with(tiny_path, monkeypatch):
-    """Section 6 read the whole text at once: over KERNEL_ROWS rows int8 took the plain fp32 path there,
-    while its decoding (one token a call) used the kernel. Now each model's measured logits are the ones
-    its own greedy decoding computes, bit for bit, wherever its reply still agrees with fp32's."""
+    """Each model's measured logits are the ones its own greedy decoding computes, bit for bit, wherever
+    its reply still agrees with fp32's: read as a whole text, over KERNEL_ROWS rows, int8 would take the
+    plain fp32 path, while its decoding (one token a call) uses the kernel."""
     from qwen.generate import generate_ids
     from qwen.model import Qwen35
     from test_published import _chapter
@@ -557,7 +559,7 @@ def test_ch13_measures_each_model_on_the_path_it_decodes_with(tiny_path, monkeyp
 
 
 def test_what_the_docs_say_the_kernels_return_is_what_they_return():
-    """The docs said the kernel's result 'comes back fp32'; it comes back bf16 (the layer casts it)."""
+    """The docs say the kernel's result comes back bf16 (the layer casts it), as it does, not 'fp32'."""
     import re
     from conftest import ROOT
     w = _weight(64, 256)
@@ -590,9 +592,9 @@ def test_ch13_promises_no_ratio_section_4_does_not_print(ch13_run):
 
 
 def test_ch13_holds_one_full_precision_model(tiny_path, monkeypatch):
-    """Chapter 13 loaded the fp32 model three times (once to compare with, once for each quantized model)
-    and peaked at 7.7 GB at full size. Now the quantized models are read from the file (load_quantized,
-    the same numbers as quantizing a loaded model: tested above) and share their int8 table."""
+    """Chapter 13 holds one fp32 model (to compare with): the quantized models are read from the file
+    (load_quantized, the same numbers as quantizing a loaded model: tested above) and share their int8
+    table. Three fp32 models, one for each, would peak at 7.7 GB at full size."""
     import qwen.model
     from test_published import _chapter
     loads, load_model = [], qwen.model.load_model

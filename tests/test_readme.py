@@ -6,7 +6,7 @@ from conftest import ROOT
 
 def test_readme_python_blocks_run(tiny_path, monkeypatch, tmp_path, capsys):
     """Each block on its own, in a fresh namespace, as a learner pastes it into a new notebook: with
-    QWEN_TINY=1 it needs no real model (the chapters 8-9 block stopped at NameError: path)."""
+    QWEN_TINY=1 it needs no real model, and none leans on a name another block defines (such as `path`)."""
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)
     assert len(blocks) >= 2 and any("load_weights" in b for b in blocks)
     monkeypatch.setenv("QWEN_TINY", "1")                           # the blocks set these: restored afterwards
@@ -50,8 +50,8 @@ def test_readme_lists_every_benchmark():
 
 def test_readme_names_each_chapters_own_options():
     """A learner finds a chapter's options in its row of the README's table: chapter 9's --dtype (the
-    only way to bf16), --quant, --speculative and --temperature, chapter 8's --no-reference and
-    chapter 12's --max-new-tokens were missing. Read from each script's `chapter(..., options={...})`."""
+    only way to bf16), --quant, --speculative and --temperature, chapter 8's --no-reference, chapter 12's
+    --max-new-tokens and every other one. Read from each script's `chapter(..., options={...})`."""
     import ast
     import re
     text = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -69,8 +69,8 @@ def test_readme_names_each_chapters_own_options():
 
 def test_readme_practice_block_runs_outside_the_repository(tmp_path):
     """The README's check() block, pasted into a notebook started in another folder with the course
-    installed (`pip install -e .` puts only `qwen` on the path): `from practice import check` stopped at
-    ModuleNotFoundError there. Run in a fresh Python whose path has the course's qwen and not its root."""
+    installed (`pip install -e .` puts only `qwen` on the path): `from practice import check` works there,
+    with no ModuleNotFoundError. Run in a fresh Python whose path has the course's qwen and not its root."""
     import os
     import subprocess
     import sys

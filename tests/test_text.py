@@ -20,11 +20,11 @@ def _source(name):
     return (ROOT / name).read_text(encoding="utf-8")
 
 
-# ---------------------------------------------------------------- statements that were wrong
+# ---------------------------------------------------------------- statements that must stay right
 
 def test_ch07_says_what_the_query_scale_does(course_en):
-    """It said q / sqrt(dk) keeps "a read of the size of the stored values": it makes the read
-    1/sqrt(dk) of v (1/11.3 at dk = 128); the chapter now measures it."""
+    """q / sqrt(dk) does not keep "a read of the size of the stored values": it makes the read 1/sqrt(dk)
+    of v (1/11.3 at dk = 128), and the chapter measures it."""
     text = _source("ch07_deltanet.py")
     m = re.search(r"q = k gives ([\d.]+) x v; q = k / sqrt\((\d+)\) gives ([\d.]+) x v \(([\d.]+)x smaller\)",
                   _chapter(course_en, "ch07_deltanet.py"))
@@ -34,8 +34,8 @@ def test_ch07_says_what_the_query_scale_does(course_en):
 
 
 def test_ch07_counts_the_fixed_memory_as_the_course_keeps_it(course_en):
-    """ch07 counted the conv windows in bf16 (Qwen3.5-0.8B: 19.5 MB) while the cache of chapter 9
-    keeps them in fp32 (20.2 MB): now both chapters give the same figure."""
+    """ch07 counts the conv windows in fp32 (Qwen3.5-0.8B: 20.2 MB, not bf16's 19.5 MB), as the cache of
+    chapter 9 keeps them: both chapters give the same figure."""
     ch07, ch09 = _chapter(course_en, "ch07_deltanet.py"), _chapter(course_en, "ch09_generate.py")
     assert "conv windows (fp32): 20.2 MB, fixed" in ch07 and "conv windows (bf16)" not in ch07
     state = re.search(r"1,024 tokens: KV cache +\S+ \S+ +linear-attention state +(\S+ \S+)", ch07)[1]
@@ -44,7 +44,8 @@ def test_ch07_counts_the_fixed_memory_as_the_course_keeps_it(course_en):
 
 
 def test_ch05_says_which_matmuls_run_in_bf16(course_en):
-    """"the matmuls run in bf16 too" held for chapter 5's hand-loaded layer only: load_model is fp32."""
+    """Chapter 5 never says "the matmuls run in bf16 too": that holds for its hand-loaded layer only, and
+    load_model is fp32."""
     for name in ("ch05_mlp.py", "qwen/mlp.py"):
         assert "the matmuls run in bf16 too" not in _source(name) and "矩阵乘法也用 bf16 做（" not in _source(name), name
     assert "in the model `load_model` builds" in _source("qwen/mlp.py")
@@ -83,7 +84,7 @@ def _pairs():
 
 
 def test_a_prompt_is_tishici_a_hint_is_tishi():
-    """提示 meant both "prompt" and "hint": a prompt is now 提示词 everywhere (TERMINOLOGY.md)."""
+    """One word for one idea: a prompt is 提示词 everywhere, a hint 提示 (TERMINOLOGY.md)."""
     glossary = _source("TERMINOLOGY.md")
     assert "| prompt (the text a model is given) | 提示词 |" in glossary and "| hint (the judge's --hint) | 提示 |" in glossary
     pairs = list(_pairs())
@@ -95,7 +96,7 @@ def test_a_prompt_is_tishici_a_hint_is_tishi():
         assert not re.search(r"提示(?!词)", _source(name)), name                     # no hints there: only prompts
 
 
-BEFORE = [  # lines the Chinese output printed before, each with the kind of problem it has
+BEFORE = [  # lines the Chinese output must not print, each with the kind of problem it has
     ("  head 0: #3 '都是' (0.49)", "an English word"),
     ("  核对：最后一层之后的 lens 就是这些 logits：最大差 = 0.0e+00", "an English word"),
     ("  ln(248,044) = 12.42 nats：平坦分布的熵", "an English word"),
@@ -132,14 +133,15 @@ def test_each_kind_of_chinese_text_problem_is_caught(line, kind):
 
 
 def test_no_chinese_string_uses_an_english_word_for_a_glossary_term():
-    """The chat said '回复照常采样（temperature 0.7：…）' and chapter 12 'hidden 为 16': 温度 and 隐藏维度
-    (TERMINOLOGY.md). Every Chinese literal of the course, none with either word as a word."""
+    """A glossary term is its Chinese word in Chinese text: 温度, not '回复照常采样（temperature 0.7：…）';
+    隐藏维度, not 'hidden 为 16' (TERMINOLOGY.md). Every Chinese literal of the course, none with either
+    English word as a word."""
     bad = [(str(f), zh[:80]) for f, _, zh in _pairs() if re.search(GLOSSARY_IN_ENGLISH, _without_code(zh))]
     assert not bad, bad
 
 
 def test_no_chinese_string_says_n_times_fewer():
-    """Chapter 13 printed '每个词元要读的字节少 2.9 倍' for "2.9x fewer bytes": 少 N 倍 is word for word and reads
+    """In Chinese, "2.9x fewer bytes" is not '每个词元要读的字节少 2.9 倍': 少 N 倍 is word for word and reads
     as a negative amount; a fraction is 是 X 的 1/N (as chapter 7 says 是前者的 1/11.3). Every Chinese literal."""
     from helpers import FEWER_TIMES
     bad = [(str(f), zh[:80]) for f, _, zh in _pairs() if re.search(FEWER_TIMES, zh)]
@@ -152,8 +154,8 @@ def test_the_fixed_lines_pass():
 
 
 def test_chapter_8_example_is_the_same_in_both_languages(course_en, course_zh):
-    """Chapters 5-7 kept their English examples in Chinese mode and chapter 8 switched to Chinese:
-    one rule now (TERMINOLOGY.md): examples do not change with --lang."""
+    """One rule for every chapter (TERMINOLOGY.md): examples do not change with --lang, so chapter 8's
+    example sentence is the same in both languages, as chapters 5-7's are."""
     assert "**Example sentences** do not change with `--lang`" in _source("TERMINOLOGY.md")
     en = re.search(r"text: ('.*') -> (\d+) tokens: (.*)", _chapter(course_en, "ch08_model.py"))
     zh = re.search(r"文本：('.*') -> (\d+) 个词元：(.*)", _chapter(course_zh, "ch08_model.py"))
@@ -253,8 +255,8 @@ def test_exercise_statements_quote_chinese_with_full_width_marks():
 
 
 def test_ch13_says_what_share_of_the_saving_a_scale_per_32_weights_takes():
-    """Chapter 13 said an fp32 scale per 32 weights (1 bit a weight) 'gives back half of what going from 8
-    to 4 bits saved' (把……省下的一半又还了回去): 8 - 4 = 4 bits saved, and 1 bit is a quarter of them."""
+    """An fp32 scale per 32 weights (1 bit a weight) takes a quarter of what going from 8 to 4 bits saves
+    (8 - 4 = 4 bits), not 'half' (把……省下的一半又还了回去): chapter 13 says a quarter."""
     text = _source("ch13_quantize.py")
     added, saved = 32 / 32, 8 - 4                                   # fp32 scale bits per weight; bits saved
     assert added / saved == 0.25

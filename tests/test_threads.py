@@ -48,7 +48,8 @@ def test_a_bad_qwen_threads_is_one_line_naming_it(value):
 
 
 def test_a_thread_count_far_past_the_cores_is_refused_or_capped():
-    """QWEN_THREADS=999999 (or OMP_NUM_THREADS) reached torch.set_num_threads, which crashed (segfault, rc 139)."""
+    """QWEN_THREADS=999999 (or OMP_NUM_THREADS) is refused or capped before torch.set_num_threads, which
+    crashes on it (segfault, rc 139)."""
     from engine.threads import most_threads
     with pytest.raises(QwenError) as e:
         choose(small=True, env={"QWEN_THREADS": "999999"})
@@ -71,8 +72,8 @@ def test_use_sets_torchs_threads_and_note_says_how_many(restore_threads, capsys)
 
 
 def test_a_chapter_on_the_tiny_checkpoint_computes_with_one_thread(tiny_path, monkeypatch, restore_threads):
-    """Chapter 9 on its own ran with torch's default, one thread per core: on a loaded 2-core machine
-    prefill read 11 tokens/s, against 1776 with one thread."""
+    """A chapter on the tiny checkpoint computes with one thread, not torch's default of one per core:
+    on a loaded 2-core machine chapter 9's prefill reads 11 tokens/s with the default, 1776 with one."""
     import engine.cli as cli
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(cli, "_banner_shown", True)
@@ -85,7 +86,7 @@ def test_a_chapter_on_the_tiny_checkpoint_computes_with_one_thread(tiny_path, mo
 
 
 SETS_ONE = ("import torch\nfrom engine.cli import chapter\n"
-            "ch = chapter('Chapter 7', 'Chapter 7')\ntorch.set_num_threads(1)\n")     # what chapter 7 did
+            "ch = chapter('Chapter 7', 'Chapter 7')\ntorch.set_num_threads(1)\n")     # sets 1 thread, as chapter 7 does
 PROBE = "import torch\nprint('PROBE threads', torch.get_num_threads())\n"
 COURSE = r"""
 import sys, torch
@@ -98,8 +99,8 @@ main.main(["--tiny", "--lang", "en"])
 
 
 def test_no_chapter_leaks_its_thread_setting_into_the_next(tmp_path):
-    """Inside main.py, chapter 7 set one thread and chapters 8-9 inherited it: their printed speeds were
-    single-thread figures and nothing said so. A chapter after one that sets 1 thread starts from 3 again."""
+    """Inside main.py, a chapter after one that sets 1 thread starts from 3 again: chapters 8-9 inheriting
+    chapter 7's one thread would print single-thread speeds with nothing saying so."""
     (tmp_path / "ch07_sets_one.py").write_text(SETS_ONE, encoding="utf-8")
     (tmp_path / "ch08_probe.py").write_text(PROBE, encoding="utf-8")
     r = subprocess.run([sys.executable, "-c", COURSE, str(tmp_path / "ch07_sets_one.py"), str(tmp_path / "ch08_probe.py")],

@@ -318,8 +318,8 @@ def test_odd_arguments_are_one_line(tok):
 
 
 def test_the_same_folder_is_read_once_until_a_file_changes(tmp_path, monkeypatch):
-    """load_tokenizer of a folder whose files are as they were gives the tokenizer already read (the
-    README's blocks, each a fresh namespace, read the 248k vocabulary three times: ~2 s of CPU each).
+    """load_tokenizer of a folder whose files are unchanged gives the tokenizer already read (the README's
+    blocks, each a fresh namespace, would otherwise read the 248k vocabulary three times: ~2 s of CPU each).
     A file changed (even with its mtime put back), added, or written in the last 2 s is read again."""
     import engine.tokens as tokens_module
     reads = []

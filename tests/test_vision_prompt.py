@@ -107,7 +107,7 @@ def test_rope_index_equals_get_rope_index(case, checkpoint):
 
 
 def test_text_after_a_448_image_continues_at_14_not_196():
-    """The issue's example: 448 x 448 -> a 28 x 28 patch grid -> 14 x 14 = 196 tokens spanning 14 positions."""
+    """The 448 x 448 example: a 28 x 28 patch grid -> 14 x 14 = 196 tokens spanning 14 positions."""
     from engine.tiny import tiny_config
     from qwen.config import Config
     from qwen.vision import rope_index
@@ -220,7 +220,8 @@ def test_pad_count_mismatch_is_one_line(change, ours):
     (lambda g: g[0].tolist() + [4], "grid_thw has shape (4,) and dtype int64"),
 ], ids=["float", "negative", "four numbers", "a list of four"])
 def test_a_malformed_grid_is_one_line_not_a_torch_error(grid, says, ours):
-    """Before: TypeError (slice indices), RuntimeError (arange's bound and step) or a reshape error."""
+    """A malformed grid_thw is one QwenError line saying what it should be, not a TypeError (slice
+    indices), a RuntimeError (arange's bound and step) or a reshape error from inside the prompt code."""
     ids, grids = _prompt(3, "wide", 3)
     pixels = _pixels(grids)
     with pytest.raises(QwenError) as e:
@@ -230,7 +231,8 @@ def test_a_malformed_grid_is_one_line_not_a_torch_error(grid, says, ours):
 
 @torch.inference_mode()
 def test_pixel_values_as_a_numpy_array_give_the_same_logits(ours):
-    """Before: AttributeError ('numpy.ndarray' object has no attribute 'to') inside the patch embedding."""
+    """pixel_values given as a numpy array (as an image library returns) work like a tensor, with no
+    AttributeError ('numpy.ndarray' object has no attribute 'to') inside the patch embedding."""
     ids, grids = _prompt(3, "wide", 3)
     pixels = _pixels(grids)
     assert torch.equal(ours(ids, pixel_values=pixels.numpy(), grid_thw=grids), ours(ids, pixel_values=pixels, grid_thw=grids))
@@ -372,8 +374,8 @@ def test_chat_image_bad_input_is_one_line(args, says, run_script, tmp_path):
 
 
 def test_chat_image_with_a_tower_less_checkpoint_stops_before_the_first_message(tiny_path, tmp_path, capsys):
-    """A multimodal config.json whose model.visual.* tensors were stripped: before, the chat announced
-    the image, waited for a message, and only then said the checkpoint has no vision tower."""
+    """A multimodal config.json whose model.visual.* tensors are stripped: the chat says the checkpoint
+    has no vision tower before it announces the image or waits for a message."""
     import shutil
     from engine.chat import chat_loop
     from engine.tiny import tiny_config, tiny_tensors, write_checkpoint
@@ -413,7 +415,7 @@ def test_exercise_242_wrong_files_are_named_with_their_own_mistake(judge):
 
 
 def test_exercise_242_cases_are_the_448_example_and_the_edges(judge, tmp_path):
-    """The first case is the issue's: text after a 448 x 448 image continues 14 positions on, not 196."""
+    """The first case is the 448 x 448 example: text after the image continues 14 positions on, not 196."""
     from practice._judge.exercises import Context
     from engine.tiny import tiny_model_path
     cases = judge.BY_ID["242"].cases(Context(tiny_model_path(), tmp_path))
