@@ -97,10 +97,12 @@ say("  held-out loss at step 0: {a:.3f}; ln V = {b:.3f}", "  第 0 步的留出�
 
 
 def sample(model, prompt="The model", n=24):
-    """The model's greedy continuation of a prompt, as text."""
+    """The model's continuation of a prompt, as text: sampled (temperature 0.8, top-k 40, seed 0), since
+    a small model's greedy pick soon repeats its likeliest word ("own own own ...")."""
     model.eval()
     with torch.no_grad():
-        ids = list(generate_ids(model, corpus.tokenizer.encode(prompt), max_new_tokens=n))
+        ids = list(generate_ids(model, corpus.tokenizer.encode(prompt), max_new_tokens=n, temperature=0.8,
+                                top_k=40, seed=0))
     model.train()
     return prompt + corpus.tokenizer.decode(ids)
 
