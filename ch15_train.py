@@ -177,6 +177,9 @@ if saved is not None:
     step, losses = training.resume(saved, model, opt, stream)
     held = [tuple(h) for h in saved["extra"].get("held", held)]
     say("  resumed {dir} at step {s}", "  从 {dir} 的第 {s} 步继续", dir=ch.args.run, s=step)
+    if step > STEPS:
+        say("  (it already holds more steps than --steps {n}: shown as it is; another --run starts a new run)",
+            "  （它已有的步数多于 --steps {n}：按原样显示；换一个 --run 就从头开始）", n=STEPS)
 
 
 def lr(s):
@@ -185,7 +188,7 @@ def lr(s):
 
 middle, stopped = None, None
 while step < STEPS and stopped is None:
-    block_end = min(STEPS, (step // 25 + 1) * 25)
+    block_end = min(STEPS, (step // 25 + 1) * 25, *([STEPS // 2] if step < STEPS // 2 else []))   # halfway too
     losses, stopped = training.run(model, opt, stream, block_end, lr, folder=ch.args.run, config=identity,
                                    every=50, start=step, losses=losses, quiet=True, extra={"held": held})
     step = len(losses)
@@ -194,14 +197,16 @@ while step < STEPS and stopped is None:
         training.save_run(ch.args.run, model, opt, stream, step, losses, identity, {"held": held})
         say("  step {s:4d}: training loss {a:.3f}, held-out {b:.3f}", "  第 {s:4d} 步：训练损失 {a:.3f}，留出损失 {b:.3f}",
             s=step, a=losses[-1], b=held[-1][1])
-    if middle is None and step >= STEPS // 2:
+    if middle is None and step == STEPS // 2:
         middle = sample(model)
 if stopped == "interrupted":
     say("  stopped at step {s}: run the chapter again to go on from there", "  停在第 {s} 步：再运行本章就从这里继续",
         s=step)
+    raise SystemExit(130)                                   # the figures below would be of an unfinished run
 elif stopped is not None:
     say("  the loss at step {s} is not a number: stopped, the last good run kept in {dir}",
         "  第 {s} 步的损失不是数：已停下，{dir} 里保留了最后一个好的存档", s=stopped, dir=ch.args.run)
+    raise SystemExit(1)
 last_train = losses[-1] if losses else math.nan
 best_step, best_held = min(held, key=lambda h: h[1])
 tokens_seen = stream.tokens_seen
