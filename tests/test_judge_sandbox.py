@@ -292,13 +292,10 @@ def test_where_no_memory_limit_can_be_set_the_sandbox_says_so_and_the_report_sho
     assert len(out) == 2 and out[1].strip() == note
 
 
-def test_without_fork_each_grading_is_a_fresh_process_with_the_same_guarantees(judge, tiny_path, tmp_path, monkeypatch,
-                                                                              capsys):
-    """Where fork is not used (macOS, Windows), each grading is a fresh interpreter of its own (the next one
-    started at once): the same confinement (the judge cannot be signalled), and notebook functions travel
-    as source."""
+def test_each_grading_is_a_fresh_process_that_cannot_signal_the_judge(judge, tiny_path, tmp_path, monkeypatch, capsys):
+    """Each grading is a fresh interpreter of its own (the next one started at once): the judge cannot be
+    signalled from it, and notebook functions travel as source."""
     from practice._judge import sandbox
-    monkeypatch.setattr(sandbox, "FORK", False)
     monkeypatch.setattr(sandbox, "_server", None)
     monkeypatch.setenv("QWEN_PROGRESS", str(tmp_path / "progress.json"))
     try:

@@ -1,4 +1,4 @@
-"""What a sandbox gives up before the learner's code runs (runner.py calls `enter` in each child).
+"""What a sandbox gives up before the learner's code runs (runner.py calls `enter` before the learner's code).
 
     the environment   started clean by the judge (sandbox.clean_env): no QWEN_PROGRESS, no tokens, no
                       SSH_AUTH_SOCK or D-Bus address; TMPDIR is the sandbox's own folder
@@ -144,8 +144,8 @@ def seccomp():
 
 
 def become_subreaper():
-    """In the process that forks the sandboxes (Linux): what a child orphans (a double fork) is re-parented
-    here instead of to init, so the judge still finds it among this process's descendants."""
+    """(Linux) What the sandbox orphans (a double fork) is re-parented here instead of to init, so the judge
+    still finds it among this process's descendants."""
     try:
         _libc().prctl(36, 1, 0, 0, 0)                                       # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
@@ -268,7 +268,7 @@ def set_limits(extra):
 # ------------------------------------------------------------------------------------------ all of it
 
 def enter(job):
-    """In the child, before any learner code: returns (capture file, note or None)."""
+    """In the sandbox, before any learner code: returns (capture file, note or None)."""
     import signal
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)

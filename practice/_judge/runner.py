@@ -1,16 +1,13 @@
 """The sandbox's side: a fresh Python that runs the learner's functions and sends back plain data.
 
-    python -m practice._judge.runner [--one-shot]     started by the judge (sandbox.py), never by hand
+    python -m practice._judge.runner     started by the judge (sandbox.py), once per grading, never by hand
 
-It imports torch once and says it is ready; then, for each job the judge sends (which functions,
-the learner's file or notebook source, the limits, then the inputs), it forks a child that confines
-itself (confine.py), loads the learner's file as `python file.py` reads it (BOM, coding line;
-registered in sys.modules while it runs), calls each function on the inputs and writes each result,
-or what was raised instead, as plain data (wire.py: never pickle). This process relays the child's
-frames, tagged with the job's number, and says when the child ended and how: the child never
-holds this process's line to the judge, so nothing it writes can pass for this process's word.
-Where fork is not used (not Linux: fork after importing torch is unsafe on macOS, absent on
-Windows), `--one-shot` runs one job in this process itself, and the judge starts a new one.
+It imports torch and says it is ready; then it reads one job (which functions, the learner's file
+or notebook source, the limits, then the inputs), confines itself (confine.py), loads the learner's
+file as `python file.py` reads it (BOM, coding line; registered in sys.modules while it runs), calls
+each function on the inputs and writes each result, or what was raised instead, as plain data on
+its stdout (wire.py: never pickle). When the judge goes (its pipe closes), every process the
+learner's code started ends, and this one.
 
 Nothing is compared here: the judge does that in its own process, on values it computed itself.
 """
@@ -19,7 +16,6 @@ import inspect
 import io
 import os
 import re
-import select
 import signal
 import sys
 import threading
@@ -206,109 +202,44 @@ def count_printed(capture):
 
 # ------------------------------------------------------------------------------------------ the process
 
-def _sender(fd, n=None):
-    """send(header or packed frame): one frame on `fd`; with n, wrapped as this process's relay of job n."""
+def _sender(fd):
+    """send(header or packed frame, blobs): one frame on `fd`."""
     def send(frame, blobs=()):
-        data = frame if isinstance(frame, bytes) else wire.pack(frame, list(blobs))
-        wire.write_all(fd, wire.pack({"kind": "out", "n": n}, [data]) if n is not None else data)
+        wire.write_all(fd, frame if isinstance(frame, bytes) else wire.pack(frame, list(blobs)))
     return send
 
 
 def _exit_when_judge_gone(fd):
-    """One-shot: the judge never writes again during a job, so EOF (or an error) on its pipe means it is gone:
-    every process the learner's code started ends (those that left the group too: this process is their
+    """The judge never writes again during a job, so EOF (or an error) on its pipe means it is gone: every
+    process the learner's code started ends (those that left the group too: this process is their
     subreaper), then this one."""
     try:
         os.read(fd, 1)
     finally:
         try:
-            _end_tree()
+            kill_tree(os.getpid())
             if hasattr(os, "killpg"):
                 os.killpg(0, signal.SIGKILL)
         finally:
             os._exit(BROKEN)
 
 
-def _relay(pipe, out, n, child):
-    """The child's frames, each whole, wrapped as job n's; until the child's end closes. Ends the child's
-    processes, and this one, when the judge is gone (EOF on stdin: it never writes during a job)."""
-    reader = wire.Reader(max_frame=wire.MAX_RESULT + (1 << 20), max_header=wire.MAX_HEADER)   # as the child checks
-    while True:
-        ready, _, _ = select.select([pipe, 0], [], [])
-        if 0 in ready:                                       # the judge is gone
-            _end_tree()
-            os._exit(0)
-        data = os.read(pipe, 1 << 20)
-        if not data:
-            return
-        try:
-            frames = reader.raw_frames(data)
-        except ValueError:                                   # not frames: the child wrote there itself
-            wire.write_all(out, wire.pack({"kind": "garbled", "n": n}, []))
-            _end_tree()
-            return
-        for frame in frames:
-            wire.write_all(out, wire.pack({"kind": "out", "n": n}, [frame]))
-
-
-def _end_tree():
-    """Every process below this one (the child's, and orphans it left: this process is their subreaper)."""
-    kill_tree(os.getpid())
-
-
-def _wait(pid):
-    """The child's wait status; orphans re-parented here are reaped too."""
-    while True:
-        try:
-            _, status = os.waitpid(pid, 0)
-            break
-        except InterruptedError:
-            continue
-        except ChildProcessError:
-            status = 0
-            break
-    try:
-        while os.waitpid(-1, os.WNOHANG)[0]:
-            pass
-    except ChildProcessError:
-        pass
-    return status
-
-
-def serve(one_shot):
+def serve():
     out = os.dup(1)                                          # the frames to the judge
     os.dup2(2, 1)                                            # a stray print of an import never reaches them
-    import torch  # noqa: F401 - what every job needs, imported once, before the judge's clock starts
+    import torch  # noqa: F401 - what every job needs, imported before the judge's clock starts
     import qwen.lang  # noqa: F401
-    wire.write_all(out, wire.pack({"kind": "ready", "pid": os.getpid()}, []))
+    wire.write_all(out, wire.pack({"kind": "ready"}, []))
     confine.become_subreaper()
-    while True:
-        try:
-            job, _ = wire.read_frame(0)
-            inputs = wire.read_frame(0)
-        except (EOFError, ValueError):                       # the judge is gone, or spoke nonsense
-            os._exit(0)
-        n = job["n"]
-        if one_shot:
-            wire.write_all(out, wire.pack({"kind": "child", "n": n, "pid": os.getpid()}, []))
-            threading.Thread(target=_exit_when_judge_gone, args=(os.dup(0),), daemon=True).start()
-            run(job, inputs, _sender(out, n))
-        pipe, end = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.setsid()                                  # its own session: the judge counts and ends it
-                os.close(pipe)
-                os.close(out)
-            finally:
-                run(job, inputs, _sender(end))
-        os.close(end)
-        del inputs
-        wire.write_all(out, wire.pack({"kind": "child", "n": n, "pid": pid}, []))
-        _relay(pipe, out, n, pid)
-        os.close(pipe)
-        wire.write_all(out, wire.pack({"kind": "exit", "n": n, "status": _wait(pid)}, []))
+    try:
+        job, _ = wire.read_frame(0)
+        inputs = wire.read_frame(0)
+    except (EOFError, ValueError):                           # the judge is gone, or spoke nonsense
+        os._exit(0)
+    wire.write_all(out, wire.pack({"kind": "read"}, []))
+    threading.Thread(target=_exit_when_judge_gone, args=(os.dup(0),), daemon=True).start()
+    run(job, inputs, _sender(out))
 
 
 if __name__ == "__main__":
-    serve(one_shot=sys.argv[1:] == ["--one-shot"])
+    serve()
