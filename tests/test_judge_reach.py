@@ -100,12 +100,12 @@ def listeners(tmp_path):
 
 @pytest.fixture
 def fresh_server(monkeypatch):
-    """A sandbox server started now, so that what the test put in the environment was there when it started."""
+    """Sandbox processes started now, so that what the test put in the environment was there when it started."""
     from practice._judge import sandbox
-    monkeypatch.setattr(sandbox, "_server", None)
+    monkeypatch.setattr(sandbox, "_ahead", [])
     yield
-    if sandbox._server is not None:
-        sandbox._server.stop()
+    for process in sandbox._ahead:
+        process.stop()
 
 
 def seen(line):

@@ -296,7 +296,7 @@ def test_each_grading_is_a_fresh_process_that_cannot_signal_the_judge(judge, tin
     """Each grading is a fresh interpreter of its own (the next one started at once): the judge cannot be
     signalled from it, and notebook functions travel as source."""
     from practice._judge import sandbox
-    monkeypatch.setattr(sandbox, "_server", None)
+    monkeypatch.setattr(sandbox, "_ahead", [])
     monkeypatch.setenv("QWEN_PROGRESS", str(tmp_path / "progress.json"))
     try:
         r = grade(judge, tiny_path, tmp_path, "205", "import os\ndef l2norm(x, eps=1e-6):\n    os.kill(os.getppid(), 9)\n")
@@ -312,8 +312,8 @@ def test_each_grading_is_a_fresh_process_that_cannot_signal_the_judge(judge, tin
         graded = check(205, module.l2norm, tiny=True)
         assert graded.status == "fail" and "divided by the RMS" in capsys.readouterr().out
     finally:
-        if sandbox._server is not None:
-            sandbox._server.stop()
+        for process in sandbox._ahead:
+            process.stop()
 
 
 # ------------------------------------------------------------------------------------------ 5. limits set in the child

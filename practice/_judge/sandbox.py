@@ -2,18 +2,18 @@
 
     judge ── starts, per grading ──> python -m practice._judge.runner (a new interpreter, clean environment)
 
-The process is a new interpreter started with an environment cleaned of everything the judge holds
-(clean_env) and only its stdin and stdout pipes, so it never holds the practice page's token, a
-socket of the judge, the expected values (computed here, never sent) or the progress file's path.
-It imports torch, says it is ready, reads one job, confines itself (confine.py), runs the learner's
-functions and writes each result on its stdout. The next grading's process is started as soon as
-this one is taken (`prestart`), so its start-up overlaps the judge's own work.
+The process is started with an environment cleaned of everything the judge holds (clean_env) and
+only its stdin and stdout pipes, so it never holds the practice page's token, a socket of the
+judge, the expected values (computed here, never sent) or the progress file's path. It imports
+torch, says it is ready, reads its job and the inputs in one frame, confines itself (confine.py),
+runs the learner's functions and writes each result on its stdout. The next grading's process is
+started as soon as this one is taken (`prestart`), so its start-up overlaps the judge's own work.
 
 Limits (what the solution adds, not what torch reserved at import: a CUDA build maps gigabytes of
 address space it never touches):
   - memory: RLIMIT_AS = the address space when the job starts + the limit, per process; and the
-    judge polls the process and everything below it, and ends them when their resident memory beyond
-    the starting size adds up to more than the limit;
+    judge polls the process and everything below it, and ends them when their private resident
+    memory beyond the process's own before the learner's code ran adds up to more than the limit;
   - processes: at most MAX_PROCESSES;
   - time: the judge waits at most the time limit for the results;
   - data: at most wire.MAX_RESULT per result, wire.MAX_TOTAL per grading, and a result's JSON within
@@ -63,41 +63,30 @@ def clean_env():
 
 # ------------------------------------------------------------------------------------------ processes
 
-def _procs():
-    """{pid: (ppid, rss bytes)} of the living processes; None without /proc."""
+def tree(root):
+    """The pids of every living process below `root` (not root itself); None without /proc."""
     if not os.path.isdir("/proc/self"):
         return None
-    page, procs = os.sysconf("SC_PAGE_SIZE"), {}
+    parents = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
-                raw = f.read()
-            rest = raw[raw.rindex(b")") + 2:].split()
-            if rest[0] not in (b"Z", b"X"):                    # a zombie is dead
-                procs[int(name)] = (int(rest[1]), int(rest[21]) * page)
+                rest = f.read().rsplit(b")", 1)[1].split()
+            if rest[0] not in (b"Z", b"X"):                        # a zombie is dead
+                parents[int(name)] = int(rest[1])
         except (OSError, ValueError, IndexError):
             continue
-    return procs
-
-
-def tree(root, procs=None):
-    """{pid: rss} of every process below `root` (not root itself); None without /proc."""
-    procs = _procs() if procs is None else procs
-    if procs is None:
-        return None
     below, grew = set(), {root}
     while grew:
-        grew = {p for p, (ppid, _) in procs.items() if ppid in grew} - below
+        grew = {p for p, ppid in parents.items() if ppid in grew} - below
         below |= grew
-    return {p: procs[p][1] for p in below}
+    return below
 
 
 def kill_tree(root, also=()):
     """SIGKILL every process below `root` (and the pids in `also`), until none runs (2 s at most)."""
     for _ in range(40):
-        left = set(tree(root) or ()) | {p for p in also if _alive(p)}
+        left = (tree(root) or set()) | {p for p in also if _alive(p)}
         if not left:
             return
         for pid in left:
@@ -116,19 +105,22 @@ def _alive(pid):
         return False
 
 
-def _rss(pid):
+def private_memory(pid="self"):
+    """Resident memory of a process that is not a file's pages (torch's libraries): bytes, 0 if unknown.
+    A process forked from another holds its parent's pages too, so what it adds counts from there."""
     try:
         with open(f"/proc/{pid}/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            fields = f.read().split()
+        return (int(fields[1]) - int(fields[2])) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
 
 
 # ------------------------------------------------------------------------------------------ the process
 
-class Server:
+class Process:
     """One running `python -m practice._judge.runner`, and a thread that turns what it writes into events:
-    (header, blobs, size) frames, "garbled" when it wrote something that is not frames, None at its end."""
+    (header, blobs) frames, "garbled" when it wrote something that is not frames, None at its end."""
 
     def __init__(self):
         self.errors = tempfile.TemporaryFile()
@@ -138,51 +130,32 @@ class Server:
                                      stdout=subprocess.PIPE, stderr=self.errors, env=clean_env(),
                                      cwd=tempfile.gettempdir(), **flags)
         self.events = queue.Queue()
-        self.ready = False
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
-        reader = wire.Reader(max_frame=wire.MAX_RESULT + (1 << 20), max_header=wire.MAX_HEADER)
+        reader = wire.Reader(max_frame=wire.MAX_RESULT + (1 << 20), limit_header=True)
         try:
-            while True:
-                data = self.proc.stdout.read1(1 << 20)
-                if not data:
-                    break
-                for frame in reader.raw_frames(data):
-                    self.events.put((*wire.parse(frame, max_header=wire.MAX_HEADER), len(frame)))
+            while data := self.proc.stdout.read1(1 << 20):
+                for frame in reader.feed(data):
+                    self.events.put(frame)
         except ValueError:                          # not frames: the learner's code wrote there itself
             self.events.put("garbled")
         except OSError:
             pass
         self.events.put(None)
 
-    def wait_ready(self):
-        """True once the process said it is ready (it imports torch first); False when it ended instead."""
-        end = time.monotonic() + START_TIMEOUT
-        while not self.ready:
-            try:
-                event = self.events.get(timeout=max(0.0, end - time.monotonic()))
-            except queue.Empty:
-                return False
-            if not isinstance(event, tuple):
-                return False
-            self.ready = event[0].get("kind") == "ready"
-        return True
-
-    def write(self, data):
+    def next(self, timeout):
         try:
-            self.proc.stdin.write(data)
-            self.proc.stdin.flush()
-            return True
-        except (OSError, ValueError):
-            return False
+            return self.events.get(timeout=max(0.0, timeout))
+        except queue.Empty:
+            return ()
 
     def last_error(self):
         try:
             self.errors.seek(0)
-            return (self.errors.read().decode("utf-8", "replace").strip().splitlines() or [""])[-1]
+            return (self.errors.read().decode("utf-8", "replace").strip().splitlines() or ["?"])[-1]
         except (OSError, ValueError):
-            return ""
+            return "?"
 
     def stop(self):
         if os.name == "posix":
@@ -194,8 +167,9 @@ class Server:
             pass
 
 
-_lock = threading.Lock()
-_server = None                                     # the next grading's process, started ahead
+AHEAD = 2                                          # processes started ahead: a fresh interpreter imports torch for
+_lock = threading.Lock()                           # seconds, and two do so at once while the judge grades
+_ahead = []                                        # the next gradings' processes, oldest first
 _swept = False
 
 
@@ -208,24 +182,25 @@ def sweep():
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
-def prestart():
-    """Start the next grading's process now, so that grading need not wait for its interpreter and torch."""
-    global _server, _swept
+def prestart(n=1):
+    """Have n processes started ahead, so the next gradings need not wait for their interpreter and torch."""
+    global _swept
     with _lock:
         if not _swept:
             _swept = True
             sweep()
-        if _server is None or _server.proc.poll() is not None:
-            _server = Server()
+        _ahead[:] = [p for p in _ahead if p.proc.poll() is None]
+        while len(_ahead) < n:
+            _ahead.append(Process())
 
 
 def _take():
-    """A process for one grading; the next one starts at once."""
-    global _server
+    """A process for one grading (the oldest started ahead); the next ones start at once."""
     prestart()
     with _lock:
-        server, _server = _server, Server()
-    return server
+        process = _ahead.pop(0)
+    prestart(AHEAD)
+    return process
 
 
 # ------------------------------------------------------------------------------------------ one grading
@@ -235,35 +210,29 @@ class Sandbox:
 
     def __init__(self, job, memory, time_limit):
         self.job, self.memory, self.time_limit = job, memory, time_limit
-        self.server = self.pid = None
-        self.base_rss = 0
+        self.process = None
+        self.ready = False
+        self.base = None                            # the process's private memory before the learner's code ran
         self.verdict = None                         # (kind, message) when the judge ended it
         self.status = None                          # the process's return code
         self.received = 0                           # bytes of results so far (wire.MAX_TOTAL)
         self.tmp = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-")   # its working folder, the only one it may write in
 
-    def writable(self):
-        extra = [p for p in os.environ.get("QWEN_JUDGE_WRITABLE", "").split(os.pathsep) if p.strip()]
-        return [self.tmp] + extra
-
     def send(self, header, blobs):
-        """Give the process its job and the inputs. False when it could not start (then ending() says why)."""
-        self.server = _take()
-        if not self.server.wait_ready():
-            self.server.stop()
+        """Give the process its job and the inputs. False when it could not (then ending() says why)."""
+        self.process = _take()
+        event = self.process.next(START_TIMEOUT)
+        self.ready = isinstance(event, tuple) and event[0].get("kind") == "ready"
+        if not self.ready:
             return False
-        job = {**self.job, "memory": self.memory, "writable": self.writable()}
-        if not (self.server.write(wire.pack(job, [])) and self.server.write(wire.pack(header, blobs))):
+        writable = [self.tmp] + [p for p in os.environ.get("QWEN_JUDGE_WRITABLE", "").split(os.pathsep) if p.strip()]
+        try:
+            self.process.proc.stdin.write(wire.pack({**header, **self.job, "memory": self.memory, "writable": writable},
+                                                    blobs))
+            self.process.proc.stdin.flush()
+            return True
+        except (OSError, ValueError):
             return False
-        try:                                        # it has read them: what it holds now is not the solution's
-            event = self.server.events.get(timeout=60)
-        except queue.Empty:
-            return False
-        if not (isinstance(event, tuple) and event[0].get("kind") == "read"):
-            return False
-        self.pid = self.server.proc.pid
-        self.base_rss = _rss(self.pid)
-        return True
 
     def collect(self, on_frame):
         """Read the frames until on_frame(header, blobs) returns True (its last), the process's end, the
@@ -276,22 +245,21 @@ class Sandbox:
                 self.verdict = ("timeout", T("did not finish within {s:g} s (an endless loop?)", "{s:g} 秒内没有结束（死循环？）",
                                              s=self.time_limit))
                 return
-            try:
-                event = self.server.events.get(timeout=min(POLL, deadline - now))
-            except queue.Empty:
-                event = ()
+            event = self.process.next(min(POLL, deadline - now))
             if event is None:
-                self.status = self.server.proc.wait()
+                self.status = self.process.proc.wait()
                 return
             if event == "garbled":
                 return self._garbled()
             if event:
-                header, frame_blobs, size = event
-                self.received += size
+                header, frame_blobs = event
+                self.received += sum(map(len, frame_blobs))
                 if self.received > wire.MAX_TOTAL:
                     self.verdict = ("data", T("sent back more than {m:.0f} MB of results in all",
                                               "传回的结果总共超过了 {m:.0f} MB", m=wire.MAX_TOTAL / 2**20))
                     return
+                if self.base is None:               # the first frame, written before the learner's code runs
+                    self.base = header.get("base") if type(header.get("base")) is int else 0
                 try:                                # a frame the learner's code wrote itself can be anything
                     if on_frame(header, frame_blobs):
                         return
@@ -307,14 +275,15 @@ class Sandbox:
                                      "pipe?)", "评测器读不懂你的代码传回的数据（它是否写了评测器的管道？）"))
 
     def _over_limits(self):
-        group = tree(self.pid)
-        if group is None:
+        pid = self.process.proc.pid
+        below = tree(pid)
+        if below is None:
             return False
-        group[self.pid] = _rss(self.pid)
-        if len(group) > MAX_PROCESSES:
+        added = sum(max(0, private_memory(p) - (self.base or 0)) for p in below | {pid})
+        if len(below) + 1 > MAX_PROCESSES:
             self.verdict = ("processes", T("your code started more than {n} processes", "你的代码启动了超过 {n} 个进程",
                                            n=MAX_PROCESSES))
-        elif sum(max(0, rss - self.base_rss) for rss in group.values()) > self.memory:
+        elif self.base is not None and added > self.memory:
             self.verdict = ("memory", T("used more than the {gb:g} GB of memory allowed (with the processes it started)",
                                         "使用的内存超过了允许的 {gb:g} GB（包括它启动的进程）", gb=round(self.memory / 2**30, 2)))
         else:
@@ -324,8 +293,8 @@ class Sandbox:
 
     def kill(self):
         """End the process and every process it started."""
-        if self.server is not None:
-            self.server.stop()
+        if self.process is not None:
+            self.process.stop()
 
     def close(self):
         try:
@@ -337,9 +306,9 @@ class Sandbox:
         """How the process ended when it did not say `done`: (kind, message)."""
         if self.verdict:
             return self.verdict
-        if self.pid is None:
-            last = self.server.last_error() if self.server is not None else ""
-            return ("crash", T("the grading process did not start: {m}", "评测进程没有启动：{m}", m=last or "?"))
+        if not self.ready:
+            last = self.process.last_error() if self.process is not None else "?"
+            return ("crash", T("the grading process did not start: {m}", "评测进程没有启动：{m}", m=last))
         code = self.status
         if code is None or code == BROKEN:
             return ("crash", T("your code's process stopped without a result (did it close the judge's pipe or its "
