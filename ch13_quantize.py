@@ -27,8 +27,9 @@ import time
 import torch
 import torch.nn.functional as F
 
-from engine import quantized
+import qwen.quant
 from qwen import quant
+from engine import quantized
 from engine.cli import chapter, pad, say, section, show_code, size
 from qwen.generate import generate_ids
 from qwen.lang import QwenError, tr
@@ -51,7 +52,7 @@ ch = chapter("Chapter 13: quantization by hand", "第 13 章：手写量化", op
 # 直接从模块读出（不是另一份拷贝）：notebook 里直接显示，`--code` 打印，否则只说它在哪里。
 
 # %%
-taught = show_code(ch, quant)
+taught = show_code(ch, qwen.quant)
 args, path, cfg = ch.args, ch.path, ch.cfg
 torch.set_grad_enabled(False)
 N = args.tokens if args.tokens is not None else (12 if ch.tiny else 32)

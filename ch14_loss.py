@@ -212,3 +212,8 @@ if ch.tiny:
 # - 手写的 RMSNorm 反向传播与 autograd 的相等（fp64 下的 gradcheck；SwiGLU 的也是，见 tests/test_train.py）。
 # - AdamW：两个滑动矩、偏差校正、只对矩阵做权重衰减；与 torch.optim.AdamW 相等。
 # - 随序列长度增长的是激活而不是权重；检查点用多算一遍前向换回这部分内存。
+
+# %%
+say("\nExercises for this chapter: 270 (the loss), 271 (RMSNorm's backward), 272 (one AdamW step). "
+    "Try one: python practice/judge.py 270",
+    "\n本章练习：270（损失）、271（RMSNorm 的反向传播）、272（AdamW 的一步）。试一个：python practice/judge.py 270")

@@ -21,6 +21,7 @@ def test_chapter_14_prints_what_it_computes(run_script):
     sizes = [int(a) for _, a, _ in rows]
     assert len(rows) == 3 and sizes[0] < sizes[1] < sizes[2]          # grows with the sequence
     assert all(int(c) < int(a) for _, a, c in rows)                   # checkpointing keeps less
+    assert "Exercises for this chapter: 270 (the loss), 271 (RMSNorm's backward), 272 (one AdamW step)" in out
 
 
 def test_chapter_14_runs_in_chinese(run_script):

@@ -1,4 +1,4 @@
-"""Exercises 240-260 and the older ones' common mistakes: each wrong solution of a learner study, saved as
+"""Exercises 240-273 and the older ones' common mistakes: each wrong solution of a learner study, saved as
 the learner's own file, fails, and the judge names its mistake (only that one); the statements say the rule
 the cases check; a failing case shows the values of small inputs, so the call can be repeated.
 
@@ -47,6 +47,19 @@ WRONG = [
     ("260", "260_inverse_scale.py", "inverse_scale"),                  # passed: no value on .5
     ("260", "260_half_away.py", "half_away"),                          # passed: no value on .5
     ("260", "260_per_column_scale.py", "per_column_scale"),
+    ("270", "270_no_shift.py", "no_shift"),
+    ("270", "270_shifted_backwards.py", "shifted_backwards"),
+    ("270", "270_mean_over_all.py", "mean_over_all"),
+    ("270", "270_ignore_as_class.py", "ignore_as_class"),             # right on -100: F.cross_entropy's default
+    ("270", "270_bf16_log_softmax.py", "bf16_log_softmax"),
+    ("271", "271_no_mean_term.py", "no_mean_term"),
+    ("271", "271_w_not_one_plus.py", "w_not_one_plus"),
+    ("271", "271_bf16_statistics.py", "bf16_statistics"),             # right on the fp32 cases
+    ("272", "272_no_bias_correction.py", "no_bias_correction"),
+    ("272", "272_l2_decay.py", "l2_decay"),
+    ("272", "272_decay_everything.py", "decay_everything"),
+    ("273", "273_scale_alpha.py", "scale_alpha"),
+    ("273", "273_bf16_add.py", "bf16_add"),                           # right in fp32: one rounding either way
 ]
 
 
@@ -155,7 +168,7 @@ def test_260_scales_are_checked_relative_to_their_size(judge, tmp_path):
     assert "2.5 -> 2" in statement and "rtol=1e-05" in statement and "atol=1e-05" not in statement
 
 
-@pytest.mark.parametrize("ex_id", ["220", "222", "250", "260"])
+@pytest.mark.parametrize("ex_id", ["220", "222", "250", "260", "273"])
 def test_every_wrong_file_is_named_only_with_its_own_mistake(judge, tmp_path, ex_id):
     """The older wrong files too, now that more mistakes are known: none is named with a new one. (Graded
     where they are: some import the reference for the function they do not get wrong.)"""
@@ -207,3 +220,41 @@ def test_the_page_shows_no_tiny_checkpoint_note_for_240(web, judge):
         assert status == 200 and report["status"] == "pass", report
         seen[ex_id] = report["tiny"]
     assert seen == {"240": False, "241": True}, seen
+
+
+def test_272_expected_steps_are_the_course_adamw_and_decay_groups(judge, tmp_path):
+    """272's expected values come from torch.optim.AdamW: the course's AdamW on decay_groups' two groups
+    gives the same step, and the 1-dimensional tensors (norm, dt_bias, A_log) are the ones left undecayed."""
+    import torch
+
+    from practice._judge.exercises import Context
+    from engine.tiny import tiny_model_path
+    from qwen.train import AdamW, decay_groups
+    cases = judge.BY_ID["272"].cases(Context(tiny_model_path(), tmp_path))
+    assert [c.args[-1] for c in cases] == [1, 2, 6, 4]
+    for case in cases:
+        params, grads, state, lr, betas, eps, wd, step = case.args
+        holder = torch.nn.Module()
+        for i, (name, p) in enumerate(params.items()):
+            holder.register_parameter(f"p{i}", torch.nn.Parameter(p.clone()))
+        live = dict(zip(params, holder.parameters()))
+        groups = decay_groups(holder, wd)
+        assert {id(p) for p in groups[1]["params"]} == {id(p) for p in live.values() if p.dim() == 1}
+        opt = AdamW(groups, lr=lr, betas=betas, eps=eps)
+        for name, p in live.items():
+            p.grad = grads[name].clone()
+            opt.state[p] = {"step": step - 1, "exp_avg": state[name]["exp_avg"].clone(),
+                            "exp_avg_sq": state[name]["exp_avg_sq"].clone()}
+        opt.step()
+        want_p, want_s = case.expected
+        for name, p in live.items():
+            assert torch.allclose(p.detach(), want_p[name], atol=1e-8, rtol=1e-6), (step, name)
+            assert torch.allclose(opt.state[p]["exp_avg_sq"], want_s[name]["exp_avg_sq"], atol=1e-12, rtol=1e-6)
+
+
+def test_273_a_transposed_delta_is_named_where_its_shape_fits(judge, tmp_path):
+    """A.T @ B.T has W's shape only when W is square: there it is named; a non-square W makes it raise."""
+    result = _grade_as_learner(judge, "273", JUDGE / "wrong" / "273_delta_transposed.py", tmp_path)
+    failed = [c for c in result["cases"] if not c["ok"]]
+    assert len(failed) == 6 and _named(result) == {"delta_transposed"}
+    assert all(("square" in c["name"]) == bool(c["diagnosis"]) for c in failed), [c["name"] for c in failed]

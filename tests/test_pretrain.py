@@ -191,7 +191,7 @@ def test_two_processes_under_torchrun_give_the_one_process_curve(tmp_path):
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                         "-m", "engine.ddp", "--steps", "12", "--losses", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=100)
-    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[:3000] + r.stderr[-2000:]     # a rank's own error comes first
     run = json.loads(out.read_text(encoding="utf-8"))
     alone, half = curve(12), curve(12, batch=4)
     assert run["world"] == 2 and len(run["losses"]) == 12

@@ -1,0 +1,15 @@
+"""Wrong on purpose (judge --verify): weight decay on every parameter, norms and per-head vectors too."""
+
+
+def adamw_step(params, grads, state, lr, betas, eps, weight_decay, step):
+    b1, b2 = betas
+    new_params, new_state = {}, {}
+    for name, p in params.items():
+        g, m, v = grads[name], state[name]["exp_avg"], state[name]["exp_avg_sq"]
+        p = p * (1 - lr * weight_decay)
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        m_hat, v_hat = m / (1 - b1 ** step), v / (1 - b2 ** step)
+        new_params[name] = p - lr * m_hat / (v_hat.sqrt() + eps)
+        new_state[name] = {"exp_avg": m, "exp_avg_sq": v}
+    return new_params, new_state
