@@ -1,6 +1,7 @@
-"""The sandbox's side: a fresh Python that runs the learner's functions and sends back plain data.
+"""The sandbox's side: a fresh Python process that runs the learner's functions and sends back plain data.
 
-    python -m practice._judge.runner     started by the judge (sandbox.py), once per grading, never by hand
+    python -m practice._judge.runner            started by the judge (sandbox.py) per grading, never by hand
+    python -m practice._judge.runner --server   (Linux) started once by the judge: forks that process per grading
 
 It imports torch and says it is ready; then it reads one frame (which functions, the learner's file
 or notebook source, the limits, the inputs), confines itself (confine.py), loads the learner's file
@@ -233,5 +234,63 @@ def serve():
     run(job, blobs, send)
 
 
+def fork_server():
+    """(Linux) `python -m practice._judge.runner --server`: imports once what serve() needs, then for each
+    request on its control socket (fd 0: the grading process's stdin, stdout and stderr, and a pipe for its
+    pid and exit code) forks a child that becomes that process, as serve() in a fresh interpreter. It runs
+    no learner code and no torch op, so it forks with one thread; it ends when the judge does (EOF)."""
+    import select
+    import socket
+    import struct
+    import torch
+    import qwen.lang  # noqa: F401
+    torch.set_num_threads(1)                                 # before any op: a child forked now has no thread pool
+    control = socket.socket(fileno=0)
+    children = {}                                            # pidfd -> (pid, the pipe its exit code goes to)
+    while True:
+        ready = select.select([control, *children], [], [])[0]
+        for pidfd in set(ready) & set(children):
+            pid, status = children.pop(pidfd)
+            code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            try:
+                os.write(status, struct.pack("i", code))
+            except OSError:                                  # the judge no longer waits for it
+                pass
+            os.close(status)
+            os.close(pidfd)
+        if control not in ready:
+            continue
+        message, fds, _, _ = socket.recv_fds(control, 1, 4)
+        if not message:                                      # the judge is gone
+            os._exit(0)
+        if len(fds) == 4:
+            pid = os.fork()
+            if pid == 0:
+                _grading_child(fds, children)
+            try:
+                os.write(fds[3], struct.pack("i", pid))
+            except OSError:
+                pass
+            children[os.pidfd_open(pid)] = (pid, fds.pop())
+        for fd in fds:
+            os.close(fd)
+
+
+def _grading_child(fds, children):
+    """In the server's child: nothing of the other gradings or of the server, then serve(). Never returns."""
+    try:
+        for pidfd, (_, status) in children.items():
+            os.close(pidfd)
+            os.close(status)
+        os.setsid()                                          # a session of its own, as the judge starts one
+        for fd in range(3):
+            os.dup2(fds[fd], fd)                             # fd 0 was the control socket
+        for fd in fds:
+            os.close(fd)
+        serve()
+    finally:
+        os._exit(BROKEN)
+
+
 if __name__ == "__main__":
-    serve()
+    fork_server() if sys.argv[1:] == ["--server"] else serve()

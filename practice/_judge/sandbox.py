@@ -22,11 +22,15 @@ When the grading ends, the process and everything below it is killed. Where a li
 (no /proc, no RLIMIT_AS), the judge says so in one line and grades without it.
 """
 import hashlib
+import multiprocessing
 import os
 import queue
 import re
+import select
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -118,17 +122,92 @@ def private_memory(pid="self"):
 
 # ------------------------------------------------------------------------------------------ the process
 
+# Where the OS forks cheaply and safely (Linux), a server started as the fresh interpreter is, that has imported
+# torch once, forks each grading's process (runner.fork_server); elsewhere each grading starts an interpreter.
+FORKS = sys.platform == "linux" and "forkserver" in multiprocessing.get_all_start_methods() and hasattr(os, "pidfd_open")
+_server = None                                     # (Popen, control socket) of the fork server once started
+_server_starts = 0                                 # a dead server is started again once, then interpreters
+
+
+def _runner(*args, **pipes):
+    flags = {"start_new_session": True} if os.name == "posix" else {
+        "creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
+    return subprocess.Popen([sys.executable, "-m", "practice._judge.runner", *args], env=clean_env(),
+                            cwd=tempfile.gettempdir(), **pipes, **flags)
+
+
+class Forked:
+    """A grading process forked by the server, with what Process uses of a Popen. The server writes its
+    pid, then its exit code, on a pipe of its own (the code BROKEN when the server is gone)."""
+
+    def __init__(self, control, errors):
+        (r0, w0), (r1, w1), (sr, sw) = os.pipe(), os.pipe(), os.pipe()
+        self.stdin, self.stdout, self.status = open(w0, "wb"), open(r1, "rb"), open(sr, "rb", buffering=0)
+        self.returncode = None
+        try:
+            socket.send_fds(control, [b"f"], [r0, w1, errors.fileno(), sw])
+        finally:
+            for fd in (r0, w1, sw):
+                os.close(fd)
+        pid = self.status.read(4) if select.select([self.status], [], [], START_TIMEOUT)[0] else b""
+        if len(pid) != 4:
+            raise OSError("the fork server did not answer")
+        self.pid = struct.unpack("i", pid)[0]
+
+    def poll(self, timeout=0):
+        if self.returncode is None and select.select([self.status], [], [], timeout)[0]:
+            code = self.status.read(4)
+            self.returncode = struct.unpack("i", code)[0] if len(code) == 4 else BROKEN
+        return self.returncode
+
+    def wait(self, timeout=None):
+        if self.poll(timeout) is None:
+            raise subprocess.TimeoutExpired("runner", timeout)
+        return self.returncode
+
+    def kill(self):
+        if self.poll() is None:                     # a pid the server reaped may be another process's by now
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _forked(errors):
+    """A grading process forked by the server, started (again once) as needed; None where there is none."""
+    global _server, _server_starts
+    while FORKS:
+        if _server is None or _server[0].poll() is not None:
+            if _server_starts == 2:
+                return None
+            _server_starts += 1
+            ours, its = socket.socketpair()
+            try:
+                _server = (_runner("--server", stdin=its.fileno(), stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL), ours)
+            except OSError:
+                _server = None
+                continue
+            finally:
+                its.close()
+        try:
+            return Forked(_server[1], errors)
+        except OSError:                             # it died, or does not answer: it is ended, then started again
+            _server[0].kill()
+            _server[0].wait()
+            _server[1].close()
+            _server = None
+    return None
+
+
 class Process:
-    """One running `python -m practice._judge.runner`, and a thread that turns what it writes into events:
-    (header, blobs) frames, "garbled" when it wrote something that is not frames, None at its end."""
+    """One grading's `python -m practice._judge.runner` (forked by the server, or a fresh interpreter), and a
+    thread that turns what it writes into events: (header, blobs) frames, "garbled" when it wrote
+    something that is not frames, None at its end."""
 
     def __init__(self):
         self.errors = tempfile.TemporaryFile()
-        flags = {"start_new_session": True} if os.name == "posix" else {
-            "creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "practice._judge.runner"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.errors, env=clean_env(),
-                                     cwd=tempfile.gettempdir(), **flags)
+        self.proc = _forked(self.errors) or _runner(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors)
         self.events = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
