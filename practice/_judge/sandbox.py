@@ -1,13 +1,23 @@
 """The sandbox, from the judge's side: each grading runs in a fresh Python process.
 
-    judge ── starts, per grading ──> python -m practice._judge.runner (a new interpreter, clean environment)
+    Linux      judge ── starts once ──> python -m practice._judge.runner --server (clean environment)
+                                          └── forks, per grading ──> the grading process
+    elsewhere  judge ── starts, per grading ──> python -m practice._judge.runner (a new interpreter, clean environment)
 
-The process is started with an environment cleaned of everything the judge holds (clean_env) and
-only its stdin and stdout pipes, so it never holds the practice page's token, a socket of the
-judge, the expected values (computed here, never sent) or the progress file's path. It imports
-torch, says it is ready, reads its job and the inputs in one frame, confines itself (confine.py),
-runs the learner's functions and writes each result on its stdout. The next grading's process is
-started as soon as this one is taken (`prestart`), so its start-up overlaps the judge's own work.
+Either way the grading process is new and holds what an interpreter started with an environment cleaned
+of everything the judge holds (clean_env) and only its stdin and stdout pipes would: never the practice
+page's token, a socket of the judge, the expected values (computed here, never sent) or the progress
+file's path. It runs in a session of its own, says it is ready, reads its job and the inputs in one
+frame, confines itself (confine.py), runs the learner's functions and writes each result on its
+stdout. The next grading's process is started as soon as this one is taken (`prestart`), so its
+start-up overlaps the judge's own work.
+
+The fork server (runner.fork_server) is such an interpreter that has imported torch and the runner once,
+so a grading need not import them again: it holds its control socket, /dev/null and, per child not yet
+ended, a pidfd and the pipe on which it tells the judge that child's pid and exit code (`Forked`). It
+runs no learner code and no torch op, so it is single-threaded when it forks, and it ends when its
+control socket closes with the judge. A server that died is started once more; then each grading
+starts an interpreter, without a word.
 
 Limits (what the solution adds, not what torch reserved at import: a CUDA build maps gigabytes of
 address space it never touches):
@@ -18,7 +28,8 @@ address space it never touches):
   - time: the judge waits at most the time limit for the results;
   - data: at most wire.MAX_RESULT per result, wire.MAX_TOTAL per grading, and a result's JSON within
     wire.MAX_HEADER bytes and wire.MAX_ITEMS containers, checked before it is decoded.
-When the grading ends, the process and everything below it is killed. Where a limit cannot be set
+When the grading ends, the process and everything below it is killed (found in /proc from its pid: a
+forked one is the server's child, not the judge's). Where a limit cannot be set
 (no /proc, no RLIMIT_AS), the judge says so in one line and grades without it.
 """
 import hashlib
@@ -122,8 +133,7 @@ def private_memory(pid="self"):
 
 # ------------------------------------------------------------------------------------------ the process
 
-# Where the OS forks cheaply and safely (Linux), a server started as the fresh interpreter is, that has imported
-# torch once, forks each grading's process (runner.fork_server); elsewhere each grading starts an interpreter.
+# Linux: a fork server forks each grading's process; elsewhere (macOS, Windows) each starts an interpreter
 FORKS = sys.platform == "linux" and "forkserver" in multiprocessing.get_all_start_methods() and hasattr(os, "pidfd_open")
 _server = None                                     # (Popen, control socket) of the fork server once started
 _server_starts = 0                                 # a dead server is started again once, then interpreters
@@ -144,8 +154,8 @@ class Forked:
         (r0, w0), (r1, w1), (sr, sw) = os.pipe(), os.pipe(), os.pipe()
         self.stdin, self.stdout, self.status = open(w0, "wb"), open(r1, "rb"), open(sr, "rb", buffering=0)
         self.returncode = None
-        try:
-            socket.send_fds(control, [b"f"], [r0, w1, errors.fileno(), sw])
+        try:                                        # a dead server: EPIPE, not SIGPIPE
+            socket.send_fds(control, [b"f"], [r0, w1, errors.fileno(), sw], socket.MSG_NOSIGNAL)
         finally:
             for fd in (r0, w1, sw):
                 os.close(fd)
