@@ -322,8 +322,8 @@ PARENT = "import os\ndef l2norm(x, eps=1e-6):\n    raise ValueError(f'parent {os
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux's")
 def test_the_fork_server_holds_nothing_of_the_judge_and_a_dead_one_is_started_again_once(judge, tiny_path, tmp_path,
                                                                                         monkeypatch, capsys):
-    """On Linux a server started clean forks each grading's process: it holds its control socket, /dev/null
-    and, per waiting child, a pidfd and the pipe for its exit code; no secret of the judge. Killed, it is
+    """On Linux a server started clean forks each grading's process: one thread; it holds its control socket,
+    /dev/null and, per waiting child, a pidfd and the pipe for its exit code; no secret of the judge. Killed, it is
     started again once; killed again, each grading is a fresh interpreter, without a word."""
     from practice._judge import sandbox
     assert sandbox.FORKS
@@ -342,6 +342,7 @@ def test_the_fork_server_holds_nothing_of_the_judge_and_a_dead_one_is_started_ag
                 assert parents[0] == server
                 environ = open(f"/proc/{server}/environ", "rb").read()
                 assert b"HF_TOKEN" not in environ and b"QWEN_PROGRESS" not in environ
+                assert "\nThreads:\t1\n" in open(f"/proc/{server}/status", encoding="utf-8").read()  # forks with one
                 held = sorted(os.readlink(f"/proc/{server}/fd/{fd}") for fd in os.listdir(f"/proc/{server}/fd"))
                 assert held[0].startswith("/dev/null") and held[1].startswith("/dev/null"), held
                 assert sum(h.startswith("socket:") for h in held) == 1, held

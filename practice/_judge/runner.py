@@ -283,6 +283,7 @@ def _grading_child(fds, children):
             os.close(pidfd)
             os.close(status)
         os.setsid()                                          # a session of its own, as the judge starts one
+        del sys.argv[1:]                                     # `python -m practice._judge.runner`'s
         for fd in range(3):
             os.dup2(fds[fd], fd)                             # fd 0 was the control socket
         for fd in fds:
