@@ -99,9 +99,12 @@ def tree(root):
 
 
 def kill_tree(root, also=()):
-    """SIGKILL every process below `root` (and the pids in `also`), until none runs (2 s at most)."""
+    """SIGKILL every process below `root` (and the pids in `also`), until each one killed has died (a zombie
+    has) and none is left below root (2 s at most)."""
+    killed = set(also)
     for _ in range(40):
-        left = (tree(root) or set()) | {p for p in also if _alive(p)}
+        killed |= tree(root) or set()
+        left = {p for p in killed if _running(p)}
         if not left:
             return
         for pid in left:
@@ -118,6 +121,15 @@ def _alive(pid):
         return True
     except OSError:
         return False
+
+
+def _running(pid):
+    """Alive and not a zombie (where /proc says so)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return _alive(pid) and not os.path.isdir("/proc/self")
 
 
 def private_memory(pid="self"):
@@ -248,6 +260,10 @@ class Process:
 
     def stop(self):
         if os.name == "posix":
+            try:                                    # its session's group at once (seccomp keeps them in it): none
+                os.killpg(self.proc.pid, signal.SIGKILL)   # forks a child the walk below would miss
+            except OSError:
+                pass
             kill_tree(self.proc.pid, also=[self.proc.pid])
         try:
             self.proc.kill()
