@@ -208,6 +208,7 @@ def _forked(errors):
                 _server = (_runner("--server", stdin=its.fileno(), stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL), ours)
             except OSError:
+                ours.close()
                 _server = None
                 continue
             finally:
