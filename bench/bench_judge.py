@@ -3,10 +3,10 @@
     python bench/bench_judge.py
 
 Targets: grading one exercise <= 3 s wall; --all <= 15 s; a Run on the page <= 2 s (the page is open,
-the learner presses Run: the sandbox's server started with the page, so a Run is one fork, the cases
+the learner presses Run: a sandbox process started ahead with the page, so a Run is that process's work, the cases
 and the comparison). `import torch` alone is printed beside them for scale. Uses the reference
 solutions as the learner's files (in a temp folder) and the built-in tiny checkpoint. The peak RSS
-column is the judge's own process (its sandbox server is another process).
+column is the judge's own process (its sandbox processes are others).
 """
 import http.client
 import json

@@ -100,12 +100,12 @@ def listeners(tmp_path):
 
 @pytest.fixture
 def fresh_server(monkeypatch):
-    """A sandbox server started now, so that what the test put in the environment was there when it started."""
+    """Sandbox processes started now, so that what the test put in the environment was there when it started."""
     from practice._judge import sandbox
-    monkeypatch.setattr(sandbox, "_server", None)
+    monkeypatch.setattr(sandbox, "_ahead", [])
     yield
-    if sandbox._server is not None:
-        sandbox._server.stop()
+    for process in sandbox._ahead:
+        process.stop()
 
 
 def seen(line):
@@ -117,7 +117,7 @@ def seen(line):
 def test_a_solution_graded_from_the_page_reaches_nothing_of_the_judge(web, judge, monkeypatch, listeners,  # noqa: F811
                                                                       fresh_server):
     """The page's server writes the learner's files for anyone with its token: the sandbox never holds it
-    (a fresh process, not a fork of the server), cannot open a socket of any kind to use it, cannot
+    (a fresh process of its own), cannot open a socket of any kind to use it, cannot
     signal the judge, and is not given the judge's secrets in its environment."""
     monkeypatch.setenv("SSH_AUTH_SOCK", listeners[0])
     monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 29)

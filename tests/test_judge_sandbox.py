@@ -292,14 +292,11 @@ def test_where_no_memory_limit_can_be_set_the_sandbox_says_so_and_the_report_sho
     assert len(out) == 2 and out[1].strip() == note
 
 
-def test_without_fork_each_grading_is_a_fresh_process_with_the_same_guarantees(judge, tiny_path, tmp_path, monkeypatch,
-                                                                              capsys):
-    """Where fork is not used (macOS, Windows), each grading is a fresh interpreter of its own (the next one
-    started at once): the same confinement (the judge cannot be signalled), and notebook functions travel
-    as source."""
+def test_each_grading_is_a_fresh_process_that_cannot_signal_the_judge(judge, tiny_path, tmp_path, monkeypatch, capsys):
+    """Each grading is a fresh process of its own (the next one started at once): the judge cannot be
+    signalled from it, nor the fork server that forked it, and notebook functions travel as source."""
     from practice._judge import sandbox
-    monkeypatch.setattr(sandbox, "FORK", False)
-    monkeypatch.setattr(sandbox, "_server", None)
+    monkeypatch.setattr(sandbox, "_ahead", [])
     monkeypatch.setenv("QWEN_PROGRESS", str(tmp_path / "progress.json"))
     try:
         r = grade(judge, tiny_path, tmp_path, "205", "import os\ndef l2norm(x, eps=1e-6):\n    os.kill(os.getppid(), 9)\n")
@@ -315,8 +312,52 @@ def test_without_fork_each_grading_is_a_fresh_process_with_the_same_guarantees(j
         graded = check(205, module.l2norm, tiny=True)
         assert graded.status == "fail" and "divided by the RMS" in capsys.readouterr().out
     finally:
-        if sandbox._server is not None:
-            sandbox._server.stop()
+        for process in sandbox._ahead:
+            process.stop()
+
+
+PARENT = "import os\ndef l2norm(x, eps=1e-6):\n    raise ValueError(f'parent {os.getppid()}')\n"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux's")
+def test_the_fork_server_holds_nothing_of_the_judge_and_a_dead_one_is_started_again_once(judge, tiny_path, tmp_path,
+                                                                                        monkeypatch, capsys):
+    """On Linux a server started clean forks each grading's process: one thread; it holds its control socket,
+    /dev/null and, per waiting child, a pidfd and the pipe for its exit code; no secret of the judge. Killed, it is
+    started again once; killed again, each grading is a fresh interpreter, without a word."""
+    from practice._judge import sandbox
+    assert sandbox.FORKS
+    for name, value in (("_ahead", []), ("_server", None), ("_server_starts", 0)):
+        monkeypatch.setattr(sandbox, name, value)
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 29)
+    monkeypatch.setenv("QWEN_PROGRESS", str(tmp_path / "progress.json"))
+    parents = []
+    try:
+        for _ in range(3):
+            line = judge.summary_line(grade(judge, tiny_path, tmp_path, "205", PARENT))
+            assert "ValueError: parent" in line, line
+            parents.append(int(line.split("ValueError: parent ")[1].split()[0]))
+            if len(parents) == 1:
+                server = sandbox._server[0].pid
+                assert parents[0] == server
+                environ = open(f"/proc/{server}/environ", "rb").read()
+                assert b"HF_TOKEN" not in environ and b"QWEN_PROGRESS" not in environ
+                assert "\nThreads:\t1\n" in open(f"/proc/{server}/status", encoding="utf-8").read()  # forks with one
+                held = sorted(os.readlink(f"/proc/{server}/fd/{fd}") for fd in os.listdir(f"/proc/{server}/fd"))
+                assert held[0].startswith("/dev/null") and held[1].startswith("/dev/null"), held
+                assert sum(h.startswith("socket:") for h in held) == 1, held
+                waiting = sum(h == "anon_inode:[pidfd]" for h in held)
+                assert waiting >= 1 and sum(h.startswith("pipe:") for h in held) == waiting and len(held) == 3 + 2 * waiting
+            if sandbox._server is not None:
+                sandbox._server[0].kill()
+                sandbox._server[0].wait()
+        assert parents[1] not in (parents[0], os.getpid()) and parents[2] == os.getpid(), parents
+        assert sandbox._server_starts == 2 and sandbox._server[0].poll() is not None
+        out = capsys.readouterr()
+        assert "server" not in out.out + out.err
+    finally:
+        for process in sandbox._ahead:
+            process.stop()
 
 
 # ------------------------------------------------------------------------------------------ 5. limits set in the child

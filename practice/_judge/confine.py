@@ -1,4 +1,4 @@
-"""What a sandbox gives up before the learner's code runs (runner.py calls `enter` in each child).
+"""What the sandbox gives up before the learner's code runs (runner.py calls `enter`).
 
     the environment   started clean by the judge (sandbox.clean_env): no QWEN_PROGRESS, no tokens, no
                       SSH_AUTH_SOCK or D-Bus address; TMPDIR is the sandbox's own folder
@@ -10,13 +10,13 @@
                       process outside the sandbox
     seccomp           (Linux on x86-64 and arm64) no new socket of any kind (TCP, UDP, Unix: so no
                       connection, whatever the flags), no io_uring (which could make one), no signal but
-                      to the sandbox's own process group (nor a SIGIO owner set with fcntl), no ptrace, and no leaving the session: every
-                      process it starts stays where the judge counts and ends it
+                      to the sandbox's own process group (nor a SIGIO owner set with fcntl), no ptrace, and
+                      no leaving the session: every process it starts stays where the judge ends it
     limits            the address space it may add (RLIMIT_AS), file sizes (RLIMIT_FSIZE), processes
                       (RLIMIT_NPROC), no core files; the working folder is the sandbox's own
 
-Each mechanism says whether the kernel applied it (`applied`); where one is missing (another OS, an old
-kernel) the sandbox runs without it, and the README says what then still holds.
+Where a mechanism is missing (another OS, an old kernel) the sandbox runs without it, and the README
+says what then still holds.
 """
 import ctypes
 import os
@@ -27,7 +27,6 @@ from pathlib import Path
 
 JUDGE = Path(__file__).resolve().parent            # practice/_judge
 ROOT = JUDGE.parents[1]
-applied = {}                                       # what enter() could apply: {"landlock": ABI or 0, ...}
 
 
 def _libc():
@@ -144,8 +143,8 @@ def seccomp():
 
 
 def become_subreaper():
-    """In the process that forks the sandboxes (Linux): what a child orphans (a double fork) is re-parented
-    here instead of to init, so the judge still finds it among this process's descendants."""
+    """(Linux) What the sandbox orphans (a double fork) is re-parented here instead of to init, so the judge
+    still finds it among this process's descendants."""
     try:
         _libc().prctl(36, 1, 0, 0, 0)                                       # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
@@ -154,22 +153,21 @@ def become_subreaper():
 
 # ------------------------------------------------------------------------------------------ imports
 
+def _inside(where, roots):
+    where = os.path.realpath(where)
+    return any(where == r or where.startswith(r + os.sep) for r in map(os.path.realpath, roots))
+
+
 class _NoJudgeImports:
     """A meta path finder, first in sys.meta_path: importing a module that lives in practice/_judge/ (the
     references, the cases, the comparison) or practice/judge.py raises ImportError."""
-
-    def __init__(self, roots):
-        self.roots = [os.path.realpath(r) for r in roots]
-
-    def inside(self, where):
-        where = os.path.realpath(where)
-        return any(where == r or where.startswith(r + os.sep) for r in self.roots)
+    roots = (JUDGE, ROOT / "practice" / "judge.py")
 
     def find_spec(self, name, path=None, target=None):
         import importlib.machinery
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         places = [spec.origin] + list(spec.submodule_search_locations or []) if spec is not None else []
-        if any(p and self.inside(p) for p in places):
+        if any(p and _inside(p, self.roots) for p in places):
             from qwen.lang import T
             raise ImportError(T("{n} is part of the judge: the sandbox does not import it",
                                 "{n} 是评测器的一部分：沙箱里不能导入它", n=name), name=name)
@@ -179,24 +177,17 @@ class _NoJudgeImports:
         pass
 
 
-def is_judge_file(file):
-    """True for a file inside practice/_judge (a reference, an equivalent form, a known mistake)."""
-    return _NoJudgeImports([JUDGE]).inside(str(file))
-
-
 def seal():
     """The judge's modules leave sys.modules (and the `practice` package's attributes), and a finder refuses
     to import them again. The code already running here keeps its references."""
-    finder = _NoJudgeImports([JUDGE, ROOT / "practice" / "judge.py"])
     for name, module in list(sys.modules.items()):
         where = getattr(module, "__file__", None)
-        if name.startswith(("practice._judge", "practice.judge")) or (where and finder.inside(where)):
+        if name.startswith(("practice._judge", "practice.judge")) or (where and _inside(where, _NoJudgeImports.roots)):
             del sys.modules[name]
-    package = sys.modules.get("practice")
     for attr in ("_judge", "judge"):
-        if package is not None and hasattr(package, attr):
-            delattr(package, attr)
-    sys.meta_path.insert(0, finder)
+        if hasattr(sys.modules.get("practice"), attr):
+            delattr(sys.modules["practice"], attr)
+    sys.meta_path.insert(0, _NoJudgeImports())
 
 
 # ------------------------------------------------------------------------------------------ limits
@@ -231,44 +222,40 @@ def _user_tasks():
     return n
 
 
-def _cap(resource, which, value):
-    try:
-        soft, hard = resource.getrlimit(which)
-        resource.setrlimit(which, (value if hard == resource.RLIM_INFINITY else min(value, hard), hard))
-    except (ValueError, OSError):
-        pass
-
-
 def set_limits(extra):
     """Cap this process's address space at its current size + extra, the files it writes (MAX_FILE), the
     processes it adds (MAX_TASKS; not enforced for root), no core files. Returns None, or a one-line note."""
     from qwen.lang import T
     try:
         import resource
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        _cap(resource, resource.RLIMIT_FSIZE, MAX_FILE)
-        tasks = _user_tasks()
-        if tasks is not None and hasattr(resource, "RLIMIT_NPROC"):
-            _cap(resource, resource.RLIMIT_NPROC, tasks + MAX_TASKS)
-    except (ImportError, ValueError, OSError):
+    except ImportError:
         return T("no memory limit on this system (no resource module): graded without one",
                  "这个系统上没有内存限制（没有 resource 模块）：不设内存限制地评测")
+
+    def cap(which, value):
+        """The soft limit lowered to value (the hard one if lower); the error, or None."""
+        try:
+            hard = resource.getrlimit(which)[1]
+            resource.setrlimit(which, (value if hard == resource.RLIM_INFINITY else min(value, hard), hard))
+        except (ValueError, OSError) as e:
+            return e
+    cap(resource.RLIMIT_CORE, 0)
+    cap(resource.RLIMIT_FSIZE, MAX_FILE)
+    tasks = _user_tasks()
+    if tasks is not None and hasattr(resource, "RLIMIT_NPROC"):
+        cap(resource.RLIMIT_NPROC, tasks + MAX_TASKS)
     now = _address_space()
     if now is None:
         return T("the memory limit needs /proc (Linux): graded without it", "内存限制需要 /proc（Linux）：不设内存限制地评测")
-    try:
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        want = now + extra if hard == resource.RLIM_INFINITY else min(now + extra, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (want, hard))
-    except (ValueError, OSError) as e:
-        return T("could not set the memory limit ({e}): graded without it", "无法设置内存限制（{e}）：不设内存限制地评测", e=e)
-    return None
+    error = cap(resource.RLIMIT_AS, now + extra)
+    return error and T("could not set the memory limit ({e}): graded without it", "无法设置内存限制（{e}）：不设内存限制地评测",
+                       e=error)
 
 
 # ------------------------------------------------------------------------------------------ all of it
 
 def enter(job):
-    """In the child, before any learner code: returns (capture file, note or None)."""
+    """In the sandbox, before any learner code: returns (capture file, note or None)."""
     import signal
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
@@ -283,8 +270,8 @@ def enter(job):
     sys.stdin = open(0, encoding="utf-8", closefd=False)
     sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
     sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
-    if not (job.get("file") and is_judge_file(job["file"])):             # the judge's own wrong/ files reuse references
+    if not (job.get("file") and _inside(job["file"], [JUDGE])):          # the judge's own wrong/ files reuse references
         seal()
-    applied["landlock"] = landlock(writable)
-    applied["seccomp"] = seccomp()
+    landlock(writable)
+    seccomp()
     return capture, set_limits(job["memory"])

@@ -127,7 +127,7 @@ def _grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMO
         problem = source_problem(file)
         if problem:
             return error_result(ex, label, *problem)
-    job = {"exercise": ex.id, "functions": ex.functions, "file": os.path.abspath(file) if file else None, "portable": None,
+    job = {"functions": ex.functions, "file": os.path.abspath(file) if file else None, "portable": None,
            "lang": get_lang(), "check_inputs": not ex.may_modify_inputs}
     if functions:                                                 # a notebook's functions travel as their source
         try:
@@ -138,31 +138,26 @@ def _grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMO
     try:
         with tempfile.TemporaryDirectory() as scratch:
             cases = ex.cases(context(model, scratch))           # expected values: here, never in the sandbox
-            blobs, encoded = [], []
-            for c in cases:
-                value, more = wire.encode(tuple(c.args), keep_layout=True)
-                encoded.append({"function": c.function, "args": _rebase(value, len(blobs))})
-                blobs += more
+            value, blobs = wire.encode(tuple(tuple(c.args) for c in cases), keep_layout=True)
+            encoded = [{"function": c.function, "args": args} for c, args in zip(cases, value["U"])]
             got, after, state = {}, {}, {"fatal": None, "printed": 0, "done": False, "note": None}
 
             def on_frame(header, frame_blobs):
-                kind = header.get("kind")
+                kind, i = header.get("kind"), header.get("i")
+                case = type(i) is int and 0 <= i < len(cases)
                 if kind == "started":
                     state["note"] = printable(header["note"]) if isinstance(header.get("note"), str) else None
-                elif kind == "case" and type(header.get("i")) is int and 0 <= header["i"] < len(cases):
+                elif kind == "case" and case:
                     raised = header.get("raised")
-                    if isinstance(raised, dict):
-                        got[header["i"]] = Raised(str(raised.get("kind", "exception")), printable(raised.get("message", "")))
-                    else:
-                        got[header["i"]] = wire.decode(header.get("value"), frame_blobs)
-                elif kind == "inputs" and type(header.get("i")) is int and 0 <= header["i"] < len(cases):
-                    after[header["i"]] = (header.get("digests"), header.get("names"))
+                    got[i] = Raised(str(raised.get("kind", "exception")), printable(raised.get("message", ""))) \
+                        if isinstance(raised, dict) else wire.decode(header.get("value"), frame_blobs)
+                elif kind == "inputs" and case:
+                    after[i] = (header.get("digests"), header.get("names"))
                 elif kind == "fatal" and isinstance(header.get("error"), dict):
                     state["fatal"] = {"kind": str(header["error"].get("kind")), "message": printable(header["error"].get("message"))}
                     return True
                 elif kind == "done":
-                    state["done"] = True
-                    state["printed"] = header.get("printed") if type(header.get("printed")) is int else 0
+                    state.update(done=True, printed=header.get("printed") if type(header.get("printed")) is int else 0)
                     return True
                 return False
 
@@ -184,10 +179,9 @@ def _grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMO
                 if i not in got and stopped:
                     stopped = ("after", T("not run (the grading stopped at an earlier case)", "未运行（评测在前面的用例中止了）"))
             if stopped and not got:
-                result["error"] = {"kind": box.ending()[0], "message": box.ending()[1]}
+                result["error"] = dict(zip(("kind", "message"), box.ending()))
                 return result
-            oks = [c["ok"] for c in result["cases"]]
-            result["status"] = "pass" if all(oks) else (
+            result["status"] = "pass" if all(c["ok"] for c in result["cases"]) else (
                 "todo" if all(c["ok"] or c["todo"] for c in result["cases"]) else "fail")
             return result
     finally:
@@ -209,17 +203,6 @@ def modified_inputs(case, after, cache=None):
     name = names[k] if type(names) is list and len(names) == len(case.args) and isinstance(names[k], str) else f"#{k + 1}"
     return Raised("inplace", T("modified its input {a} in place: work on a copy (no in-place ops on inputs)",
                                "原地修改了输入 {a}：请在副本上计算（不要对输入做原地操作）", a=printable(name, 80)))
-
-
-def _rebase(value, offset):
-    """Tensor indices in an encoded value, shifted by the number of blobs before it."""
-    if isinstance(value, dict):
-        if "T" in value:
-            return {**value, "T": value["T"] + offset}
-        return {k: _rebase(v, offset) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_rebase(v, offset) for v in value]
-    return value
 
 
 def _judge_case(ex, case, got, index, stopped, explain_all):

@@ -39,19 +39,18 @@ class Graded:
             _show(self.lines, self.status)
 
 
+def _shell():
+    """The IPython shell running this code, or None."""
+    return sys.modules.get("IPython") and getattr(sys.modules["IPython"], "get_ipython", lambda: None)()
+
+
 def _cell_number():
     """IPython's number of the cell running now, or None outside IPython."""
-    shell = sys.modules.get("IPython") and getattr(sys.modules["IPython"], "get_ipython", lambda: None)()
-    return getattr(shell, "execution_count", None) if shell is not None else None
-
-
-def _in_jupyter():
-    shell = sys.modules.get("IPython") and getattr(sys.modules["IPython"], "get_ipython", lambda: None)()
-    return shell is not None and getattr(shell, "kernel", None) is not None
+    return getattr(_shell(), "execution_count", None)
 
 
 def _show(lines, status):
-    if _in_jupyter():
+    if getattr(_shell(), "kernel", None) is not None:             # Jupyter, not a terminal IPython
         from IPython.display import HTML, display
         color = {"pass": "#1a7f37", "todo": "#6e7781"}.get(status, "#cf222e")
         head, rest = lines[0], lines[1:]

@@ -1,16 +1,14 @@
-"""The sandbox's side: a fresh Python that runs the learner's functions and sends back plain data.
+"""The sandbox's side: a fresh Python process that runs the learner's functions and sends back plain data.
 
-    python -m practice._judge.runner [--one-shot]     started by the judge (sandbox.py), never by hand
+    python -m practice._judge.runner            started by the judge (sandbox.py) per grading, never by hand
+    python -m practice._judge.runner --server   (Linux) started once by the judge: forks that process per grading
 
-It imports torch once and says it is ready; then, for each job the judge sends (which functions,
-the learner's file or notebook source, the limits, then the inputs), it forks a child that confines
-itself (confine.py), loads the learner's file as `python file.py` reads it (BOM, coding line;
-registered in sys.modules while it runs), calls each function on the inputs and writes each result,
-or what was raised instead, as plain data (wire.py: never pickle). This process relays the child's
-frames, tagged with the job's number, and says when the child ended and how: the child never
-holds this process's line to the judge, so nothing it writes can pass for this process's word.
-Where fork is not used (not Linux: fork after importing torch is unsafe on macOS, absent on
-Windows), `--one-shot` runs one job in this process itself, and the judge starts a new one.
+It imports torch and says it is ready; then it reads one frame (which functions, the learner's file
+or notebook source, the limits, the inputs), confines itself (confine.py), loads the learner's file
+as `python file.py` reads it (BOM, coding line; registered in sys.modules while it runs), calls each
+function on the inputs and writes each result, or what was raised instead, as plain data on its
+stdout (wire.py: never pickle). When the judge goes (its pipe closes), every process the learner's
+code started ends, and this one.
 
 Nothing is compared here: the judge does that in its own process, on values it computed itself.
 """
@@ -19,7 +17,6 @@ import inspect
 import io
 import os
 import re
-import select
 import signal
 import sys
 import threading
@@ -29,13 +26,11 @@ from pathlib import Path
 
 from practice._judge import confine, portable, wire
 from practice._judge.files import read_regular
-from practice._judge.sandbox import kill_tree
+from practice._judge.sandbox import BROKEN, kill_tree, private_memory
 
 
 def learner_line(tb, file):
     """The last line of the learner's file in a traceback, or None."""
-    if not file:
-        return None
     try:
         target = Path(file).resolve()
         lines = [f.lineno for f in traceback.extract_tb(tb) if Path(f.filename).resolve() == target]
@@ -69,24 +64,22 @@ def _argument(fn, k):
 
 
 def describe_error(exc, file, memory_gb):
-    """(kind, one line) for an exception raised by learner code."""
+    """{kind, message} for an exception raised by learner code."""
     from qwen.lang import T
-    if isinstance(exc, MemoryError) or "can't allocate memory" in _message(exc) or "Cannot allocate memory" in _message(exc):
-        return "memory", T("tried to allocate more memory than the {gb:g} GB allowed (a huge tensor or read?)",
-                           "申请的内存超过了允许的 {gb:g} GB（张量或读取的数据太大了？）", gb=memory_gb)
-    line = learner_line(exc.__traceback__, file)
+    message = _message(exc)
+    if isinstance(exc, MemoryError) or "can't allocate memory" in message or "Cannot allocate memory" in message:
+        return {"kind": "memory", "message": T(
+            "tried to allocate more memory than the {gb:g} GB allowed (a huge tensor or read?)",
+            "申请的内存超过了允许的 {gb:g} GB（张量或读取的数据太大了？）", gb=memory_gb)}
+    line = learner_line(exc.__traceback__, file) if file else None
     where = T(" (line {n} of your file)", "（你的文件第 {n} 行）", n=line) if line else ""
-    return "exception", _message(exc) + where
-
-
-def module_name(file):
-    return "practice_" + re.sub(r"\W", "_", Path(file).stem)
+    return {"kind": "exception", "message": message + where}
 
 
 def load_module(file):
     """Run the learner's file as a module registered in sys.modules (so dataclasses, typing and pickle
     find it). Its folder is first on sys.path, as with `python file.py`; __name__ is not "__main__"."""
-    name = module_name(file)
+    name = "practice_" + re.sub(r"\W", "_", Path(file).stem)
     code = compile(read_regular(file), str(file), "exec", dont_inherit=True)
     module = types.ModuleType(name)
     module.__file__ = str(file)
@@ -97,17 +90,14 @@ def load_module(file):
     return module.__dict__
 
 
-BROKEN = 70                                                  # a child's exit code when its own plumbing failed
-
-
-def run(job, inputs, send):
-    """In the child: confine, load the learner's functions, call them on the inputs, send each result.
-    job: {functions (names), file or None, portable (notebook source) or None, lang, memory, writable,
-    check_inputs (send the inputs' digests after each call)}. Never returns."""
+def run(job, blobs, send):
+    """Confine, load the learner's functions, call them on the inputs, send each result. job: {functions
+    (names), file or None, portable (notebook source) or None, lang, memory, writable, check_inputs (send
+    the inputs' digests after each call), cases}. Never returns."""
     code = BROKEN
     try:
         capture, note = confine.enter(job)
-        _run(job, inputs, send, capture, note)
+        _run(job, blobs, send, capture, note)
         code = 0
     except BaseException:                                    # noqa: BLE001 - the plumbing broke: the judge says so
         code = BROKEN
@@ -118,52 +108,59 @@ def run(job, inputs, send):
             os._exit(code)                                   # stray threads end here, unheard
 
 
-def _run(job, inputs, send, capture, note):
+def _load(job, memory_gb):
+    """(the learner's functions by name, None), or (None, {kind, message}) when they cannot be had."""
+    from qwen.lang import T
+    file = job.get("file")
+    try:
+        space = load_module(file) if file else portable.unpack(job["portable"])   # a notebook's, sent as source
+    except SystemExit:
+        return None, {"kind": "exit", "message": T("your file calls sys.exit() (or exit()) when imported: remove it",
+                                                   "你的文件在导入时调用了 sys.exit()（或 exit()）：请删掉")}
+    except ImportError as e:
+        return None, {"kind": "import", "message": T("import failed: {m}", "导入失败：{m}", m=_message(e))}
+    except BaseException as e:                               # noqa: BLE001 - learner code can raise anything
+        error = describe_error(e, file, memory_gb)
+        return None, {**error, "message": T("error while importing your file: {m}", "导入你的文件时出错：{m}",
+                                            m=error["message"])}
+    for name in job["functions"]:
+        if not callable(space.get(name)):
+            where = Path(file).name if file else T("the functions you passed", "你传入的函数")
+            return None, {"kind": "missing", "message": T("no function named {f} in {file}: keep the names from the starter",
+                                                          "{file} 里没有名为 {f} 的函数：请保留起始文件里的函数名",
+                                                          f=name, file=where)}
+    return space, None
+
+
+def _call(fn, args, file, memory_gb):
+    """(the result, None), or (None, {kind, message}) for what the call did instead of returning."""
+    from qwen.lang import T
+    try:
+        return fn(*args), None
+    except NotImplementedError:
+        return None, {"kind": "todo", "message": T("not written yet (raises NotImplementedError)",
+                                                   "还没写（抛出 NotImplementedError）")}
+    except SystemExit:
+        return None, {"kind": "exit", "message": T("called sys.exit()", "调用了 sys.exit()")}
+    except BaseException as e:                               # noqa: BLE001
+        return None, describe_error(e, file, memory_gb)
+
+
+def _run(job, blobs, send, capture, note):
     import torch
     from qwen.lang import T, set_lang
     set_lang(job["lang"])
     torch.set_num_threads(1)
     memory_gb = round(job["memory"] / 2**30, 2)
-    header, blobs = inputs
-    cases = [(c["function"], wire.decode(c["args"], blobs, trusted=True)) for c in header["cases"]]
-    send({"kind": "started", "note": note})
-    file = job.get("file")
-    try:
-        if file:
-            space = load_module(file)
-        else:                                                # functions from a notebook, sent as source
-            space = portable.unpack(job["portable"])
-    except SystemExit:
-        return send({"kind": "fatal", "error": {"kind": "exit", "message": T(
-            "your file calls sys.exit() (or exit()) when imported: remove it",
-            "你的文件在导入时调用了 sys.exit()（或 exit()）：请删掉")}})
-    except ImportError as e:
-        return send({"kind": "fatal", "error": {"kind": "import", "message": T("import failed: {m}", "导入失败：{m}",
-                                                                                m=_message(e))}})
-    except BaseException as e:                               # noqa: BLE001 - learner code can raise anything
-        kind, message = describe_error(e, file, memory_gb)
-        return send({"kind": "fatal", "error": {"kind": kind, "message": T(
-            "error while importing your file: {m}", "导入你的文件时出错：{m}", m=message)}})
-    for name in job["functions"]:
-        if not callable(space.get(name)):
-            where = Path(file).name if file else T("the functions you passed", "你传入的函数")
-            return send({"kind": "fatal", "error": {"kind": "missing", "message": T(
-                "no function named {f} in {file}: keep the names from the starter",
-                "{file} 里没有名为 {f} 的函数：请保留起始文件里的函数名", f=name, file=where)}})
-
+    cases = [(c["function"], wire.decode(c["args"], blobs, trusted=True)) for c in job["cases"]]
+    send({"kind": "started", "note": note, "base": private_memory()})   # before any of the learner's code
+    space, fatal = _load(job, memory_gb)
+    if fatal:
+        return send({"kind": "fatal", "error": fatal})
     for i, (name, args) in enumerate(cases):
-        try:
-            got = space[name](*args)
-        except NotImplementedError:
-            send({"kind": "case", "i": i, "raised": {"kind": "todo", "message": T(
-                "not written yet (raises NotImplementedError)", "还没写（抛出 NotImplementedError）")}})
-            continue
-        except SystemExit:
-            send({"kind": "case", "i": i, "raised": {"kind": "exit", "message": T("called sys.exit()", "调用了 sys.exit()")}})
-            continue
-        except BaseException as e:                           # noqa: BLE001
-            kind, message = describe_error(e, file, memory_gb)
-            send({"kind": "case", "i": i, "raised": {"kind": kind, "message": message}})
+        got, raised = _call(space[name], args, job.get("file"), memory_gb)
+        if raised:
+            send({"kind": "case", "i": i, "raised": raised})
             continue
         if job.get("check_inputs"):                          # the judge compares them with its own copy
             try:
@@ -177,14 +174,12 @@ def _run(job, inputs, send, capture, note):
             frame = wire.pack({"kind": "case", "i": i, "value": value}, out)
             wire.check_size(frame)                           # what the judge would refuse, said here in words
         except wire.Unsupported as e:
-            send({"kind": "case", "i": i, "raised": {"kind": "unsupported", "message": T(
-                "returned {what}", "返回了{what}", what=str(e))}})
-            continue
+            frame = wire.pack({"kind": "case", "i": i, "raised": {"kind": "unsupported", "message": T(
+                "returned {what}", "返回了{what}", what=str(e))}}, [])
         except BaseException:                                # noqa: BLE001 - a hostile object
-            send({"kind": "case", "i": i, "raised": {"kind": "unsupported", "message": T(
+            frame = wire.pack({"kind": "case", "i": i, "raised": {"kind": "unsupported", "message": T(
                 "returned a value of type {t}, which the judge cannot read", "返回了 {t} 类型的值，评测器读不了",
-                t=wire._type_name(got))}})
-            continue
+                t=wire._type_name(got))}}, [])
         send(frame)
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -206,109 +201,97 @@ def count_printed(capture):
 
 # ------------------------------------------------------------------------------------------ the process
 
-def _sender(fd, n=None):
-    """send(header or packed frame): one frame on `fd`; with n, wrapped as this process's relay of job n."""
-    def send(frame, blobs=()):
-        data = frame if isinstance(frame, bytes) else wire.pack(frame, list(blobs))
-        wire.write_all(fd, wire.pack({"kind": "out", "n": n}, [data]) if n is not None else data)
-    return send
-
-
 def _exit_when_judge_gone(fd):
-    """One-shot: the judge never writes again during a job, so EOF (or an error) on its pipe means it is gone:
-    every process the learner's code started ends (those that left the group too: this process is their
+    """The judge never writes again during a job, so EOF (or an error) on its pipe means it is gone: every
+    process the learner's code started ends (those that left the group too: this process is their
     subreaper), then this one."""
     try:
         os.read(fd, 1)
     finally:
         try:
-            _end_tree()
+            kill_tree(os.getpid())
             if hasattr(os, "killpg"):
                 os.killpg(0, signal.SIGKILL)
         finally:
             os._exit(BROKEN)
 
 
-def _relay(pipe, out, n, child):
-    """The child's frames, each whole, wrapped as job n's; until the child's end closes. Ends the child's
-    processes, and this one, when the judge is gone (EOF on stdin: it never writes during a job)."""
-    reader = wire.Reader(max_frame=wire.MAX_RESULT + (1 << 20), max_header=wire.MAX_HEADER)   # as the child checks
-    while True:
-        ready, _, _ = select.select([pipe, 0], [], [])
-        if 0 in ready:                                       # the judge is gone
-            _end_tree()
-            os._exit(0)
-        data = os.read(pipe, 1 << 20)
-        if not data:
-            return
-        try:
-            frames = reader.raw_frames(data)
-        except ValueError:                                   # not frames: the child wrote there itself
-            wire.write_all(out, wire.pack({"kind": "garbled", "n": n}, []))
-            _end_tree()
-            return
-        for frame in frames:
-            wire.write_all(out, wire.pack({"kind": "out", "n": n}, [frame]))
-
-
-def _end_tree():
-    """Every process below this one (the child's, and orphans it left: this process is their subreaper)."""
-    kill_tree(os.getpid())
-
-
-def _wait(pid):
-    """The child's wait status; orphans re-parented here are reaped too."""
-    while True:
-        try:
-            _, status = os.waitpid(pid, 0)
-            break
-        except InterruptedError:
-            continue
-        except ChildProcessError:
-            status = 0
-            break
-    try:
-        while os.waitpid(-1, os.WNOHANG)[0]:
-            pass
-    except ChildProcessError:
-        pass
-    return status
-
-
-def serve(one_shot):
+def serve():
     out = os.dup(1)                                          # the frames to the judge
     os.dup2(2, 1)                                            # a stray print of an import never reaches them
-    import torch  # noqa: F401 - what every job needs, imported once, before the judge's clock starts
+    import torch  # noqa: F401 - what every job needs, imported before the judge's clock starts
     import qwen.lang  # noqa: F401
-    wire.write_all(out, wire.pack({"kind": "ready", "pid": os.getpid()}, []))
+    wire.write_all(out, wire.pack({"kind": "ready"}, []))
     confine.become_subreaper()
+    try:
+        job, blobs = wire.read_frame(0)
+    except (EOFError, ValueError):                           # the judge is gone, or spoke nonsense
+        os._exit(0)
+    threading.Thread(target=_exit_when_judge_gone, args=(os.dup(0),), daemon=True).start()
+
+    def send(frame, more=()):
+        wire.write_all(out, frame if isinstance(frame, bytes) else wire.pack(frame, list(more)))
+    run(job, blobs, send)
+
+
+def fork_server():
+    """(Linux) `python -m practice._judge.runner --server`: imports once what serve() needs, then for each
+    request on its control socket (fd 0: the grading process's stdin, stdout and stderr, and a pipe for its
+    pid and exit code) forks a child that becomes that process, as serve() in a fresh interpreter. It runs
+    no learner code and no torch op, so it forks with one thread; it ends when the judge does (EOF)."""
+    import select
+    import socket
+    import struct
+    import torch
+    import qwen.lang  # noqa: F401
+    torch.set_num_threads(1)                                 # before any op: a child forked now has no thread pool
+    control = socket.socket(fileno=0)
+    children = {}                                            # pidfd -> (pid, the pipe its exit code goes to)
     while True:
-        try:
-            job, _ = wire.read_frame(0)
-            inputs = wire.read_frame(0)
-        except (EOFError, ValueError):                       # the judge is gone, or spoke nonsense
-            os._exit(0)
-        n = job["n"]
-        if one_shot:
-            wire.write_all(out, wire.pack({"kind": "child", "n": n, "pid": os.getpid()}, []))
-            threading.Thread(target=_exit_when_judge_gone, args=(os.dup(0),), daemon=True).start()
-            run(job, inputs, _sender(out, n))
-        pipe, end = os.pipe()
-        pid = os.fork()
-        if pid == 0:
+        ready = select.select([control, *children], [], [])[0]
+        for pidfd in set(ready) & set(children):
+            pid, status = children.pop(pidfd)
+            code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
             try:
-                os.setsid()                                  # its own session: the judge counts and ends it
-                os.close(pipe)
-                os.close(out)
-            finally:
-                run(job, inputs, _sender(end))
-        os.close(end)
-        del inputs
-        wire.write_all(out, wire.pack({"kind": "child", "n": n, "pid": pid}, []))
-        _relay(pipe, out, n, pid)
-        os.close(pipe)
-        wire.write_all(out, wire.pack({"kind": "exit", "n": n, "status": _wait(pid)}, []))
+                os.write(status, struct.pack("i", code))
+            except OSError:                                  # the judge no longer waits for it
+                pass
+            os.close(status)
+            os.close(pidfd)
+        if control not in ready:
+            continue
+        message, fds, _, _ = socket.recv_fds(control, 1, 4)
+        if not message:                                      # the judge is gone
+            os._exit(0)
+        if len(fds) == 4:
+            pid = os.fork()
+            if pid == 0:
+                _grading_child(fds, children)
+            try:
+                os.write(fds[3], struct.pack("i", pid))
+            except OSError:
+                pass
+            children[os.pidfd_open(pid)] = (pid, fds.pop())
+        for fd in fds:
+            os.close(fd)
+
+
+def _grading_child(fds, children):
+    """In the server's child: nothing of the other gradings or of the server, then serve(). Never returns."""
+    try:
+        for pidfd, (_, status) in children.items():
+            os.close(pidfd)
+            os.close(status)
+        os.setsid()                                          # a session of its own, as the judge starts one
+        del sys.argv[1:]                                     # `python -m practice._judge.runner`'s
+        for fd in range(3):
+            os.dup2(fds[fd], fd)                             # fd 0 was the control socket
+        for fd in fds:
+            os.close(fd)
+        serve()
+    finally:
+        os._exit(BROKEN)
 
 
 if __name__ == "__main__":
-    serve(one_shot=sys.argv[1:] == ["--one-shot"])
+    fork_server() if sys.argv[1:] == ["--server"] else serve()

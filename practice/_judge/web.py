@@ -498,8 +498,8 @@ class Handler(BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         query = urllib.parse.parse_qs(url.query)
         lang = (query.get("lang") or [None])[0]
-        lang = lang if lang in LANGS else get_lang()
-        with speaking(lang):
+        kind = None
+        with speaking(lang if lang in LANGS else get_lang()):
             self.body_read = False
             try:
                 self._guard(query)
@@ -509,56 +509,46 @@ class Handler(BaseHTTPRequestHandler):
                     self.close_connection = True                   # an unread body never reads as a request
             except Refused as e:
                 self.close_connection = True                       # an unread body never reads as a request
-                status, body, kind = e.status, {"error": str(e)}, None
+                status, body = e.status, {"error": str(e)}
             except self.app.judge.UsageError as e:                 # e.g. the learner's file cannot be created
-                status, body, kind = HTTPStatus.CONFLICT, {"error": str(e)}, None
+                status, body = HTTPStatus.CONFLICT, {"error": str(e)}
             except Exception as e:                                 # noqa: BLE001 - one line to the page, never a crash
                 if getattr(self.app.args, "debug", False):
                     raise
-                status, body, kind = HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(e).__name__}: {e}"}, None
+                status, body = HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(e).__name__}: {e}"}
         self._send(status, body, kind)
 
     def _guard(self, query):
         """Every refusal that comes before any work, in this order."""
-        port = self.app.port
-        host = self.headers.get("Host", "")
-        if host not in (f"127.0.0.1:{port}", f"localhost:{port}"):
+        here = (f"127.0.0.1:{self.app.port}", f"localhost:{self.app.port}")
+        if self.headers.get("Host", "") not in here:
             raise Refused(HTTPStatus.FORBIDDEN, T("refused: the Host header is not this computer's loopback address",
                                                   "已拒绝：Host 头不是本机的回环地址"))
         given = self.headers.get("X-Token") or (query.get("token") or [""])[0]
         if not hmac.compare_digest(given.encode("utf-8", "replace"), self.app.token.encode()):
             raise Refused(HTTPStatus.FORBIDDEN, T("refused: the token is missing or wrong; open the address the judge printed",
                                                   "已拒绝：缺少口令或口令不对；请打开评测器打印的地址"))
-        origin = self.headers.get("Origin")
-        if origin is not None and origin not in (f"http://127.0.0.1:{port}", f"http://localhost:{port}"):
+        origin, site = self.headers.get("Origin"), self.headers.get("Sec-Fetch-Site")
+        other = origin if origin is not None and origin not in ["http://" + h for h in here] else \
+            site if site is not None and site not in ("same-origin", "none") else None
+        if other is not None:
             raise Refused(HTTPStatus.FORBIDDEN, T("refused: a request from another site ({o})", "已拒绝：来自别的网站的请求（{o}）",
-                                                  o=origin[:80]))
-        site = self.headers.get("Sec-Fetch-Site")
-        if site is not None and site not in ("same-origin", "none"):
-            raise Refused(HTTPStatus.FORBIDDEN, T("refused: a request from another site ({o})", "已拒绝：来自别的网站的请求（{o}）",
-                                                  o=site[:40]))
+                                                  o=other[:80]))
 
     def _route(self, method, path):
         if method == "GET" and path in STATIC:
             name, kind = STATIC[path]
             data = (PAGE / name).read_bytes()
-            if name == "index.html":
-                data = data.replace(b"__TOKEN__", self.app.token.encode())
-            return HTTPStatus.OK, data, kind
+            return HTTPStatus.OK, data.replace(b"__TOKEN__", self.app.token.encode()) if name == "index.html" else data, kind
+        if method == "GET" and path in ("/api/ui", "/api/list"):
+            return HTTPStatus.OK, self.app.ui() if path == "/api/ui" else self.app.listing(), None
         parts = path.split("/")
-        if method == "GET" and path == "/api/ui":
-            return HTTPStatus.OK, self.app.ui(), None
-        if method == "GET" and path == "/api/list":
-            return HTTPStatus.OK, self.app.listing(), None
         if len(parts) in (4, 5) and parts[:3] == ["", "api", "exercise"] and parts[3] in BY_ID:
             action = ROUTES.get((method, parts[4] if len(parts) == 5 else None))
             if action:
-                ex = BY_ID[parts[3]]
-                if method == "POST":
-                    body = self._body()
-                    if action in ("save", "keep"):
-                        return HTTPStatus.OK, getattr(self.app, action)(ex, body), None
-                return HTTPStatus.OK, getattr(self.app, action)(ex), None
+                ex, body = BY_ID[parts[3]], self._body() if method == "POST" else None   # every POST is JSON
+                answer = getattr(self.app, action)
+                return HTTPStatus.OK, answer(ex, body) if action in ("save", "keep") else answer(ex), None
         if method not in ("GET", "POST"):
             raise Refused(HTTPStatus.METHOD_NOT_ALLOWED, T("refused: {m} is not used here", "已拒绝：这里不用 {m}", m=method))
         raise Refused(HTTPStatus.NOT_FOUND, T("refused: {p} is not a page of the exercises", "已拒绝：{p} 不是练习的页面",
@@ -569,24 +559,24 @@ class Handler(BaseHTTPRequestHandler):
         raw = self.headers.get("Content-Length")
         if raw is None or not (raw.isascii() and raw.isdigit()) or self.headers.get("Transfer-Encoding"):
             raise Refused(HTTPStatus.LENGTH_REQUIRED, T("refused: the request has no Content-Length", "已拒绝：请求没有 Content-Length"))
-        if int(raw) > MAX_BODY:
-            self.close_connection = True                           # the body is never read
+        size = int(raw)
+        not_json = Refused(HTTPStatus.BAD_REQUEST, T("refused: the request is not JSON", "已拒绝：请求不是 JSON"))
+        if size > MAX_BODY:                                        # the body is never read
             raise Refused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, T("refused: the request is over {k} KB",
                                                                  "已拒绝：请求超过 {k} KB", k=MAX_BODY >> 10))
         if (self.headers.get("Content-Type") or "").split(";")[0].strip() != "application/json":
-            self.close_connection = True
-            raise Refused(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, T("refused: the request is not JSON", "已拒绝：请求不是 JSON"))
-        data = self.rfile.read(int(raw)) if int(raw) else b"{}"
+            raise Refused(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, str(not_json))
+        data = self.rfile.read(size) if size else b"{}"
         self.body_read = True
-        if int(raw) and len(data) != int(raw):
+        if size and len(data) != size:
             raise Refused(HTTPStatus.BAD_REQUEST, T("refused: the request ended before its Content-Length",
                                                     "已拒绝：请求在 Content-Length 说的长度之前就结束了"))
         try:
             body = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError):   # RecursionError: [[[[… nested past Python's limit
-            raise Refused(HTTPStatus.BAD_REQUEST, T("refused: the request is not JSON", "已拒绝：请求不是 JSON")) from None
+            raise not_json from None
         if not isinstance(body, dict):
-            raise Refused(HTTPStatus.BAD_REQUEST, T("refused: the request is not JSON", "已拒绝：请求不是 JSON"))
+            raise not_json
         return body
 
     def _send(self, status, body, kind):
