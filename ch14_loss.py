@@ -157,13 +157,14 @@ say("  {p} parameters: weights + gradients + 2 moments = {k} bytes; formula 16 x
 
 def saved_bytes(seq, checkpoint=False):
     """Bytes of the tensors autograd saves for backward in one forward of `seq` tokens, the
-    weights left out (they are kept anyway), each storage counted once."""
+    weights left out (they are kept anyway), each storage counted once (and held until counted, so
+    that a freed one's address, reused, is not taken for it)."""
     seen = {}
 
     def pack(t):
-        ptr = t.untyped_storage().data_ptr()
-        if ptr not in weights:
-            seen[ptr] = t.untyped_storage().nbytes()
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in weights:
+            seen[storage.data_ptr()] = storage
         return t
     run_ids = torch.arange(seq)[None] % ch.cfg.vocab_size
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -175,7 +176,7 @@ def saved_bytes(seq, checkpoint=False):
             else:
                 x = layer(x, cos, sin)
         next_token_loss(model.logits(model.norm(x)), run_ids)
-    return sum(seen.values())
+    return sum(storage.nbytes() for storage in seen.values())
 
 
 weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
@@ -183,9 +184,9 @@ activations = {seq: saved_bytes(seq) for seq in (16, 32, 64)}
 checkpointed = {seq: saved_bytes(seq, checkpoint=True) for seq in (16, 32, 64)}
 for seq in activations:
     plain_kb, ckpt_kb = activations[seq] / 1024, checkpointed[seq] / 1024
-    scores_kb = seq * ch.cfg.vocab_size * 4 / 1024                  # the fp32 log-softmax over the vocabulary
-    say("  {s} tokens: activations kept {a:.0f} KiB; with checkpointing {c:.0f} KiB; of which the scores, seq x V x 4 bytes: {o:.0f} KiB",
-        "  {s} 个词元：保存的激活 {a:.0f} KiB；用检查点时 {c:.0f} KiB；其中输出分数 seq x V x 4 字节：{o:.0f} KiB",
+    scores_kb = (seq - 1) * ch.cfg.vocab_size * 4 / 1024            # the fp32 log-softmax: seq - 1 predictions
+    say("  {s} tokens: activations kept {a:.0f} KiB; with checkpointing {c:.0f} KiB; of which the scores, (seq - 1) x V x 4 bytes: {o:.0f} KiB",
+        "  {s} 个词元：保存的激活 {a:.0f} KiB；用激活检查点时 {c:.0f} KiB；其中输出分数 (seq - 1) x V x 4 字节：{o:.0f} KiB",
         s=seq, a=plain_kb, c=ckpt_kb, o=scores_kb)
 if ch.tiny:
     say("  (these are the tiny model's sizes, not Qwen3.5-0.8B's)", "  （这些是小模型的大小，不是 Qwen3.5-0.8B 的）")
@@ -213,7 +214,7 @@ if ch.tiny:
 # - 损失 = 在计入的位置上对 -log softmax(logits[t])[label[t + 1]] 取平均，用 fp32；-100 不计入。
 # - 手写的 RMSNorm 反向传播与 autograd 的相等（fp64 下的 gradcheck；SwiGLU 的也是，见 tests/test_train.py）。
 # - AdamW：两个滑动矩、偏差校正、只对矩阵做权重衰减；与 torch.optim.AdamW 相等。
-# - 随序列长度增长的是激活而不是权重；检查点用多算一遍前向换回这部分内存。
+# - 随序列长度增长的是激活而不是权重；激活检查点用多算一遍前向换回这部分内存。
 
 # %%
 say("\nExercises for this chapter: 270 (the loss), 271 (RMSNorm's backward), 272 (one AdamW step). "

@@ -89,7 +89,7 @@ config = small_config(V, hidden_size=ch.args.hidden, layers=4, heads=4, head_dim
 torch.manual_seed(0)
 model = init_weights(Qwen35(Config.from_dict(config)), seed=0)
 weights = parameters(model)
-kinds = " + ".join(config["layer_types"]).replace("linear_attention", "DeltaNet").replace("full_attention", "attention")
+kinds = " + ".join({"linear_attention": "DeltaNet", "full_attention": tr("attention", "注意力")}[t] for t in config["layer_types"])
 say("  {n:,} weights; layers: {k}", "  {n:,} 个权重；各层：{k}", n=weights, k=kinds)
 start_loss, ln_v = held_out_loss(model, corpus.held_out, SEQ), uniform_loss(V)
 say("  held-out loss at step 0: {a:.3f}; ln V = {b:.3f}", "  第 0 步的留出损失：{a:.3f}；ln V = {b:.3f}",

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 import qwen.lora
-from engine.cli import chapter, say, section, show_code, tr
+from engine.cli import chapter, pad, say, section, show_code, tr
 from engine.instructions import INSTRUCTIONS, copy_tokenizer, pad_batch, read_pairs, reply_loss
 from engine.training import export
 from qwen.config import Config
@@ -83,9 +83,9 @@ held = [(i // 2) % 6 == 5 for i in range(len(pairs))]             # a question a
 encoded = [encode(p) for p in pairs]
 train_items = [e for e, h in zip(encoded, held) if not h]
 held_items = [e for e, h in zip(encoded, held) if h]
-pad = min(stop_ids(tok))
-train_batches = [pad_batch(train_items[i:i + BATCH], pad) for i in range(0, len(train_items), BATCH)]
-held_batch = pad_batch(held_items, pad)
+pad_id = min(stop_ids(tok))
+train_batches = [pad_batch(train_items[i:i + BATCH], pad_id) for i in range(0, len(train_items), BATCH)]
+held_batch = pad_batch(held_items, pad_id)
 counted = sum(sum(1 for t in labels if t != -100) for _, labels in train_items)
 all_tokens = sum(len(ids) for ids, _ in train_items)
 n_pairs, n_training, n_held = len(pairs), len(train_items), len(held_items)
@@ -214,12 +214,12 @@ fine_tune(attention_only, STEPS)
 qv_loss = loss_on(attention_only, train_batches)
 del attention_only
 layer_count = len(model.layers)
-say("  q_proj, v_proj:  {p:>10,} trainable, in {l} of {n} layers; training loss after {s} steps {x:.3f}",
-    "  q_proj、v_proj：{p:>10,} 个可训练参数，在 {n} 层中的 {l} 层；{s} 步后的训练损失 {x:.3f}",
-    p=qv_train, l=qv_layers, n=layer_count, s=STEPS, x=qv_loss)
-say("  DEFAULT_TARGETS: {p:>10,} trainable, in {l} of {n} layers; training loss after {s} steps {x:.3f}",
-    "  DEFAULT_TARGETS：{p:>10,} 个可训练参数，在 {n} 层中的 {l} 层；{s} 步后的训练损失 {x:.3f}",
-    p=n_train, l=all_layers, n=layer_count, s=STEPS, x=train_after)
+for label, count, layers, loss in ((tr("q_proj, v_proj:", "q_proj、v_proj："), qv_train, qv_layers, qv_loss),
+                                   (tr("DEFAULT_TARGETS:", "DEFAULT_TARGETS："), n_train, all_layers, train_after)):
+    column = pad(label, 17)                                          # CJK punctuation takes two columns
+    say("  {t}{p:>10,} trainable, in {l} of {n} layers; training loss after {s} steps {x:.3f}",
+        "  {t}{p:>10,} 个可训练参数，在 {n} 层中的 {l} 层；{s} 步后的训练损失 {x:.3f}",
+        t=column, p=count, l=layers, n=layer_count, s=STEPS, x=loss)
 
 # %% [markdown]
 # ## 5. The adapter, saved in PEFT's format / 以 PEFT 的格式保存适配器
@@ -324,3 +324,7 @@ say("  try it: python main.py 9 --model {f}", "  试试：python main.py 9 --mod
 # - 只训练适配器：只有它们的梯度和 AdamW 的矩，原模型的权重没有。
 # - 包装每层的每个大投影（DEFAULT_TARGETS），而不只是注意力的 q 和 v。
 # - 以 PEFT 的格式保存，读回时检查每个键和形状；合并后名字又与检查点相同。
+
+# %%
+say("\nExercise for this chapter: 273 (the LoRA forward and the merge). Try it: python practice/judge.py 273",
+    "\n本章练习：273（LoRA 的前向计算与合并）。试一试：python practice/judge.py 273")

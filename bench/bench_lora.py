@@ -18,7 +18,8 @@ same adapter, so they agree as far as fp32 sums in another order allow (they sho
 same training, not that the bench is fast). Peak memory is the process's peak RSS (VmHWM, with the
 model loaded); "during steps" is that peak less the RSS before the first step.
 
-Targets: our step time <= 1.0x theirs, our peak RSS <= 1.0x theirs.
+Targets: our step time <= 1.0x theirs, our peak RSS <= 1.0x theirs. Needs the dev extra (transformers,
+peft); at the defaults it keeps two cores busy for several minutes.
 
     python bench/bench_lora.py [--keep DIR] [--threads 2] [--seq 512] [--steps 3] [--rounds 2]
                                [--dtype float32|bfloat16]
@@ -119,7 +120,7 @@ def run_child(args, side, adapter):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--keep", help="write (or reuse) the full-size checkpoint here instead of a temp folder")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=2, help="torch threads of each side (default 2)")
     p.add_argument("--seq", type=int, default=512, help="tokens per batch (one sequence)")
     p.add_argument("--steps", type=int, default=3, help="timed steps per process, after one warm-up step")
     p.add_argument("--rounds", type=int, default=2, help="fresh processes per side, alternated")

@@ -499,7 +499,10 @@ def _add_options(p, options):
         kwargs, bad = _from_env(flag, dict(kwargs))
         error = error or bad
         if isinstance(kwargs.get("help"), tuple):
-            kwargs["help"] = tr(*kwargs["help"]) + tr(" (or {e})", "（也可设 {e}）", e=env_name(flag))
+            default = kwargs.get("default")
+            said = default in (None, False) or "default" in kwargs["help"][0]       # nothing to say, or said already
+            shown = "" if said else tr("default {d}; ", "默认 {d}；", d=default)
+            kwargs["help"] = tr(*kwargs["help"]) + tr(" ({d}or {e})", "（{d}也可设 {e}）", d=shown, e=env_name(flag))
         p.add_argument(flag, **kwargs)
     return error
 

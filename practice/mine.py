@@ -777,7 +777,8 @@ def training_step(model, ids, labels, model_path=None):
         return None
     gap = max(((yours[n] - g).abs().max() / g.abs().max().clamp_min(1e-30)).item() for n, g in course.items())
     names = tr(", ", "、").join(f"{i} {tr(*TRAINING[i])}" for i in TRAINING if i in found.passed)
-    say("  --mine: yours: {names}; loss {a:.6f}, the course's {b:.6f}", "  --mine：你的：{names}；损失 {a:.6f}，课程的 {b:.6f}",
+    say("  --mine: yours: {names}; one backward pass on the batch above: loss {a:.6f}, the course's {b:.6f}",
+        "  --mine：你的：{names}；在上面的批次上做一次反向传播：损失 {a:.6f}，课程的 {b:.6f}",
         names=names, a=loss, b=course_loss)
     say("  --mine: largest difference in any of the {n} parameters' gradients, relative to its largest entry: {d:.1e}",
         "  --mine：{n} 个参数的梯度中，相对其最大元素的最大差：{d:.1e}", n=len(course), d=gap)
