@@ -186,7 +186,7 @@ for seq in activations:
     plain_kb, ckpt_kb = activations[seq] / 1024, checkpointed[seq] / 1024
     scores_kb = (seq - 1) * ch.cfg.vocab_size * 4 / 1024            # the fp32 log-softmax: seq - 1 predictions
     say("  {s} tokens: activations kept {a:.0f} KiB; with checkpointing {c:.0f} KiB; of which the scores, (seq - 1) x V x 4 bytes: {o:.0f} KiB",
-        "  {s} 个词元：保存的激活 {a:.0f} KiB；用激活检查点时 {c:.0f} KiB；其中输出分数 (seq - 1) x V x 4 字节：{o:.0f} KiB",
+        "  {s} 个词元：保存的激活 {a:.0f} KiB；用激活检查点时 {c:.0f} KiB；其中输出分数（seq - 1）x V x 4 字节：{o:.0f} KiB",
         s=seq, a=plain_kb, c=ckpt_kb, o=scores_kb)
 if ch.tiny:
     say("  (these are the tiny model's sizes, not Qwen3.5-0.8B's)", "  （这些是小模型的大小，不是 Qwen3.5-0.8B 的）")

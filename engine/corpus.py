@@ -127,17 +127,22 @@ class Corpus:
     fingerprint: a hash of the ids, so that a run resumes only on the text it began with. `real` is
     the full tokenizer the vocabulary is cut from (real_tokenizer)."""
 
-    def __init__(self, text, real, held_out=0.1):
+    def __init__(self, text, real, held_out=0.1, origin="--corpus"):
         ids = real.encode(text, special=False)
+        every = max(2, round(1 / held_out))
+        if len(ids) < every * CHUNK:                      # else the held-out text would be training text too
+            raise QwenError("{f}: {n:,} tokens, too few to hold out one chunk of {c} in {e}: give a text of at least "
+                            "{m:,} tokens (some {k:,} characters).", "{f}：只有 {n:,} 个词元，不够每 {e} 段留出一段 {c} 个"
+                            "词元的文字：请给至少 {m:,} 个词元（约 {k:,} 个字符）的文字。", f=origin, n=len(ids), c=CHUNK,
+                            e=every, m=every * CHUNK, k=3 * every * CHUNK)
         self.text, self.real_tokens = text, len(ids)
         self.kept = cut_vocabulary(ids, real)
         self.tokenizer = Tokenizer.from_tokenizer_json("the cut vocabulary", data=cut_tokenizer_json(self.kept))
         self.vocab_size = len(self.kept) + len(SPECIAL_TOKENS)
         self.tokens = torch.tensor([self.kept[i] for i in ids])
         chunks = self.tokens.split(CHUNK)                 # every 10th chunk held out: text from all over
-        every = max(2, round(1 / held_out))
         self.train = torch.cat([c for i, c in enumerate(chunks) if i % every != every - 1])
-        self.held_out = torch.cat([c for i, c in enumerate(chunks) if i % every == every - 1] or [chunks[-1]])
+        self.held_out = torch.cat([c for i, c in enumerate(chunks) if i % every == every - 1])
         self.fingerprint = hashlib.sha256(self.tokens.numpy().tobytes()).hexdigest()[:16]
 
     def write_tokenizer(self, folder):

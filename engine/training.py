@@ -9,6 +9,7 @@ file and renamed over the old one, so a crash or a Ctrl-C while writing leaves t
 import json
 import math
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -27,10 +28,26 @@ RUN_FILE = "run.pt"
 KIND = "transformer-by-hand training run"
 
 
-def save_run(folder, model, opt, stream, step, losses, config, extra=None):
-    """The whole state of a run, atomically: RUN_FILE is the old state or the new one, never half."""
+PREVIOUS = "run.previous.pt"                          # the save before the last: where a bad update rolls back to
+KEYS = ("kind", "config", "step", "losses", "model", "opt", "stream", "rng", "extra")
+
+
+def check_folder(folder):
+    """One line, before any training, when the run's folder cannot be one (a file, or cannot be made)."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise QwenError("--run {f}: cannot be the run's folder ({why}). Give a folder (new or this chapter's own).",
+                        "--run {f}：不能用作训练的文件夹（{why}）。请给一个文件夹（新的或本章自己的）。",
+                        f=folder, why=e.strerror or type(e).__name__) from None
+    return folder
+
+
+def save_run(folder, model, opt, stream, step, losses, config, extra=None):
+    """The whole state of a run, atomically: RUN_FILE is the old state or the new one, never half; the
+    state it replaces is kept as PREVIOUS (rollback puts it back)."""
+    folder = check_folder(folder)
     state = {"kind": KIND, "config": json.dumps(config), "step": step, "losses": list(losses),
              "model": model.state_dict(), "opt": opt.state_dict(), "stream": stream.state_dict(),
              "rng": torch.get_rng_state(), "extra": dict(extra or {})}
@@ -39,8 +56,32 @@ def save_run(folder, model, opt, stream, step, losses, config, extra=None):
         torch.save(state, f)
         f.flush()
         os.fsync(f.fileno())
+    if (folder / RUN_FILE).is_file():
+        kept = folder / f"{PREVIOUS}.tmp{os.getpid()}"
+        shutil.copyfile(folder / RUN_FILE, kept)
+        os.replace(kept, folder / PREVIOUS)
     os.replace(tmp, folder / RUN_FILE)
     return folder / RUN_FILE
+
+
+def rollback(folder, bad_step):
+    """After the weights of step `bad_step` gave a loss that is not a number: if RUN_FILE holds them (saved
+    at that step or later), put the save before it back, and keep the bad one as run.bad.pt. Returns the
+    step of the run now in RUN_FILE (None when there is none)."""
+    folder = Path(folder)
+    step = saved_step(folder)
+    if step is None or step < bad_step:
+        return step
+    os.replace(folder / RUN_FILE, folder / "run.bad.pt")
+    if (folder / PREVIOUS).is_file():
+        os.replace(folder / PREVIOUS, folder / RUN_FILE)
+    return saved_step(folder)
+
+
+def saved_step(folder):
+    """The step of the run saved in `folder` (None when there is none)."""
+    file = Path(folder) / RUN_FILE
+    return torch.load(file, map_location="cpu", weights_only=True)["step"] if file.is_file() else None
 
 
 def load_run(folder, config):
@@ -58,6 +99,9 @@ def load_run(folder, config):
     if not isinstance(state, dict) or state.get("kind") != KIND:
         raise QwenError("{file} is not a training run of this course. Move it away to start afresh.",
                         "{file} 不是本课程的训练存档。把它移走即可重新开始。", file=file)
+    if missing := [k for k in KEYS if k not in state]:
+        raise QwenError("{file} is not a complete training run (no {key}). Move it away to start afresh.",
+                        "{file} 不是完整的训练存档（没有 {key}）。把它移走即可重新开始。", file=file, key=missing[0])
     if json.loads(state["config"]) != config:
         raise QwenError("{file} is a run of another model or text: give another --run folder, or the same "
                         "options and text.", "{file} 训练的是另一个模型或另一段文字：请换一个 --run 文件夹，或用同样的选项和文字。",
@@ -68,29 +112,37 @@ def load_run(folder, config):
 def resume(state, model, opt, stream):
     """Put a saved state back: the weights, AdamW's moments, the stream's position, the random state.
     Returns (step, losses) to go on from."""
-    model.load_state_dict(state["model"])
-    opt.load_state_dict(state["opt"])
-    stream.load_state_dict(state["stream"])
-    torch.set_rng_state(state["rng"])
-    return state["step"], list(state["losses"])
+    try:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        stream.load_state_dict(state["stream"])
+        torch.set_rng_state(state["rng"])
+        return int(state["step"]), list(state["losses"])
+    except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as e:
+        raise QwenError("The saved run does not fit this model ({why}). Move run.pt away to start afresh.",
+                        "保存的训练存档与这个模型不符（{why}）。把 run.pt 移走即可重新开始。",
+                        why=str(e).splitlines()[0][:160]) from None
 
 
 def run(model, opt, stream, steps, lr, folder=None, config=None, every=50, start=0, losses=None,
         quiet=False, step_fn=train_step, extra=None):
     """Train from step `start` to `steps` with lr(step); save the run every `every` steps and at the end.
     Ctrl-C lets the step under way finish (an update cut in half would be saved half-made), saves, and
-    returns; a NaN or infinite loss stops before its update is kept in a save, the last good one stays.
+    returns; a NaN or infinite loss stops, and a save of the weights that gave it is rolled back: the last
+    good save stays in RUN_FILE.
     Returns (losses, stopped): stopped is None, "interrupted", or the step whose loss was not finite."""
     losses, begun, tokens0 = list(losses or []), time.perf_counter(), stream.tokens_seen
     asked = []
-    if threading.current_thread() is threading.main_thread():
+    if folder is not None and threading.current_thread() is threading.main_thread():   # nothing to save: Ctrl-C stops
         previous = signal.signal(signal.SIGINT, lambda *_: asked.append(True))
     else:                                                          # signals reach the main thread only
         previous = None
     try:
         for step in range(start, steps):
             loss, _ = step_fn(model, opt, stream.next(), lr(step))
-            if not math.isfinite(loss):
+            if not math.isfinite(loss):                                # these weights are bad: not in run.pt
+                if folder is not None:
+                    rollback(folder, step)
                 return losses, step
             losses.append(loss)
             last = step + 1 == steps or bool(asked)

@@ -86,8 +86,8 @@ class TokenStream:
         self.windows = len(tokens) // seq
         if self.windows < batch:
             raise QwenError("{n} tokens make {w} windows of {seq}: fewer than one batch of {batch}. Give a "
-                            "longer corpus, or a smaller --batch or --seq.", "{n} 个词元只能切出 {w} 个长 {seq} "
-                            "的窗口，不够一个 {batch} 行的批次。请换更长的语料，或减小 --batch 或 --seq。",
+                            "longer text, or a smaller batch or window.", "{n} 个词元只能切出 {w} 个长 {seq} "
+                            "的窗口，不够一个 {batch} 行的批次。请换更长的文字，或减小批次或窗口。",
                             n=len(tokens), w=self.windows, seq=seq, batch=batch)
         self.epoch, self.index = 0, 0
 

