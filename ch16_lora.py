@@ -22,6 +22,7 @@ from engine.cli import chapter, pad, say, section, show_code, tr
 from engine.instructions import INSTRUCTIONS, copy_tokenizer, pad_batch, read_pairs, reply_loss
 from engine.training import export
 from qwen.config import Config
+from qwen.files import folder_to_write
 from qwen.generate import generate, stop_ids
 from qwen.lang import QwenError
 from qwen.lora import adapters, add_lora, load_adapter, merge, save_adapter, trainable
@@ -42,6 +43,10 @@ STEPS, PEAK, BATCH, RANK, ALPHA = ch.args.steps, ch.args.lr, 6, 8, 16
 if STEPS < 1 or not 0 < PEAK < 1:
     raise QwenError("--steps must be at least 1 and --lr between 0 and 1, not {s} and {lr}.",
                     "--steps 至少为 1，--lr 必须在 0 和 1 之间，而不是 {s} 和 {lr}。", s=STEPS, lr=PEAK)
+# checked now, not after the training: --run and its two folders can be written into
+for sub, names in (("adapter", (qwen.lora.CONFIG, qwen.lora.WEIGHTS)),
+                   ("merged", ("config.json", "model.safetensors"))):
+    folder_to_write(Path(ch.args.run) / sub, names, origin="--run")
 
 # %% [markdown]
 # ## The code / 代码

@@ -3,8 +3,8 @@
 A folder can hold a symbolic link that loops or points nowhere, a folder where a file should be, a
 file without read permission, or a FIFO, which blocks forever when opened the usual way. `open_file`
 opens without blocking and checks what it opened before reading; `read_json` adds a size limit and
-JSON's failure modes (bad UTF-8, bad syntax, deep nesting). Each failure is one `QwenError` line that
-names the path and says what to do.
+JSON's failure modes (bad UTF-8, bad syntax, deep nesting). `folder_to_write` checks a folder before
+anything is written into it. Each failure is one `QwenError` line that names the path and says what to do.
 """
 import errno
 import json
@@ -87,6 +87,26 @@ def list_folder(folder):
         return sorted(os.listdir(folder))
     except OSError as e:
         raise path_error(Path(folder), e) from None
+
+
+def folder_to_write(folder, names=(), origin=None):
+    """`folder` as a Path, checked before anything is written: it and each parent is a folder or not there
+    yet (mkdir makes it), and none of `names` in it is a folder (a file there is replaced)."""
+    folder = Path(folder)
+    at, at_zh = ("", "") if origin is None else (f"{origin}: ", f"{origin}：")     # the option it came from
+    for path in (folder, *folder.parents):
+        if (kind := kind_of(path)) == "file":
+            raise QwenError("{at}Cannot write into {folder}: {path} is a file, not a folder. Give another folder, "
+                            "or move the file.", "{at_zh}无法写入 {folder}：{path} 是文件，不是文件夹。请换一个文件夹，或移走"
+                            "这个文件。", folder=folder, at=at, at_zh=at_zh, path=path)
+        if kind == "folder":
+            break
+    for name in names:
+        if kind_of(folder / name) == "folder":
+            raise QwenError("{at}Cannot write {path}: it is a folder. Give another folder, or move it.",
+                            "{at_zh}无法写入 {path}：它是一个文件夹。请换一个文件夹，或把它移走。", path=folder / name,
+                            at=at, at_zh=at_zh)
+    return folder
 
 
 # ---------------------------------------------------------------------------- the messages

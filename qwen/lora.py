@@ -35,6 +35,7 @@ The format is PEFT's, so an adapter trained here loads in `peft.PeftModel.from_p
 transformers' Qwen3_5ForCausalLM, and one trained there loads here (tests/test_lora.py checks both).
 """
 import json
+import math
 import os
 from pathlib import Path
 
@@ -42,7 +43,7 @@ import torch
 import torch.nn as nn
 from safetensors.torch import save_file
 
-from qwen.files import kind_of, read_json
+from qwen.files import folder_to_write, kind_of, read_json
 from qwen.lang import QwenError
 from qwen.weights import load_weights
 
@@ -95,25 +96,33 @@ def _matches(name, targets):
     return any(name == t or name.endswith("." + t) for t in targets)       # PEFT's rule for a list
 
 
-def _plan(model, targets):
-    """{name: Linear} of the projections `targets` names, each target checked to name at least one."""
-    if isinstance(targets, str):
-        raise QwenError("targets is a list of projection names such as ['q_proj', 'v_proj'], not the string {t!r}.",
-                        "targets 是投影名的列表，例如 ['q_proj', 'v_proj']，而不是字符串 {t!r}。", t=targets)
+def _plan(model, targets, r):
+    """{name: Linear} of the projections `targets` names, each target checked to name at least one, and
+    r checked to be a low rank for each: below the smaller side of its weight."""
+    if not isinstance(targets, (list, tuple)) or not targets or not all(isinstance(t, str) and t for t in targets) \
+            or len(set(targets)) < len(targets):
+        raise QwenError("targets is a non-empty list of different projection names such as ['q_proj', 'v_proj'], not "
+                        "{t!r}.", "targets 是由不同投影名组成的非空列表，例如 ['q_proj', 'v_proj']，而不是 {t!r}。", t=targets)
     found = {n: m for n, m in _layers(model) if _matches(n, targets) and isinstance(m, (nn.Linear, LoRALinear))}
     for t in targets:
         if not any(_matches(n, [t]) for n in found):
             names = sorted({n.rsplit(".", 1)[-1] for n, m in _layers(model) if isinstance(m, nn.Linear)})
             raise QwenError("No projection of this model is called {t!r}; its projections are {names}.",
                             "这个模型没有名为 {t!r} 的投影；它的投影有 {names}。", t=t, names=", ".join(names))
+    for name, m in found.items():
+        if r >= (side := min(m.in_features, m.out_features)):
+            raise QwenError("r={r} is not a low rank for {name} ({o} x {i}): r must be below {s}, its smaller side.",
+                            "r={r} 对 {name}（{o} x {i}）来说不是低秩：r 必须小于它较小的一边 {s}。", r=r, name=name,
+                            o=m.out_features, i=m.in_features, s=side)
     return found
 
 
 def _check_rank(r, alpha, where):
     if isinstance(r, bool) or not isinstance(r, int) or r < 1 or isinstance(alpha, bool) or \
-            not isinstance(alpha, (int, float)) or alpha <= 0:
-        raise QwenError("{where}: r must be a whole number >= 1 and alpha a number > 0, not r={r!r}, alpha={alpha!r}.",
-                        "{where}：r 必须是不小于 1 的整数，alpha 必须是大于 0 的数，而不是 r={r!r}、alpha={alpha!r}。",
+            not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha <= 0:
+        raise QwenError("{where}: r must be a whole number >= 1 and alpha a finite number > 0, not r={r!r}, "
+                        "alpha={alpha!r}.", "{where}：r 必须是不小于 1 的整数，alpha 必须是大于 0 的有限数，而不是 r={r!r}、"
+                        "alpha={alpha!r}。",
                         where=where, r=r, alpha=alpha)
 
 
@@ -121,7 +130,7 @@ def add_lora(model, r=8, alpha=16, targets=DEFAULT_TARGETS):
     """Wrap every projection named in `targets` (PEFT's target_modules: the last part of a module's name)
     in a LoRALinear of rank r; freeze every other parameter. Returns the model (changed in place)."""
     _check_rank(r, alpha, "add_lora")
-    plan = _plan(model, targets)
+    plan = _plan(model, targets, r)
     if wrapped := [n for n, m in plan.items() if isinstance(m, LoRALinear)]:
         raise QwenError("{name} already has a LoRA adapter: merge(model) first, or load a fresh model.",
                         "{name} 已经有 LoRA 适配器：请先 merge(model)，或重新加载模型。", name=wrapped[0])
@@ -149,8 +158,9 @@ def trainable(model):
 
 # ---------------------------------------------------------------------------- PEFT's files
 def save_adapter(model, folder):
-    """The adapters as PEFT writes them: adapter_config.json and adapter_model.safetensors (fp32), each
-    written to a temporary file first and renamed into place, so an interrupted save leaves the old one."""
+    """The adapters as PEFT writes them: adapter_config.json and adapter_model.safetensors (fp32),
+    both written to temporary files first and only then renamed into place, so a failure while writing
+    leaves the old pair. The folder is checked before anything is written."""
     found = adapters(model)
     if not found:
         raise QwenError("This model has no LoRA adapter to save: add_lora(model) first.",
@@ -159,8 +169,7 @@ def save_adapter(model, folder):
     if any((m.r, m.alpha) != (first.r, first.alpha) for m in found.values()):
         raise QwenError("The adapters have different ranks: PEFT's file has one r and one lora_alpha.",
                         "这些适配器的秩不同：PEFT 的文件只有一个 r 和一个 lora_alpha。")
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = folder_to_write(folder, (CONFIG, WEIGHTS))
     tensors = {}
     for name, m in found.items():                                # (r, in) and (out, r)
         tensors[f"{PREFIXES[0]}{name}.lora_A.weight"] = m.lora_A.weight.detach().float().cpu().contiguous()
@@ -169,13 +178,17 @@ def save_adapter(model, folder):
               "target_modules": sorted({n.rsplit(".", 1)[-1] for n in found}), "lora_dropout": 0.0,
               "base_model_name_or_path": None if getattr(model, "path", None) is None else str(model.path),
               "inference_mode": True, "init_lora_weights": True, "revision": None, **PLAIN}
-    tmp = folder / f".{WEIGHTS}.tmp"
-    save_file(tensors, str(tmp), metadata={"format": "pt"})
-    os.replace(tmp, folder / WEIGHTS)
-    tmp = folder / f".{CONFIG}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(config, f, indent=2)
-    os.replace(tmp, folder / CONFIG)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = {name: folder / f".{name}.tmp" for name in (WEIGHTS, CONFIG)}
+    try:
+        save_file(tensors, str(tmp[WEIGHTS]), metadata={"format": "pt"})
+        with open(tmp[CONFIG], "w", encoding="utf-8") as f:
+            json.dump(config, f, indent=2)
+        for name, file in tmp.items():                          # both written: now both replace the old pair
+            os.replace(file, folder / name)
+    finally:
+        for file in tmp.values():
+            file.unlink(missing_ok=True)                        # left only where writing failed
     return folder
 
 
@@ -229,7 +242,7 @@ def load_adapter(model, folder):
     W = load_weights(file)                                       # headers only; a truncated file is refused here
     keys = _names(W, file)
     present = adapters(model)
-    plan = present or _plan(model, config["target_modules"])
+    plan = present or _plan(model, config["target_modules"], r)
     for name, m in plan.items():
         if isinstance(m, LoRALinear) and m.r != r:
             raise QwenError("{name} has a rank-{have} adapter, {file} is rank {r}: load it into a model without "

@@ -96,3 +96,18 @@ def test_the_instruction_pairs_and_a_bad_file(tmp_path):
     bad.write_text('{"prompt": "hi", "reply": "hello"}\n{"prompt": "no reply"}\n', encoding="utf-8")
     with pytest.raises(QwenError, match="line 2"):
         read_pairs(bad)
+
+
+def test_chapter_16_refuses_a_run_folder_that_is_a_file_before_computing(run_script, tmp_path):
+    file = tmp_path / "run"
+    file.write_text("mine", encoding="utf-8")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "adapter").write_text("mine too", encoding="utf-8")
+    for run, named in ((file, file), (tmp_path / "folder", tmp_path / "folder" / "adapter")):
+        r = run_script("ch16_lora.py", "--tiny", "--steps", "1", "--run", str(run))
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
+        line = r.stderr.strip().splitlines()[0]                         # the message; then where --debug helps
+        assert line.startswith("Error: --run: Cannot write into ") and f"{named} is a file" in line, r.stderr
+        assert "instruction" not in r.stdout.lower()                      # refused before anything is computed
+    assert file.read_text(encoding="utf-8") == "mine"
+    assert (tmp_path / "folder" / "adapter").read_text(encoding="utf-8") == "mine too"

@@ -234,3 +234,71 @@ def test_bad_arguments_are_refused_in_one_line():
         add_lora(model, targets=("up_proj",))
     with pytest.raises(QwenError, match="no LoRA adapter"):
         save_adapter(_ours(), "unused")
+
+
+def _add_refused(model, *words, **kwargs):
+    before = _snapshot(model)
+    with pytest.raises(QwenError) as e:
+        add_lora(model, **kwargs)
+    assert "\n" not in e.value.en and "\n" not in e.value.zh and e.value.zh != e.value.en
+    assert all(w in e.value.en for w in words), e.value.en
+    assert _same(model, before) and not adapters(model) and all(p.requires_grad for p in model.parameters())
+
+
+def test_a_non_finite_alpha_a_rank_too_high_and_bad_targets_are_refused_in_one_line():
+    model = _ours()
+    for alpha in (float("nan"), float("inf"), float("-inf")):
+        _add_refused(model, "finite", repr(alpha), alpha=alpha)
+    _add_refused(model, "r=32", "not a low rank", r=32)                   # hidden size 32: full rank at most
+    _add_refused(model, "r=4", "in_proj_a (4 x 32)", "below 4", r=4, targets=("in_proj_a",))   # 4 outputs
+    for targets in ([None], [], (), ["q_proj", "q_proj"], ["q_proj", ""], {"q_proj"}):
+        _add_refused(model, "targets", "non-empty list of different", targets=targets)
+    add_lora(model, r=3, alpha=2, targets=["in_proj_a", "o_proj"])            # a list works as well as a tuple
+    assert {n.rsplit(".", 1)[-1] for n in adapters(model)} == {"in_proj_a", "o_proj"}
+
+
+def test_an_adapter_config_with_a_bad_alpha_or_rank_is_refused_and_the_model_kept(tmp_path):
+    import json
+    model = add_lora(_ours(), r=4, alpha=8)
+    save_adapter(model, tmp_path)
+    config = tmp_path / "adapter_config.json"
+    good = json.loads(config.read_text(encoding="utf-8"))
+    for key, value, words in [("lora_alpha", float("nan"), ("finite", "nan")),
+                              ("lora_alpha", float("inf"), ("finite", "inf")),
+                              ("lora_alpha", float("-inf"), ("finite",)), ("r", 4096, ("r=4096", "low rank"))]:
+        config.write_text(json.dumps({**good, key: value}), encoding="utf-8")    # NaN, Infinity: json writes them
+        _refused(_ours(), tmp_path, *words)
+        _refused(add_lora(_ours(), r=4, alpha=8), tmp_path, *words[:1])
+
+
+def _save_refused(model, folder, *words):
+    with pytest.raises(QwenError) as e:
+        save_adapter(model, folder)
+    assert "\n" not in e.value.en and "\n" not in e.value.zh and e.value.zh != e.value.en
+    assert all(w in e.value.en for w in words), e.value.en
+
+
+def test_save_adapter_refuses_a_file_where_its_folder_is_and_keeps_the_old_pair(tmp_path, monkeypatch):
+    model = add_lora(_ours(), r=4, alpha=8)
+    _randomize(model.named_parameters())
+    file = tmp_path / "a-file"
+    file.write_text("mine", encoding="utf-8")
+    _save_refused(model, file, str(file), "is a file")                    # the folder is a file
+    _save_refused(model, file / "adapter", str(file), "is a file")        # a parent is a file
+    assert file.read_text(encoding="utf-8") == "mine"
+    (tmp_path / "odd" / "adapter_config.json").mkdir(parents=True)      # a folder where a file is written
+    _save_refused(model, tmp_path / "odd", "adapter_config.json", "is a folder")
+    assert sorted(p.name for p in (tmp_path / "odd").iterdir()) == ["adapter_config.json"]
+
+    save_adapter(model, tmp_path / "good")
+    old = {p.name: p.read_bytes() for p in (tmp_path / "good").iterdir()}
+
+    def fails(*args, **kwargs):
+        raise OSError("disk full")
+    monkeypatch.setattr("qwen.lora.json.dump", fails)                     # the weights written, the config not
+    with torch.no_grad():
+        for m in adapters(model).values():
+            m.lora_B.weight.add_(1.0)
+    with pytest.raises(OSError, match="disk full"):
+        save_adapter(model, tmp_path / "good")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "good").iterdir()} == old   # the old pair, no temporaries
