@@ -707,6 +707,7 @@ def _started(found):
 
 # exercise -> what it computes in a training step: the loss on the logits, and every RMSNorm's backward
 TRAINING = {"270": ("the loss", "损失"), "271": ("RMSNorm's backward", "RMSNorm 的反向传播")}
+TRAINING_TOL = 1e-4                     # relative: right parts differ from the course's by float rounding only
 
 
 class _YourBackward(torch.autograd.Function):
@@ -770,16 +771,22 @@ def training_step(model, ids, labels, model_path=None):
         loss, yours = _gradients(model, ids, labels, loss_fn, backward)
         if yours.keys() != course.keys() or any(yours[n].shape != g.shape for n, g in course.items()):
             raise ValueError(tr("a gradient is missing or has another shape", "有梯度缺失或形状不对"))
-    except Exception as e:                                                # noqa: BLE001 - learner code
+    except (Exception, SystemExit) as e:                                  # noqa: BLE001 - learner code
         say("  --mine: your parts pass the judge but raised in the training step ({e}): the course's parts run",
             "  --mine：你的部件通过了评测，但在训练步里出错（{e}）：运行课程的部件",
             e=f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
         return None
-    gap = max(((yours[n] - g).abs().max() / g.abs().max().clamp_min(1e-30)).item() for n, g in course.items())
+    gaps = torch.stack([(yours[n] - g).abs().max() / g.abs().max().clamp_min(1e-30) for n, g in course.items()])
+    gap = gaps.max().item() if torch.isfinite(gaps).all() else math.nan        # a NaN anywhere is said, not hidden
     names = tr(", ", "、").join(f"{i} {tr(*TRAINING[i])}" for i in TRAINING if i in found.passed)
     say("  --mine: yours: {names}; one backward pass on the batch above: loss {a:.6f}, the course's {b:.6f}",
         "  --mine：你的：{names}；在上面的批次上做一次反向传播：损失 {a:.6f}，课程的 {b:.6f}",
         names=names, a=loss, b=course_loss)
     say("  --mine: largest difference in any of the {n} parameters' gradients, relative to its largest entry: {d:.1e}",
         "  --mine：{n} 个参数的梯度中，相对其最大元素的最大差：{d:.1e}", n=len(course), d=gap)
+    if not (gap <= TRAINING_TOL and abs(loss - course_loss) <= TRAINING_TOL * abs(course_loss)):
+        say("  --mine: that is more than float rounding ({t:.0e}): your parts pass the judge's cases but not this "
+            "model's; try them on its sizes (python practice/judge.py 270, 271)",
+            "  --mine：这超出了浮点舍入（{t:.0e}）：你的部件通过了评测的用例，却没通过这个模型；请在它的尺寸上再试"
+            "（python practice/judge.py 270、271）", t=TRAINING_TOL)
     return gap

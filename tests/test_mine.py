@@ -342,3 +342,27 @@ def test_chapter_14_mine_grades_and_compares_one_backward_pass(setting, trainabl
     gap = mine.training_step(trainable, ids, labels)
     out = capsys.readouterr().out
     assert gap is not None and gap <= 1e-5 and "271" in out         # named, and not used: it drops a term
+
+
+def test_chapter_14_mine_says_when_passing_parts_misbehave_in_the_model(trainable, monkeypatch, capsys):
+    """Parts that passed the judge but exit, or change the gradients, in the model: said in one line each,
+    the chapter goes on (a SystemExit of theirs does not end it)."""
+    from practice._judge import runner
+    ids, labels = _training_batch(trainable)
+    backward = mine._load(runner, BY_ID["271"].solution, BY_ID["271"].functions)["rms_norm_backward"]
+
+    def leaves(logits, labels, ignore_index=-100):
+        raise SystemExit(3)
+
+    def doubled(x, weight, eps, grad_out):
+        dx, dw = backward(x, weight, eps, grad_out)
+        return 2 * dx, dw
+    for parts, verdict in (({"270": {"next_token_loss": leaves}}, None),
+                           ({"271": {"rms_norm_backward": doubled}}, "more")):
+        monkeypatch.setattr(mine, "solutions", lambda *a, parts=parts, **k: mine.Solutions(parts, [], "here"))
+        gap = mine.training_step(trainable, ids, labels)
+        out = capsys.readouterr().out
+        if verdict is None:
+            assert gap is None and "SystemExit" in out
+        else:
+            assert gap > mine.TRAINING_TOL and f"{mine.TRAINING_TOL:.0e}" in out
