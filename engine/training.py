@@ -177,15 +177,24 @@ def _progress(step, steps, loss, tokens, seconds, start):
 def export(model, config, folder, write_tokenizer=write_tokenizer_files, dtype=torch.bfloat16):
     """The trained model as a checkpoint folder in the real format, which every chapter (--model) and
     transformers load: config.json, model.safetensors with the real key names (model.layers.N...),
-    and the tokenizer files (write_tokenizer(folder): the real vocabulary's unless told otherwise)."""
-    folder = Path(folder)
+    and the tokenizer files (write_tokenizer(folder): the real vocabulary's unless told otherwise).
+    Every file is written whole beside the folder first, then renamed into it: an export cut short leaves
+    each file as it was or as it is now, never half-written, and files of the folder it does not write stay."""
+    folder = check_folder(folder)
+    tmp = folder.with_name(f".{folder.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
     tensors = {("model." + k if k != "lm_head.weight" else k): v.detach().to(dtype)
                for k, v in model.state_dict().items()}
     for name in list(tensors):                                       # the real exceptions stay fp32
         if name.endswith(("linear_attn.A_log", "linear_attn.norm.weight")):
             tensors[name] = model.state_dict()[name.removeprefix("model.")].detach().float()
-    write_checkpoint(folder, tensors, {**config, "dtype": str(dtype).removeprefix("torch.")})
-    write_tokenizer(folder)
+    try:
+        write_checkpoint(tmp, tensors, {**config, "dtype": str(dtype).removeprefix("torch.")})
+        write_tokenizer(tmp)
+        for file in sorted(tmp.iterdir(), key=lambda f: f.name == "config.json"):   # config.json last
+            os.replace(file, folder / file.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return folder
 
 

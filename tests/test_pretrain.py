@@ -190,7 +190,11 @@ def test_the_export_loads_here_and_in_transformers_with_equal_logits(tmp_path):
     stream = TokenStream(_tokens(), 4, 32)
     for step in range(5):
         train_step(model, opt, stream.next(), 3e-3)
+    (tmp_path / "trained").mkdir()
+    (tmp_path / "trained" / "notes.txt").write_text("mine", encoding="utf-8")    # a learner's file there
     folder = training.export(model, RAW, tmp_path / "trained", dtype=torch.float32)
+    assert (folder / "notes.txt").read_text(encoding="utf-8") == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trained"]             # no temporary left beside it
     ids = _tokens(40, seed=7)[None]
     ours = load_model(folder)
     ref = transformers.Qwen3_5ForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
