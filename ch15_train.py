@@ -195,7 +195,9 @@ def lr(s):
 
 middle, stopped = None, None
 while step < STEPS and stopped is None:
-    block_end = min(STEPS, (step // 25 + 1) * 25, *([STEPS // 2] if step < STEPS // 2 else []))   # halfway too
+    block_end = min(STEPS, (step // 25 + 1) * 25)
+    if step < STEPS // 2 < block_end:
+        block_end = STEPS // 2                                # the halfway sample at the halfway step
     losses, stopped = training.run(model, opt, stream, block_end, lr, folder=ch.args.run, config=identity,
                                    every=50, start=step, losses=losses, quiet=True, extra={"held": held})
     step = len(losses)

@@ -72,6 +72,15 @@ def _set(swaps, module, attr, fn):
     setattr(module, attr, types.MethodType(fn, module))
 
 
+def _unset(swaps):
+    """Undo _set's swaps, the last first: each module's own attribute back, or none where it had none."""
+    for module, attr, had, old in reversed(swaps):
+        if had:
+            setattr(module, attr, old)
+        else:
+            delattr(module, attr)
+
+
 def _modules(model, cls):
     return [m for m in model.modules() if type(m) is cls]
 
@@ -436,11 +445,7 @@ class Mine:
             self._install()
 
     def remove(self):
-        for module, attr, had, old in reversed(self.swaps):
-            if had:
-                setattr(module, attr, old)
-            else:
-                delattr(module, attr)
+        _unset(self.swaps)
         self.swaps = []
 
     def names(self):
@@ -739,11 +744,7 @@ def _gradients(model, ids, labels, loss_fn, backward=None):
         loss = loss_fn(model(ids), labels)
         loss.backward()
     finally:
-        for module, attr, had, old in reversed(swaps):
-            if had:
-                setattr(module, attr, old)
-            else:
-                delattr(module, attr)
+        _unset(swaps)
     grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
     model.zero_grad(set_to_none=True)
     return float(loss.detach()), grads
