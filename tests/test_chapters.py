@@ -39,33 +39,121 @@ def test_falls_back_to_the_tiny_checkpoint_with_one_banner(course_en):
     assert "Done: chapter(s) 1, 2, 3" in course_en and "(the built-in tiny checkpoint: made-up numbers)" in course_en
 
 
-def test_ch01(course_en):
-    out = course_en
-    assert "header length n = " in out and "-> same" in out            # hand-read header == library
-    assert "model.safetensors-00001-of-00001.safetensors" in out and "L L L F L L L F" in out
-    assert "F32     12 tensors   linear_attn.A_log, linear_attn.norm.weight" in out
-    assert "the language model the course builds: 108 tensors" in out
-    assert "head_dim                         16   per head, set on its own (hidden_size / heads = 8)" in out
-    assert "L = linear attention: 6 layers" in out and "F = full attention: 2 layers (3, 7)" in out
-    assert "embed_tokens.weight[9419][:4]" in out and "(the row of the token 'Hello', id from tokenizer.json)" in out
-    assert "about 2.4 decimal digits" in out and "gap above 1: 0.0078125 (2^-7); below 1: 0.00390625 (2^-8)" in out
-    assert "1.001 stored in bf16 becomes 1.0" in out
+def _floats(text):
+    """The numbers of a printed list: '[0.3651, -1.0, 2e-05]' -> [0.3651, -1.0, 2e-05]."""
+    return [float(v) for v in re.findall(r"-?[\d.]+(?:e[+-]?\d+)?", text)]
+
+
+def _ints(text):
+    """'248,044' -> 248044."""
+    return int(text.replace(",", ""))
+
+
+def _named(n):
+    """The values chapter n named in course_en's run (conftest.course_namespaces)."""
+    from conftest import COURSE_EN, course_namespaces
+    return course_namespaces(*COURSE_EN)[n]
+
+
+def _header(folder):
+    """The JSON header of the checkpoint's one safetensors file, read here by hand."""
+    import json
+    (file,) = folder.glob("*.safetensors")
+    with open(file, "rb") as f:
+        return json.loads(f.read(int.from_bytes(f.read(8), "little")))
+
+
+def _manifest():
+    import json
+    from conftest import MANIFEST
+    return json.loads(MANIFEST.read_text(encoding="utf-8"))
+
+
+def test_ch01(course_en, tiny_path):
+    import math
+    from qwen.config import Config
+    out, named = _chapter(course_en, "ch01_weights.py"), _named(1)
+    cfg, header = Config.load(tiny_path), _header(tiny_path)
+    (file,) = tiny_path.glob("*.safetensors")
+    with open(file, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+    assert _ints(re.search(r"header length n = ([\d,]+) bytes", out)[1]) == n == named["n"]
+    bytes_at = re.search(r"its bytes: ([\d,]+) \.\. ([\d,]+) of the file; qwen\.weights says offset ([\d,]+), ([\d,]+) bytes", out)
+    a, b, offset, k = map(_ints, bytes_at.groups())                   # hand-read header == library
+    begin, end = header[next(name for name in header if name.endswith("language_model.norm.weight"))]["data_offsets"]
+    assert (a, b) == (8 + n + begin, 8 + n + end) and (offset, k) == (a, b - a) and named["same"] is True
+    assert "model.safetensors-00001-of-00001.safetensors" in out
+    pattern = " ".join("F" if t == "full_attention" else "L" for t in cfg.layer_types)
+    assert re.search(r"\n  ([LF ]+)\n", out)[1] == pattern
+    f32 = sorted(name for name, t in header.items() if name != "__metadata__" and t["dtype"] == "F32")
+    assert int(re.search(r"F32 +(\d+) tensors", out)[1]) == len(f32) and "linear_attn.A_log, linear_attn.norm.weight" in out
+    from engine.shapes import language_model_shapes
+    assert int(re.search(r"the language model the course builds: (\d+) tensors", out)[1]) == len(language_model_shapes(cfg))
+    head_dim = re.search(r"head_dim +(\d+) +per head, set on its own \(hidden_size / heads = (\d+)\)", out)
+    assert (int(head_dim[1]), int(head_dim[2])) == (cfg.head_dim, cfg.hidden_size // cfg.num_attention_heads)
+    assert int(re.search(r"L = linear attention: (\d+) layers", out)[1]) == cfg.layer_types.count("linear_attention")
+    full = re.search(r"F = full attention: (\d+) layers \(([\d, ]+)\)", out)
+    assert int(full[1]) == len(cfg.full_attention_layers) and _floats(full[2]) == list(cfg.full_attention_layers)
+    row = re.search(r"embed_tokens\.weight\[(\d+)\]\[:4\] = (\[[^\]]+\]) \(the row of the token 'Hello', id from tokenizer\.json\)", out)
+    from qwen.tokenizer import Tokenizer
+    from safetensors.torch import load_file
+    E = next(t for name, t in load_file(file).items() if name.endswith("embed_tokens.weight"))
+    assert Tokenizer.load(tiny_path).encode("Hello") == [int(row[1])]
+    assert torch.allclose(torch.tensor(_floats(row[2])), E[int(row[1]), :4].float(), atol=1e-4)
+    assert float(re.search(r"about ([\d.]+) decimal digits", out)[1]) == round(8 * math.log10(2), 1)
+    gaps = re.search(r"gap above 1: ([\d.]+) \(2\^(-\d+)\); below 1: ([\d.]+) \(2\^(-\d+)\)", out)
+    one = torch.tensor(1.0, dtype=torch.bfloat16)
+    above = (torch.nextafter(one, torch.tensor(2.0, dtype=torch.bfloat16)) - one).item()
+    below = (one - torch.nextafter(one, torch.tensor(0.0, dtype=torch.bfloat16))).item()
+    assert (float(gaps[1]), float(gaps[3])) == (above, below) and (2.0 ** int(gaps[2]), 2.0 ** int(gaps[4])) == (above, below)
+    for v, stored in re.findall(r"([\d.]+) stored in bf16 becomes (\S+)", out):
+        assert float(stored) == torch.tensor(float(v)).bfloat16().item(), v
+    assert "1.001" in re.findall(r"([\d.]+) stored in bf16", out)               # the update too small for bf16
     # Qwen3.5-0.8B's figures, from its published inventory, labelled
-    assert "Qwen3.5-0.8B: 13 files, 1.77 GB; the weights: model.safetensors-00001-of-00001.safetensors (1.75 GB)" in out
-    assert "Qwen3.5-0.8B: 488 entries, n = 59,840 bytes (5 of them padding)" in out
+    real = _manifest()
+    files = re.search(r"Qwen3\.5-0\.8B: (\d+) files, ([\d.]+) GB; the weights: (\S+) \(([\d.]+) GB\)", out)
+    weights = max(real["files"], key=lambda f: f["size"])
+    assert int(files[1]) == len(real["files"]) and files[3] == weights["name"]
+    assert float(files[2]) == round(sum(f["size"] for f in real["files"]) / 1e9, 2) and float(files[4]) == round(weights["size"] / 1e9, 2)
+    entries = re.search(r"Qwen3\.5-0\.8B: (\d+) entries, n = ([\d,]+) bytes \((\d+) of them padding\)", out)
+    st = real["safetensors"]
+    assert (int(entries[1]), _ints(entries[2]), int(entries[3])) == (
+        len(real["tensors"]), st["header_json_bytes"] + st["header_padding_bytes"], st["header_padding_bytes"])
     table = section_of(out, "  Qwen3.5-0.8B (its published inventory):")
-    assert any(re.match(r"\s+norms \(chapter 3\)\s+79\s", line) for line in table)
-    assert any(re.match(r"\s+vision tower \(used in chapter 10\)\s+153\s", line) for line in table)
-    assert any(re.match(r"\s+multi-token prediction \(chapter 12\)\s+15\s", line) for line in table)
+    lm = [name for name in real["tensors"] if not name.startswith(("model.visual.", "mtp."))]
+    for label, k in (("norms (chapter 3)", sum(name.endswith("norm.weight") for name in lm)),
+                     ("vision tower (used in chapter 10)", sum(name.startswith("model.visual.") for name in real["tensors"])),
+                     ("multi-token prediction (chapter 12)", sum(name.startswith("mtp.") for name in real["tensors"]))):
+        rows = [line for line in table if line.strip().startswith(label)]
+        assert len(rows) == 1 and int(rows[0][len("  ") + len(label):].split()[0]) == k, (label, k, rows)
 
 
-def test_ch02(course_en):
-    out = course_en
-    assert "9419 'Hello'" in out and "97169 '毕'" in out and "decode(encode(text)) == text: True" in out
-    assert "UTF-8 bytes: '毕' 3, '𠀀' 4" in out
-    assert "248,044 BPE tokens + 33 special tokens = 248,077 ids" in out and "(243) belong to no token" in out
-    assert "embed(13 ids) -> shape [13, 16]" in out and "248,320 = 256 x 970\n" in out
-    assert "Qwen3.5-0.8B: shape [248320, 1024], BF16: 508.6 MB on disk" in out
+def test_ch02(course_en, tiny_path):
+    from qwen.config import Config
+    from qwen.tokenizer import Tokenizer
+    out, named = _chapter(course_en, "ch02_embedding.py"), _named(2)
+    cfg, tok = Config.load(tiny_path), Tokenizer.load(tiny_path)
+    ids = tok.encode(named["text"])
+    table = section_of(out, "1. From text to token ids")[3:]
+    shown = [int(i) for line in table if line.startswith("  '") for i in re.findall(r"(?:^|, )(\d+) '", line.split("   ")[-1].strip())]
+    assert named["ids"] == ids == shown and tok.decode([ids[3]]) == "毕"            # each token's id, as the tokenizer gives it
+    assert re.search(r"(?:^| )9419 '(\S+)'", out)[1] == tok.decode([9419])
+    assert re.search(r"decode\(encode\(text\)\) == text: (\w+)", out)[1] == str(tok.decode(ids) == named["text"]) == "True"
+    utf8 = re.search(r"UTF-8 bytes: '毕' (\d+), '𠀀' (\d+)", out)
+    assert (int(utf8[1]), int(utf8[2])) == (len("毕".encode()), len("𠀀".encode()))
+    counts = re.search(r"([\d,]+) BPE tokens \+ (\d+) special tokens = ([\d,]+) ids", out)
+    bpe, special, total = _ints(counts[1]), int(counts[2]), _ints(counts[3])
+    assert (bpe, special, total) == (min(tok.special.values()), len(tok.special), tok.vocab_size) and bpe + special == total
+    unused = re.search(r"rows ([\d,]+)\.\.([\d,]+) \((\d+)\) belong to no token; ([\d,]+) = 256 x (\d+)\n", out)
+    assert _ints(unused[1]) == total and _ints(unused[2]) == cfg.vocab_size - 1 and int(unused[3]) == cfg.vocab_size - total
+    assert _ints(unused[4]) == cfg.vocab_size == 256 * int(unused[5])
+    shape = re.search(r"embed\((\d+) ids\) -> shape \[(\d+), (\d+)\]", out)
+    assert int(shape[1]) == int(shape[2]) == len(ids) and int(shape[3]) == cfg.hidden_size
+    real = _manifest()["tensors"]
+    embed = next(t for name, t in real.items() if name.endswith("embed_tokens.weight"))
+    real_line = re.search(r"Qwen3\.5-0\.8B: shape \[(\d+), (\d+)\], BF16: ([\d.]+) MB on disk", out)
+    assert [int(real_line[1]), int(real_line[2])] == embed["shape"] and embed["dtype"] == "BF16"
+    assert float(real_line[3]) == round(embed["shape"][0] * embed["shape"][1] * 2 / 1e6, 1)
     assert "(tiny checkpoint: random rows; these neighbours mean nothing)" in out
     sharp = [(float(p), float(e)) for p, e in re.findall(r"top probability ([\d.e-]+) +entropy (-?[\d.]+) nats", out)]
     assert len(sharp) == 5 and sharp[0][0] < 0.01 < sharp[-1][0] and sharp[0][1] > 12 > 2 > sharp[-1][1]
@@ -77,26 +165,58 @@ def test_ch02(course_en):
     assert abs(float(second[2]) / 100 - r) < 0.02 and sharp[-1][0] <= 1 / (1 + r) + 0.01   # why the top stalls
 
 
-def test_ch03(course_en):
-    out = course_en
-    assert "after RMSNorm with w = 0: [1.0, 1.0, 1.0]" in out
-    assert "[1, 2, 3, 4] / sqrt(7.5) = [0.3651, 0.7303, 1.0954, 1.4606]; RMSNorm(4) gives [0.3651, 0.7303, 1.0954, 1.4606]" in out
-    assert "eps inside the root -> RMS 0.707; outside (the article's formula) -> 0.999" in out
-    assert "next bf16 number above 0.000999451: 7.63e-06 away" in out                 # 2^-17, not 0.001 * 2^-7
-    assert "next bf16 number above 1: 0.00781 away" in out
-    assert "Qwen3.5-0.8B (recorded): norm.weight mean +3.309, range [-0.78, +5.31]" in out
-    assert "F.rms_norm in fp32, 1 + w.float() 0%" in out
-    assert "gate = +0: output RMS 0.000" in out and "lengths after l2norm: [1.0, 1.0, 1.0]" in out
+def test_ch03(course_en, tiny_path):
+    import torch.nn.functional as F
+    from engine.known import CH03
+    from qwen.config import Config
+    out, named = _chapter(course_en, "ch03_norm.py"), _named(3)
+    cfg, eps = Config.load(tiny_path), Config.load(tiny_path).rms_norm_eps
+    rms = lambda t: t.pow(2).mean(-1).sqrt()
+    first = re.search(r"RMS before: (\[[^\]]+\]); after RMSNorm with w = 0: (\[[^\]]+\])", out)
+    x = named["x"]
+    assert _floats(first[1]) == [round(v, 2) for v in rms(x).flatten()[:3].tolist()]
+    assert _floats(first[2]) == [round(v, 2) for v in rms(x / (rms(x)[..., None] ** 2 + eps).sqrt()).flatten()[:3].tolist()] == [1.0] * 3
+    four = re.search(r"\[1, 2, 3, 4\] / sqrt\(7\.5\) = (\[[^\]]+\]); RMSNorm\(4\) gives (\[[^\]]+\])", out)
+    v = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    assert _floats(four[1]) == _floats(four[2]) == [round(e, 4) for e in (v / 7.5 ** 0.5).tolist()]
+    small = torch.full((4,), 1e-3)
+    eps_at = re.search(r"eps inside the root -> RMS ([\d.]+); outside \(the article's formula\) -> ([\d.]+)", out)
+    assert float(eps_at[1]) == round(rms(small / (rms(small) ** 2 + eps).sqrt()).item(), 3)           # 0.707
+    assert float(eps_at[2]) == round(rms(small / (rms(small) + eps)).item(), 3)                        # 0.999
+    gaps = {float(a): float(g) for a, g in re.findall(r"next bf16 number above ([\d.e-]+): ([\d.e-]+) away", out)}
+    for a, gap in gaps.items():
+        b = torch.tensor(a).bfloat16()
+        up = (torch.nextafter(b, torch.tensor(2.0, dtype=torch.bfloat16)) - b).item()
+        assert gap == float(f"{up:.3g}"), (a, gap, up)
+    assert 1.0 in gaps and any(abs(a - 0.000999451) < 1e-9 for a in gaps)      # 2^-17 above 0.000999451, not 0.001 * 2^-7
+    recorded = re.search(r"Qwen3\.5-0\.8B \(recorded\): norm\.weight mean ([+-][\d.]+), range \[([+-][\d.]+), ([+-][\d.]+)\]", out)
+    assert tuple(map(float, recorded.groups())) == (CH03["final_w"]["mean"], CH03["final_w"]["min"], CH03["final_w"]["max"])
+    xb, wq = named["xb"], named["wq"]
+    exact = F.rms_norm(xb.float(), (cfg.hidden_size,), weight=1 + wq.float(), eps=eps).bfloat16()
+    share = (exact != named["yb"]).float().mean().item()
+    assert int(re.search(r"F\.rms_norm in fp32, 1 \+ w\.float\(\) (\d+)%", out)[1]) == round(100 * share) == 0
+    gate0 = re.search(r"gate = \+0: output RMS ([\d.]+) \(silu = (-?[\d.]+)\)", out)
+    assert float(gate0[1]) == 0 and float(gate0[2]) == F.silu(torch.tensor(0.0)).item() == 0      # silu(0) = 0 closes it
+    lengths = _floats(re.search(r"lengths after l2norm: (\[[^\]]+\])", out)[1])
+    assert lengths == [round(e, 3) for e in (x / x.norm(dim=-1, keepdim=True)).norm(dim=-1).flatten()[:3].tolist()] == [1.0] * 3
     pre = re.search(r"Pre-Norm : stream RMS after layers 1/12/24 = ([\d.]+)/([\d.]+)/([\d.]+); "
                     r"cosine with the input ([\d.]+)/([\d.]+)/([\d.]+)", out)
     post = re.search(r"Post-Norm: stream RMS after layers 1/12/24 = 1.00/1.00/1.00; cosine with the input "
                      r"[\d.]+/(-?[\d.]+)/(-?[\d.]+)", out)
     assert pre and post and float(pre[3]) > 3 * float(pre[1]) and float(pre[6]) > 0.1 > abs(float(post[2]))
-    assert "17 residual-stream RMSNorms + 4 q/k RMSNorms + 6 gated RMSNorms = 27" in out
-    assert "vision tower: 3 LayerNorms (chapter 10)" in out and "MTP head: 7 RMSNorms (chapter 12)" in out
-    assert "Qwen3.5-0.8B (published inventory): 79 in the language model; 25 LayerNorms in the vision tower; " \
-           "7 RMSNorms in the MTP head" in out
-    assert "Qwen3.5-0.8B (published inventory): 79 in the language model; " in out
+    norms = re.search(r"language model: (\d+) residual-stream RMSNorms \+ (\d+) q/k RMSNorms \+ (\d+) gated RMSNorms = (\d+)", out)
+    n_lin, n_full = cfg.layer_types.count("linear_attention"), cfg.layer_types.count("full_attention")
+    expected = (2 * cfg.num_hidden_layers + 1, 2 * n_full, n_lin)                 # 2 per layer + the final; q and k; one per linear layer
+    assert tuple(map(int, norms.groups())) == (*expected, sum(expected))
+    def norm_count(names, prefix):                        # input_layernorm, q_norm, norm1, pre_fc_norm_hidden, ...
+        return sum(n.startswith(prefix) and re.search(r"norm[^.]*\.weight$", n) is not None for n in names)
+    header, real = _header(tiny_path), _manifest()["tensors"]
+    assert int(re.search(r"vision tower: (\d+) LayerNorms \(chapter 10\)", out)[1]) == norm_count(header, "model.visual.")
+    assert int(re.search(r"MTP head: (\d+) RMSNorms \(chapter 12\)", out)[1]) == norm_count(header, "mtp.")
+    published = re.search(r"Qwen3\.5-0\.8B \(published inventory\): (\d+) in the language model; (\d+) LayerNorms in the "
+                          r"vision tower; (\d+) RMSNorms in the MTP head", out)
+    lm = [name for name in real if not name.startswith(("model.visual.", "mtp."))]
+    assert tuple(map(int, published.groups())) == (norm_count(lm, ""), norm_count(real, "model.visual."), norm_count(real, "mtp."))
 
 
 def test_no_real_over_made_up_numbers(course_en):
