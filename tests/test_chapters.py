@@ -592,47 +592,99 @@ def _chapter(out, script):
     return out[start:end if end > 0 else None]
 
 
-def test_ch04(course_en):
-    out = _chapter(course_en, "ch04_rope.py")
-    assert "rotary_dim 4: 2 pairs rotate, 12 of 16 entries carry no position" in out
-    assert "Qwen3.5-0.8B (from its config): 32 pairs rotate, 192 of 256 entries carry no position; " \
-           "slowest pair: a turn every 37,969,062 tokens" in out
-    assert "context 262,144 tokens: 10 of 32 pairs turn less than once across it" in out
-    assert "entries 4.. unchanged: True" in out
-    assert _number(r"m - n = 3 each time: spread ([0-9.e+-]+)", out) < 1e-5          # only m - n matters
-    assert "three equal streams): max |mrope - plain| = 0.0e+00" in out
-    assert "off by 8.0 rad (1.27 turns)" in out and "say nothing about Qwen3.5" in out
+def _rope(text_config):
+    """(rotary_dim, head_dim, frequencies in float64) from a config.json's text_config, recomputed here."""
+    params = text_config["rope_parameters"]
+    head_dim = text_config["head_dim"]
+    rotary = int(head_dim * params["partial_rotary_factor"])
+    return rotary, head_dim, params["rope_theta"] ** (-torch.arange(0, rotary, 2, dtype=torch.float64) / rotary)
 
 
-def test_ch05(course_en):
+def test_ch04(course_en, tiny_path):
     import json
     import math
+    out = _chapter(course_en, "ch04_rope.py")
+    tiny = json.loads((tiny_path / "config.json").read_text(encoding="utf-8"))["text_config"]
+    real = _manifest()["config"]["text_config"]
+    R, D, f = _rope(tiny)
+    rot = re.search(r"rotary_dim (\d+): (\d+) pairs rotate, (\d+) of (\d+) entries carry no position", out)
+    assert tuple(map(int, rot.groups())) == (R, R // 2, D - R, D)
+    real_R, real_D, real_f = _rope(real)
+    real_rot = re.search(r"Qwen3\.5-0\.8B \(from its config\): (\d+) pairs rotate, (\d+) of (\d+) entries carry no position; "
+                         r"slowest pair: a turn every ([\d,]+) tokens", out)
+    assert tuple(map(int, real_rot.groups()[:3])) == (real_R // 2, real_D - real_R, real_D)
+    assert _ints(real_rot[4]) == round(2 * math.pi / real_f[-1].item())
+    context = real["max_position_embeddings"]
+    slow = re.search(r"Qwen3\.5-0\.8B \(from its config\): context ([\d,]+) tokens: (\d+) of (\d+) pairs turn less than once", out)
+    assert (_ints(slow[1]), int(slow[2]), int(slow[3])) == (context, int((2 * math.pi / real_f > context).sum()), real_R // 2)
+    unchanged = re.search(r"entries (\d+)\.\. unchanged: (\w+)", out)
+    assert int(unchanged[1]) == R and unchanged[2] == str(_named(4)["rest_unchanged"]) == "True"
+    assert _number(r"m - n = 3 each time: spread ([0-9.e+-]+)", out) < 1e-5          # only m - n matters
+    assert _number(r"three equal streams\): max \|mrope - plain\| = (\S+)", out) == 0
+    angles = re.search(r"position (\d+), fastest pair: angle ([\d.]+) rad in fp32, ([\d.]+) rad in bf16: "
+                       r"off by ([\d.]+) rad \(([\d.]+) turns\)", out)
+    a32 = (torch.tensor(float(angles[1])) * f[0].float()).item()
+    a16 = torch.tensor(a32).bfloat16().item()
+    assert tuple(map(float, angles.groups()[1:])) == (round(a32, 1), round(a16, 1), round(abs(a32 - a16), 1),
+                                                      round(abs(a32 - a16) / (2 * math.pi), 2))
+    assert float(angles[4]) > 2 * math.pi                                           # more than a whole turn lost
+    assert "say nothing about Qwen3.5" in out
 
-    from conftest import MANIFEST
-    from engine.cli import count
+
+def test_ch05(course_en, tiny_path):
+    import math
+
     from engine.shapes import language_model_shapes
     from qwen.config import Config
+    from qwen.tokenizer import Tokenizer
 
-    out = _chapter(course_en, "ch05_mlp.py")
-    assert "x [11, 16] -> gate(x), up(x) [11, 48] -> silu(gate) * up [11, 48] -> down [11, 16]" in out
-    assert "by hand == MLP module, bit for bit: True" in out
-    assert "smallest silu on a fine grid: -0.2785 at z = -1.278" in out
-    real = Config.from_dict(json.loads(MANIFEST.read_text(encoding="utf-8"))["config"])   # from the shape rules
+    out, named = _chapter(course_en, "ch05_mlp.py"), _named(5)
+    cfg = Config.load(tiny_path)
+    T, H, I = len(Tokenizer.load(tiny_path).encode(named["SENTENCE"])), cfg.hidden_size, cfg.intermediate_size
+    shapes = re.search(r"x \[(\d+), (\d+)\] -> gate\(x\), up\(x\) \[(\d+), (\d+)\] -> silu\(gate\) \* up \[(\d+), (\d+)\] "
+                       r"-> down \[(\d+), (\d+)\]", out)
+    assert tuple(map(int, shapes.groups())) == (T, H, T, I, T, I, T, H)
+    assert re.search(r"by hand == MLP module, bit for bit: (\w+)", out)[1] == "True" and named["same"] is True
+    z = torch.linspace(-5, 0, 500_001, dtype=torch.float64)
+    s = torch.nn.functional.silu(z)
+    smallest = re.search(r"smallest silu on a fine grid: (-[\d.]+) at z = (-[\d.]+)", out)
+    assert float(smallest[1]) == round(s.min().item(), 4) and abs(float(smallest[2]) - z[s.argmin()].item()) < 1e-3
+    real = Config.from_dict(_manifest()["config"])                                    # from the shape rules
     total = sum(math.prod(s) for s, _ in language_model_shapes(real).values())
-    assert f"per layer 11.0 M; 24 layers: 264.2 M; language model: {count(total)}; MLPs: 35.1%" in out
-    assert "Qwen3.5-0.8B: intermediate / hidden = 3.50: 3 matrices x 3.50 = 10.5 x hidden^2 per layer, " \
-           "against 2 x 4 = 8 for a plain 4x MLP (1.31x its parameters" in out      # SwiGLU costs more, not the same
+    per = 3 * real.hidden_size * real.intermediate_size
+    line = re.search(r"Qwen3\.5-0\.8B \(its inventory\): per layer ([\d.]+) M; (\d+) layers: ([\d.]+) M; "
+                     r"language model: ([\d.]+) M; MLPs: ([\d.]+)%", out)
+    assert tuple(map(float, line.groups())) == (round(per / 1e6, 1), real.num_hidden_layers, round(per * real.num_hidden_layers / 1e6, 1),
+                                                round(total / 1e6, 1), round(100 * per * real.num_hidden_layers / total, 1))
+    wide = re.search(r"Qwen3\.5-0\.8B: intermediate / hidden = ([\d.]+): 3 matrices x ([\d.]+) = ([\d.]+) x hidden\^2 per layer, "
+                     r"against 2 x 4 = 8 for a plain 4x MLP \(([\d.]+)x its parameters", out)
+    r = real.intermediate_size / real.hidden_size
+    assert tuple(map(float, wide.groups())) == (round(r, 2), round(r, 2), round(3 * r, 1), round(3 * r / 8, 2))
+    assert float(wide[4]) > 1                                                          # SwiGLU costs more, not the same
     assert "these shares describe random matrices, not Qwen3.5" in out
     assert _number(r"bf16 takes ([0-9.]+)x the fp32 time", out) > 0
 
 
-def test_ch06(course_en):
+def test_ch06(course_en, tiny_path):
+    from qwen.config import Config
     out = _chapter(course_en, "ch06_attention.py")
-    assert "layers.3.self_attn.q_proj.weight  [64, 16]" in out
-    assert "q_proj rows = heads (2) x 16 x 2 (query, then gate) = 64" in out
-    assert re.search(r"262,144 tokens: +3\.22 GB with kv heads: 2; +12\.88 GB if each of the 8 query heads", out)
-    assert "weights above the diagonal: all 0" in out and "the first token can only read itself: weight 1.000" in out
-    assert "by hand == Attention module: max |difference| 0.0e+00" in out
+    cfg, header = Config.load(tiny_path), _header(tiny_path)
+    layer = cfg.full_attention_layers[0]
+    name = f"layers.{layer}.self_attn.q_proj.weight"
+    stored = next(t["shape"] for full, t in header.items() if full.endswith("language_model." + name))
+    assert _floats(re.search(re.escape(name) + r" +(\[[\d, ]+\])", out)[1]) == stored
+    rows = re.search(r"q_proj rows = heads \((\d+)\) x (\d+) x 2 \(query, then gate\) = (\d+)", out)
+    assert (int(rows[1]), int(rows[2])) == (cfg.num_attention_heads, cfg.head_dim) and int(rows[3]) == 2 * int(rows[1]) * int(rows[2]) == stored[0]
+    real = _manifest()["config"]["text_config"]
+    n_full = sum(t == "full_attention" for t in real["layer_types"])
+    per_head = 2 * real["head_dim"] * 2 * n_full * 262_144                # k and v, bf16, every full-attention layer
+    kv = re.search(r"Qwen3\.5-0\.8B \(config\): kv cache for 262,144 tokens: +([\d.]+) GB with kv heads: (\d+); +([\d.]+) GB "
+                   r"if each of the (\d+) query heads", out)
+    assert (int(kv[2]), int(kv[4])) == (real["num_key_value_heads"], real["num_attention_heads"])
+    assert (float(kv[1]), float(kv[3])) == (round(per_head * int(kv[2]) / 1e9, 2), round(per_head * int(kv[4]) / 1e9, 2))
+    assert int(re.search(r"weights above the diagonal: all (\d+)", out)[1]) == 0
+    assert _number(r"the first token can only read itself: weight ([\d.]+)", out) == 1.0
+    assert _number(r"by hand == Attention module: max \|difference\| (\S+) ", out) == 0
     assert _number(r"vs softmax\(\.\.\.\) @ v by hand: max \|difference\| ([0-9.e+-]+)", out) < 1e-5
     assert _number(r"vs the full run: max \|difference\| ([0-9.e+-]+)", out) < 1e-5
     assert "this pattern means nothing" in out
@@ -682,19 +734,39 @@ def test_one_notation_for_the_norm_weight():
     assert not [f.name for f in files if re.search(r"\bw\s*[-−]\s*1\b", f.read_text(encoding="utf-8"))]
 
 
-def test_ch07(course_en):
+def test_ch07(course_en, tiny_path):
+    from qwen.config import Config
     out = _chapter(course_en, "ch07_deltanet.py")
+    cfg = Config.load(tiny_path)
     # Qwen3.5-0.8B's memory figures follow from its config: 18 x 16 x 128 x 128 fp32 + conv windows; 12 KB/token
-    assert "16 heads x 18 linear layers + conv windows (fp32): 20.2 MB, fixed" in out       # fp32, as ch09's cache
-    assert "KV cache of the 6 full-attention layers (bf16): 12.3 KB per token" in out
-    assert "262,144 tokens: KV cache   3.22 GB" in out
-    assert "beta = 1.0: after the write 0.000 = 0.000 x before" in out
-    assert "beta = 0.5: after the write" in out and "= 0.500 x before (1 - beta = 0.5)" in out
-    assert "plain linear attention reads 2.00 x v, the delta rule 1.00 x v" in out
+    real = _manifest()["config"]["text_config"]
+    n_lin = sum(t == "linear_attention" for t in real["layer_types"])
+    n_full = len(real["layer_types"]) - n_lin
+    heads, dk, dv = real["linear_num_value_heads"], real["linear_key_head_dim"], real["linear_value_head_dim"]
+    conv = (real["linear_conv_kernel_dim"] - 1) * (2 * real["linear_num_key_heads"] * dk + heads * dv)
+    state = n_lin * (heads * dk * dv + conv) * 4                                # fp32, as ch09's cache
+    per_token = 2 * real["num_key_value_heads"] * real["head_dim"] * 2 * n_full   # k and v in bf16
+    real_part = out[out.index("Qwen3.5-0.8B, from its config.json:"):]
+    fixed = re.search(r"(\d+) heads x (\d+) linear layers \+ conv windows \(fp32\): ([\d.]+) MB, fixed", real_part)
+    assert (int(fixed[1]), int(fixed[2]), float(fixed[3])) == (heads, n_lin, round(state / 1e6, 1))
+    kv = re.search(r"KV cache of the (\d+) full-attention layers \(bf16\): ([\d.]+) KB per token", real_part)
+    assert (int(kv[1]), float(kv[2])) == (n_full, round(per_token / 1e3, 1))
+    assert _number(r"262,144 tokens: KV cache +([\d.]+) GB", real_part) == round(per_token * 262_144 / 1e9, 2)
+    before = _number(r"\|k\^T S - v\| before writing: ([\d.]+)", out)
+    writes = re.findall(r"beta = ([\d.]+): after the write ([\d.]+) = ([\d.]+) x before \(1 - beta = ([\d.]+)\)", out)
+    assert {float(b) for b, *_ in writes} >= {1.0, 0.5}
+    for beta, after, ratio, kept in writes:                                    # the error shrinks by 1 - beta
+        beta, after, ratio, kept = map(float, (beta, after, ratio, kept))
+        assert kept == round(1 - beta, 1) and abs(ratio - kept) < 1e-3 and abs(after - ratio * before) < 2e-3, (beta, after)
+    assert [float(after) for b, after, *_ in writes if float(b) == 1.0] == [0.0]
+    reads = re.search(r"the same pair written twice: plain linear attention reads ([\d.]+) x v, the delta rule ([\d.]+) x v", out)
+    assert (float(reads[1]), float(reads[2])) == (2.0, 1.0)
     k_min = re.search(r"\|k\| = (\S+) \.\. ", out).group(1)                  # below 1: eps inside the root, said next
     assert re.search(r"sqrt\(\S+ / \(\S+ \+ 1e-06\)\) = " + re.escape(k_min) + r"\)", out), k_min
-    assert "changing token 10's input changes the outputs at tokens [10, 11, 12, 13]" in out
-    assert "output == silu(w_last * x_0): True" in out
+    conv_reach = re.search(r"changing token (\d+)'s input changes the outputs at tokens (\[[\d, ]+\])", out)
+    t = int(conv_reach[1])
+    assert _floats(conv_reach[2]) == list(range(t, t + cfg.linear_conv_kernel_dim))   # a window of kernel size
+    assert re.search(r"output == silu\(w_last \* x_0\): (\w+)", out)[1] == "True"
     assert "random draws, so these heads and half-lives say" in out and "fastest-forgetting" not in out
     # the made-up half-lives at a = 0 come before the note that says they are made up, not after it
     assert out.index("at a = 0 (weights only), the half-lives") < out.index("(tiny checkpoint: A_log, dt_bias")
@@ -720,14 +792,18 @@ def test_ch07_sentence_ids_are_the_tokenizers(tiny_path):
     assert Tokenizer.load(tiny_path).encode(consts["TEXT"]) == consts["IDS"]
 
 
-def test_ch08(course_en):
+def test_ch08(course_en, tiny_path):
+    from qwen.config import Config
     out = _chapter(course_en, "ch08_model.py")
-    assert "layers (L = Gated DeltaNet, F = full attention): L L L F L L L F" in out
-    assert "the embedding table itself (tied)" in out
-    assert "exactly these logits: max |difference| = 0.0e+00" in out
-    assert re.search(r"by hand = the module's output: max \|difference\| = \d\.\de-(0[7-9]|1\d)|= 0\.0e\+00", out)
-    m = re.search(r"largest \|ours - transformers\| over 5 x 248,320 logits: (\S+)", out)
-    assert m and float(m.group(1)) < 1e-4 and "same next token: True" in out
+    cfg = Config.load(tiny_path)
+    pattern = " ".join("F" if t == "full_attention" else "L" for t in cfg.layer_types)
+    assert re.search(r"layers \(L = Gated DeltaNet, F = full attention\): ([LF ]+)\n", out)[1] == pattern
+    assert cfg.tie_word_embeddings and "output layer: the embedding table itself (tied)" in out
+    assert _number(r"exactly these logits: max \|difference\| = (\S+)", out) == 0
+    assert _number(r"by hand = the module's output: max \|difference\| = (\S+)", out) < 1e-6
+    m = re.search(r"largest \|ours - transformers\| over (\d+) x ([\d,]+) logits: (\S+)", out)
+    assert (int(m[1]), _ints(m[2])) == (len(_named(8)["ids"]), cfg.vocab_size) and float(m[3]) < 1e-4
+    assert re.search(r"same next token: (\w+)", out)[1] == "True"
     assert "(made-up weights: these guesses are not interpreted)" in out
 
 
