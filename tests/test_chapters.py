@@ -49,10 +49,15 @@ def _ints(text):
     return int(text.replace(",", ""))
 
 
+_NAMED = {}
+
+
 def _named(n):
-    """The values chapter n named in course_en's run (conftest.course_namespaces)."""
+    """The values chapter n named in course_en's run (conftest.course_namespaces), read once per process."""
     from conftest import COURSE_EN, course_namespaces
-    return course_namespaces(*COURSE_EN)[n]
+    if not _NAMED:
+        _NAMED.update(course_namespaces(*COURSE_EN))
+    return _NAMED[n]
 
 
 def _header(folder):
