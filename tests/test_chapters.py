@@ -211,7 +211,7 @@ def test_ch03(course_en, tiny_path):
     assert pre and post and float(pre[3]) > 3 * float(pre[1]) and float(pre[6]) > 0.1 > abs(float(post[2]))
     norms = re.search(r"language model: (\d+) residual-stream RMSNorms \+ (\d+) q/k RMSNorms \+ (\d+) gated RMSNorms = (\d+)", out)
     n_lin, n_full = cfg.layer_types.count("linear_attention"), cfg.layer_types.count("full_attention")
-    expected = (2 * cfg.num_hidden_layers + 1, 2 * n_full, n_lin)                 # 2 per layer + the final; q and k; one per linear layer
+    expected = (2 * cfg.num_hidden_layers + 1, 2 * n_full, n_lin)     # 2 per layer + the final; q and k; 1 per linear layer
     assert tuple(map(int, norms.groups())) == (*expected, sum(expected))
     def norm_count(names, prefix):                        # input_layernorm, q_norm, norm1, pre_fc_norm_hidden, ...
         return sum(n.startswith(prefix) and re.search(r"norm[^.]*\.weight$", n) is not None for n in names)
@@ -679,7 +679,8 @@ def test_ch06(course_en, tiny_path):
     stored = next(t["shape"] for full, t in header.items() if full.endswith("language_model." + name))
     assert _floats(re.search(re.escape(name) + r" +(\[[\d, ]+\])", out)[1]) == stored
     rows = re.search(r"q_proj rows = heads \((\d+)\) x (\d+) x 2 \(query, then gate\) = (\d+)", out)
-    assert (int(rows[1]), int(rows[2])) == (cfg.num_attention_heads, cfg.head_dim) and int(rows[3]) == 2 * int(rows[1]) * int(rows[2]) == stored[0]
+    assert (int(rows[1]), int(rows[2])) == (cfg.num_attention_heads, cfg.head_dim)
+    assert int(rows[3]) == 2 * int(rows[1]) * int(rows[2]) == stored[0]
     real = _manifest()["config"]["text_config"]
     n_full = sum(t == "full_attention" for t in real["layer_types"])
     per_head = 2 * real["head_dim"] * 2 * n_full * 262_144                # k and v, bf16, every full-attention layer
