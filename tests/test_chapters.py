@@ -39,33 +39,126 @@ def test_falls_back_to_the_tiny_checkpoint_with_one_banner(course_en):
     assert "Done: chapter(s) 1, 2, 3" in course_en and "(the built-in tiny checkpoint: made-up numbers)" in course_en
 
 
-def test_ch01(course_en):
-    out = course_en
-    assert "header length n = " in out and "-> same" in out            # hand-read header == library
-    assert "model.safetensors-00001-of-00001.safetensors" in out and "L L L F L L L F" in out
-    assert "F32     12 tensors   linear_attn.A_log, linear_attn.norm.weight" in out
-    assert "the language model the course builds: 108 tensors" in out
-    assert "head_dim                         16   per head, set on its own (hidden_size / heads = 8)" in out
-    assert "L = linear attention: 6 layers" in out and "F = full attention: 2 layers (3, 7)" in out
-    assert "embed_tokens.weight[9419][:4]" in out and "(the row of the token 'Hello', id from tokenizer.json)" in out
-    assert "about 2.4 decimal digits" in out and "gap above 1: 0.0078125 (2^-7); below 1: 0.00390625 (2^-8)" in out
-    assert "1.001 stored in bf16 becomes 1.0" in out
+def _floats(text):
+    """The numbers of a printed list: '[0.3651, -1.0, 2e-05]' -> [0.3651, -1.0, 2e-05]."""
+    return [float(v) for v in re.findall(r"-?[\d.]+(?:e[+-]?\d+)?", text)]
+
+
+def _ints(text):
+    """'248,044' -> 248044."""
+    return int(text.replace(",", ""))
+
+
+_NAMED = {}
+
+
+def _named(n):
+    """The values chapter n named in course_en's run (conftest.course_namespaces), read once per process."""
+    from conftest import COURSE_EN, course_namespaces
+    if not _NAMED:
+        _NAMED.update(course_namespaces(*COURSE_EN))
+    return _NAMED[n]
+
+
+def _header(folder):
+    """The JSON header of the checkpoint's one safetensors file, read here by hand."""
+    import json
+    (file,) = folder.glob("*.safetensors")
+    with open(file, "rb") as f:
+        return json.loads(f.read(int.from_bytes(f.read(8), "little")))
+
+
+def _manifest():
+    import json
+    from conftest import MANIFEST
+    return json.loads(MANIFEST.read_text(encoding="utf-8"))
+
+
+def test_ch01(course_en, tiny_path):
+    import math
+    from qwen.config import Config
+    out, named = _chapter(course_en, "ch01_weights.py"), _named(1)
+    cfg, header = Config.load(tiny_path), _header(tiny_path)
+    (file,) = tiny_path.glob("*.safetensors")
+    with open(file, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+    assert _ints(re.search(r"header length n = ([\d,]+) bytes", out)[1]) == n == named["n"]
+    bytes_at = re.search(r"its bytes: ([\d,]+) \.\. ([\d,]+) of the file; qwen\.weights says offset ([\d,]+), ([\d,]+) bytes", out)
+    a, b, offset, k = map(_ints, bytes_at.groups())                   # hand-read header == library
+    begin, end = header[next(name for name in header if name.endswith("language_model.norm.weight"))]["data_offsets"]
+    assert (a, b) == (8 + n + begin, 8 + n + end) and (offset, k) == (a, b - a) and named["same"] is True
+    assert "model.safetensors-00001-of-00001.safetensors" in out
+    pattern = " ".join("F" if t == "full_attention" else "L" for t in cfg.layer_types)
+    assert re.search(r"\n  ([LF ]+)\n", out)[1] == pattern
+    f32 = sorted(name for name, t in header.items() if name != "__metadata__" and t["dtype"] == "F32")
+    assert int(re.search(r"F32 +(\d+) tensors", out)[1]) == len(f32) and "linear_attn.A_log, linear_attn.norm.weight" in out
+    from engine.shapes import language_model_shapes
+    assert int(re.search(r"the language model the course builds: (\d+) tensors", out)[1]) == len(language_model_shapes(cfg))
+    head_dim = re.search(r"head_dim +(\d+) +per head, set on its own \(hidden_size / heads = (\d+)\)", out)
+    assert (int(head_dim[1]), int(head_dim[2])) == (cfg.head_dim, cfg.hidden_size // cfg.num_attention_heads)
+    assert int(re.search(r"L = linear attention: (\d+) layers", out)[1]) == cfg.layer_types.count("linear_attention")
+    full = re.search(r"F = full attention: (\d+) layers \(([\d, ]+)\)", out)
+    assert int(full[1]) == len(cfg.full_attention_layers) and _floats(full[2]) == list(cfg.full_attention_layers)
+    row = re.search(r"embed_tokens\.weight\[(\d+)\]\[:4\] = (\[[^\]]+\]) \(the row of the token 'Hello', id from tokenizer\.json\)", out)
+    from qwen.tokenizer import Tokenizer
+    from safetensors.torch import load_file
+    E = next(t for name, t in load_file(file).items() if name.endswith("embed_tokens.weight"))
+    assert Tokenizer.load(tiny_path).encode("Hello") == [int(row[1])]
+    assert torch.allclose(torch.tensor(_floats(row[2])), E[int(row[1]), :4].float(), atol=1e-4)
+    assert float(re.search(r"about ([\d.]+) decimal digits", out)[1]) == round(8 * math.log10(2), 1)
+    gaps = re.search(r"gap above 1: ([\d.]+) \(2\^(-\d+)\); below 1: ([\d.]+) \(2\^(-\d+)\)", out)
+    one = torch.tensor(1.0, dtype=torch.bfloat16)
+    above = (torch.nextafter(one, torch.tensor(2.0, dtype=torch.bfloat16)) - one).item()
+    below = (one - torch.nextafter(one, torch.tensor(0.0, dtype=torch.bfloat16))).item()
+    assert (float(gaps[1]), float(gaps[3])) == (above, below) and (2.0 ** int(gaps[2]), 2.0 ** int(gaps[4])) == (above, below)
+    for v, stored in re.findall(r"([\d.]+) stored in bf16 becomes (\S+)", out):
+        assert float(stored) == torch.tensor(float(v)).bfloat16().item(), v
+    assert "1.001" in re.findall(r"([\d.]+) stored in bf16", out)               # the update too small for bf16
     # Qwen3.5-0.8B's figures, from its published inventory, labelled
-    assert "Qwen3.5-0.8B: 13 files, 1.77 GB; the weights: model.safetensors-00001-of-00001.safetensors (1.75 GB)" in out
-    assert "Qwen3.5-0.8B: 488 entries, n = 59,840 bytes (5 of them padding)" in out
+    real = _manifest()
+    files = re.search(r"Qwen3\.5-0\.8B: (\d+) files, ([\d.]+) GB; the weights: (\S+) \(([\d.]+) GB\)", out)
+    weights = max(real["files"], key=lambda f: f["size"])
+    assert int(files[1]) == len(real["files"]) and files[3] == weights["name"]
+    assert float(files[2]) == round(sum(f["size"] for f in real["files"]) / 1e9, 2) and float(files[4]) == round(weights["size"] / 1e9, 2)
+    entries = re.search(r"Qwen3\.5-0\.8B: (\d+) entries, n = ([\d,]+) bytes \((\d+) of them padding\)", out)
+    st = real["safetensors"]
+    assert (int(entries[1]), _ints(entries[2]), int(entries[3])) == (
+        len(real["tensors"]), st["header_json_bytes"] + st["header_padding_bytes"], st["header_padding_bytes"])
     table = section_of(out, "  Qwen3.5-0.8B (its published inventory):")
-    assert any(re.match(r"\s+norms \(chapter 3\)\s+79\s", line) for line in table)
-    assert any(re.match(r"\s+vision tower \(used in chapter 10\)\s+153\s", line) for line in table)
-    assert any(re.match(r"\s+multi-token prediction \(chapter 12\)\s+15\s", line) for line in table)
+    lm = [name for name in real["tensors"] if not name.startswith(("model.visual.", "mtp."))]
+    for label, k in (("norms (chapter 3)", sum(name.endswith("norm.weight") for name in lm)),
+                     ("vision tower (used in chapter 10)", sum(name.startswith("model.visual.") for name in real["tensors"])),
+                     ("multi-token prediction (chapter 12)", sum(name.startswith("mtp.") for name in real["tensors"]))):
+        rows = [line for line in table if line.strip().startswith(label)]
+        assert len(rows) == 1 and int(rows[0][len("  ") + len(label):].split()[0]) == k, (label, k, rows)
 
 
-def test_ch02(course_en):
-    out = course_en
-    assert "9419 'Hello'" in out and "97169 '毕'" in out and "decode(encode(text)) == text: True" in out
-    assert "UTF-8 bytes: '毕' 3, '𠀀' 4" in out
-    assert "248,044 BPE tokens + 33 special tokens = 248,077 ids" in out and "(243) belong to no token" in out
-    assert "embed(13 ids) -> shape [13, 16]" in out and "248,320 = 256 x 970\n" in out
-    assert "Qwen3.5-0.8B: shape [248320, 1024], BF16: 508.6 MB on disk" in out
+def test_ch02(course_en, tiny_path):
+    from qwen.config import Config
+    from qwen.tokenizer import Tokenizer
+    out, named = _chapter(course_en, "ch02_embedding.py"), _named(2)
+    cfg, tok = Config.load(tiny_path), Tokenizer.load(tiny_path)
+    ids = tok.encode(named["text"])
+    table = section_of(out, "1. From text to token ids")[3:]
+    shown = [int(i) for line in table if line.startswith("  '") for i in re.findall(r"(?:^|, )(\d+) '", line.split("   ")[-1].strip())]
+    assert named["ids"] == ids == shown and tok.decode([ids[3]]) == "毕"            # each token's id, as the tokenizer gives it
+    assert re.search(r"(?:^| )9419 '(\S+)'", out)[1] == tok.decode([9419])
+    assert re.search(r"decode\(encode\(text\)\) == text: (\w+)", out)[1] == str(tok.decode(ids) == named["text"]) == "True"
+    utf8 = re.search(r"UTF-8 bytes: '毕' (\d+), '𠀀' (\d+)", out)
+    assert (int(utf8[1]), int(utf8[2])) == (len("毕".encode()), len("𠀀".encode()))
+    counts = re.search(r"([\d,]+) BPE tokens \+ (\d+) special tokens = ([\d,]+) ids", out)
+    bpe, special, total = _ints(counts[1]), int(counts[2]), _ints(counts[3])
+    assert (bpe, special, total) == (min(tok.special.values()), len(tok.special), tok.vocab_size) and bpe + special == total
+    unused = re.search(r"rows ([\d,]+)\.\.([\d,]+) \((\d+)\) belong to no token; ([\d,]+) = 256 x (\d+)\n", out)
+    assert _ints(unused[1]) == total and _ints(unused[2]) == cfg.vocab_size - 1 and int(unused[3]) == cfg.vocab_size - total
+    assert _ints(unused[4]) == cfg.vocab_size == 256 * int(unused[5])
+    shape = re.search(r"embed\((\d+) ids\) -> shape \[(\d+), (\d+)\]", out)
+    assert int(shape[1]) == int(shape[2]) == len(ids) and int(shape[3]) == cfg.hidden_size
+    real = _manifest()["tensors"]
+    embed = next(t for name, t in real.items() if name.endswith("embed_tokens.weight"))
+    real_line = re.search(r"Qwen3\.5-0\.8B: shape \[(\d+), (\d+)\], BF16: ([\d.]+) MB on disk", out)
+    assert [int(real_line[1]), int(real_line[2])] == embed["shape"] and embed["dtype"] == "BF16"
+    assert float(real_line[3]) == round(embed["shape"][0] * embed["shape"][1] * 2 / 1e6, 1)
     assert "(tiny checkpoint: random rows; these neighbours mean nothing)" in out
     sharp = [(float(p), float(e)) for p, e in re.findall(r"top probability ([\d.e-]+) +entropy (-?[\d.]+) nats", out)]
     assert len(sharp) == 5 and sharp[0][0] < 0.01 < sharp[-1][0] and sharp[0][1] > 12 > 2 > sharp[-1][1]
@@ -77,26 +170,58 @@ def test_ch02(course_en):
     assert abs(float(second[2]) / 100 - r) < 0.02 and sharp[-1][0] <= 1 / (1 + r) + 0.01   # why the top stalls
 
 
-def test_ch03(course_en):
-    out = course_en
-    assert "after RMSNorm with w = 0: [1.0, 1.0, 1.0]" in out
-    assert "[1, 2, 3, 4] / sqrt(7.5) = [0.3651, 0.7303, 1.0954, 1.4606]; RMSNorm(4) gives [0.3651, 0.7303, 1.0954, 1.4606]" in out
-    assert "eps inside the root -> RMS 0.707; outside (the article's formula) -> 0.999" in out
-    assert "next bf16 number above 0.000999451: 7.63e-06 away" in out                 # 2^-17, not 0.001 * 2^-7
-    assert "next bf16 number above 1: 0.00781 away" in out
-    assert "Qwen3.5-0.8B (recorded): norm.weight mean +3.309, range [-0.78, +5.31]" in out
-    assert "F.rms_norm in fp32, 1 + w.float() 0%" in out
-    assert "gate = +0: output RMS 0.000" in out and "lengths after l2norm: [1.0, 1.0, 1.0]" in out
+def test_ch03(course_en, tiny_path):
+    import torch.nn.functional as F
+    from engine.known import CH03
+    from qwen.config import Config
+    out, named = _chapter(course_en, "ch03_norm.py"), _named(3)
+    cfg, eps = Config.load(tiny_path), Config.load(tiny_path).rms_norm_eps
+    rms = lambda t: t.pow(2).mean(-1).sqrt()
+    first = re.search(r"RMS before: (\[[^\]]+\]); after RMSNorm with w = 0: (\[[^\]]+\])", out)
+    x = named["x"]
+    assert _floats(first[1]) == [round(v, 2) for v in rms(x).flatten()[:3].tolist()]
+    assert _floats(first[2]) == [round(v, 2) for v in rms(x / (rms(x)[..., None] ** 2 + eps).sqrt()).flatten()[:3].tolist()] == [1.0] * 3
+    four = re.search(r"\[1, 2, 3, 4\] / sqrt\(7\.5\) = (\[[^\]]+\]); RMSNorm\(4\) gives (\[[^\]]+\])", out)
+    v = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    assert _floats(four[1]) == _floats(four[2]) == [round(e, 4) for e in (v / 7.5 ** 0.5).tolist()]
+    small = torch.full((4,), 1e-3)
+    eps_at = re.search(r"eps inside the root -> RMS ([\d.]+); outside \(the article's formula\) -> ([\d.]+)", out)
+    assert float(eps_at[1]) == round(rms(small / (rms(small) ** 2 + eps).sqrt()).item(), 3)           # 0.707
+    assert float(eps_at[2]) == round(rms(small / (rms(small) + eps)).item(), 3)                        # 0.999
+    gaps = {float(a): float(g) for a, g in re.findall(r"next bf16 number above ([\d.e-]+): ([\d.e-]+) away", out)}
+    for a, gap in gaps.items():
+        b = torch.tensor(a).bfloat16()
+        up = (torch.nextafter(b, torch.tensor(2.0, dtype=torch.bfloat16)) - b).item()
+        assert gap == float(f"{up:.3g}"), (a, gap, up)
+    assert 1.0 in gaps and any(abs(a - 0.000999451) < 1e-9 for a in gaps)      # 2^-17 above 0.000999451, not 0.001 * 2^-7
+    recorded = re.search(r"Qwen3\.5-0\.8B \(recorded\): norm\.weight mean ([+-][\d.]+), range \[([+-][\d.]+), ([+-][\d.]+)\]", out)
+    assert tuple(map(float, recorded.groups())) == (CH03["final_w"]["mean"], CH03["final_w"]["min"], CH03["final_w"]["max"])
+    xb, wq = named["xb"], named["wq"]
+    exact = F.rms_norm(xb.float(), (cfg.hidden_size,), weight=1 + wq.float(), eps=eps).bfloat16()
+    share = (exact != named["yb"]).float().mean().item()
+    assert int(re.search(r"F\.rms_norm in fp32, 1 \+ w\.float\(\) (\d+)%", out)[1]) == round(100 * share) == 0
+    gate0 = re.search(r"gate = \+0: output RMS ([\d.]+) \(silu = (-?[\d.]+)\)", out)
+    assert float(gate0[1]) == 0 and float(gate0[2]) == F.silu(torch.tensor(0.0)).item() == 0      # silu(0) = 0 closes it
+    lengths = _floats(re.search(r"lengths after l2norm: (\[[^\]]+\])", out)[1])
+    assert lengths == [round(e, 3) for e in (x / x.norm(dim=-1, keepdim=True)).norm(dim=-1).flatten()[:3].tolist()] == [1.0] * 3
     pre = re.search(r"Pre-Norm : stream RMS after layers 1/12/24 = ([\d.]+)/([\d.]+)/([\d.]+); "
                     r"cosine with the input ([\d.]+)/([\d.]+)/([\d.]+)", out)
     post = re.search(r"Post-Norm: stream RMS after layers 1/12/24 = 1.00/1.00/1.00; cosine with the input "
                      r"[\d.]+/(-?[\d.]+)/(-?[\d.]+)", out)
     assert pre and post and float(pre[3]) > 3 * float(pre[1]) and float(pre[6]) > 0.1 > abs(float(post[2]))
-    assert "17 residual-stream RMSNorms + 4 q/k RMSNorms + 6 gated RMSNorms = 27" in out
-    assert "vision tower: 3 LayerNorms (chapter 10)" in out and "MTP head: 7 RMSNorms (chapter 12)" in out
-    assert "Qwen3.5-0.8B (published inventory): 79 in the language model; 25 LayerNorms in the vision tower; " \
-           "7 RMSNorms in the MTP head" in out
-    assert "Qwen3.5-0.8B (published inventory): 79 in the language model; " in out
+    norms = re.search(r"language model: (\d+) residual-stream RMSNorms \+ (\d+) q/k RMSNorms \+ (\d+) gated RMSNorms = (\d+)", out)
+    n_lin, n_full = cfg.layer_types.count("linear_attention"), cfg.layer_types.count("full_attention")
+    expected = (2 * cfg.num_hidden_layers + 1, 2 * n_full, n_lin)     # 2 per layer + the final; q and k; 1 per linear layer
+    assert tuple(map(int, norms.groups())) == (*expected, sum(expected))
+    def norm_count(names, prefix):                        # input_layernorm, q_norm, norm1, pre_fc_norm_hidden, ...
+        return sum(n.startswith(prefix) and re.search(r"norm[^.]*\.weight$", n) is not None for n in names)
+    header, real = _header(tiny_path), _manifest()["tensors"]
+    assert int(re.search(r"vision tower: (\d+) LayerNorms \(chapter 10\)", out)[1]) == norm_count(header, "model.visual.")
+    assert int(re.search(r"MTP head: (\d+) RMSNorms \(chapter 12\)", out)[1]) == norm_count(header, "mtp.")
+    published = re.search(r"Qwen3\.5-0\.8B \(published inventory\): (\d+) in the language model; (\d+) LayerNorms in the "
+                          r"vision tower; (\d+) RMSNorms in the MTP head", out)
+    lm = [name for name in real if not name.startswith(("model.visual.", "mtp."))]
+    assert tuple(map(int, published.groups())) == (norm_count(lm, ""), norm_count(real, "model.visual."), norm_count(real, "mtp."))
 
 
 def test_no_real_over_made_up_numbers(course_en):
@@ -472,47 +597,100 @@ def _chapter(out, script):
     return out[start:end if end > 0 else None]
 
 
-def test_ch04(course_en):
-    out = _chapter(course_en, "ch04_rope.py")
-    assert "rotary_dim 4: 2 pairs rotate, 12 of 16 entries carry no position" in out
-    assert "Qwen3.5-0.8B (from its config): 32 pairs rotate, 192 of 256 entries carry no position; " \
-           "slowest pair: a turn every 37,969,062 tokens" in out
-    assert "context 262,144 tokens: 10 of 32 pairs turn less than once across it" in out
-    assert "entries 4.. unchanged: True" in out
-    assert _number(r"m - n = 3 each time: spread ([0-9.e+-]+)", out) < 1e-5          # only m - n matters
-    assert "three equal streams): max |mrope - plain| = 0.0e+00" in out
-    assert "off by 8.0 rad (1.27 turns)" in out and "say nothing about Qwen3.5" in out
+def _rope(text_config):
+    """(rotary_dim, head_dim, frequencies in float64) from a config.json's text_config, recomputed here."""
+    params = text_config["rope_parameters"]
+    head_dim = text_config["head_dim"]
+    rotary = int(head_dim * params["partial_rotary_factor"])
+    return rotary, head_dim, params["rope_theta"] ** (-torch.arange(0, rotary, 2, dtype=torch.float64) / rotary)
 
 
-def test_ch05(course_en):
+def test_ch04(course_en, tiny_path):
     import json
     import math
+    out = _chapter(course_en, "ch04_rope.py")
+    tiny = json.loads((tiny_path / "config.json").read_text(encoding="utf-8"))["text_config"]
+    real = _manifest()["config"]["text_config"]
+    R, D, f = _rope(tiny)
+    rot = re.search(r"rotary_dim (\d+): (\d+) pairs rotate, (\d+) of (\d+) entries carry no position", out)
+    assert tuple(map(int, rot.groups())) == (R, R // 2, D - R, D)
+    real_R, real_D, real_f = _rope(real)
+    real_rot = re.search(r"Qwen3\.5-0\.8B \(from its config\): (\d+) pairs rotate, (\d+) of (\d+) entries carry no position; "
+                         r"slowest pair: a turn every ([\d,]+) tokens", out)
+    assert tuple(map(int, real_rot.groups()[:3])) == (real_R // 2, real_D - real_R, real_D)
+    assert _ints(real_rot[4]) == round(2 * math.pi / real_f[-1].item())
+    context = real["max_position_embeddings"]
+    slow = re.search(r"Qwen3\.5-0\.8B \(from its config\): context ([\d,]+) tokens: (\d+) of (\d+) pairs turn less than once", out)
+    assert (_ints(slow[1]), int(slow[2]), int(slow[3])) == (context, int((2 * math.pi / real_f > context).sum()), real_R // 2)
+    unchanged = re.search(r"entries (\d+)\.\. unchanged: (\w+)", out)
+    assert int(unchanged[1]) == R and unchanged[2] == str(_named(4)["rest_unchanged"]) == "True"
+    assert _number(r"m - n = 3 each time: spread ([0-9.e+-]+)", out) < 1e-5          # only m - n matters
+    assert _number(r"three equal streams\): max \|mrope - plain\| = (\S+)", out) == 0
+    angles = re.search(r"position (\d+), fastest pair: angle ([\d.]+) rad in fp32, ([\d.]+) rad in bf16: "
+                       r"off by ([\d.]+) rad \(([\d.]+) turns\)", out)
+    a32 = (torch.tensor(float(angles[1])) * f[0].float()).item()
+    a16 = torch.tensor(a32).bfloat16().item()
+    assert tuple(map(float, angles.groups()[1:])) == (round(a32, 1), round(a16, 1), round(abs(a32 - a16), 1),
+                                                      round(abs(a32 - a16) / (2 * math.pi), 2))
+    assert float(angles[4]) > 2 * math.pi                                           # more than a whole turn lost
+    assert "say nothing about Qwen3.5" in out
 
-    from conftest import MANIFEST
-    from engine.cli import count
+
+def test_ch05(course_en, tiny_path):
+    import math
+
     from engine.shapes import language_model_shapes
     from qwen.config import Config
+    from qwen.tokenizer import Tokenizer
 
-    out = _chapter(course_en, "ch05_mlp.py")
-    assert "x [11, 16] -> gate(x), up(x) [11, 48] -> silu(gate) * up [11, 48] -> down [11, 16]" in out
-    assert "by hand == MLP module, bit for bit: True" in out
-    assert "smallest silu on a fine grid: -0.2785 at z = -1.278" in out
-    real = Config.from_dict(json.loads(MANIFEST.read_text(encoding="utf-8"))["config"])   # from the shape rules
+    out, named = _chapter(course_en, "ch05_mlp.py"), _named(5)
+    cfg = Config.load(tiny_path)
+    T, H, I = len(Tokenizer.load(tiny_path).encode(named["SENTENCE"])), cfg.hidden_size, cfg.intermediate_size
+    shapes = re.search(r"x \[(\d+), (\d+)\] -> gate\(x\), up\(x\) \[(\d+), (\d+)\] -> silu\(gate\) \* up \[(\d+), (\d+)\] "
+                       r"-> down \[(\d+), (\d+)\]", out)
+    assert tuple(map(int, shapes.groups())) == (T, H, T, I, T, I, T, H)
+    assert re.search(r"by hand == MLP module, bit for bit: (\w+)", out)[1] == "True" and named["same"] is True
+    z = torch.linspace(-5, 0, 500_001, dtype=torch.float64)
+    s = torch.nn.functional.silu(z)
+    smallest = re.search(r"smallest silu on a fine grid: (-[\d.]+) at z = (-[\d.]+)", out)
+    assert float(smallest[1]) == round(s.min().item(), 4) and abs(float(smallest[2]) - z[s.argmin()].item()) < 1e-3
+    real = Config.from_dict(_manifest()["config"])                                    # from the shape rules
     total = sum(math.prod(s) for s, _ in language_model_shapes(real).values())
-    assert f"per layer 11.0 M; 24 layers: 264.2 M; language model: {count(total)}; MLPs: 35.1%" in out
-    assert "Qwen3.5-0.8B: intermediate / hidden = 3.50: 3 matrices x 3.50 = 10.5 x hidden^2 per layer, " \
-           "against 2 x 4 = 8 for a plain 4x MLP (1.31x its parameters" in out      # SwiGLU costs more, not the same
+    per = 3 * real.hidden_size * real.intermediate_size
+    line = re.search(r"Qwen3\.5-0\.8B \(its inventory\): per layer ([\d.]+) M; (\d+) layers: ([\d.]+) M; "
+                     r"language model: ([\d.]+) M; MLPs: ([\d.]+)%", out)
+    assert tuple(map(float, line.groups())) == (round(per / 1e6, 1), real.num_hidden_layers, round(per * real.num_hidden_layers / 1e6, 1),
+                                                round(total / 1e6, 1), round(100 * per * real.num_hidden_layers / total, 1))
+    wide = re.search(r"Qwen3\.5-0\.8B: intermediate / hidden = ([\d.]+): 3 matrices x ([\d.]+) = ([\d.]+) x hidden\^2 per layer, "
+                     r"against 2 x 4 = 8 for a plain 4x MLP \(([\d.]+)x its parameters", out)
+    r = real.intermediate_size / real.hidden_size
+    assert tuple(map(float, wide.groups())) == (round(r, 2), round(r, 2), round(3 * r, 1), round(3 * r / 8, 2))
+    assert float(wide[4]) > 1                                                          # SwiGLU costs more, not the same
     assert "these shares describe random matrices, not Qwen3.5" in out
     assert _number(r"bf16 takes ([0-9.]+)x the fp32 time", out) > 0
 
 
-def test_ch06(course_en):
+def test_ch06(course_en, tiny_path):
+    from qwen.config import Config
     out = _chapter(course_en, "ch06_attention.py")
-    assert "layers.3.self_attn.q_proj.weight  [64, 16]" in out
-    assert "q_proj rows = heads (2) x 16 x 2 (query, then gate) = 64" in out
-    assert re.search(r"262,144 tokens: +3\.22 GB with kv heads: 2; +12\.88 GB if each of the 8 query heads", out)
-    assert "weights above the diagonal: all 0" in out and "the first token can only read itself: weight 1.000" in out
-    assert "by hand == Attention module: max |difference| 0.0e+00" in out
+    cfg, header = Config.load(tiny_path), _header(tiny_path)
+    layer = cfg.full_attention_layers[0]
+    name = f"layers.{layer}.self_attn.q_proj.weight"
+    stored = next(t["shape"] for full, t in header.items() if full.endswith("language_model." + name))
+    assert _floats(re.search(re.escape(name) + r" +(\[[\d, ]+\])", out)[1]) == stored
+    rows = re.search(r"q_proj rows = heads \((\d+)\) x (\d+) x 2 \(query, then gate\) = (\d+)", out)
+    assert (int(rows[1]), int(rows[2])) == (cfg.num_attention_heads, cfg.head_dim)
+    assert int(rows[3]) == 2 * int(rows[1]) * int(rows[2]) == stored[0]
+    real = _manifest()["config"]["text_config"]
+    n_full = sum(t == "full_attention" for t in real["layer_types"])
+    per_head = 2 * real["head_dim"] * 2 * n_full * 262_144                # k and v, bf16, every full-attention layer
+    kv = re.search(r"Qwen3\.5-0\.8B \(config\): kv cache for 262,144 tokens: +([\d.]+) GB with kv heads: (\d+); +([\d.]+) GB "
+                   r"if each of the (\d+) query heads", out)
+    assert (int(kv[2]), int(kv[4])) == (real["num_key_value_heads"], real["num_attention_heads"])
+    assert (float(kv[1]), float(kv[3])) == (round(per_head * int(kv[2]) / 1e9, 2), round(per_head * int(kv[4]) / 1e9, 2))
+    assert int(re.search(r"weights above the diagonal: all (\d+)", out)[1]) == 0
+    assert _number(r"the first token can only read itself: weight ([\d.]+)", out) == 1.0
+    assert _number(r"by hand == Attention module: max \|difference\| (\S+) ", out) == 0
     assert _number(r"vs softmax\(\.\.\.\) @ v by hand: max \|difference\| ([0-9.e+-]+)", out) < 1e-5
     assert _number(r"vs the full run: max \|difference\| ([0-9.e+-]+)", out) < 1e-5
     assert "this pattern means nothing" in out
@@ -562,19 +740,39 @@ def test_one_notation_for_the_norm_weight():
     assert not [f.name for f in files if re.search(r"\bw\s*[-−]\s*1\b", f.read_text(encoding="utf-8"))]
 
 
-def test_ch07(course_en):
+def test_ch07(course_en, tiny_path):
+    from qwen.config import Config
     out = _chapter(course_en, "ch07_deltanet.py")
+    cfg = Config.load(tiny_path)
     # Qwen3.5-0.8B's memory figures follow from its config: 18 x 16 x 128 x 128 fp32 + conv windows; 12 KB/token
-    assert "16 heads x 18 linear layers + conv windows (fp32): 20.2 MB, fixed" in out       # fp32, as ch09's cache
-    assert "KV cache of the 6 full-attention layers (bf16): 12.3 KB per token" in out
-    assert "262,144 tokens: KV cache   3.22 GB" in out
-    assert "beta = 1.0: after the write 0.000 = 0.000 x before" in out
-    assert "beta = 0.5: after the write" in out and "= 0.500 x before (1 - beta = 0.5)" in out
-    assert "plain linear attention reads 2.00 x v, the delta rule 1.00 x v" in out
+    real = _manifest()["config"]["text_config"]
+    n_lin = sum(t == "linear_attention" for t in real["layer_types"])
+    n_full = len(real["layer_types"]) - n_lin
+    heads, dk, dv = real["linear_num_value_heads"], real["linear_key_head_dim"], real["linear_value_head_dim"]
+    conv = (real["linear_conv_kernel_dim"] - 1) * (2 * real["linear_num_key_heads"] * dk + heads * dv)
+    state = n_lin * (heads * dk * dv + conv) * 4                                # fp32, as ch09's cache
+    per_token = 2 * real["num_key_value_heads"] * real["head_dim"] * 2 * n_full   # k and v in bf16
+    real_part = out[out.index("Qwen3.5-0.8B, from its config.json:"):]
+    fixed = re.search(r"(\d+) heads x (\d+) linear layers \+ conv windows \(fp32\): ([\d.]+) MB, fixed", real_part)
+    assert (int(fixed[1]), int(fixed[2]), float(fixed[3])) == (heads, n_lin, round(state / 1e6, 1))
+    kv = re.search(r"KV cache of the (\d+) full-attention layers \(bf16\): ([\d.]+) KB per token", real_part)
+    assert (int(kv[1]), float(kv[2])) == (n_full, round(per_token / 1e3, 1))
+    assert _number(r"262,144 tokens: KV cache +([\d.]+) GB", real_part) == round(per_token * 262_144 / 1e9, 2)
+    before = _number(r"\|k\^T S - v\| before writing: ([\d.]+)", out)
+    writes = re.findall(r"beta = ([\d.]+): after the write ([\d.]+) = ([\d.]+) x before \(1 - beta = ([\d.]+)\)", out)
+    assert {float(b) for b, *_ in writes} >= {1.0, 0.5}
+    for beta, after, ratio, kept in writes:                                    # the error shrinks by 1 - beta
+        beta, after, ratio, kept = map(float, (beta, after, ratio, kept))
+        assert kept == round(1 - beta, 1) and abs(ratio - kept) < 1e-3 and abs(after - ratio * before) < 2e-3, (beta, after)
+    assert [float(after) for b, after, *_ in writes if float(b) == 1.0] == [0.0]
+    reads = re.search(r"the same pair written twice: plain linear attention reads ([\d.]+) x v, the delta rule ([\d.]+) x v", out)
+    assert (float(reads[1]), float(reads[2])) == (2.0, 1.0)
     k_min = re.search(r"\|k\| = (\S+) \.\. ", out).group(1)                  # below 1: eps inside the root, said next
     assert re.search(r"sqrt\(\S+ / \(\S+ \+ 1e-06\)\) = " + re.escape(k_min) + r"\)", out), k_min
-    assert "changing token 10's input changes the outputs at tokens [10, 11, 12, 13]" in out
-    assert "output == silu(w_last * x_0): True" in out
+    conv_reach = re.search(r"changing token (\d+)'s input changes the outputs at tokens (\[[\d, ]+\])", out)
+    t = int(conv_reach[1])
+    assert _floats(conv_reach[2]) == list(range(t, t + cfg.linear_conv_kernel_dim))   # a window of kernel size
+    assert re.search(r"output == silu\(w_last \* x_0\): (\w+)", out)[1] == "True"
     assert "random draws, so these heads and half-lives say" in out and "fastest-forgetting" not in out
     # the made-up half-lives at a = 0 come before the note that says they are made up, not after it
     assert out.index("at a = 0 (weights only), the half-lives") < out.index("(tiny checkpoint: A_log, dt_bias")
@@ -600,14 +798,18 @@ def test_ch07_sentence_ids_are_the_tokenizers(tiny_path):
     assert Tokenizer.load(tiny_path).encode(consts["TEXT"]) == consts["IDS"]
 
 
-def test_ch08(course_en):
+def test_ch08(course_en, tiny_path):
+    from qwen.config import Config
     out = _chapter(course_en, "ch08_model.py")
-    assert "layers (L = Gated DeltaNet, F = full attention): L L L F L L L F" in out
-    assert "the embedding table itself (tied)" in out
-    assert "exactly these logits: max |difference| = 0.0e+00" in out
-    assert re.search(r"by hand = the module's output: max \|difference\| = \d\.\de-(0[7-9]|1\d)|= 0\.0e\+00", out)
-    m = re.search(r"largest \|ours - transformers\| over 5 x 248,320 logits: (\S+)", out)
-    assert m and float(m.group(1)) < 1e-4 and "same next token: True" in out
+    cfg = Config.load(tiny_path)
+    pattern = " ".join("F" if t == "full_attention" else "L" for t in cfg.layer_types)
+    assert re.search(r"layers \(L = Gated DeltaNet, F = full attention\): ([LF ]+)\n", out)[1] == pattern
+    assert cfg.tie_word_embeddings and "output layer: the embedding table itself (tied)" in out
+    assert _number(r"exactly these logits: max \|difference\| = (\S+)", out) == 0
+    assert _number(r"by hand = the module's output: max \|difference\| = (\S+)", out) < 1e-6
+    m = re.search(r"largest \|ours - transformers\| over (\d+) x ([\d,]+) logits: (\S+)", out)
+    assert (int(m[1]), _ints(m[2])) == (len(_named(8)["ids"]), cfg.vocab_size) and float(m[3]) < 1e-4
+    assert re.search(r"same next token: (\w+)", out)[1] == "True"
     assert "(made-up weights: these guesses are not interpreted)" in out
 
 
