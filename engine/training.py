@@ -60,6 +60,8 @@ def save_run(folder, model, opt, stream, step, losses, config, extra=None):
         kept = folder / f"{PREVIOUS}.tmp{os.getpid()}"
         shutil.copyfile(folder / RUN_FILE, kept)
         os.replace(kept, folder / PREVIOUS)
+    elif (folder / PREVIOUS).is_file():                 # a new run: the save before is another run's
+        os.replace(folder / PREVIOUS, folder / "run.previous-of-an-older-run.pt")
     os.replace(tmp, folder / RUN_FILE)
     return folder / RUN_FILE
 

@@ -224,3 +224,13 @@ def test_two_processes_under_torchrun_give_the_one_process_curve(tmp_path):
     assert run["world"] == 2 and len(run["losses"]) == 12
     assert max(abs(a - b) / b for a, b in zip(run["losses"], alone)) <= 1e-5
     assert max(abs(a - b) / b for a, b in zip(run["losses"], half)) > 1e-3
+
+
+def test_a_new_run_never_rolls_back_into_an_older_runs_save(tmp_path):
+    """run.pt moved away to start afresh, an older run.previous.pt left: a NaN at the new run's first save
+    must not put the older run back in run.pt (the older save is kept under another name)."""
+    model, opt = _ours()
+    (tmp_path / training.PREVIOUS).write_bytes(b"an older run")
+    training.save_run(tmp_path, model, opt, TokenStream(_tokens(), 4, 32), 3, [6.0], RAW)
+    assert training.rollback(tmp_path, 3) is None and not (tmp_path / training.RUN_FILE).exists()
+    assert (tmp_path / "run.previous-of-an-older-run.pt").read_bytes() == b"an older run"
