@@ -20,6 +20,7 @@ import torch
 
 from engine.tiny import write_checkpoint, write_tokenizer_files
 from qwen.config import Config
+from qwen.files import folder_to_write
 from qwen.lang import QwenError, tr
 from qwen.model import Qwen35
 from qwen.pretrain import train_step
@@ -33,8 +34,9 @@ KEYS = ("kind", "config", "step", "losses", "model", "opt", "stream", "rng", "ex
 
 
 def check_folder(folder):
-    """One line, before any training, when the run's folder cannot be one (a file, or cannot be made)."""
-    folder = Path(folder)
+    """One line, before any training, when the run's folder cannot be one: it or a parent is a file
+    (qwen.files.folder_to_write, as chapter 16 checks its --run), or it cannot be made."""
+    folder = folder_to_write(folder, origin="--run")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:

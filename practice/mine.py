@@ -72,6 +72,12 @@ def _set(swaps, module, attr, fn):
     setattr(module, attr, types.MethodType(fn, module))
 
 
+def _raised(e):
+    """What the learner's code raised, in one line: 'ValueError: its first line' (200 characters at most)."""
+    first = str(e).splitlines()[0][:200] if str(e) else ""
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
+
+
 def _unset(swaps):
     """Undo _set's swaps, the last first: each module's own attribute back, or none where it had none."""
     for module, attr, had, old in reversed(swaps):
@@ -474,9 +480,7 @@ class _Guard:
         try:
             got = _copies(self.learner(*self._copies(args), **self._copies(kw)))   # the model keeps a copy of yours:
         except Exception as e:                                           # noqa: BLE001 - learner code
-            first = str(e).splitlines()[0][:200] if str(e) else ""
-            return self._refused(expected, args, T("raised in the model ({e})", "在模型里出错（{e}）",
-                                                   e=f"{type(e).__name__}: {first}" if first else type(e).__name__))
+            return self._refused(expected, args, T("raised in the model ({e})", "在模型里出错（{e}）", e=_raised(e)))
         problem = _differs(expected, got, self.tolerances)               # your function holds no handle on it
         if problem:
             return self._refused(expected, args, problem)
@@ -690,7 +694,7 @@ def _probe(model, found, ids):
         except Exception as e:                                           # noqa: BLE001 - learner code
             say("  --mine: {i} passes the judge but raised in the model ({e}): skipped, the course's part runs",
                 "  --mine：{i} 通过了评测，但在模型里出错（{e}）：跳过，运行课程的部件",
-                i=ex_id, e=f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
+                i=ex_id, e=_raised(e))
             del found.passed[ex_id]
         finally:
             alone.remove()
@@ -775,7 +779,7 @@ def training_step(model, ids, labels, model_path=None):
     except (Exception, SystemExit) as e:                                  # noqa: BLE001 - learner code
         say("  --mine: your parts pass the judge but raised in the training step ({e}): the course's parts run",
             "  --mine：你的部件通过了评测，但在训练步里出错（{e}）：运行课程的部件",
-            e=f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
+            e=_raised(e))
         return None
     gaps = torch.stack([(yours[n] - g).abs().max() / g.abs().max().clamp_min(1e-30) for n, g in course.items()])
     gap = gaps.max().item() if torch.isfinite(gaps).all() else math.nan        # a NaN anywhere is said, not hidden
