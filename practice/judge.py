@@ -21,8 +21,7 @@ a memory limit, and send back plain data; the judge computes the expected values
 (except --reset, which keeps a backup). Exit code: 0 all graded passed, 1 a failure, 2 a usage
 error, 130 stopped with Ctrl-C. Progress is kept outside the code ($QWEN_PROGRESS, default
 ~/.local/share/transformer-by-hand/progress.json), so it survives upgrades.
-Limits: $QWEN_JUDGE_TIMEOUT seconds per exercise (default 20), $QWEN_JUDGE_MEMORY GB (default 3);
-$QWEN_JUDGE_WRITABLE: folders (separated by os.pathsep) the sandbox may write in besides its own.
+Limits: $QWEN_JUDGE_TIMEOUT seconds per exercise (default 20), $QWEN_JUDGE_MEMORY GB (default 3).
 """
 import os
 import sys

@@ -81,8 +81,6 @@ MISTAKES = {  # file body for exercise 205 (l2norm) -> what the one-line report 
                   "NameError: name 'undefined_name' is not defined (line 3 of your file)"),
     "huge_allocation": ("import torch\ndef l2norm(x, eps=1e-6):\n    return torch.empty(10**11)\n", "more memory than the"),
     "killed": ("import os\nos.kill(os.getpid(), 9)\n", "killed by signal 9"),
-    "kills_its_parent": ("import os\ndef l2norm(x, eps=1e-6):\n    os.kill(os.getppid(), 9)\n    return x\n",
-                         "PermissionError"),
     "meta": ("import torch\ndef l2norm(x, eps=1e-6):\n    return x.to('meta')\n", "meta device"),
     "sparse": ("def l2norm(x, eps=1e-6):\n    return x.reshape(-1, x.shape[-1]).to_sparse()\n", "sparse tensor"),
     "subclass": ("import torch\nclass Mine(torch.Tensor):\n    pass\ndef l2norm(x, eps=1e-6):\n    return x.as_subclass(Mine)\n",

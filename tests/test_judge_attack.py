@@ -68,10 +68,8 @@ def test_a_progress_path_that_cannot_hold_progress_is_one_line(judge, tmp_path, 
 # ------------------------------------------------------------------------------------------ processes
 
 def test_a_process_that_tries_to_leave_the_session_still_ends_with_the_grading(judge, tiny_path, tmp_path, monkeypatch):
-    """Double fork and setsid, faster than the judge polls: the grandchild dies with the grading (setsid is
-    refused where seccomp is applied; elsewhere the server is its subreaper, and the judge ends everything
-    below the server)."""
-    monkeypatch.setenv("QWEN_JUDGE_WRITABLE", str(tmp_path))       # where the grandchild writes its pid
+    """Double fork and setsid, faster than the judge polls: the grandchild dies with the grading (the grading
+    process is its subreaper, and the judge ends everything below it)."""
     pidfile = tmp_path / "escaped.pid"
     body = S205.replace("def l2norm", "def _l2norm") + f"""
 import os, time

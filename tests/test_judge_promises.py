@@ -1,8 +1,6 @@
-"""What the judge promises, held to it: statements and the in-place check agree; the sandbox cannot
-import the judge, write the progress file or the judge's files, or read the judge's memory (Landlock,
-where the kernel has it); a changed judge file is caught; what a new learner meets (--all, --reset,
-a report shown again in a later notebook cell, no tqdm warning) says what it does."""
-import ctypes
+"""What the judge promises, held to it: statements and the in-place check agree; the sandbox is not told
+where the progress file is; what a new learner meets (--all, --reset, a report shown again in a later
+notebook cell, no tqdm warning) says what it does."""
 import json
 import os
 import sys
@@ -20,17 +18,6 @@ def grade(judge, tiny_path, tmp_path, ex_id, body, name="mine.py"):
     f = tmp_path / name
     f.write_text(body, encoding="utf-8")
     return judge.grade(judge.BY_ID[ex_id], f, tiny_path)
-
-
-def landlock_abi():
-    if not sys.platform.startswith("linux"):
-        return 0
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    return max(0, libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1)))
-
-
-needs_landlock = pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no Landlock")
 
 
 # ------------------------------------------------------------------------------------------ in place
@@ -75,78 +62,10 @@ def test_patching_torch_equal_in_the_sandbox_does_not_hide_an_in_place_change(ju
 
 # ------------------------------------------------------------------------------------------ what the sandbox reaches
 
-@pytest.mark.parametrize("how", ["package", "folder_on_path", "sys_modules"])
-def test_the_sandbox_cannot_import_the_judge(judge, tiny_path, tmp_path, how):
-    body = {"package": "from practice._judge.solutions.s205 import l2norm\n",
-            "folder_on_path": f"import sys\nsys.path.insert(0, {str(ROOT / 'practice')!r})\n"
-                              "from _judge.solutions.s205 import l2norm\n",
-            "sys_modules": "import sys\nimport practice\n"
-                           "found = [m for m in sys.modules if m.startswith('practice.') or m == '__main__' and "
-                           "hasattr(sys.modules[m], 'grading')] + [a for a in ('_judge', 'judge') if hasattr(practice, a)]\n"
-                           "def l2norm(x, eps=1e-6):\n    raise RuntimeError(f'found {found}')\n"}[how]
-    result = grade(judge, tiny_path, tmp_path, "205", body)
-    line = judge.summary_line(result)
-    assert result["status"] != "pass"
-    assert ("is part of the judge" in line) if how != "sys_modules" else ("found []" in line), line
-
-
 def test_the_sandbox_is_not_told_where_the_progress_file_is(judge, tiny_path, tmp_path):
     body = "import os\ndef l2norm(x, eps=1e-6):\n    raise RuntimeError('progress=' + str(os.environ.get('QWEN_PROGRESS')))\n"
     result = grade(judge, tiny_path, tmp_path, "205", body)
     assert "progress=None" in judge.summary_line(result)
-
-
-@needs_landlock
-def test_the_sandbox_cannot_write_progress_or_the_judges_files_nor_read_the_judges_memory(judge, tiny_path, tmp_path,
-                                                                                        capsys):
-    """Landlock: the learner's rights (root here) are not enough; the sandbox writes only its TMPDIR."""
-    progress = tmp_path / "progress.json"
-    progress.write_text(json.dumps({"205": {"status": "fail"}}), encoding="utf-8")
-    compare = ROOT / "practice" / "_judge" / "compare.py"
-    before = compare.read_bytes()
-    body = S205.replace("def l2norm", "def _l2norm") + f"""
-import os
-def l2norm(x, eps=1e-6):
-    seen = []
-    for path, mode in (({str(progress)!r}, "w"), ({str(compare)!r}, "a"), ("/proc/{os.getpid()}/mem", "rb")):
-        try:
-            with open(path, mode) as f:
-                f.read(8) if mode == "rb" else f.write('{{"205": {{"status": "pass", "passed": true}}}}' if mode == "w" else "")
-            seen.append("opened")
-        except OSError as e:
-            seen.append(type(e).__name__)
-    open(os.path.join(os.environ["TMPDIR"], "scratch.txt"), "w").write("its own folder is writable")
-    if seen != ["PermissionError"] * 3:
-        raise RuntimeError(str(seen))
-    return _l2norm(x, eps)
-"""
-    (tmp_path / "work" / "205_l2norm.py").parent.mkdir(exist_ok=True)
-    (tmp_path / "work" / "205_l2norm.py").write_text(body, encoding="utf-8")
-    code = judge.main(["205", "--model", str(tiny_path)])
-    out = capsys.readouterr().out
-    assert code == 0 and "passed all" in out, out                     # every attempt refused, the solution graded
-    assert compare.read_bytes() == before
-    saved = json.loads(progress.read_text(encoding="utf-8"))
-    assert saved["205"]["status"] == "pass" and saved["205"]["graded_at"]   # the judge's record, not the sandbox's
-
-
-def test_a_judge_file_changed_during_the_grading_is_not_a_pass(judge, tiny_path, tmp_path, monkeypatch):
-    """Where Landlock cannot stop the write (here: a folder the sandbox is allowed to write), the fingerprint
-    around the grading catches it."""
-    fake = tmp_path / "compare.py"
-    fake.write_text("# the judge's comparison\n", encoding="utf-8")
-    monkeypatch.setenv("QWEN_JUDGE_WRITABLE", str(tmp_path))
-    monkeypatch.setattr(judge.grading.sandbox, "judge_files", lambda: [fake])
-    body = S205 + f"\nopen({str(fake)!r}, 'a').write('check_tensor = lambda *a, **k: None\\n')\n"
-    result = grade(judge, tiny_path, tmp_path, "205", body)
-    assert result["status"] == "error" and result["error"]["kind"] == "tampered", result
-    assert "the judge's own files changed during the grading" in judge.summary_line(result)
-    assert grade(judge, tiny_path, tmp_path, "205", S205, "clean.py")["status"] == "pass"
-
-
-def test_the_judges_files_are_fingerprinted(judge):
-    files = {os.path.relpath(f, ROOT) for f in judge.grading.sandbox.judge_files()}
-    assert {"practice/judge.py", "practice/_judge/compare.py", "practice/_judge/solutions/s205.py", "qwen/norm.py"} <= files
 
 
 # ------------------------------------------------------------------------------------------ a new learner
@@ -236,8 +155,8 @@ def test_the_readme_says_what_the_sandbox_prevents_and_what_it_does_not(judge):
     flat = " ".join(text.split())
     allowed = sorted(e.id for e in judge.EXERCISES if e.may_modify_inputs)
     assert f"({', '.join(allowed[:-1])} and {allowed[-1]} allow it;" in flat and f"（{'、'.join(allowed[:-1])} 和 {allowed[-1]} 可以；" in text
-    for claim in ("cannot be imported", "Landlock", "seccomp", "`/proc/<pid>/mem`", "fingerprinted", "it fools only you",
-                  "`/proc/<pid>/environ`", "QWEN_JUDGE_WRITABLE", "`SSH_AUTH_SOCK`", "它骗到的只有你自己", "starter restored"):
+    for claim in ("never in the sandbox", "never pickle", "`--solution`", "it fools only you", "`SSH_AUTH_SOCK`",
+                  "它骗到的只有你自己", "starter restored"):
         assert claim in flat, claim
     for once in ("The judge never changes your file", "`python practice/judge.py --verify` proves",
                  "Progress lives outside the code", "the largest absolute"):

@@ -1,14 +1,12 @@
-"""What a graded solution can reach of the judge, its page and the learner's machine.
+"""What a graded solution can reach of the judge and its page.
 
-A hostile solution tries everything at import and reports what it found as the text of an exception,
-so the judge's own one-line report carries it back: the page's token in its memory, the judge's
-environment, a TCP connection (with connect, and with sendto and MSG_FASTOPEN, which Landlock's TCP
-rule does not see), pathname and abstract Unix sockets, signals to the judge and to the sandbox's
-parent, leaving its session, and oversized frames on its result pipe."""
+A hostile solution looks at import and reports what it found as the text of an exception, so the
+judge's own one-line report carries it back: the page's token in its memory, the page's app, the
+judge's environment. Oversized frames on its result pipe are refused before they are decoded, and
+killing the judge ends the sandbox."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -18,40 +16,8 @@ from conftest import ROOT
 from helpers import frame_writer
 from test_web import ask, learner, web  # noqa: F401 - the served page, in this process
 
-linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="seccomp and Landlock are Linux's")
-
 REACH = '''
-import gc, hashlib, json, os, signal, socket
-
-def _try(fn):
-    """"no" when refused (PermissionError), "yes" when done, else what was raised."""
-    try:
-        fn()
-        return "yes"
-    except PermissionError:
-        return "no"
-    except OSError as e:
-        return type(e).__name__
-
-def _tcp_fast_open():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.sendto(b"POST /api/exercise/205/save HTTP/1.1\\r\\n\\r\\n", getattr(socket, "MSG_FASTOPEN", 0x20000000),
-             ("127.0.0.1", PORT))
-
-def _leave_session():
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setsid()
-            os._exit(0)
-        except OSError:
-            os._exit(1)
-    if os.waitpid(pid, 0)[1]:
-        raise PermissionError("setsid refused")
-
-def _unix(address):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(address)
+import gc, hashlib, json, os
 
 def _tokens():
     """Objects that look like the page's app, and whether any string held in a dict, list or tuple is the
@@ -70,32 +36,9 @@ apps, token = _tokens()
 SEEN = {
     "apps": apps, "token": token,
     "env": sorted(k for k in os.environ if k in ("SSH_AUTH_SOCK", "HF_TOKEN", "QWEN_PROGRESS", "DBUS_SESSION_BUS_ADDRESS")),
-    "tcp": _try(lambda: socket.create_connection(("127.0.0.1", PORT), timeout=2)),
-    "fast_open": _try(_tcp_fast_open),
-    "unix": _try(lambda: _unix(UNIX)),
-    "abstract": _try(lambda: _unix("\\0" + ABSTRACT)),
-    "signal_judge": _try(lambda: os.kill(JUDGE, 0)),           # signal 0: the permission check, nothing sent
-    "signal_everyone": _try(lambda: os.kill(-1, 0)),
-    "kill_parent": _try(lambda: os.kill(os.getppid(), signal.SIGKILL)),
-    "leave_session": _try(_leave_session),
 }
 raise RuntimeError("SEEN" + json.dumps(SEEN, separators=(",", ":")) + "SEEN")
 '''
-
-
-@pytest.fixture
-def listeners(tmp_path):
-    """A pathname and an abstract Unix socket listening outside the sandbox (an ssh agent, a D-Bus bus)."""
-    path = str(tmp_path / "agent.sock")
-    named, abstract = socket.socket(socket.AF_UNIX), socket.socket(socket.AF_UNIX)
-    named.bind(path)
-    named.listen(1)
-    name = f"tbh-test-{os.getpid()}"
-    abstract.bind("\0" + name)
-    abstract.listen(1)
-    yield path, name
-    named.close()
-    abstract.close()
 
 
 @pytest.fixture
@@ -113,28 +56,23 @@ def seen(line):
     return json.loads(line.split("SEEN")[1])
 
 
-@linux
-def test_a_solution_graded_from_the_page_reaches_nothing_of_the_judge(web, judge, monkeypatch, listeners,  # noqa: F811
-                                                                      fresh_server):
+def test_a_solution_graded_from_the_page_holds_nothing_of_the_judge(web, judge, monkeypatch, tmp_path,  # noqa: F811
+                                                                    fresh_server):
     """The page's server writes the learner's files for anyone with its token: the sandbox never holds it
-    (a fresh process of its own), cannot open a socket of any kind to use it, cannot
-    signal the judge, and is not given the judge's secrets in its environment."""
-    monkeypatch.setenv("SSH_AUTH_SOCK", listeners[0])
+    (a fresh process of its own) and is not given the judge's secrets in its environment."""
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(tmp_path / "agent.sock"))
     monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 29)
     ask(web, "GET", "/api/exercise/204")
     ask(web, "GET", "/api/exercise/205")
     other = learner(judge, "205").read_text(encoding="utf-8")
     import hashlib
-    learner(judge, "204").write_text(f"PORT = {web.port}\nUNIX = {listeners[0]!r}\nABSTRACT = {listeners[1]!r}\n"
-                                     f"JUDGE = {os.getpid()}\nTOKEN = {hashlib.sha256(web.token.encode()).hexdigest()!r}\n"
-                                     + REACH, encoding="utf-8")
+    learner(judge, "204").write_text(f"TOKEN = {hashlib.sha256(web.token.encode()).hexdigest()!r}\n" + REACH,
+                                     encoding="utf-8")
     status, report = ask(web, "POST", "/api/exercise/204/run")
     assert status == 200, report
     found = seen(report["lines"][0])
     assert found["apps"] == 0 and found["token"] is False, found                    # nothing of the server's
     assert found["env"] == [], found
-    refused = {k: v for k, v in found.items() if k not in ("apps", "token", "env")}
-    assert refused == {k: "no" for k in refused}, refused
     assert learner(judge, "205").read_text(encoding="utf-8") == other
     assert not (judge.WORK / ".backup").exists()
     status, _ = ask(web, "GET", "/api/list")                                          # the page still answers
@@ -177,17 +115,6 @@ def test_results_beyond_the_grading_total_end_it(judge, tiny_path, tmp_path, mon
     assert result["status"] == "fail" and stopped and f"{wire.MAX_TOTAL >> 20} MB of results" in stopped[0], result["cases"]
 
 
-@linux
-def test_a_solution_cannot_stop_or_kill_the_judge_and_the_next_grading_works(judge, tiny_path, tmp_path):
-    f = tmp_path / "killer.py"
-    f.write_text(f"import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill({os.getpid()}, signal.SIGSTOP)\n",
-                 encoding="utf-8")
-    r = judge.grade(judge.BY_ID["205"], f, tiny_path)
-    assert r["status"] == "error" and "PermissionError" in judge.summary_line(r), judge.summary_line(r)
-    f.write_text((ROOT / "practice" / "_judge" / "solutions" / "s205.py").read_text(encoding="utf-8"), encoding="utf-8")
-    assert judge.grade(judge.BY_ID["205"], f, tiny_path)["status"] == "pass"
-
-
 def test_the_sandbox_runs_no_process_outside_its_limits_when_the_judge_is_killed(tmp_path):
     """Killing the judge (kill -9, a closed terminal) ends its sandbox too: an endless solution does not
     outlive it."""
@@ -195,7 +122,7 @@ def test_the_sandbox_runs_no_process_outside_its_limits_when_the_judge_is_killed
     pidfile = tmp_path / "pid"
     f = tmp_path / "endless.py"
     f.write_text(f"import os\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\nwhile True:\n    pass\n", encoding="utf-8")
-    env = {**os.environ, "QWEN_PROGRESS": str(tmp_path / "p.json"), "QWEN_JUDGE_WRITABLE": str(tmp_path),
+    env = {**os.environ, "QWEN_PROGRESS": str(tmp_path / "p.json"),
            "QWEN_PRACTICE_DIR": str(tmp_path / "work")}
     proc = subprocess.Popen([sys.executable, str(ROOT / "practice" / "judge.py"), "205", "--file", str(f), "--tiny"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -63,7 +63,6 @@ def test_a_large_import_time_reservation_does_not_count(run_script, tmp_path, ti
 
 
 def test_fifty_forked_children_end_with_the_grading(judge, tiny_path, tmp_path, monkeypatch):
-    monkeypatch.setenv("QWEN_JUDGE_WRITABLE", str(tmp_path))       # the children write their pids there
     pids = tmp_path / "pids.txt"
     body = (SOLUTIONS / "s205.py").read_text(encoding="utf-8") + f"""
 import os, time
@@ -95,7 +94,6 @@ def l2norm(x, eps=1e-6):
 
 def test_children_cannot_exceed_the_memory_limit_together(judge, tiny_path, tmp_path, monkeypatch):
     monkeypatch.setenv("QWEN_JUDGE_MEMORY", "0.4")                  # 4 children of 150 MB: 600 MB together
-    monkeypatch.setenv("QWEN_JUDGE_WRITABLE", str(tmp_path))
     pids = tmp_path / "pids.txt"
     body = f"""
 import os, time
@@ -154,8 +152,7 @@ def test_ctrl_c_stops_at_once_and_ends_the_sandbox(tiny_path, tmp_path):
     f = tmp_path / "loop.py"
     f.write_text(f"import os\ndef l2norm(x, eps=1e-6):\n    open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
                  "    while True:\n        pass\n", encoding="utf-8")
-    env = {**os.environ, "QWEN_JUDGE_TIMEOUT": "60", "QWEN_PROGRESS": str(tmp_path / "p.json"), "PYTHONIOENCODING": "utf-8",
-           "QWEN_JUDGE_WRITABLE": str(tmp_path)}
+    env = {**os.environ, "QWEN_JUDGE_TIMEOUT": "60", "QWEN_PROGRESS": str(tmp_path / "p.json"), "PYTHONIOENCODING": "utf-8"}
     proc = subprocess.Popen([sys.executable, "practice/judge.py", "205", "--file", str(f), "--model", str(tiny_path)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -197,10 +194,7 @@ HOSTILE = {
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_hostile_solutions_cannot_fake_a_pass(judge, tiny_path, tmp_path, name):
     result = grade(judge, tiny_path, tmp_path, "205", HOSTILE[name], f"{name}.py")
-    if name == "patch_tolerance":                                  # the judge's modules cannot even be imported there
-        assert result["status"] == "error" and "is part of the judge" in judge.summary_line(result)
-    else:
-        assert result["status"] == "fail" and not result["cases"][0]["ok"], judge.summary_line(result)
+    assert result["status"] == "fail" and not result["cases"][0]["ok"], judge.summary_line(result)
 
 
 def test_an_int_subclass_equal_to_everything_does_not_pass(judge, tiny_path, tmp_path):
@@ -292,15 +286,18 @@ def test_where_no_memory_limit_can_be_set_the_sandbox_says_so_and_the_report_sho
     assert len(out) == 2 and out[1].strip() == note
 
 
-def test_each_grading_is_a_fresh_process_that_cannot_signal_the_judge(judge, tiny_path, tmp_path, monkeypatch, capsys):
-    """Each grading is a fresh process of its own (the next one started at once): the judge cannot be
-    signalled from it, nor the fork server that forked it, and notebook functions travel as source."""
+def test_a_grading_that_kills_its_parent_is_not_a_pass_and_the_next_one_works(judge, tiny_path, tmp_path, monkeypatch,
+                                                                             capsys):
+    """The learner's code may signal the learner's processes: killing the process that started it (the fork
+    server, or the judge's side of a fresh interpreter) is not a pass, and the next grading, from a notebook
+    (functions sent as source), works."""
     from practice._judge import sandbox
-    monkeypatch.setattr(sandbox, "_ahead", [])
+    for name, value in (("_ahead", []), ("_server", None), ("_server_starts", 0)):   # the suite's server stays
+        monkeypatch.setattr(sandbox, name, value)
     monkeypatch.setenv("QWEN_PROGRESS", str(tmp_path / "progress.json"))
     try:
         r = grade(judge, tiny_path, tmp_path, "205", "import os\ndef l2norm(x, eps=1e-6):\n    os.kill(os.getppid(), 9)\n")
-        assert r["status"] == "fail" and "PermissionError" in judge.summary_line(r), judge.summary_line(r)
+        assert r["status"] != "pass", judge.summary_line(r)
         cell = tmp_path / "cell.py"
         cell.write_text("import torch\ndef l2norm(x, eps=1e-6):\n    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps)\n",
                         encoding="utf-8")
@@ -314,6 +311,10 @@ def test_each_grading_is_a_fresh_process_that_cannot_signal_the_judge(judge, tin
     finally:
         for process in sandbox._ahead:
             process.stop()
+        if sandbox._server is not None:
+            sandbox._server[0].kill()
+            sandbox._server[0].wait()
+            sandbox._server[1].close()
 
 
 PARENT = "import os\ndef l2norm(x, eps=1e-6):\n    raise ValueError(f'parent {os.getppid()}')\n"
@@ -363,28 +364,19 @@ def test_the_fork_server_holds_nothing_of_the_judge_and_a_dead_one_is_started_ag
 # ------------------------------------------------------------------------------------------ 5. limits set in the child
 
 def test_the_sandbox_writes_bounded_files_in_a_private_folder_removed_afterwards(judge, tiny_path, tmp_path):
-    """RLIMIT_FSIZE and RLIMIT_NPROC are set; the working folder is the sandbox's own, gone after the grading;
-    fcntl cannot aim SIGIO at another process (where seccomp is applied)."""
+    """RLIMIT_FSIZE and RLIMIT_NPROC are set; the working folder is the sandbox's own, gone after the grading."""
     from practice._judge import confine
     body = """
-import fcntl, os, resource
+import os, resource
 def l2norm(x, eps=1e-6):
-    r, w = os.pipe()
-    try:
-        fcntl.fcntl(r, fcntl.F_SETOWN, 1)
-        own = "yes"
-    except PermissionError:
-        own = "no"
     open("scratch.txt", "w").write("relative paths land in the working folder")
     fsize, nproc = resource.getrlimit(resource.RLIMIT_FSIZE)[0], resource.getrlimit(resource.RLIMIT_NPROC)[0]
-    raise RuntimeError(f"FSIZE={fsize} NPROC={nproc} CWD={os.getcwd()} OWN={own} END")
+    raise RuntimeError(f"FSIZE={fsize} NPROC={nproc} CWD={os.getcwd()} END")
 """
     line = judge.summary_line(grade(judge, tiny_path, tmp_path, "205", body))
     fields = dict(part.split("=", 1) for part in line.split("RuntimeError: ")[1].split(" END")[0].split())
     assert int(fields["FSIZE"]) == confine.MAX_FILE and 0 < int(fields["NPROC"]) < 1 << 40, line
     assert os.path.basename(fields["CWD"]).startswith(f"qwen-judge-{os.getpid()}-") and not os.path.exists(fields["CWD"])
-    if sys.platform.startswith("linux") and os.uname().machine in ("x86_64", "aarch64"):
-        assert fields["OWN"] == "no", line
 
 
 def test_working_folders_left_by_a_judge_that_died_are_removed(tmp_path, monkeypatch):

@@ -96,32 +96,9 @@ def error_result(ex, file, kind, message):
             "printed": 0, "note": None}
 
 
-def grade(ex, model, *, file=None, functions=None, **kw):
+def grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMORY, explain_all=False):
     """Grade `file` (a path) or `functions` ({name: function}, notebook) for exercise `ex` on `model`.
-    Returns a plain result dict. explain_all: run diagnoses on every case, passing or not (--verify).
-    The judge's own files are fingerprinted before and after: a grading during which they changed
-    (the sandbox wrote them, where Landlock could not stop it) is an error, never a pass."""
-    before = sandbox.fingerprint()
-    result = _grade(ex, model, file=file, functions=functions, **kw)
-    changed = [f for f, h in sandbox.fingerprint().items() if before.get(f) != h]
-    if changed:
-        names = ", ".join(_relative(f) for f in changed[:3]) + (", ..." if len(changed) > 3 else "")
-        return error_result(ex, str(file) if file else "<notebook>", "tampered", T(
-            "the judge's own files changed during the grading ({f}): not graded. Restore them (git checkout -- "
-            "practice qwen, or a fresh copy of the course), then grade again",
-            "评测期间评测器自己的文件被改动了（{f}）：不予评测。请先恢复它们（git checkout -- practice qwen，或者重新获取"
-            "一份课程），再评测", f=names))
-    return result
-
-
-def _relative(path):
-    try:
-        return str(Path(path).relative_to(sandbox.ROOT))
-    except ValueError:
-        return str(path)
-
-
-def _grade(ex, model, *, file=None, functions=None, time_limit=20.0, memory=MEMORY, explain_all=False):
+    Returns a plain result dict. explain_all: run diagnoses on every case, passing or not (--verify)."""
     label = str(file) if file else "<notebook>"
     if file:
         problem = source_problem(file)

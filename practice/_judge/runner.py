@@ -4,7 +4,7 @@
     python -m practice._judge.runner --server   (Linux) started once by the judge: forks that process per grading
 
 It imports torch and says it is ready; then it reads one frame (which functions, the learner's file
-or notebook source, the limits, the inputs), confines itself (confine.py), loads the learner's file
+or notebook source, the limits, the inputs), sets its limits (confine.py), loads the learner's file
 as `python file.py` reads it (BOM, coding line; registered in sys.modules while it runs), calls each
 function on the inputs and writes each result, or what was raised instead, as plain data on its
 stdout (wire.py: never pickle). When the judge goes (its pipe closes), every process the learner's
@@ -91,8 +91,8 @@ def load_module(file):
 
 
 def run(job, blobs, send):
-    """Confine, load the learner's functions, call them on the inputs, send each result. job: {functions
-    (names), file or None, portable (notebook source) or None, lang, memory, writable, check_inputs (send
+    """Set the limits, load the learner's functions, call them on the inputs, send each result. job: {functions
+    (names), file or None, portable (notebook source) or None, lang, memory, folder, check_inputs (send
     the inputs' digests after each call), cases}. Never returns."""
     code = BROKEN
     try:

@@ -8,7 +8,7 @@ Either way the grading process is new and holds what an interpreter started with
 of everything the judge holds (clean_env) and only its stdin and stdout pipes would: never the practice
 page's token, a socket of the judge, the expected values (computed here, never sent) or the progress
 file's path. It runs in a session of its own, says it is ready, reads its job and the inputs in one
-frame, confines itself (confine.py), runs the learner's functions and writes each result on its
+frame, sets its limits (confine.py), runs the learner's functions and writes each result on its
 stdout. The next grading's process is started as soon as this one is taken (`prestart`), so its
 start-up overlaps the judge's own work.
 
@@ -32,7 +32,6 @@ When the grading ends, the process and everything below it is killed (found in /
 forked one is the server's child, not the judge's). Where a limit cannot be set
 (no /proc, no RLIMIT_AS), the judge says so in one line and grades without it.
 """
-import hashlib
 import multiprocessing
 import os
 import queue
@@ -261,8 +260,8 @@ class Process:
 
     def stop(self):
         if os.name == "posix":
-            try:                                    # its session's group at once (seccomp keeps them in it): none
-                os.killpg(self.proc.pid, signal.SIGKILL)   # forks a child the walk below would miss
+            try:                                    # its session's group at once: nothing left in it forks a
+                os.killpg(self.proc.pid, signal.SIGKILL)   # child the walk below would miss
             except OSError:
                 pass
             kill_tree(self.proc.pid, also=[self.proc.pid])
@@ -322,7 +321,7 @@ class Sandbox:
         self.verdict = None                         # (kind, message) when the judge ended it
         self.status = None                          # the process's return code
         self.received = 0                           # bytes of results so far (wire.MAX_TOTAL)
-        self.tmp = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-")   # its working folder, the only one it may write in
+        self.tmp = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-")   # its working folder, removed at the end
 
     def send(self, header, blobs):
         """Give the process its job and the inputs. False when it could not (then ending() says why)."""
@@ -331,9 +330,8 @@ class Sandbox:
         self.ready = isinstance(event, tuple) and event[0].get("kind") == "ready"
         if not self.ready:
             return False
-        writable = [self.tmp] + [p for p in os.environ.get("QWEN_JUDGE_WRITABLE", "").split(os.pathsep) if p.strip()]
         try:
-            self.process.proc.stdin.write(wire.pack({**header, **self.job, "memory": self.memory, "writable": writable},
+            self.process.proc.stdin.write(wire.pack({**header, **self.job, "memory": self.memory, "folder": self.tmp},
                                                     blobs))
             self.process.proc.stdin.flush()
             return True
@@ -427,25 +425,3 @@ class Sandbox:
                                 n=n, s=name, w=why))
         return ("exit", T("your code ended the process (os._exit({c})): return a value instead",
                           "你的代码结束了进程（os._exit({c})）：请返回一个值", c=code))
-
-
-# ------------------------------------------------------------------------------------------ the judge's files
-
-def judge_files():
-    """The files whose code decides a grading or records it: practice/judge.py, practice/_judge/ and qwen/
-    (the expected values come from there). The judge fingerprints them around every grading."""
-    files = [ROOT / "practice" / "judge.py", ROOT / "practice" / "__init__.py"]
-    for folder in (JUDGE, ROOT / "qwen"):
-        files += sorted(folder.rglob("*.py"))
-    return files
-
-
-def fingerprint(files=None):
-    """{path: sha256 of its bytes, or None when unreadable} for the judge's files."""
-    out = {}
-    for f in judge_files() if files is None else files:
-        try:
-            out[str(f)] = hashlib.sha256(f.read_bytes()).hexdigest()
-        except OSError:
-            out[str(f)] = None
-    return out
