@@ -49,6 +49,29 @@ def _ints(text):
     return int(text.replace(",", ""))
 
 
+NUMBER = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?:\.\d+)?(?:e[+-]?\d+)?(?![\d.]*[A-Za-wyz_])")   # not in Qwen3.5-0.8B, fp32
+
+
+def _numbers(line):
+    """Every number of a printed line, in order, whatever words are around them:
+    'grid (t, h, w) = (1, 24, 24), 1,024 ids, 2.5 ms' -> [1, 24, 24, 1024, 2.5] (ints where whole)."""
+    values = [float(v.replace(",", "")) for v in NUMBER.findall(line)]
+    return [int(v) if v.is_integer() else v for v in values]
+
+
+def _line(out, key):
+    """The one printed line that holds key (an identifier, a shape, a label of a number)."""
+    lines = [line for line in out.splitlines() if key in line]
+    assert len(lines) == 1, (key, lines)
+    return lines[0]
+
+
+def _merge_order(h, w, m):
+    """The grid cell (row, column) of each patch in merge-block order (qwen/image.py's patchify):
+    the m x m patches of each block one after the other, blocks left to right, then down."""
+    return [(br * m + i, bc * m + j) for br in range(h // m) for bc in range(w // m) for i in range(m) for j in range(m)]
+
+
 _NAMED = {}
 
 
@@ -1007,52 +1030,111 @@ def test_chapters_in_one_process_read_the_tokenizer_once(tiny_path, tmp_path, mo
     assert cli.chapter("d", "d", argv=["--model", str(folder)]).tokenizer is None and len(loads) == 2
 
 
-def test_ch10(course_en):
+def test_ch10(course_en, tiny_path):
+    """Chapter 10's shapes and counts, from the tiny checkpoint's vision_config, its tensors and
+    qwen.vision.preprocess on the chapter's own picture; Qwen3.5-0.8B's FLOPs from its published config."""
+    import json
+    import math
     from engine.cli import count
+    from engine.pictures import DEMO_WORD, demo_image
+    from qwen.config import Config
+    from qwen.vision import preprocess
     out = _chapter(course_en, "ch10_vision.py")
-    assert "the chapter's own picture: 448 x 448 pixels, a red square, a blue circle, a green triangle, the word 'CAT'" in out
-    assert "resized to 96 x 96 pixels (multiples of 8 = patch 4 x merge 2): grid (t, h, w) = (1, 24, 24)" in out
-    assert "pixel_values [576, 96]: 576 patches of 3 colours x 2 frames x 4 x 4 pixels = 96 numbers" in out
-    assert "the first 8 patches are the grid cells (0, 0) (0, 1) (1, 0) (1, 1) (0, 2) (0, 3) (1, 2) (1, 3):" in out
-    assert "Conv3d weight [8, 3, 2, 4, 4], stride [2, 4, 4] = its kernel -> as a matrix [8, 96]" in out
+    V = json.loads((tiny_path / "config.json").read_text(encoding="utf-8"))["vision_config"]
+    P, M, TP, D, C = V["patch_size"], V["spatial_merge_size"], V["temporal_patch_size"], V["hidden_size"], V.get("in_channels", 3)
+    header = {name[len("model.visual."):]: t["shape"] for name, t in _header(tiny_path).items() if name.startswith("model.visual.")}
+    image = demo_image()
+    pixels, grid = preprocess(image, tiny_path)
+    t, h, w = grid[0].tolist()
+    N, K = pixels.shape
+    assert N == t * h * w and K == C * TP * P * P
+    picture = _line(out, "the chapter's own picture")                  # 448 x 448, the word 'CAT'
+    assert _numbers(picture) == list(image.size) and f"{DEMO_WORD!r}" in picture
+    assert _numbers(_line(out, "grid (t, h, w)")) == [w * P, h * P, P * M, P, M, t, h, w]
+    assert _numbers(_line(out, "pixel_values"))[:-1] == [N, K, N, C, TP, P, P, K]       # then its milliseconds
+    cells = _merge_order(h, w, M)
+    first = _numbers(_line(out, "the first 8 patches are the grid cells"))
+    assert first[:1 + 4 * M * M] == [2 * M * M, *(v for cell in cells[:2 * M * M] for v in cell)], first
+    kernel = header["patch_embed.proj.weight"]
+    assert kernel == [D, C, TP, P, P] and _numbers(_line(out, "Conv3d weight")) == [*kernel, TP, P, P, D, K]
     assert _number(r"the Conv3d gives the same: max \|difference\| (\S+)", out) < 1e-5
-    assert "pos_embed [16, 8] = a 4 x 4 grid of 8-vectors -> interpolated to the image's 24 x 24 grid" in out
+    table = header["pos_embed.weight"]
+    side = math.isqrt(table[0])
+    assert _numbers(_line(out, "pos_embed [")) == [*table, side, side, D, h, w]
     assert _number(r"by hand vs F\.interpolate: max \|difference\| (\S+)", out) < 1e-6
-    assert "cell (23, 23) = table (3, 3): max |difference| 0.0e+00" in out
+    assert _numbers(_line(out, "corners stay corners")) == [0, 0, 0, 0, h - 1, w - 1, side - 1, side - 1, 0]   # exactly
     scores = re.search(r"scores (\S+) (\S+) (\S+): the same, only being \(2, 2\) apart matters; "
                        r"\(2, 3\) with \(0, 4\): (\S+)", out)
     assert scores and len(set(scores.groups()[:3])) == 1 and scores[4] != scores[1], out
     named = re.search(r"random q, k at cells (.*): scores", out)[1]           # cells of this 24 x 24 grid, never (7, 30)
-    assert all(int(r) < 24 and int(c) < 24 for r, c in re.findall(r"\((\d+), (\d+)\)", named)), named
-    assert "weights over the 576 patches sum to 1.000" in out and "where this head looks means nothing" in out
+    assert all(int(r) < h and int(c) < w for r, c in re.findall(r"\((\d+), (\d+)\)", named)), named
+    look = re.search(r"from patch (\d+) at cell \((\d+), (\d+)\): weights over the (\d+) patches sum to ([\d.]+)", out)
+    assert cells[int(look[1])] == (int(look[2]), int(look[3])) and int(look[4]) == N and float(look[5]) == 1.0
+    assert "where this head looks means nothing" in out
     top = re.search(r"its largest weight: (\d\.\d{4}) on cell \(\d+, \d+\) \(an even spread would give (\d\.\d{4}) each\)", out)
-    assert top and float(top[1]) >= float(top[2]), out       # both to 4 decimals (not 0.002 against 0.0017)
-    assert "576 patches x 8 -> 144 groups of 4 patches x 8 = 32 -> fc1, GELU 32 -> fc2 [144, 16]" in out
-    assert "width 16 = the language model's hidden size 16" in out and "144 <|image_pad|> between" in out
+    assert top and float(top[1]) >= float(top[2]) == round(1 / N, 4), out   # both to 4 decimals (not 0.002 against 0.0017)
+    H = Config.load(tiny_path).hidden_size
+    fc2 = header["merger.linear_fc2.weight"]
+    assert fc2 == [H, M * M * D]
+    assert _numbers(_line(out, "-> fc1, GELU")) == [N, D, N // (M * M), M * M, D, M * M * D, M * M * D, N // (M * M), fc2[0]]
+    token0 = [0, 0, M * M - 1, *(v for cell in cells[:M * M] for v in cell), fc2[0], H]     # width = the hidden size
+    assert _numbers(_line(out, "token 0 is made of patches")) == token0
+    assert _numbers(_line(out, "<|image_pad|> between"))[:2] == [N // (M * M)] * 2     # tokens in chapter 11's prompt
     assert _number(r"by hand vs the library: max \|difference\| (\S+)", out) < 1e-5
     assert _number(r"the tower took ([\d.]+) s", out) > 0
-    d, i, n, m = 768, 3072, 784, 196             # Qwen3.5-0.8B's tower (published config), 448 x 448 pixels
-    flops = 2 * n * 1536 * d + 12 * (6 * n * d * d + 4 * n * n * d + 2 * n * d * d + 4 * n * d * i) + 2 * m * 4 * d * (4 * d + 1024)
-    assert f"Qwen3.5-0.8B (config), 448 x 448 pixels = 784 patches: {count(flops)} FLOPs" in out
+    real = _manifest()["config"]["vision_config"]                # Qwen3.5-0.8B's tower, 448 x 448 pixels
+    d, i, n = real["hidden_size"], real["intermediate_size"], (448 // real["patch_size"]) ** 2
+    k, m = 3 * real["temporal_patch_size"] * real["patch_size"] ** 2, n // real["spatial_merge_size"] ** 2
+    block = 6 * n * d * d + 4 * n * n * d + 2 * n * d * d + 4 * n * d * i    # qkv, scores and values, proj, MLP
+    flops = 2 * n * k * d + real["depth"] * block + 2 * m * 4 * d * (4 * d + real["out_hidden_size"])
+    line = re.search(r"Qwen3\.5-0\.8B \(config\), 448 x 448 pixels = (\d+) patches: (.+) FLOPs", out)
+    assert (int(line[1]), line[2]) == (n, count(flops))
 
 
-def test_ch11(course_en):
-    out = _chapter(course_en, "ch11_seeing.py")
+def test_ch11(course_en, tiny_path):
+    """Chapter 11's positions and token counts, from qwen.rope.rope_index, qwen.vision.preprocess, the
+    tokenizer and the configs (the tiny checkpoint's; Qwen3.5-0.8B's published one for its 448 x 448 line)."""
+    from engine.pictures import demo_image
+    from qwen.config import Config
+    from qwen.rope import rope_index
+    from qwen.tokenizer import Tokenizer
+    from qwen.vision import preprocess
+    out, named = _chapter(course_en, "ch11_seeing.py"), _named(11)
+    cfg, tok = Config.load(tiny_path), Tokenizer.load(tiny_path)
+    image_id, merge = cfg.image_tokens()
     rows = re.findall(r"^ +(\d+)  (.+?) +\((\d+), (\d+), (\d+)\)$", out, flags=re.M)
     assert [r[1].strip() for r in rows] == ["Look", ":", "<|vision_start|>"] + ["<|image_pad|>"] * 6 + ["<|vision_end|>", "What", "?"]
     thw = [tuple(map(int, r[2:])) for r in rows]
     assert thw[:3] == [(0, 0, 0), (1, 1, 1), (2, 2, 2)]                        # text: three equal positions
     assert thw[3:9] == [(3, 3 + r, 3 + c) for r in range(2) for c in range(3)]  # the image: its 2 x 3 grid
     assert thw[9:] == [(6, 6, 6), (7, 7, 7), (8, 8, 8)]                        # then max + 1 and on
-    assert "<|vision_end|> at position 6 = the image's largest position 5 + 1; counting the tokens before it would give 9" in out
-    assert "Next: chapter 12, reading ahead with the MTP head" in out and "The course ends here" not in out
-    assert "196 tokens on a 14 x 14 grid, spanning 14 positions, not 196" in out
-    assert "<|vision_start|><|image_pad|><|vision_end|>What is in this picture?" in out
-    assert "the one <|image_pad|> becomes 144 (grid 1 x 24 x 24 / 2^2)" in out
+    small = _numbers(_line(out, "tokens after merging"))                      # a grid of 1 x 4 x 6 patches, 6 tokens
+    assert small[:4] == [1, 4, 6, 4 * 6 // merge ** 2] and small[4:6] == [merge, merge]
+    ids = tok.encode("Look:") + [cfg.raw["vision_start_token_id"]] + [image_id] * small[3] + [cfg.raw["vision_end_token_id"]] + tok.encode(" What?")
+    pos = rope_index(torch.tensor([ids]), torch.tensor([small[:3]]), cfg)[:, 0]
+    assert thw == [tuple(p) for p in pos.T.tolist()]
+    end = ids.index(cfg.raw["vision_end_token_id"])                            # the first token after the image
+    largest = int(pos[:, ids.index(image_id):end].max())
+    assert _numbers(_line(out, "after the image:")) == [int(pos[0, end]), largest, 1, end] and pos[0, end] == largest + 1 < end
+    assert int(re.search(r"Next: chapter (\d+)", out)[1]) == 12 and "The course ends here" not in out
+    real = _manifest()["config"]["vision_config"]                            # 448 x 448 pixels on Qwen3.5-0.8B
+    patches, real_merge = 448 // real["patch_size"], real["spatial_merge_size"]
+    side = patches // real_merge
+    assert _numbers(_line(out, "a 448 x 448 picture")) == [448, 448, patches, patches, real["patch_size"], side * side,
+                                                           side, side, side, side * side]
+    grid = preprocess(demo_image(), tiny_path)[1][0].tolist()                 # the picture chapter 10 draws
+    n_pads = grid[0] * grid[1] * grid[2] // merge ** 2
+    rendered = named["rendered"]
+    written = tok.encode(rendered)
+    block = [cfg.raw["vision_start_token_id"], image_id, cfg.raw["vision_end_token_id"]]
+    assert repr(rendered) in out and any(written[i:i + 3] == block for i in range(len(written)))   # one image in the prompt
+    assert _numbers(_line(out, "tokens as written")) == [len(written), n_pads, *grid, merge, 2, len(written) - 1 + n_pads]
     assert _number(r"time to the first token: ([\d.]+) s \(prefill of \d+ tokens, 144 of them the image's\)", out) > 0
     assert "(tiny checkpoint: made-up weights: the reply above is made-up tokens, not a description)" in out
     assert _number(r"this picture vs a blank one: max \|difference\| ([\d.]+)", out) > 0
-    assert "rope delta -132 (a new token's position = its index - 132)" in out          # 144 tokens on 12 positions
+    delta = max(grid[0], grid[1] // merge, grid[2] // merge) - n_pads      # 144 tokens on 12 positions: -132
+    read = len(written) - 1 + n_pads + len(named["reply_ids"])
+    assert _numbers(_line(out, "rope delta"))[:3] == [read, delta, -delta]
     assert _number(r"cached decoding vs reading it all again: max \|difference\| of the last logits (\S+)", out) < 1e-4
 
 
