@@ -66,6 +66,17 @@ def _line(out, key):
     return lines[0]
 
 
+def _exercises_of(n):
+    """The ids of the exercises that chapter n teaches (practice/_judge/exercises, their taught_in)."""
+    from practice._judge.exercises import EXERCISES
+    return sorted(int(e.id) for e in EXERCISES if e.taught_in == n)
+
+
+def _exercises_said(out):
+    """The exercise ids a chapter's last lines name ('Exercises for this chapter: 240, 241. Next: ...')."""
+    return [int(i) for i in re.findall(r"\d+", re.search(r"Exercises? for this chapter: ([\d, ]+)", out)[1])]
+
+
 def _merge_order(h, w, m):
     """The grid cell (row, column) of each patch in merge-block order (qwen/image.py's patchify):
     the m x m patches of each block one after the other, blocks left to right, then down."""
@@ -1180,26 +1191,41 @@ def test_ch10_ch11_with_your_own_image_and_a_file_that_is_not_one(run_script, tm
     assert lines[0].startswith("错误：") and "第 11 章" in r.stdout
 # ---------------------------------------------------------------- chapter 12 and --speculative
 
-def test_ch12(course_en):
+def test_ch12(course_en, tiny_path):
     """The MTP head by hand, speculative decoding equal to plain greedy, every path with replayed drafts,
     the caches after a rollback, the draft vocabulary's coverage, the costs: on the tiny checkpoint,
     where every acceptance is chance and the chapter says so."""
-    out = _chapter(course_en, "ch12_mtp.py")
-    assert "15 tensors under mtp.*:" in out
+    import math
+    from engine.cli import count
+    out, named = _chapter(course_en, "ch12_mtp.py"), _named(12)
+    header = {name: t["shape"] for name, t in _header(tiny_path).items() if name != "__metadata__"}
+    head = [math.prod(shape) for name, shape in header.items() if name.startswith("mtp.")]
+    lm = sum(math.prod(shape) for name, shape in header.items() if ".language_model." in name)   # the tied table once
+    tensors = re.search(r"(\d+) tensors under mtp\.\*: (.+) parameters, ([\d.]+)% of the language model's (.+) \(", out)
+    assert (int(tensors[1]), tensors[2], float(tensors[3]), tensors[4]) == (len(head), count(sum(head)),
+                                                                           round(100 * sum(head) / lm, 1), count(lm))
     assert _number(r"by hand == the library's MTPHead \(qwen/mtp\.py\): max \|difference\| (\S+)", out) < 1e-6
     m = re.search(r"the head's guess for token t \+ 2 = the model's greedy token there: (\d+) of (\d+) positions", out)
     assert m and int(m[1]) <= 2 and int(m[2]) > 40                   # random weights: chance, about 1 in 248,077
     assert "these shares mean nothing" in out and "not measured here" in out
-    assert "the same count from engine.speculative.teacher_forced_acceptance: True" in out
+    assert re.search(r"engine\.speculative\.teacher_forced_acceptance: (\w+)", out)[1] == str(named["same_count"]) == "True"
     assert re.search(r"teacher-forced acceptance on section 2's text: \d+% with the cut vocabulary, \d+% without", out)
-    assert "-> 2 accepted, then the model's 4" in out                   # the accept rule, on the made-up step
-    assert "speculative (k = 3) == plain greedy, token for token: True" in out
-    assert "15 tokens after the first in 15 verify passes: 1.00 tokens per forward pass" in out
-    assert re.search(r"drafts accepted: 0 of \d+ \(0%\)", out)
-    assert "all accepted (the plain run's tokens): 11 of 11 accepted, 3.75 tokens per forward pass; " \
-           "the plain greedy tokens: True" in out                     # 15 tokens: 4 rounds of k + 1 = 4, then the rest
-    assert re.search(r"all rejected \(wrong tokens\): 0 of \d+ accepted, 1\.00 tokens per forward pass; "
-                     r"the plain greedy tokens: True", out)
+    rule = _numbers(_line(out, "the model's choices"))                    # drafts [5, 7, 9], choices [5, 7, 4, 8] -> ...
+    drafts, choices = rule[:3], rule[3:7]
+    agree = next((i for i, (d, c) in enumerate(zip(drafts, choices)) if d != c), len(drafts))
+    assert rule[7:] == [agree, choices[agree]]                         # the agreeing drafts, then the model's own token
+    k = int(re.search(r"speculative \(k = (\d+)\) == plain greedy[^:]*: (True)\n", out)[1])
+    assert k == named["K"] and named["spec"] == named["plain"]
+    n = int(re.search(r"reply \((\d+) tokens\)", out)[1]) - 1       # the tokens after the first, one per verify pass
+    assert _numbers(_line(out, "verify passes")) == [n, named["spec_stats"]["rounds"], round(n / named["spec_stats"]["rounds"], 2), 1]
+    spec = named["spec_stats"]
+    assert _numbers(_line(out, "drafts accepted:")) == [spec["accepted"], spec["drafted"], round(100 * spec["accepted"] / spec["drafted"])]
+    rounds = math.ceil(n / (k + 1))                                    # every draft right: k + 1 tokens a pass
+    replayed = {kind: _numbers(_line(out, kind))[-3:] for kind in ("all accepted (", "all rejected (")}
+    assert replayed["all accepted ("] == [n - rounds, n - rounds, round(n / rounds, 2)]     # 15 tokens: 11 of 11, 3.75
+    rejected = sum(min(k, left - 1) for left in range(n, 0, -1))       # one token a pass, fewer drafts at the end
+    assert replayed["all rejected ("] == [0, rejected, 1]
+    assert len(re.findall(r"accepted, [\d.]+ tokens per forward pass; the plain greedy tokens: True", out)) == 3
     mix = re.search(r"a mix \(\d+ rounds of drafts, in turn: all right, only the first right, none right[^)]*\): (\d+) of \d+ accepted, "
                     r"([\d.]+) tokens per forward pass; the plain greedy tokens: True", out)
     assert mix and int(mix[1]) > 0 and 1 < float(mix[2]) < 3.75
@@ -1229,8 +1255,10 @@ def test_ch12(course_en):
     tv = re.search(r"made-up p and q over 6 tokens, 2,000 rounds: the first token's frequencies differ from p by "
                    r"([\d.]+) \(total variation\); 2,000 tokens drawn straight from p differ by less than ([\d.]+) in "
                    r"95% of 1,000 tries: within chance", out)
-    assert tv and float(tv[1]) < float(tv[2]) < 0.05 and "keeping every draft instead would give q's frequencies, 0.700" in out
-    assert "Exercise for this chapter: 250" in out
+    assert tv and float(tv[1]) < float(tv[2]) < 0.05
+    p, q = named["p_made"], named["q_made"]                              # keeping every draft: q's frequencies
+    assert _numbers(_line(out, "keeping every draft"))[-1] == round(0.5 * float((p - q).abs().sum()), 3) > 0.5
+    assert _exercises_said(out) == _exercises_of(12)
     assert re.search(r"Done: chapter\(s\) 1, 2, [\d, ]*\b12\b", course_en)        # main.py runs it with the others
 
 
