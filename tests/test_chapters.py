@@ -138,7 +138,7 @@ def test_ch01(course_en, tiny_path):
     a, b, offset, k = map(_ints, bytes_at.groups())                   # hand-read header == library
     begin, end = header[next(name for name in header if name.endswith("language_model.norm.weight"))]["data_offsets"]
     assert (a, b) == (8 + n + begin, 8 + n + end) and (offset, k) == (a, b - a) and named["same"] is True
-    assert "model.safetensors-00001-of-00001.safetensors" in out
+    assert file.name in out                                                       # the file it reads, by name
     pattern = " ".join("F" if t == "full_attention" else "L" for t in cfg.layer_types)
     assert re.search(r"\n  ([LF ]+)\n", out)[1] == pattern
     f32 = sorted(name for name, t in header.items() if name != "__metadata__" and t["dtype"] == "F32")
@@ -162,9 +162,10 @@ def test_ch01(course_en, tiny_path):
     above = (torch.nextafter(one, torch.tensor(2.0, dtype=torch.bfloat16)) - one).item()
     below = (one - torch.nextafter(one, torch.tensor(0.0, dtype=torch.bfloat16))).item()
     assert (float(gaps[1]), float(gaps[3])) == (above, below) and (2.0 ** int(gaps[2]), 2.0 ** int(gaps[4])) == (above, below)
-    for v, stored in re.findall(r"([\d.]+) stored in bf16 becomes (\S+)", out):
-        assert float(stored) == torch.tensor(float(v)).bfloat16().item(), v
-    assert "1.001" in re.findall(r"([\d.]+) stored in bf16", out)               # the update too small for bf16
+    stored = [(float(v), float(b)) for v, b in re.findall(r"([\d.]+) stored in bf16 becomes (\S+)", out)]
+    for v, b in stored:
+        assert b == torch.tensor(v).bfloat16().item(), v
+    assert any(1 < v < 1 + above / 2 and b == 1.0 for v, b in stored), stored      # an update too small for bf16: lost
     # Qwen3.5-0.8B's figures, from its published inventory, labelled
     real = _manifest()
     files = re.search(r"Qwen3\.5-0\.8B: (\d+) files, ([\d.]+) GB; the weights: (\S+) \(([\d.]+) GB\)", out)
@@ -569,7 +570,9 @@ def test_chapters_open_and_run_as_notebooks(tiny_path):
     counts = re.findall(r"CELLS (\d+) (\d+)", r.stdout)
     assert len(counts) == len(scripts) and all(int(c) >= 5 and int(m) >= 5 for c, m in counts)
     assert r.stdout.count("内置小检查点") == 1 and "第 3 章：三种归一化" in r.stdout
-    assert "def forward(self, embedded, hidden" in r.stdout          # ch12 shows the MTP head's code in a notebook
+    import inspect
+    from qwen.mtp import MTPHead
+    assert inspect.getsource(MTPHead.forward).splitlines()[0].strip() in r.stdout   # ch12 shows the head's code in a notebook
     shown = re.split(r"CELLS \d+ \d+\n", r.stdout)[:-1]              # each chapter's output, in order
     assert [n for n, out in zip(scripts, shown) if not re.search(r"^# qwen/\w+\.py:\d+  \S", out, re.M)] == []
     assert "在笔记本里会直接打印在这里" not in r.stdout
