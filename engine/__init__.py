@@ -13,6 +13,7 @@ patching.
     chat.py       `python main.py chat`
     threads.py    how many CPU threads torch uses
     products.py   the kernel behind qwen/linear.py: faster fp32 products of one and a few rows
+    packed.py     its path for bf16 on CPUs with bf16 arithmetic: each weight packed once for oneDNN
     upcast.py     its path for long bf16 inputs on CPUs without bf16 arithmetic
     quantized.py  torch's weight-only kernels behind qwen/quant.py, and quantizing while loading
 """

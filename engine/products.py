@@ -20,7 +20,8 @@ So `fast_product` computes such calls another way, by the number of rows:
     weight as it is stored;
   * the other calls of 2 to FEW_ROWS rows (the projections back to the hidden size, or 5 rows or
     more): oneDNN's inner product, whose time hardly grows with the rows;
-  * a bf16 call of many rows on a CPU without bf16 arithmetic: engine/upcast.py;
+  * a bf16 call on a CPU with bf16 arithmetic: oneDNN's product on the weight packed once
+    (engine/packed.py); of many rows on a CPU without it: engine/upcast.py;
   * anything else, and weights under MIN_VALUES values (oneDNN's set-up costs more than the
     product): declined, so the lesson's F.linear runs.
 
@@ -38,7 +39,7 @@ import platform
 import torch
 import torch.nn.functional as F
 
-from engine import upcast
+from engine import packed, upcast
 from qwen.linear import kernel
 
 FEW_ROWS = 16                                  # up to this many rows: oneDNN or (weight @ x^T)^T
@@ -111,10 +112,12 @@ def linear(x, weight):
 
 def fast_product(x, weight, bias=None):
     """The kernel behind qwen/linear.py's seam: x (..., in) @ weight (out, in)^T (+ bias) -> (..., out)
-    by a few-row path, or a long bf16 prompt's product in fp32 (engine/upcast.py); None for the rest
-    (the lesson's F.linear then runs)."""
+    by a few-row path, a bf16 product on a packed weight (engine/packed.py), or a long bf16 prompt's
+    product in fp32 (engine/upcast.py); None for the rest (the lesson's F.linear then runs)."""
     if bias is None and path(x, weight) is not F.linear:
         return linear(x, weight)
+    if packed.takes(x, weight, bias):
+        return packed.linear(x, weight, bias)
     if upcast.pays(x, weight, bias):
         return upcast.linear(x, weight, bias)
     return None

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine import products, upcast
+from engine import packed, products, upcast
 from qwen import linear as seam
 
 
@@ -43,9 +43,13 @@ def test_the_kernel_takes_only_long_bf16_inputs(emulated, monkeypatch):
                        upcast.linear(long, w, torch.zeros(64, dtype=torch.bfloat16)))
     monkeypatch.setattr(upcast, "MAX_WEIGHT", 64 * 256 - 1)              # the output layer's case: too big
     assert products.fast_product(long, w) is None
-    monkeypatch.setattr(upcast, "emulated_bf16", lambda: False)          # bf16 arithmetic: its own matmul
-    monkeypatch.setattr(upcast, "MAX_WEIGHT", 1 << 25)
-    assert products.fast_product(long, w) is None
+    monkeypatch.setattr(upcast, "emulated_bf16", lambda: False)          # bf16 arithmetic: not upcast, but
+    monkeypatch.setattr(upcast, "MAX_WEIGHT", 1 << 25)                   # the packed weight where torch packs
+    prompt = torch.randn(1, 40, 256, generator=g).to(torch.bfloat16)
+    assert not upcast.pays(prompt, w) and products.fast_product(prompt, w) is None   # a prompt: bf16's own
+    if packed.available():                                               # after a decode step, the packed
+        products.fast_product(prompt[:, :1], w)                          # weight's product, the same numbers
+        assert torch.equal(products.fast_product(prompt, w), F.linear(prompt, w))
 
 
 def test_a_bias_of_another_dtype_raises_as_bf16s_own_matmul_does(emulated):
