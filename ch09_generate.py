@@ -33,6 +33,7 @@ from qwen.mtp import check_speculative, speculative_ids
 from engine.quantized import BF16_ROUNDING, KERNEL_ROWS, check_mode, load_quantized, weight_bytes
 from engine.shapes import kv_cache_bytes
 from qwen.quant import Int4Linear
+from engine.products import described
 from engine.threads import note
 
 ch = chapter("Chapter 9: generation with a cache", "第 9 章：带缓存的生成", mine=True, options={
@@ -185,6 +186,9 @@ if speculative is not None:
         "  推测解码，k = {k}：{d} 个草稿中接受 {a} 个，模型每次前向计算 {r:.2f} 个词元（第 12 章）",
         k=speculative, a=stats["accepted"], d=stats["drafted"], r=per_pass)
 note(ch.threads)
+path_taken = described(model.layers[0].mlp.up_proj.weight) if args.quant is None else None
+if path_taken:
+    say("  (products: {p})", "  （乘积：{p}）", p=path_taken)
 if ch.tiny:
     say("  (random weights: the reply above is made-up tokens)", "  （随机权重：上面的回复是编造的词元）")
 

@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from engine import packed, upcast
+from qwen.lang import tr
 from qwen.linear import kernel
 
 FEW_ROWS = 16                                  # up to this many rows: oneDNN or (weight @ x^T)^T
@@ -126,3 +127,19 @@ def fast_product(x, weight, bias=None):
 def fast():
     """`with fast():` every product of the model runs through `fast_product` (the same numbers, to rounding)."""
     return kernel(fast_product)
+
+
+def described(weight):
+    """How `fast()` computes a decode step's products with this weight on this machine: one line in
+    the learner's language, said under a timing (a figure from another path is another figure)."""
+    if weight.device.type != "cpu":
+        return tr("torch's own products on {d}", "torch 在 {d} 上自己的乘积", d=weight.device.type)
+    if weight.dtype == torch.bfloat16 and packed.available():
+        return tr("bf16 products on weights packed once for oneDNN (this CPU has bf16 arithmetic)",
+                  "bf16 乘积，权重为 oneDNN 打包一次（这个 CPU 有 bf16 运算）")
+    if weight.dtype == torch.bfloat16:
+        return tr("bf16 products: a prompt's in fp32, one row in bf16 (this CPU has no bf16 arithmetic)",
+                  "bf16 乘积：提示词的用 fp32，单行用 bf16（这个 CPU 没有 bf16 运算）")
+    if takes(weight) and onednn_available() and torch.get_num_threads() > 1:
+        return tr("fp32 products of one row through oneDNN's inner product", "单行的 fp32 乘积走 oneDNN 的内积")
+    return tr("fp32 products through torch's F.linear", "fp32 乘积走 torch 的 F.linear")

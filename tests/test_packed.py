@@ -102,3 +102,15 @@ def test_a_bf16_model_inside_fast_gives_the_plain_models_logits(tiny_path):
             cached = model(ids[:, 4:], cache=cache)
     assert torch.equal(fast, plain)
     torch.testing.assert_close(cached[0, -1], plain[0, -1], atol=2e-2, rtol=2e-2)
+
+
+def test_the_line_under_a_timing_names_the_path_a_decode_step_takes(monkeypatch):
+    big = torch.zeros(1024, 1024)
+    assert products.described(big.bfloat16()) == products.described(torch.zeros(4, 4).bfloat16())  # the CPU decides
+    bf16 = products.described(big.bfloat16())
+    assert ("packed" in bf16) == packed.available()
+    monkeypatch.setattr(packed.upcast, "emulated_bf16", lambda: True)
+    assert products.described(big.bfloat16()) != bf16 or not packed.available()
+    monkeypatch.setattr(products.torch, "get_num_threads", lambda: 2)
+    assert ("oneDNN" in products.described(big)) == products.onednn_available()
+    assert "oneDNN" not in products.described(torch.zeros(16, 1024))         # under MIN_VALUES: F.linear
