@@ -11,7 +11,8 @@ it once per call and gives the very same numbers, bit for bit (tests/test_packed
 A weight is packed at its first call of at most PACK_ROWS rows (a decode step: a prompt read before
 then runs on F.linear, so the time to the first token stays what it was), and from then on every call
 uses the packed copy, the prompts' too. The copy is made again when the weight changes in place (its
-version counter moves); a weight that is freed takes its copy with it.
+version counter moves: p.mul_(2), p.copy_(...) under torch.no_grad()); a write through p.data is not
+counted by torch, so after one call `forget()`. A weight that is freed takes its copy with it.
 
 Memory: a packed copy is as large as its weight. A bf16 model read from a bf16 checkpoint holds its
 weights as the file's own pages (qwen/weights.py maps them), so once a block of rows is packed its
@@ -91,6 +92,11 @@ def packed(weight):
             weakref.finalize(weight, _packed.pop, key, None)
         held = _packed[key] = (weight._version, blocks)
     return held[1]
+
+
+def forget():
+    """Drop every packed copy (the next calls pack again): after writing weights through .data."""
+    _packed.clear()
 
 
 def linear(x, weight, bias=None):

@@ -43,6 +43,9 @@ def test_a_weight_changed_in_place_is_packed_again():
     with torch.no_grad():
         w.mul_(2)
     assert torch.equal(packed.linear(x, w), F.linear(x, w)) and not torch.equal(packed.linear(x, w), before)
+    w.data.mul_(2)                                                          # not counted by torch: forget()
+    packed.forget()
+    assert torch.equal(packed.linear(x, w), F.linear(x, w))
 
 
 @needs
