@@ -44,9 +44,10 @@ ch = chapter("Chapter 9: generation with a cache", "第 9 章：带缓存的生�
         f"回复的最大词元数（默认 {CHAPTER_REPLY_TOKENS}；更早结束的回复在结束词元处停止）")),
     "--device": dict(default="cpu", choices=["cpu", "cuda", "mps"], help=("where to compute", "在哪里计算")),
     "--dtype": dict(default="float32", choices=["float32", "bfloat16"], help=(
-        "compute dtype; bfloat16: half the memory, and on a CPU without bf16 arithmetic a prompt's projections "
-        "computed in fp32 and rounded once (engine/upcast.py)",
-        "计算精度；bfloat16：内存减半，在没有 bf16 运算的 CPU 上，提示词的投影用 fp32 计算、只舍入一次（engine/upcast.py）")),
+        "compute dtype; bfloat16: half the memory; with bf16 arithmetic each weight packed once for oneDNN "
+        "(engine/packed.py), without it a prompt's projections computed in fp32 and rounded once (engine/upcast.py)",
+        "计算精度；bfloat16：内存减半；有 bf16 运算时每个权重为 oneDNN 打包一次（engine/packed.py），没有时提示词的投影"
+        "用 fp32 计算、只舍入一次（engine/upcast.py）")),
     "--think": dict(action="store_true", help=("let the model reason in <think> first", "让模型先在 <think> 中推理")),
     "--speculative": dict(default=None, metavar="K", help=(
         "the reply with speculative decoding: the MTP head drafts K tokens a step, the model verifies them; greedy, "
