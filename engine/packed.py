@@ -11,8 +11,11 @@ it once per call and gives the very same numbers, bit for bit (tests/test_packed
 A weight is packed at its first call of at most PACK_ROWS rows (a decode step: a prompt read before
 then runs on F.linear, so the time to the first token stays what it was), and from then on every call
 uses the packed copy, the prompts' too. The copy is made again when the weight changes in place (its
-version counter moves: p.mul_(2), p.copy_(...) under torch.no_grad()); a write through p.data is not
-counted by torch, so after one call `forget()`. A weight that is freed takes its copy with it.
+version counter moves: p.mul_(2), p.copy_(...) under torch.no_grad()) or gets other values under the
+same tensor (`p.data = t`, which `module.to(dtype)` also does: its storage moves). A write through
+p.data (`p.data.mul_(2)`: .data has a version counter of its own) is not counted by torch, so after one
+call `forget()`. An inference tensor (made inside torch.inference_mode) counts no versions: its calls are
+declined (F.linear). A weight that is freed takes its copy with it.
 
 Memory: a packed copy is as large as its weight. A bf16 model read from a bf16 checkpoint holds its
 weights as the file's own pages (qwen/weights.py maps them), so once a block of rows is packed its
@@ -29,6 +32,7 @@ import weakref
 
 import torch
 import torch.nn.functional as F
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from engine import upcast
 from qwen.mtp import MAX_DRAFTS
@@ -37,7 +41,7 @@ MADV_PAGEOUT = 21                              # Linux: reclaim these pages now 
 BLOCK = 1 << 24                                # values packed at a time (32 MB of bf16)
 PACK_ROWS = MAX_DRAFTS + 1                     # a call of at most this many rows (a decode step, a verify pass)
                                                # packs a weight not packed yet
-_packed = {}                                   # id(weight) -> (its version when packed, [(first row, end, packed rows)])
+_packed = {}                                   # id(weight) -> (its `_stamp` when packed, [(first row, end, packed rows)])
 
 
 def available():
@@ -66,22 +70,31 @@ def _product(rows, packed, bias):
 def takes(x, weight, bias=None):
     """Whether this call is one the packed path computes as F.linear does: bf16 x and weight on the CPU,
     a 2-D weight x fits, no bias or a bf16 one, no gradient wanted, and `available`; and the weight is
-    packed already or the call has at most PACK_ROWS rows."""
+    packed already or the call has at most PACK_ROWS rows; not an inference tensor (it counts no versions)."""
     return (weight.dtype == torch.bfloat16 and x.dtype == torch.bfloat16 and weight.device.type == "cpu"
             and x.is_cpu and weight.dim() == 2 and x.dim() > 0 and x.shape[-1] == weight.shape[1]
-            and x.numel() > 0 and (bias is None or (bias.dtype == torch.bfloat16 and bias.dim() == 1))
+            and x.numel() > 0 and not weight.is_inference() and (bias is None or (bias.dtype == torch.bfloat16 and bias.dim() == 1))
             and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
                                                   or (bias is not None and bias.requires_grad)))
             and (id(weight) in _packed or x.numel() <= PACK_ROWS * x.shape[-1])
             and available())
 
 
+def _stamp(weight):
+    """What changes when the weight's values may have: its version (an in-place change), and which storage
+    holds them and where (a new tensor put under the same object: `p.data = t`, `module.to(dtype)`). The
+    storage by a weak reference, which no other storage shares while it is held (an address alone may be
+    handed out again once the old storage is freed)."""
+    return (weight._version, StorageWeakRef(weight.untyped_storage()), weight.storage_offset(),
+            tuple(weight.shape), weight.stride())
+
+
 def packed(weight):
     """The weight's packed copy, as blocks of rows [(first row, end, packed rows)], made now if there is
-    none or the weight changed since."""
+    none or the weight changed since (`_stamp`)."""
     key = id(weight)
     held = _packed.get(key)
-    if held is None or held[0] != weight._version:
+    if held is None or held[0] != _stamp(weight):
         step = max(1, BLOCK // max(1, weight.shape[1]))
         blocks = []
         for a in range(0, weight.shape[0], step):
@@ -90,7 +103,7 @@ def packed(weight):
             _hand_back(part)
         if held is None:
             weakref.finalize(weight, _packed.pop, key, None)
-        held = _packed[key] = (weight._version, blocks)
+        held = _packed[key] = (_stamp(weight), blocks)
     return held[1]
 
 

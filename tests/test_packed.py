@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from engine import packed, products
+from qwen.linear import product
 
 needs = pytest.mark.skipif(not packed.available(), reason="this CPU or torch has no packed bf16 product")
 
@@ -47,6 +48,29 @@ def test_a_weight_changed_in_place_is_packed_again():
     packed.forget()
     assert torch.equal(packed.linear(x, w), F.linear(x, w))
 
+
+
+@needs
+def test_a_weight_given_other_values_under_the_same_tensor_is_packed_again():
+    x = _bf16(1, 32, seed=1)
+    p = torch.nn.Parameter(_bf16(48, 32), requires_grad=False)
+    packed.linear(x, p)
+    p.data = _bf16(48, 32, seed=3)                                           # the same object, other values
+    assert torch.equal(packed.linear(x, p), F.linear(x, p))
+    layer = torch.nn.Linear(32, 48, bias=False).bfloat16().requires_grad_(False)
+    packed.linear(x, layer.weight)
+    layer.float()                                                            # module.to sets p.data
+    layer.weight.data = _bf16(48, 32, seed=4).float()                        # no version counted
+    layer.bfloat16()                                                         # maybe at the old address
+    assert torch.equal(packed.linear(x, layer.weight), F.linear(x, layer.weight))
+
+
+def test_an_inference_tensor_is_declined():
+    with torch.inference_mode():
+        w, x = _bf16(48, 32), _bf16(1, 32, seed=1)
+        assert not packed.takes(x, w)                                         # it counts no versions
+        with products.fast():
+            assert torch.equal(product(x, w), F.linear(x, w))                # F.linear's numbers, no error
 
 @needs
 def test_the_packed_copy_goes_with_its_weight():
