@@ -33,6 +33,7 @@ from qwen.mtp import check_speculative, speculative_ids
 from engine.quantized import BF16_ROUNDING, KERNEL_ROWS, check_mode, load_quantized, weight_bytes
 from engine.shapes import kv_cache_bytes
 from qwen.quant import Int4Linear
+from engine.packed import prepare
 from engine.products import described
 from engine.threads import note
 
@@ -110,6 +111,8 @@ tok, template = ch.needs_chat()        # after the checks (the 248k-entry vocabu
                                        # before the weights: without both the chapter stops here
 if args.quant is None:
     model = load_model(path, dtype=getattr(torch, args.dtype), vision=False).to(args.device)   # text only
+    prepare(model)                                      # bf16 with bf16 arithmetic: each weight packed now, not
+                                                        # inside a timing (engine/packed.py); else nothing
 else:                                                   # read from the file and quantized a block at a time:
     model = load_quantized(path, args.quant)            # never the whole model in full precision (chapter 13)
 if speculative is not None:

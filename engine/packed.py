@@ -8,13 +8,15 @@ once. Packed once into that layout (torch.ops.mkldnn._reorder_linear_weight), th
 it once per call and gives the very same numbers, bit for bit (tests/test_packed.py). bench/bench_model.py's
 1-row products measure both ways.
 
-A weight is packed at its first call of at most PACK_ROWS rows (a decode step: a prompt read before
-then runs on F.linear, so the time to the first token stays what it was), and from then on every call
-uses the packed copy, the prompts' too. The copy is made again when the weight changes in place (its
-version counter moves: p.mul_(2), p.copy_(...) under torch.no_grad()) or gets other values under the
-same tensor (`p.data = t`, which `module.to(dtype)` also does: its storage moves). A write through
-p.data (`p.data.mul_(2)`: .data has a version counter of its own) is not counted by torch, so after one
-call `forget()`. An inference tensor (made inside torch.inference_mode) counts no versions: its calls are
+A weight is packed at its first call of at most PACK_ROWS rows (a decode step, or the prompt's last
+position through the output layer), or all at once by `prepare(model)`, which a chapter calls right
+after loading so that no timing it prints holds the packing (about a second for the 0.8B model). From
+then on every call uses the packed copy, the prompts' too. The copy is made again when the weight
+changes in place (its version counter moves: p.mul_(2), p.copy_(...) under torch.no_grad()), gets
+other values under the same tensor (`p.data = t`, which `module.to(dtype)` also does: its storage
+moves), or when 8 values sampled across it differ from theirs at packing: so a write through p.data
+(`p.data.mul_(2)`, which torch does not count) is seen when it changes those values; `forget()` drops
+every copy. An inference tensor (made inside torch.inference_mode) counts no versions: its calls are
 declined (F.linear). A weight that is freed takes its copy with it.
 
 Memory: a packed copy is as large as its weight. A bf16 model read from a bf16 checkpoint holds its
@@ -41,7 +43,8 @@ MADV_PAGEOUT = 21                              # Linux: reclaim these pages now 
 BLOCK = 1 << 24                                # values packed at a time (32 MB of bf16)
 PACK_ROWS = MAX_DRAFTS + 1                     # a call of at most this many rows (a decode step, a verify pass)
                                                # packs a weight not packed yet
-_packed = {}                                   # id(weight) -> (its `_stamp` when packed, [(first row, end, packed rows)])
+_packed = {}                                   # id(weight) -> (its `_stamp` and `_probe` when packed, blocks of rows)
+_watched = set()                               # ids whose weight's end drops its copy
 
 
 def available():
@@ -89,26 +92,52 @@ def _stamp(weight):
             tuple(weight.shape), weight.stride())
 
 
+def _probe(weight):
+    """8 of the weight's values, sampled across its rows and columns (8 pages read, not the whole weight)."""
+    rows = torch.linspace(0, weight.shape[0] - 1, 8).long()
+    cols = torch.linspace(0, weight.shape[1] - 1, 8).long()
+    return weight.detach()[rows, cols].clone()
+
+
 def packed(weight):
     """The weight's packed copy, as blocks of rows [(first row, end, packed rows)], made now if there is
-    none or the weight changed since (`_stamp`)."""
+    none or the weight changed since (`_stamp`, `_probe`)."""
     key = id(weight)
     held = _packed.get(key)
-    if held is None or held[0] != _stamp(weight):
+    if held is None or held[0] != _stamp(weight) or not torch.equal(held[1], _probe(weight)):
         step = max(1, BLOCK // max(1, weight.shape[1]))
         blocks = []
         for a in range(0, weight.shape[0], step):
             part = weight.detach()[a:a + step]                                  # (step, in)
             blocks.append((a, a + part.shape[0], torch.ops.mkldnn._reorder_linear_weight(part, 1)))
             _hand_back(part)
-        if held is None:
-            weakref.finalize(weight, _packed.pop, key, None)
-        held = _packed[key] = (_stamp(weight), blocks)
-    return held[1]
+        if key not in _watched:
+            _watched.add(key)
+            weakref.finalize(weight, _drop, key)
+        held = _packed[key] = (_stamp(weight), _probe(weight), blocks)
+    return held[2]
+
+
+def _drop(key):
+    _packed.pop(key, None)
+    _watched.discard(key)
+
+
+def prepare(model):
+    """Pack now every weight of `model` that its decode steps would pack (its Linear layers' and its output
+    layer's): returns how many were packed. Nothing where the packed path is off."""
+    weights = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    weights += [model.output_weight] if hasattr(model, "output_weight") else []
+    n = 0
+    for w in weights:
+        if isinstance(w, torch.Tensor) and takes(w.new_zeros(1, w.shape[-1]) if w.dim() == 2 else w, w):
+            packed(w)
+            n += 1
+    return n
 
 
 def forget():
-    """Drop every packed copy (the next calls pack again): after writing weights through .data."""
+    """Drop every packed copy (the next calls pack again)."""
     _packed.clear()
 
 

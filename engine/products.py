@@ -137,9 +137,12 @@ def described(weight):
     if weight.dtype == torch.bfloat16 and packed.available():
         return tr("bf16 products on weights packed once for oneDNN (this CPU has bf16 arithmetic)",
                   "bf16 乘积，权重为 oneDNN 打包一次（这个 CPU 有 bf16 运算）")
-    if weight.dtype == torch.bfloat16:
+    if weight.dtype == torch.bfloat16 and upcast.emulated_bf16():
         return tr("bf16 products: a prompt's in fp32, one row in bf16 (this CPU has no bf16 arithmetic)",
                   "bf16 乘积：提示词的用 fp32，单行用 bf16（这个 CPU 没有 bf16 运算）")
+    if weight.dtype == torch.bfloat16:
+        return tr("torch's own bf16 products (this torch cannot pack a bf16 weight for oneDNN)",
+                  "torch 自己的 bf16 乘积（这个 torch 无法为 oneDNN 打包 bf16 权重）")
     if takes(weight) and onednn_available() and torch.get_num_threads() > 1:
         return tr("fp32 products of one row through oneDNN's inner product", "单行的 fp32 乘积走 oneDNN 的内积")
     return tr("fp32 products through torch's F.linear", "fp32 乘积走 torch 的 F.linear")

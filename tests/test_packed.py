@@ -141,3 +141,22 @@ def test_the_line_under_a_timing_names_the_path_a_decode_step_takes(monkeypatch)
     monkeypatch.setattr(products.torch, "get_num_threads", lambda: 2)
     assert ("oneDNN" in products.described(big)) == products.onednn_available()
     assert "oneDNN" not in products.described(torch.zeros(16, 1024))         # under MIN_VALUES: F.linear
+
+
+@needs
+def test_a_write_through_data_that_changes_the_sampled_values_is_seen():
+    w, x = _bf16(48, 32), _bf16(1, 32, seed=1)
+    packed.linear(x, w)
+    w.data.mul_(2)                                                          # torch does not count it
+    assert torch.equal(packed.linear(x, w), F.linear(x, w))
+
+
+@needs
+def test_prepare_packs_what_decoding_would_and_nothing_else(tiny_path):
+    from qwen.model import load_model
+    model = load_model(tiny_path, dtype=torch.bfloat16, vision=False)
+    packed.forget()
+    n = packed.prepare(model)
+    linears = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert n == len(linears) + 1 and all(id(w) in packed._packed for w in linears)   # + the tied output layer
+    assert packed.prepare(load_model(tiny_path, vision=False)) == 0                   # fp32: nothing
