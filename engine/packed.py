@@ -43,7 +43,7 @@ MADV_PAGEOUT = 21                              # Linux: reclaim these pages now 
 BLOCK = 1 << 24                                # values packed at a time (32 MB of bf16)
 PACK_ROWS = MAX_DRAFTS + 1                     # a call of at most this many rows (a decode step, a verify pass)
                                                # packs a weight not packed yet
-_packed = {}                                   # id(weight) -> (its `_stamp` and `_probe` when packed, blocks of rows)
+_packed = {}                                   # id(weight) -> (`_stamp`, `_probe`'s places and values, blocks of rows)
 _watched = set()                               # ids whose weight's end drops its copy
 
 
@@ -76,7 +76,8 @@ def takes(x, weight, bias=None):
     packed already or the call has at most PACK_ROWS rows; not an inference tensor (it counts no versions)."""
     return (weight.dtype == torch.bfloat16 and x.dtype == torch.bfloat16 and weight.device.type == "cpu"
             and x.is_cpu and weight.dim() == 2 and x.dim() > 0 and x.shape[-1] == weight.shape[1]
-            and x.numel() > 0 and not weight.is_inference() and (bias is None or (bias.dtype == torch.bfloat16 and bias.dim() == 1))
+            and x.numel() > 0 and not weight.is_inference()
+            and (bias is None or (bias.dtype == torch.bfloat16 and bias.dim() == 1))
             and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
                                                   or (bias is not None and bias.requires_grad)))
             and (id(weight) in _packed or x.numel() <= PACK_ROWS * x.shape[-1])
@@ -93,18 +94,16 @@ def _stamp(weight):
 
 
 def _probe(weight):
-    """8 of the weight's values, sampled across its rows and columns (8 pages read, not the whole weight)."""
-    rows = torch.linspace(0, weight.shape[0] - 1, 8).long()
-    cols = torch.linspace(0, weight.shape[1] - 1, 8).long()
-    return weight.detach()[rows, cols].clone()
+    """Where to sample 8 of the weight's values, across its rows and columns (8 pages, not the whole weight)."""
+    return (torch.linspace(0, weight.shape[0] - 1, 8).long(), torch.linspace(0, weight.shape[1] - 1, 8).long())
 
 
 def packed(weight):
     """The weight's packed copy, as blocks of rows [(first row, end, packed rows)], made now if there is
-    none or the weight changed since (`_stamp`, `_probe`)."""
+    none or the weight changed since (`_stamp`, or the values at `_probe`)."""
     key = id(weight)
     held = _packed.get(key)
-    if held is None or held[0] != _stamp(weight) or not torch.equal(held[1], _probe(weight)):
+    if held is None or held[0] != _stamp(weight) or not torch.equal(weight.detach()[held[1]], held[2]):
         step = max(1, BLOCK // max(1, weight.shape[1]))
         blocks = []
         for a in range(0, weight.shape[0], step):
@@ -114,8 +113,9 @@ def packed(weight):
         if key not in _watched:
             _watched.add(key)
             weakref.finalize(weight, _drop, key)
-        held = _packed[key] = (_stamp(weight), _probe(weight), blocks)
-    return held[2]
+        where = _probe(weight)
+        held = _packed[key] = (_stamp(weight), where, weight.detach()[where], blocks)
+    return held[3]
 
 
 def _drop(key):
@@ -130,7 +130,7 @@ def prepare(model):
     weights += [model.output_weight] if hasattr(model, "output_weight") else []
     n = 0
     for w in weights:
-        if isinstance(w, torch.Tensor) and takes(w.new_zeros(1, w.shape[-1]) if w.dim() == 2 else w, w):
+        if isinstance(w, torch.Tensor) and w.dim() == 2 and takes(w.new_zeros(1, w.shape[1]), w):
             packed(w)
             n += 1
     return n
