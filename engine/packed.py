@@ -105,11 +105,12 @@ def packed(weight):
     held = _packed.get(key)
     if held is None or held[0] != _stamp(weight) or not torch.equal(weight.detach()[held[1]], held[2]):
         step = max(1, BLOCK // max(1, weight.shape[1]))
-        blocks = []
+        blocks, a_file = [], _file_backed(weight.data_ptr())                  # one weight, one mapping
         for a in range(0, weight.shape[0], step):
             part = weight.detach()[a:a + step]                                  # (step, in)
             blocks.append((a, a + part.shape[0], torch.ops.mkldnn._reorder_linear_weight(part, 1)))
-            _hand_back(part)
+            if a_file:
+                _hand_back(part)
         if key not in _watched:
             _watched.add(key)
             weakref.finalize(weight, _drop, key)
@@ -164,10 +165,8 @@ def _file_backed(address):
 
 
 def _hand_back(weight):
-    """Give the kernel back the whole pages of a weight that are a file's (see Memory above)."""
+    """Give the kernel back the whole pages of a weight that lies in a file's mapping (see Memory above)."""
     start = weight.data_ptr()
-    if not _file_backed(start):
-        return
     page = mmap.PAGESIZE
     first, last = -(-start // page) * page, (start + weight.nbytes) // page * page
     if last > first:
